@@ -1,0 +1,200 @@
+import { readFileSync } from 'node:fs'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import { TypeCompiler } from '@sinclair/typebox/compiler'
+import { isAddress } from 'viem'
+import { Capabilities, ToolContract, CORTEX_MODEL_ID, MODEL_ID_PATTERN } from './protocol/models.js'
+
+/** The config file (DESIGN §9). This shape is a contract: outside tools write such files. */
+const UnitsString = Type.String({ pattern: '^[0-9]+$', description: 'USDC base units (6 decimals), as a string' })
+
+const ModelConfig = Type.Object({
+  id: Type.String({ pattern: MODEL_ID_PATTERN }),
+  owned_by: Type.String({ minLength: 1 }),
+  created: Type.Optional(Type.Integer({ minimum: 0 })),
+  contextLimit: Type.Integer({ minimum: 1 }),
+  capabilities: Capabilities,
+  tool_contract: Type.Optional(ToolContract),
+})
+
+const OfferConfig = Type.Object({
+  model: Type.String({ minLength: 1 }),
+  upstreamModel: Type.String({ minLength: 1 }),
+  input_price_per_mtok: UnitsString,
+  output_price_per_mtok: UnitsString,
+  maxConcurrency: Type.Integer({ minimum: 1 }),
+})
+
+const ProviderConfig = Type.Object({
+  address: Type.String(),
+  baseUrl: Type.String({ pattern: '^https?://' }),
+  apiKey: Type.Optional(Type.String()),
+  bundle: Type.String({ minLength: 1 }),
+  profile: Type.String({ minLength: 1 }),
+  offers: Type.Array(OfferConfig),
+})
+
+const ManagedConfig = Type.Object({
+  baseUrl: Type.String({ pattern: '^https?://' }),
+  apiKey: Type.Optional(Type.String()),
+  upstreamModel: Type.String({ minLength: 1 }),
+  input_price_per_mtok: UnitsString,
+  output_price_per_mtok: UnitsString,
+  maxConcurrency: Type.Optional(Type.Integer({ minimum: 1 })),
+})
+
+const RailConfig = Type.Union([
+  Type.Object({ kind: Type.Literal('local') }),
+  Type.Object({
+    kind: Type.Literal('evm'),
+    rpcUrl: Type.String({ pattern: '^(https?|wss?)://' }),
+    chainId: Type.Integer({ minimum: 1 }),
+    usdc: Type.String(),
+    settler: Type.String(),
+    operatorKeyEnv: Type.Optional(Type.String({ minLength: 1 })),
+    confirmations: Type.Optional(Type.Integer({ minimum: 0 })),
+    feeAccount: Type.Optional(Type.String()),
+  }),
+])
+
+/** Timeouts and limits of the request path; every field has a default. */
+const TuningConfig = Type.Object({
+  firstByteTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  idleTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  keepAliveMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  breakerFailures: Type.Optional(Type.Integer({ minimum: 1 })),
+  breakerCooldownMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  holdTtlSeconds: Type.Optional(Type.Integer({ minimum: 5 })),
+  keyCacheMs: Type.Optional(Type.Integer({ minimum: 0 })),
+  settleIntervalMs: Type.Optional(Type.Integer({ minimum: 0 })),
+})
+
+export const ConfigSchema = Type.Object({
+  listen: Type.Optional(Type.Object({ host: Type.Optional(Type.String()), port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })) })),
+  store: Type.String({ pattern: '^(sqlite:|postgres(ql)?://)' }),
+  rail: RailConfig,
+  feeBps: Type.Integer({ minimum: 0, maximum: 10_000 }),
+  models: Type.Array(ModelConfig),
+  providers: Type.Array(ProviderConfig),
+  cortex: Type.Optional(Type.Object({ candidates: Type.Array(Type.String()) })),
+  managed: Type.Optional(ManagedConfig),
+  tuning: Type.Optional(TuningConfig),
+  portal: Type.Optional(Type.Object({ sessionSecret: Type.Optional(Type.String({ minLength: 16 })), chainId: Type.Optional(Type.Integer({ minimum: 1 })) })),
+})
+export type Config = Static<typeof ConfigSchema>
+export type ModelConfig = Static<typeof ModelConfig>
+export type ProviderConfig = Static<typeof ProviderConfig>
+export type OfferConfig = Static<typeof OfferConfig>
+export type ManagedConfig = Static<typeof ManagedConfig>
+export type RailConfig = Static<typeof RailConfig>
+
+export interface Tuning {
+  firstByteTimeoutMs: number
+  idleTimeoutMs: number
+  keepAliveMs: number
+  breakerFailures: number
+  breakerCooldownMs: number
+  holdTtlSeconds: number
+  keyCacheMs: number
+  settleIntervalMs: number
+}
+
+export const DEFAULT_TUNING: Tuning = {
+  firstByteTimeoutMs: 15_000,
+  idleTimeoutMs: 60_000,
+  keepAliveMs: 10_000,
+  breakerFailures: 3,
+  breakerCooldownMs: 5_000,
+  holdTtlSeconds: 600,
+  keyCacheMs: 2_000,
+  settleIntervalMs: 60_000,
+}
+
+export function tuningOf(config: Config): Tuning {
+  return { ...DEFAULT_TUNING, ...config.tuning }
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[], source: string) {
+    super(`invalid config ${source}:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
+  }
+}
+
+const checker = TypeCompiler.Compile(ConfigSchema)
+
+/** `/models/0/id` → `models[0].id` */
+export function jsonPointerToPath(pointer: string): string {
+  let out = ''
+  for (const part of pointer.split('/').slice(1)) {
+    out += /^\d+$/.test(part) ? `[${part}]` : out ? `.${part}` : part
+  }
+  return out || '(root)'
+}
+
+function schemaProblems(schema: TSchema, value: unknown): string[] {
+  const seen = new Set<string>()
+  const problems: string[] = []
+  for (const e of TypeCompiler.Compile(schema).Errors(value)) {
+    const path = jsonPointerToPath(e.path)
+    if (seen.has(path)) continue
+    seen.add(path)
+    problems.push(`${path}: ${e.message}`)
+  }
+  return problems
+}
+
+/** Cross-field rules the schema cannot state. */
+function semanticProblems(config: Config): string[] {
+  const problems: string[] = []
+  const ids = new Set<string>()
+  config.models.forEach((m, i) => {
+    if (m.id === CORTEX_MODEL_ID) problems.push(`models[${i}].id: ${CORTEX_MODEL_ID} is the routing model and cannot be configured`)
+    if (ids.has(m.id)) problems.push(`models[${i}].id: duplicate model id ${m.id}`)
+    ids.add(m.id)
+    if (m.capabilities.tools && !m.tool_contract) problems.push(`models[${i}].tool_contract: required when capabilities.tools is true`)
+    if (m.capabilities.maxOutputTokens > m.contextLimit) problems.push(`models[${i}].capabilities.maxOutputTokens: larger than contextLimit`)
+  })
+  const addresses = new Set<string>()
+  config.providers.forEach((p, i) => {
+    if (!isAddress(p.address, { strict: false })) problems.push(`providers[${i}].address: not an EVM address`)
+    if (addresses.has(p.address.toLowerCase())) problems.push(`providers[${i}].address: duplicate provider address`)
+    addresses.add(p.address.toLowerCase())
+    p.offers.forEach((o, j) => {
+      if (!ids.has(o.model)) problems.push(`providers[${i}].offers[${j}].model: unknown model ${o.model}`)
+    })
+  })
+  config.cortex?.candidates.forEach((c, i) => {
+    if (!ids.has(c)) problems.push(`cortex.candidates[${i}]: unknown model ${c}`)
+  })
+  if (config.rail.kind === 'evm') {
+    if (!isAddress(config.rail.usdc, { strict: false })) problems.push('rail.usdc: not an EVM address')
+    if (!isAddress(config.rail.settler, { strict: false })) problems.push('rail.settler: not an EVM address')
+  }
+  return problems
+}
+
+/** Validates a parsed config object; throws ConfigError listing one message per bad field. */
+export function validateConfig(value: unknown, source = '(inline)'): Config {
+  if (!checker.Check(value)) throw new ConfigError(schemaProblems(ConfigSchema, value), source)
+  const problems = semanticProblems(value)
+  if (problems.length) throw new ConfigError(problems, source)
+  return value
+}
+
+/** Reads and validates the config file; DATABASE_URL and PORT override when set. */
+export function loadConfig(path: string, env: NodeJS.ProcessEnv = process.env): Config {
+  let raw: unknown
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'))
+  } catch (err) {
+    throw new ConfigError([`cannot read: ${(err as Error).message}`], path)
+  }
+  const config = validateConfig(raw, path)
+  return applyEnv(config, env)
+}
+
+export function applyEnv(config: Config, env: NodeJS.ProcessEnv): Config {
+  const out = { ...config, listen: { ...config.listen } }
+  if (env.DATABASE_URL) out.store = env.DATABASE_URL
+  if (env.PORT) out.listen.port = Number(env.PORT)
+  return out
+}

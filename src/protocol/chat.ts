@@ -1,0 +1,130 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
+
+/**
+ * POST /v1/chat/completions request (spec §4.1, DESIGN §3). Unknown fields are allowed by the schema and
+ * ignored by the gateway, so every SDK's extras pass; the standard optional parameters are type-checked.
+ */
+const Nullable = <T extends TSchema>(t: T) => Type.Optional(Type.Union([t, Type.Null()]))
+
+export const TextPart = Type.Object({ type: Type.Literal('text'), text: Type.String() })
+export const ContentPart = Type.Object({ type: Type.String() }, { additionalProperties: true })
+
+export const ToolCall = Type.Object({
+  id: Type.String(),
+  type: Type.Literal('function'),
+  function: Type.Object({ name: Type.String(), arguments: Type.String() }),
+})
+export type ToolCall = Static<typeof ToolCall>
+
+export const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const
+
+export const Message = Type.Object({
+  role: Type.Union(ROLES.map((r) => Type.Literal(r))),
+  content: Type.Optional(Type.Union([Type.String(), Type.Array(ContentPart), Type.Null()])),
+  name: Type.Optional(Type.String()),
+  tool_calls: Type.Optional(Type.Array(ToolCall)),
+  tool_call_id: Type.Optional(Type.String()),
+})
+export type Message = Static<typeof Message>
+
+export const FunctionTool = Type.Object({
+  type: Type.Literal('function'),
+  function: Type.Object({
+    name: Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$' }),
+    description: Type.Optional(Type.String()),
+    parameters: Type.Optional(Type.Object({}, { additionalProperties: true })),
+    strict: Nullable(Type.Boolean()),
+  }),
+})
+export type FunctionTool = Static<typeof FunctionTool>
+
+export const NamedToolChoice = Type.Object({
+  type: Type.Literal('function'),
+  function: Type.Object({ name: Type.String() }),
+})
+export const ToolChoice = Type.Union([Type.Literal('auto'), Type.Literal('none'), Type.Literal('required'), NamedToolChoice])
+export type ToolChoice = Static<typeof ToolChoice>
+
+export const ResponseFormat = Type.Union([
+  Type.Object({ type: Type.Literal('text') }),
+  Type.Object({ type: Type.Literal('json_object') }),
+  Type.Object({
+    type: Type.Literal('json_schema'),
+    json_schema: Type.Object({
+      name: Type.String(),
+      description: Type.Optional(Type.String()),
+      schema: Type.Optional(Type.Object({}, { additionalProperties: true })),
+      strict: Nullable(Type.Boolean()),
+    }),
+  }),
+])
+
+export const ChatRequest = Type.Object({
+  model: Type.String(),
+  messages: Type.Array(Message, { minItems: 1 }),
+  max_tokens: Nullable(Type.Integer({ minimum: 1 })),
+  max_completion_tokens: Nullable(Type.Integer({ minimum: 1 })),
+  stream: Nullable(Type.Boolean()),
+  stream_options: Nullable(Type.Object({ include_usage: Type.Optional(Type.Boolean()) })),
+  temperature: Nullable(Type.Number({ minimum: 0, maximum: 2 })),
+  top_p: Nullable(Type.Number({ minimum: 0, maximum: 1 })),
+  stop: Nullable(Type.Union([Type.String(), Type.Array(Type.String(), { maxItems: 4 })])),
+  seed: Nullable(Type.Integer()),
+  user: Nullable(Type.String()),
+  n: Nullable(Type.Integer({ minimum: 1 })),
+  presence_penalty: Nullable(Type.Number({ minimum: -2, maximum: 2 })),
+  frequency_penalty: Nullable(Type.Number({ minimum: -2, maximum: 2 })),
+  logit_bias: Nullable(Type.Record(Type.String(), Type.Number())),
+  logprobs: Nullable(Type.Boolean()),
+  top_logprobs: Nullable(Type.Integer({ minimum: 0, maximum: 20 })),
+  metadata: Nullable(Type.Record(Type.String(), Type.String())),
+  tools: Type.Optional(Type.Array(FunctionTool)),
+  tool_choice: Type.Optional(ToolChoice),
+  parallel_tool_calls: Nullable(Type.Boolean()),
+  response_format: Nullable(ResponseFormat),
+})
+export type ChatRequest = Static<typeof ChatRequest>
+
+/** Parameters forwarded to the upstream untouched when present. */
+export const FORWARDED_PARAMS = [
+  'temperature', 'top_p', 'stop', 'seed', 'user', 'presence_penalty', 'frequency_penalty',
+  'logit_bias', 'logprobs', 'top_logprobs', 'metadata', 'tools', 'tool_choice', 'parallel_tool_calls', 'response_format',
+] as const satisfies readonly (keyof ChatRequest)[]
+
+export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter'
+
+export interface Usage {
+  prompt_tokens: number
+  completion_tokens: number
+  total_tokens: number
+}
+
+export interface RoutingDescription {
+  model: string
+  served_by: string
+  vendor_fallback: boolean
+  status: string
+}
+
+/** The svc object of a reply and of the stream's svc chunk. */
+export interface ReplySvc {
+  cost_usdc: string
+  provider: string
+  request_id: string
+  routing?: RoutingDescription
+}
+
+export interface ChatCompletion {
+  id: string
+  object: 'chat.completion'
+  created: number
+  model: string
+  system_fingerprint: string
+  choices: {
+    index: number
+    message: { role: 'assistant'; content: string | null; tool_calls?: ToolCall[] }
+    finish_reason: FinishReason
+  }[]
+  usage: Usage
+  svc: ReplySvc
+}

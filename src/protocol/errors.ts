@@ -1,0 +1,41 @@
+/** The closed set of error codes a client can receive, and the one table that maps each to HTTP. */
+export const ERROR_TABLE = {
+  feature_not_supported: { status: 400, type: 'invalid_request_error' },
+  invalid_api_key: { status: 401, type: 'authentication_error' },
+  account_suspended: { status: 403, type: 'permission_error' },
+  model_not_found: { status: 404, type: 'invalid_request_error' },
+  insufficient_quota: { status: 402, type: 'insufficient_quota' },
+  provider_output_invalid: { status: 502, type: 'api_error' },
+  no_capacity: { status: 503, type: 'api_error' },
+  stream_interrupted: { status: 502, type: 'api_error' },
+} as const
+
+export type ErrorCode = keyof typeof ERROR_TABLE
+
+/** An error as data: what went wrong for the client, never a thrown exception on the request path. */
+export interface ApiError {
+  code: ErrorCode
+  message: string
+  /** Offending request field, e.g. `tool_choice` or `messages[2].role`. */
+  param?: string | null
+  /** Seconds, for codes that carry Retry-After. */
+  retryAfter?: number
+  /** Overrides the table's status (413 for an oversized body, 404 for an unknown path). */
+  status?: number
+}
+
+export interface ErrorBody {
+  error: { type: string; code: ErrorCode; message: string; param: string | null }
+}
+
+export function apiError(code: ErrorCode, message: string, extra: Omit<ApiError, 'code' | 'message'> = {}): ApiError {
+  return { code, message, ...extra }
+}
+
+export function statusOf(err: ApiError): number {
+  return err.status ?? ERROR_TABLE[err.code].status
+}
+
+export function errorBody(err: ApiError): ErrorBody {
+  return { error: { type: ERROR_TABLE[err.code].type, code: err.code, message: err.message, param: err.param ?? null } }
+}

@@ -1,0 +1,86 @@
+import type { FinishReason } from '../protocol/chat.js'
+import type { UpstreamEvent } from './types.js'
+
+/** Maps OpenAI-shaped upstream JSON (stream chunks and whole replies) to typed events. */
+
+const FINISH_REASONS = new Set<string>(['stop', 'length', 'tool_calls', 'content_filter'])
+
+function finishOf(value: unknown): FinishReason | null {
+  if (value === 'function_call') return 'tool_calls'
+  return typeof value === 'string' && FINISH_REASONS.has(value) ? (value as FinishReason) : null
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+function usageEvent(usage: unknown): UpstreamEvent | null {
+  if (!isObject(usage)) return null
+  const p = usage.prompt_tokens
+  const c = usage.completion_tokens
+  if (typeof p !== 'number' || typeof c !== 'number') return null
+  return { type: 'usage', promptTokens: p, completionTokens: c }
+}
+
+function invalid(detail: string): UpstreamEvent[] {
+  return [{ type: 'failure', failure: { kind: 'invalid_output', detail } }]
+}
+
+/** Events of one parsed stream chunk; a chunk of the wrong shape is one invalid_output failure. */
+export function chunkEvents(chunk: unknown, out: UpstreamEvent[]): void {
+  if (!isObject(chunk)) return void out.push(...invalid('stream chunk is not a JSON object'))
+  if (isObject(chunk.error)) return void out.push({ type: 'failure', failure: { kind: 'unavailable', detail: `upstream error in stream: ${String(chunk.error.message ?? 'unknown')}` } })
+  const choices = chunk.choices
+  if (choices !== undefined && !Array.isArray(choices)) return void out.push(...invalid('choices is not an array'))
+  const choice = choices?.[0]
+  if (isObject(choice)) {
+    const delta = choice.delta
+    if (isObject(delta)) {
+      if (typeof delta.content === 'string' && delta.content.length > 0) out.push({ type: 'content', text: delta.content })
+      const calls = delta.tool_calls
+      if (Array.isArray(calls)) {
+        for (const call of calls) {
+          if (!isObject(call)) return void out.push(...invalid('tool_calls entry is not an object'))
+          const fn = isObject(call.function) ? call.function : {}
+          out.push({
+            type: 'tool_delta',
+            index: typeof call.index === 'number' ? call.index : 0,
+            id: typeof call.id === 'string' ? call.id : undefined,
+            name: typeof fn.name === 'string' ? fn.name : undefined,
+            arguments: typeof fn.arguments === 'string' ? fn.arguments : undefined,
+          })
+        }
+      }
+    }
+    const reason = finishOf(choice.finish_reason)
+    if (reason) out.push({ type: 'finish', reason })
+  }
+  const usage = usageEvent(chunk.usage)
+  if (usage) out.push(usage)
+}
+
+/** Events of a whole (non-streamed) reply, in stream order. */
+export function replyEvents(reply: unknown): UpstreamEvent[] {
+  if (!isObject(reply) || !Array.isArray(reply.choices)) return invalid('reply is not a chat completion')
+  const choice = reply.choices[0]
+  if (!isObject(choice) || !isObject(choice.message)) return invalid('reply has no message')
+  const out: UpstreamEvent[] = []
+  const msg = choice.message
+  if (typeof msg.content === 'string' && msg.content.length > 0) out.push({ type: 'content', text: msg.content })
+  if (Array.isArray(msg.tool_calls)) {
+    msg.tool_calls.forEach((call, index) => {
+      const fn = isObject(call) && isObject(call.function) ? call.function : {}
+      out.push({
+        type: 'tool_delta',
+        index,
+        id: isObject(call) && typeof call.id === 'string' ? call.id : undefined,
+        name: typeof fn.name === 'string' ? fn.name : undefined,
+        arguments: typeof fn.arguments === 'string' ? fn.arguments : undefined,
+      })
+    })
+  }
+  out.push({ type: 'finish', reason: finishOf(choice.finish_reason) ?? 'stop' })
+  const usage = usageEvent(reply.usage)
+  if (usage) out.push(usage)
+  return out
+}

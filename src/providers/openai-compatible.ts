@@ -1,0 +1,166 @@
+import { Pool } from 'undici'
+import type { Dispatcher } from 'undici'
+import { SseParser } from './sse-parser.js'
+import { chunkEvents, replyEvents } from './openai-chunks.js'
+import type { Failure, Provider, UpstreamEvent, UpstreamRequest } from './types.js'
+
+export interface UpstreamTimeouts {
+  /** Until the first event (stream) or the whole reply head (plain); past it the attempt fails over. */
+  firstByteTimeoutMs: number
+  /** Longest silence between two body chunks once the reply started. */
+  idleTimeoutMs: number
+}
+
+const MAX_ERROR_BODY = 2048
+
+function failure(kind: Failure['kind'], detail: string, status?: number): UpstreamEvent {
+  return { type: 'failure', failure: status === undefined ? { kind, detail } : { kind, detail, status } }
+}
+
+/** An OpenAI-compatible upstream reached over a keep-alive undici Pool. */
+export class OpenAICompatibleProvider implements Provider {
+  private readonly pool: Pool
+  private readonly path: string
+  private readonly headers: Record<string, string>
+
+  constructor(baseUrl: string, apiKey: string | undefined, private readonly timeouts: UpstreamTimeouts, connections = 256) {
+    const url = new URL(baseUrl)
+    this.pool = new Pool(url.origin, { connections, pipelining: 1, keepAliveTimeout: 10_000 })
+    this.path = `${url.pathname.replace(/\/$/, '')}/chat/completions`
+    this.headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
+    if (apiKey) this.headers.authorization = `Bearer ${apiKey}`
+  }
+
+  async *stream(upstreamModel: string, request: UpstreamRequest, signal: AbortSignal): AsyncIterable<UpstreamEvent> {
+    const controller = new AbortController()
+    const onAbort = () => controller.abort()
+    signal.addEventListener('abort', onAbort, { once: true })
+    let timedOut = false
+    let timer: NodeJS.Timeout | undefined = setTimeout(() => {
+      timedOut = true
+      controller.abort()
+    }, this.timeouts.firstByteTimeoutMs)
+    const clearTimer = () => {
+      if (timer) clearTimeout(timer)
+      timer = undefined
+    }
+    const why = (err: unknown): UpstreamEvent => {
+      if (signal.aborted) return failure('aborted', 'the client went away')
+      if (timedOut) return failure('unavailable', `no first byte within ${this.timeouts.firstByteTimeoutMs} ms`)
+      const e = err as { code?: string; message?: string }
+      return failure('unavailable', `upstream connection failed: ${e.code ?? e.message ?? String(err)}`)
+    }
+    let res: Dispatcher.ResponseData
+    try {
+      res = await this.pool.request({
+        path: this.path,
+        method: 'POST',
+        headers: this.headers,
+        body: requestBody(upstreamModel, request),
+        signal: controller.signal,
+        headersTimeout: this.timeouts.firstByteTimeoutMs + 1000,
+        bodyTimeout: this.timeouts.idleTimeoutMs,
+      })
+    } catch (err) {
+      clearTimer()
+      signal.removeEventListener('abort', onAbort)
+      yield why(err)
+      return
+    }
+    try {
+      if (res.statusCode !== 200) {
+        clearTimer()
+        const text = await readBounded(res.body)
+        yield failure('unavailable', `upstream answered ${res.statusCode}: ${text}`, res.statusCode)
+        return
+      }
+      const type = String(res.headers['content-type'] ?? '')
+      if (!request.stream || !type.includes('text/event-stream')) {
+        let text: string
+        try {
+          text = await res.body.text()
+        } catch (err) {
+          yield why(err)
+          return
+        }
+        clearTimer()
+        let parsed: unknown
+        try {
+          parsed = JSON.parse(text)
+        } catch {
+          yield failure('invalid_output', 'reply is not JSON')
+          return
+        }
+        yield* replyEvents(parsed)
+        return
+      }
+      yield* this.readStream(res, clearTimer, why)
+    } finally {
+      clearTimer()
+      signal.removeEventListener('abort', onAbort)
+      if (!res.body.destroyed) res.body.destroy()
+    }
+  }
+
+  private async *readStream(res: Dispatcher.ResponseData, firstByte: () => void, why: (err: unknown) => UpstreamEvent): AsyncIterable<UpstreamEvent> {
+    const parser = new SseParser()
+    const events: UpstreamEvent[] = []
+    let finished = false
+    res.body.setEncoding('utf8')
+    try {
+      for await (const text of res.body as AsyncIterable<string>) {
+        for (const data of parser.push(text)) {
+          if (data === '[DONE]') {
+            finished = true
+            continue
+          }
+          let parsed: unknown
+          try {
+            parsed = JSON.parse(data)
+          } catch {
+            events.push(failure('invalid_output', 'stream chunk is not JSON'))
+            break
+          }
+          chunkEvents(parsed, events)
+        }
+        if (events.length === 0) continue
+        firstByte()
+        for (const e of events) {
+          if (e.type === 'finish') finished = true
+          yield e
+          if (e.type === 'failure') return
+        }
+        events.length = 0
+      }
+    } catch (err) {
+      yield why(err)
+      return
+    }
+    if (parser.end() === '[DONE]') finished = true
+    if (!finished) yield failure('unavailable', 'upstream closed the stream before it finished')
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close()
+  }
+}
+
+/** Splices model and stream flags into the pre-serialized body, so the request is stringified once per request. */
+export function requestBody(upstreamModel: string, request: UpstreamRequest): string {
+  const head = `{"model":${JSON.stringify(upstreamModel)},"stream":${request.stream}${request.stream ? ',"stream_options":{"include_usage":true}' : ''}`
+  return request.bodyJson === '{}' ? `${head}}` : `${head},${request.bodyJson.slice(1)}`
+}
+
+async function readBounded(body: Dispatcher.ResponseData['body']): Promise<string> {
+  let text = ''
+  try {
+    body.setEncoding('utf8')
+    for await (const chunk of body as AsyncIterable<string>) {
+      text += chunk
+      if (text.length > MAX_ERROR_BODY) break
+    }
+  } catch {
+    // The status already says what matters.
+  }
+  return text.slice(0, 200).replace(/\s+/g, ' ')
+}

@@ -1,0 +1,46 @@
+/** Fault modes of the simulated upstream (DESIGN §9), switchable while it runs. */
+export type Fault =
+  | { kind: 'none' }
+  | { kind: 'slow'; ms: number }
+  | { kind: 'status-500' }
+  | { kind: 'status-429' }
+  | { kind: 'garbage' }
+  | { kind: 'break-after'; chunks: number }
+  | { kind: 'bad-tool-args' }
+  | { kind: 'empty-tool-name' }
+  | { kind: 'refuse-connections' }
+
+export const FAULT_MODES = ['none', 'slow[:MS]', 'status-500', 'status-429', 'garbage', 'break-after:N', 'bad-tool-args', 'empty-tool-name', 'refuse-connections']
+
+const DEFAULT_SLOW_MS = 30_000
+
+/** Parses `slow`, `slow:500`, `break-after:3`, …; null when the text names no mode. */
+export function parseFault(text: string): Fault | null {
+  const [name, arg] = text.split(':', 2) as [string, string | undefined]
+  const n = arg === undefined ? undefined : Number(arg)
+  if (n !== undefined && !(Number.isInteger(n) && n >= 0)) return null
+  switch (name) {
+    case 'none':
+    case 'ok':
+      return { kind: 'none' }
+    case 'slow':
+      return { kind: 'slow', ms: n ?? DEFAULT_SLOW_MS }
+    case 'break-after':
+      return n === undefined ? null : { kind: 'break-after', chunks: n }
+    case 'status-500':
+    case 'status-429':
+    case 'garbage':
+    case 'bad-tool-args':
+    case 'empty-tool-name':
+    case 'refuse-connections':
+      return arg === undefined ? { kind: name } : null
+    default:
+      return null
+  }
+}
+
+export function faultName(f: Fault): string {
+  if (f.kind === 'slow') return `slow:${f.ms}`
+  if (f.kind === 'break-after') return `break-after:${f.chunks}`
+  return f.kind
+}

@@ -1,0 +1,67 @@
+import { hash, replyWords, sampleFor } from './text.js'
+
+/** What the simulated upstream answers to one request, decided before any byte is written. */
+export interface SimReply {
+  pieces: string[]
+  toolCalls: { id: string; name: string; arguments: string }[]
+  finish: 'stop' | 'length' | 'tool_calls'
+  promptTokens: number
+}
+
+export interface ReplySettings {
+  replyTokens: number
+  toolPreface: string
+}
+
+interface SimTool {
+  type?: string
+  function?: { name?: string; parameters?: Record<string, unknown> }
+}
+
+type Body = Record<string, unknown>
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content
+  if (Array.isArray(content)) return content.map((p) => (typeof p?.text === 'string' ? p.text : '')).join('\n')
+  return ''
+}
+
+function selectTools(body: Body, tools: SimTool[], lastText: string): SimTool[] {
+  const choice = body.tool_choice as { function?: { name?: string } } | string | undefined
+  if (typeof choice === 'object' && choice?.function?.name) {
+    const named = tools.find((t) => t.function?.name === choice.function!.name)
+    return named ? [named] : []
+  }
+  const mentioned = tools.filter((t) => t.function?.name && lastText.includes(t.function.name))
+  const selected = mentioned.length ? mentioned : tools.slice(0, 1)
+  return body.parallel_tool_calls === false ? selected.slice(0, 1) : selected
+}
+
+/** Plans the reply: tool calls when tools are offered and the turn is the user's, else deterministic words. */
+export function planReply(body: Body, settings: ReplySettings): SimReply {
+  const messages = Array.isArray(body.messages) ? (body.messages as { role?: string; content?: unknown }[]) : []
+  const last = messages.at(-1)
+  const lastText = textOf(last?.content)
+  const promptTokens = Math.ceil(messages.reduce((n, m) => n + textOf(m.content).length, 0) / 4) + messages.length * 3
+  const seed = `${String(body.model)}|${lastText}|${messages.length}`
+  const tools = Array.isArray(body.tools) ? (body.tools as SimTool[]) : []
+  if (tools.length && body.tool_choice !== 'none' && last?.role !== 'tool') {
+    const calls = selectTools(body, tools, lastText).map((t, i) => ({
+      id: `call_${hash(`${seed}|${i}`).toString(36)}`,
+      name: t.function?.name ?? '',
+      arguments: JSON.stringify(sampleFor(t.function?.parameters)),
+    }))
+    if (calls.length) {
+      const pieces = settings.toolPreface ? [settings.toolPreface] : []
+      return { pieces, toolCalls: calls, finish: 'tool_calls', promptTokens }
+    }
+  }
+  const limit = Number(body.max_tokens ?? body.max_completion_tokens ?? Infinity)
+  const format = body.response_format as { type?: string; json_schema?: { schema?: Record<string, unknown> } } | undefined
+  if (format?.type === 'json_object' || format?.type === 'json_schema') {
+    const doc = format.type === 'json_schema' ? sampleFor(format.json_schema?.schema) : { answer: replyWords(seed, 3).join('') }
+    return { pieces: [JSON.stringify(doc)], toolCalls: [], finish: 'stop', promptTokens }
+  }
+  const count = Math.min(settings.replyTokens, limit)
+  return { pieces: replyWords(seed, count), toolCalls: [], finish: count < settings.replyTokens ? 'length' : 'stop', promptTokens }
+}

@@ -1,0 +1,238 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { faultName, parseFault, type Fault } from './faults.js'
+import { planReply, type SimReply } from './reply.js'
+
+export type Fragmentation = 'whole' | 'split' | 'bytes'
+
+export interface SimSettings {
+  /** Words (≈ o200k tokens) in a text reply, before max_tokens cuts it. */
+  replyTokens: number
+  /** Pause between two streamed chunks. */
+  chunkDelayMs: number
+  /** How tool-call arguments are cut into stream deltas; `bytes` is one character a delta, indices interleaved. */
+  fragmentation: Fragmentation
+  /** Text streamed before tool calls (none by default, so a tool-only reply has no content). */
+  toolPreface: string
+}
+
+export interface SimOptions extends Partial<SimSettings> {
+  port?: number
+  host?: string
+  fault?: Fault
+  apiKey?: string
+}
+
+const DEFAULTS: SimSettings = { replyTokens: 12, chunkDelayMs: 0, fragmentation: 'split', toolPreface: '' }
+const KEEP_REQUESTS = 200
+
+/** A simulated OpenAI-compatible upstream (plain and SSE), with fault modes switchable at `POST /_sim/fault`. */
+export class SimulatedProvider {
+  fault: Fault
+  settings: SimSettings
+  readonly stats = { requests: 0, active: 0, maxActive: 0 }
+  /** The most recent request bodies, newest last. */
+  readonly requests: Record<string, unknown>[] = []
+  private readonly server: Server
+
+  private constructor(private readonly opts: SimOptions) {
+    this.fault = opts.fault ?? { kind: 'none' }
+    this.settings = { ...DEFAULTS, ...pickSettings(opts) }
+    this.server = createServer((req, res) => void this.handle(req, res))
+    this.server.keepAliveTimeout = 30_000
+  }
+
+  static async start(opts: SimOptions = {}): Promise<SimulatedProvider> {
+    const sim = new SimulatedProvider(opts)
+    await new Promise<void>((resolve, reject) => {
+      sim.server.once('error', reject)
+      sim.server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', resolve)
+    })
+    return sim
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo).port
+  }
+
+  /** Base URL as a provider's `baseUrl` (ends in /v1). */
+  get url(): string {
+    return `http://${this.opts.host ?? '127.0.0.1'}:${this.port}/v1`
+  }
+
+  setFault(fault: Fault): void {
+    this.fault = fault
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections()
+    await new Promise<void>((resolve) => this.server.close(() => resolve()))
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = req.url ?? '/'
+    if (url.startsWith('/_sim/')) return this.control(req, res, url)
+    if (this.fault.kind === 'refuse-connections') return void req.socket.resetAndDestroy()
+    if (req.method === 'GET' && url.endsWith('/models')) return json(res, 200, { object: 'list', data: [] })
+    if (req.method !== 'POST' || !url.endsWith('/chat/completions')) return json(res, 404, { error: { message: 'not found' } })
+    if (this.opts.apiKey && req.headers.authorization !== `Bearer ${this.opts.apiKey}`) return json(res, 401, { error: { message: 'bad key' } })
+    let body: Record<string, unknown>
+    try {
+      body = JSON.parse(await readBody(req))
+    } catch {
+      return json(res, 400, { error: { message: 'invalid JSON' } })
+    }
+    this.stats.requests++
+    this.stats.active++
+    this.stats.maxActive = Math.max(this.stats.maxActive, this.stats.active)
+    this.requests.push(body)
+    if (this.requests.length > KEEP_REQUESTS) this.requests.shift()
+    try {
+      await this.answer(body, req, res)
+    } finally {
+      this.stats.active--
+    }
+  }
+
+  private async answer(body: Record<string, unknown>, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const fault = this.fault
+    if (fault.kind === 'slow') {
+      const gone = new AbortController()
+      res.once('close', () => gone.abort())
+      try {
+        await sleep(fault.ms, undefined, { signal: gone.signal })
+      } catch {
+        return
+      }
+    }
+    if (fault.kind === 'status-500') return json(res, 500, { error: { message: 'simulated internal error' } })
+    if (fault.kind === 'status-429') return json(res, 429, { error: { message: 'simulated rate limit' } }, { 'retry-after': '1' })
+    const reply = planReply(body, this.settings)
+    if (fault.kind === 'bad-tool-args') for (const c of reply.toolCalls) c.arguments = c.arguments.slice(0, Math.max(1, c.arguments.length - 2))
+    if (fault.kind === 'empty-tool-name') for (const c of reply.toolCalls) c.name = ''
+    const model = String(body.model)
+    if (body.stream === true) return this.stream(model, reply, fault, res)
+    if (fault.kind === 'garbage') return void res.writeHead(200, { 'content-type': 'application/json' }).end('<html>upstream exploded</html>')
+    const text = JSON.stringify(completion(model, reply))
+    if (fault.kind === 'break-after') {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.write(text.slice(0, text.length >> 1))
+      return void setImmediate(() => req.socket.destroy())
+    }
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+    res.end(text)
+  }
+
+  private async stream(model: string, reply: SimReply, fault: Fault, res: ServerResponse): Promise<void> {
+    const id = `chatcmpl-sim${Date.now().toString(36)}`
+    const created = Math.floor(Date.now() / 1000)
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null, extra: Record<string, unknown> = {}) =>
+      `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
+    if (fault.kind === 'garbage') return void res.end('data: {"choices":[{"delta":{"content":"Hel\n\ndata: ]]} not json {{\n\n')
+    const write = async (text: string) => {
+      if (res.destroyed) return false
+      res.write(text)
+      if (this.settings.chunkDelayMs > 0) await sleep(this.settings.chunkDelayMs)
+      return !res.destroyed
+    }
+    if (!(await write(chunk({ role: 'assistant', content: '' })))) return
+    let sent = 0
+    for (const piece of reply.pieces) {
+      if (fault.kind === 'break-after' && sent >= fault.chunks) return void res.socket?.destroy()
+      if (!(await write(chunk({ content: piece })))) return
+      sent++
+    }
+    if (fault.kind === 'break-after' && sent >= fault.chunks && reply.toolCalls.length) return void res.socket?.destroy()
+    for (const delta of toolDeltas(reply.toolCalls, this.settings.fragmentation)) {
+      if (!(await write(chunk({ tool_calls: [delta] })))) return
+    }
+    const usage = { prompt_tokens: reply.promptTokens, completion_tokens: reply.pieces.length, total_tokens: reply.promptTokens + reply.pieces.length }
+    if (!(await write(chunk({}, reply.finish)))) return
+    if (!(await write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage })}\n\n`))) return
+    res.end('data: [DONE]\n\n')
+  }
+
+  private async control(req: IncomingMessage, res: ServerResponse, url: string): Promise<void> {
+    if (req.method === 'GET' && url === '/_sim/state') {
+      return json(res, 200, { fault: faultName(this.fault), settings: this.settings, stats: this.stats })
+    }
+    if (req.method !== 'POST') return json(res, 405, { error: { message: 'POST only' } })
+    let body: Record<string, unknown>
+    try {
+      body = JSON.parse((await readBody(req)) || '{}')
+    } catch {
+      return json(res, 400, { error: { message: 'invalid JSON' } })
+    }
+    if (url === '/_sim/fault') {
+      const fault = parseFault(String(body.mode ?? ''))
+      if (!fault) return json(res, 400, { error: { message: `unknown fault mode ${String(body.mode)}` } })
+      this.fault = fault
+      return json(res, 200, { fault: faultName(fault) })
+    }
+    if (url === '/_sim/settings') {
+      this.settings = { ...this.settings, ...pickSettings(body as Partial<SimSettings>) }
+      return json(res, 200, { settings: this.settings })
+    }
+    return json(res, 404, { error: { message: 'unknown control endpoint' } })
+  }
+}
+
+function pickSettings(o: Partial<SimSettings>): Partial<SimSettings> {
+  const out: Partial<SimSettings> = {}
+  if (typeof o.replyTokens === 'number') out.replyTokens = o.replyTokens
+  if (typeof o.chunkDelayMs === 'number') out.chunkDelayMs = o.chunkDelayMs
+  if (o.fragmentation === 'whole' || o.fragmentation === 'split' || o.fragmentation === 'bytes') out.fragmentation = o.fragmentation
+  if (typeof o.toolPreface === 'string') out.toolPreface = o.toolPreface
+  return out
+}
+
+/** Tool-call deltas: id and name first, then the arguments cut per the fragmentation. */
+export function toolDeltas(calls: SimReply['toolCalls'], fragmentation: Fragmentation): Record<string, unknown>[] {
+  const perCall = calls.map((c, index) => {
+    const head = { index, id: c.id, type: 'function', function: { name: c.name, arguments: fragmentation === 'whole' ? c.arguments : '' } }
+    if (fragmentation === 'whole') return [head]
+    const size = fragmentation === 'bytes' ? 1 : 8
+    const rest: Record<string, unknown>[] = []
+    for (let i = 0; i < c.arguments.length; i += size) rest.push({ index, function: { arguments: c.arguments.slice(i, i + size) } })
+    return [head, ...rest]
+  })
+  if (fragmentation !== 'bytes') return perCall.flat()
+  const out: Record<string, unknown>[] = []
+  for (let i = 0; perCall.some((d) => i < d.length); i++) for (const d of perCall) if (i < d.length) out.push(d[i]!)
+  return out
+}
+
+function completion(model: string, reply: SimReply) {
+  const content = reply.pieces.join('')
+  return {
+    id: `chatcmpl-sim${Date.now().toString(36)}`,
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model,
+    choices: [{
+      index: 0,
+      message: {
+        role: 'assistant',
+        content: content || (reply.toolCalls.length ? null : ''),
+        ...(reply.toolCalls.length ? { tool_calls: reply.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })) } : {}),
+      },
+      finish_reason: reply.finish,
+    }],
+    usage: { prompt_tokens: reply.promptTokens, completion_tokens: reply.pieces.length, total_tokens: reply.promptTokens + reply.pieces.length },
+  }
+}
+
+function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body)
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers })
+  res.end(text)
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  let text = ''
+  req.setEncoding('utf8')
+  for await (const chunk of req) text += chunk
+  return text
+}

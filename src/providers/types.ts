@@ -1,0 +1,33 @@
+import type { FinishReason } from '../protocol/chat.js'
+
+/**
+ * Why an attempt at an upstream failed. Decided where the failure happens:
+ * `unavailable` (refused, reset, 5xx/429, timeout) and `invalid_output` (unparsable or refused output)
+ * both let the gateway try the next offer while nothing reached the client; `aborted` means our own client left.
+ */
+export interface Failure {
+  kind: 'unavailable' | 'invalid_output' | 'aborted'
+  detail: string
+  status?: number
+}
+
+/** Upstream output parsed once into typed events (DESIGN §2). A broken upstream is an event, not an exception. */
+export type UpstreamEvent =
+  | { type: 'content'; text: string }
+  | { type: 'tool_delta'; index: number; id?: string; name?: string; arguments?: string }
+  | { type: 'finish'; reason: FinishReason }
+  | { type: 'usage'; promptTokens: number; completionTokens: number }
+  | { type: 'failure'; failure: Failure }
+
+export interface UpstreamRequest {
+  /** The request body as JSON, without `model`, `stream` and `stream_options`, which the adapter sets. */
+  bodyJson: string
+  stream: boolean
+}
+
+/** One Provider interface, many configurations: an OpenAI-compatible upstream is data, not code. */
+export interface Provider {
+  /** Sends the request; yields events until the upstream finishes or fails. Never throws for upstream faults. */
+  stream(upstreamModel: string, request: UpstreamRequest, signal: AbortSignal): AsyncIterable<UpstreamEvent>
+  close(): Promise<void>
+}

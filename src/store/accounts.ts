@@ -1,0 +1,103 @@
+import { sql, type Kysely, type Selectable } from 'kysely'
+import type { AccountsTable, Database } from './schema.js'
+import { big, num } from './dialect.js'
+
+export interface Account {
+  id: number
+  address: string
+  kind: AccountsTable['kind']
+  status: AccountsTable['status']
+  balance: bigint
+  held: bigint
+  cap: bigint
+  debt: bigint
+  createdAt: number
+}
+
+/** Spendable = min(balance, remaining cap) − open holds (DESIGN §4), never below zero; nothing while in debt. */
+export function spendableOf(a: Pick<Account, 'balance' | 'held' | 'cap' | 'debt'>): bigint {
+  if (a.debt > 0n) return 0n
+  const base = a.balance < a.cap ? a.balance : a.cap
+  const s = base - a.held
+  return s > 0n ? s : 0n
+}
+
+export function toAccount(r: Selectable<AccountsTable>): Account {
+  return {
+    id: num(r.id),
+    address: r.address,
+    kind: r.kind,
+    status: r.status,
+    balance: big(r.balance),
+    held: big(r.held),
+    cap: big(r.cap),
+    debt: big(r.debt),
+    createdAt: num(r.created_at),
+  }
+}
+
+export const SYSTEM_ACCOUNTS = { fees: 'svc:fees', vendor: 'svc:vendor', world: 'svc:world' } as const
+
+export class AccountRepo {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  /** Creates the account when missing; returns it and whether it was created now. */
+  async ensure(address: string, kind: Account['kind'], now: number): Promise<{ account: Account; created: boolean }> {
+    const inserted = await this.db
+      .insertInto('accounts')
+      .values({ address, kind, status: 'active', balance: 0n, held: 0n, cap: 0n, debt: 0n, created_at: BigInt(now) })
+      .onConflict((oc) => oc.column('address').doNothing())
+      .returningAll()
+      .executeTakeFirst()
+    if (inserted) return { account: toAccount(inserted), created: true }
+    const existing = await this.byAddress(address)
+    if (!existing) throw new Error(`account ${address} vanished`)
+    return { account: existing, created: false }
+  }
+
+  async byAddress(address: string): Promise<Account | undefined> {
+    const r = await this.db.selectFrom('accounts').selectAll().where('address', '=', address).executeTakeFirst()
+    return r && toAccount(r)
+  }
+
+  async byId(id: number): Promise<Account | undefined> {
+    const r = await this.db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirst()
+    return r && toAccount(r)
+  }
+
+  async setStatus(id: number, status: Account['status']): Promise<void> {
+    await this.db.updateTable('accounts').set({ status }).where('id', '=', id).execute()
+  }
+
+  /** Sets the remaining approved cap, as an ERC-20 `approve` sets an allowance. */
+  async approve(id: number, cap: bigint): Promise<void> {
+    await this.db.updateTable('accounts').set({ cap }).where('id', '=', id).execute()
+  }
+
+  /** Credits a deposit: two postings (world → account) and the cached balance, in one transaction. */
+  async deposit(id: number, amount: bigint, ref: string, now: number): Promise<Account> {
+    return this.db.transaction().execute(async (trx) => {
+      const world = await trx.selectFrom('accounts').select('id').where('address', '=', SYSTEM_ACCOUNTS.world).executeTakeFirstOrThrow()
+      const created_at = BigInt(now)
+      await trx.insertInto('postings').values([
+        { ref, account_id: id, book: 'available', kind: 'deposit', amount, created_at },
+        { ref, account_id: num(world.id), book: 'available', kind: 'deposit', amount: -amount, created_at },
+      ]).execute()
+      const r = await trx.updateTable('accounts').set({ balance: sql`balance + ${amount}` }).where('id', '=', id).returningAll().executeTakeFirstOrThrow()
+      return toAccount(r)
+    })
+  }
+
+  /** Sums of an account's books, derived from postings (payees are not cached: no hot row on every capture). */
+  async books(id: number): Promise<Record<'available' | 'held' | 'pending', bigint>> {
+    const rows = await this.db
+      .selectFrom('postings')
+      .select(['book', (eb) => eb.fn.sum<bigint>('amount').as('total')])
+      .where('account_id', '=', id)
+      .groupBy('book')
+      .execute()
+    const out = { available: 0n, held: 0n, pending: 0n }
+    for (const r of rows) out[r.book] = big(r.total ?? 0)
+    return out
+  }
+}

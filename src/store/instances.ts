@@ -1,0 +1,33 @@
+import type { Kysely } from 'kysely'
+import type { Database } from './schema.js'
+import { num } from './dialect.js'
+
+export interface Instance {
+  id: string
+  host: string
+  pid: number
+  startedAt: number
+  heartbeatAt: number
+}
+
+/** Live gateway processes, so that the holds of a dead one can be released by the living. */
+export class InstanceRepo {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async register(i: Omit<Instance, 'heartbeatAt'>): Promise<void> {
+    await this.db.insertInto('instances').values({ id: i.id, host: i.host, pid: i.pid, started_at: BigInt(i.startedAt), heartbeat_at: BigInt(i.startedAt) }).execute()
+  }
+
+  async heartbeat(id: string, now: number): Promise<void> {
+    await this.db.updateTable('instances').set({ heartbeat_at: BigInt(now) }).where('id', '=', id).execute()
+  }
+
+  async list(): Promise<Instance[]> {
+    const rows = await this.db.selectFrom('instances').selectAll().execute()
+    return rows.map((r) => ({ id: r.id, host: r.host, pid: num(r.pid), startedAt: num(r.started_at), heartbeatAt: num(r.heartbeat_at) }))
+  }
+
+  async remove(ids: string[]): Promise<void> {
+    if (ids.length) await this.db.deleteFrom('instances').where('id', 'in', ids).execute()
+  }
+}

@@ -1,0 +1,93 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { openStore } from './open.js'
+import type { Store } from './store.js'
+import { SYSTEM_ACCOUNTS, spendableOf } from './accounts.js'
+import type { UsageRecord } from './usage.js'
+import { STORE_KINDS, dropSchema, freshStoreUrl, postgresReachable } from '../../test/helpers/stores.js'
+
+const usage = (requestId: string, accountId: number, cost: bigint): UsageRecord => ({
+  requestId, accountId, keyId: 'key_1', model: 'svc/atlas@1', servedModel: 'svc/atlas@1', provider: '0xabc', stream: false,
+  promptTokens: 10, completionTokens: 5, upstreamPromptTokens: 9, upstreamCompletionTokens: 5, cost, outcome: 'completed', latencyMs: 3, createdAt: 1000,
+})
+
+describe.each(STORE_KINDS)('ledger on %s', (kind) => {
+  let store: Store
+  let url: string
+  let user: number
+  let payee: number
+  let fees: number
+
+  beforeAll(async (ctx) => {
+    if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
+    url = freshStoreUrl(kind)
+    store = await openStore(url, () => 1000)
+    user = (await store.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
+    payee = (await store.accounts.ensure('0x2222222222222222222222222222222222222222', 'provider', 1000)).account.id
+    fees = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
+    await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
+    await store.accounts.approve(user, 800n)
+  })
+  afterAll(async () => {
+    await store?.close()
+    if (kind === 'postgres' && url) await dropSchema(url)
+  })
+
+  const hold = (requestId: string, amount: bigint, expiresAt = 10_000) =>
+    store.ledger.hold({ requestId, accountId: user, keyId: 'key_1', model: 'svc/atlas@1', amount, owner: 'i1', now: 1000, expiresAt })
+
+  it('holds within min(balance, cap) and refuses beyond it', async () => {
+    expect(await hold('r1', 500n)).toEqual({ ok: true })
+    const refused = await hold('r2', 301n)
+    expect(refused.ok).toBe(false)
+    if (!refused.ok) {
+      expect(refused.reason).toBe('insufficient')
+      expect(spendableOf(refused.account!)).toBe(300n)
+    }
+    expect(await hold('r2', 300n)).toEqual({ ok: true })
+  })
+
+  it('captures once, releases the rest, pays payee and fee', async () => {
+    expect(await store.ledger.capture({ requestId: 'r1', cost: 120n, payeeId: payee, fee: 6n, feeAccountId: fees, now: 1001, usage: usage('r1', user, 120n) })).toBe(true)
+    expect(await store.ledger.capture({ requestId: 'r1', cost: 120n, payeeId: payee, fee: 6n, feeAccountId: fees, now: 1002, usage: usage('r1', user, 120n) })).toBe(false)
+    const a = (await store.accounts.byId(user))!
+    expect(a.balance).toBe(880n)
+    expect(a.held).toBe(300n)
+    expect(a.cap).toBe(680n)
+    expect((await store.accounts.books(payee)).pending).toBe(114n)
+    expect((await store.accounts.books(fees)).pending).toBe(6n)
+    expect((await store.usage.get(user, 'r1'))?.cost).toBe(120n)
+  })
+
+  it('releases a hold once and never captures it afterwards', async () => {
+    expect(await store.ledger.release('r2', 1003, { ...usage('r2', user, 0n), outcome: 'no_capacity' })).toBe(true)
+    expect(await store.ledger.release('r2', 1003, { ...usage('r2', user, 0n), outcome: 'no_capacity' })).toBe(false)
+    expect(await store.ledger.capture({ requestId: 'r2', cost: 1n, payeeId: payee, fee: 0n, feeAccountId: fees, now: 1004, usage: usage('r2', user, 1n) })).toBe(false)
+    expect((await store.accounts.byId(user))!.held).toBe(0n)
+  })
+
+  it('sweeps expired and orphaned holds', async () => {
+    await hold('r3', 10n, 1500)
+    await store.ledger.hold({ requestId: 'r4', accountId: user, keyId: 'key_1', model: 'm', amount: 10n, owner: 'dead', now: 1000, expiresAt: 99_999 })
+    expect(await store.ledger.releaseExpired(2000)).toBe(1)
+    expect(await store.ledger.releaseOwnedBy(['dead'], 2000)).toBe(1)
+    expect((await store.usage.get(user, 'r3'))?.outcome).toBe('expired')
+    expect((await store.usage.get(user, 'r4'))?.outcome).toBe('abandoned')
+    expect(await store.ledger.openHolds()).toBe(0)
+  })
+
+  it('settles a batch once; a replay changes nothing', async () => {
+    const batch = await store.settlement.createBatch('b1', fees, 3000)
+    expect(batch?.total).toBe(120n)
+    expect(await store.settlement.createBatch('b2', fees, 3000)).toBeNull()
+    expect(await store.settlement.markSettled('b1', 3001)).toBe(true)
+    expect(await store.settlement.markSettled('b1', 3002)).toBe(false)
+    expect(await store.settlement.payeeTotals(payee)).toEqual({ pending: 0n, settled: 114n })
+    const audit = await store.ledger.audit()
+    expect(audit.unbalanced).toEqual([])
+    expect(audit.inconsistent).toEqual([])
+  })
+
+  it('keeps the durability barrier callable concurrently', async () => {
+    await Promise.all([store.durable(), store.durable(), store.durable()])
+  })
+})

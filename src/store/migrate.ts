@@ -1,0 +1,19 @@
+import { Migrator, type Kysely, type Migration } from 'kysely'
+import type { Dialect } from './dialect.js'
+import * as m001 from './migrations/001_initial.js'
+
+/** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
+const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
+  '001_initial': m001,
+}
+
+export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
+  const migrations: Record<string, Migration> = {}
+  for (const [name, m] of Object.entries(MIGRATIONS)) migrations[name] = { up: (d) => m.up(d, dialect) }
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } })
+  const { error, results } = await migrator.migrateToLatest()
+  if (error) {
+    const failed = results?.find((r) => r.status === 'Error')?.migrationName
+    throw new Error(`migration ${failed ?? ''} failed: ${(error as Error).message}`)
+  }
+}

@@ -1,0 +1,122 @@
+import type { Generated } from 'kysely'
+
+/** Table types of the store. Amounts are bigint base units; times are epoch milliseconds. */
+export interface AccountsTable {
+  id: Generated<number>
+  /** EIP-55 wallet address, or `svc:<name>` for the marketplace's own accounts. */
+  address: string
+  kind: 'user' | 'provider' | 'system'
+  status: 'active' | 'suspended'
+  /** Cached: deposits − captures (books available + held). */
+  balance: bigint
+  /** Cached: open holds (book held). */
+  held: bigint
+  /** Remaining approved spending cap (mirrors an ERC-20 allowance); not money, so no postings. */
+  cap: bigint
+  /** Charges a rail could not collect; admission refuses while it is non-zero. */
+  debt: bigint
+  created_at: bigint
+}
+
+export interface ApiKeysTable {
+  id: string
+  account_id: number
+  hash: string
+  prefix: string
+  name: string
+  created_at: bigint
+  last_used_at: bigint | null
+  revoked_at: bigint | null
+}
+
+export type Book = 'available' | 'held' | 'pending'
+export type PostingKind = 'deposit' | 'hold' | 'release' | 'capture' | 'payout' | 'fee' | 'settlement' | 'withdrawal'
+
+/** Append-only: rows are inserted, never updated or deleted. */
+export interface PostingsTable {
+  id: Generated<number>
+  ref: string
+  account_id: number
+  book: Book
+  kind: PostingKind
+  amount: bigint
+  created_at: bigint
+}
+
+export type HoldStatus = 'open' | 'captured' | 'released'
+
+/** The money record of one admitted request: a hold, then exactly one capture or release. */
+export interface HoldsTable {
+  request_id: string
+  account_id: number
+  key_id: string
+  model: string
+  amount: bigint
+  status: HoldStatus
+  owner: string
+  created_at: bigint
+  expires_at: bigint
+  closed_at: bigint | null
+  cost: bigint | null
+  payee_id: number | null
+  fee: bigint | null
+  batch_id: string | null
+}
+
+export interface UsageTable {
+  request_id: string
+  account_id: number
+  key_id: string
+  model: string
+  served_model: string | null
+  provider: string | null
+  stream: number
+  prompt_tokens: number
+  completion_tokens: number
+  upstream_prompt_tokens: number | null
+  upstream_completion_tokens: number | null
+  cost: bigint
+  outcome: string
+  latency_ms: number
+  created_at: bigint
+}
+
+export type BatchStatus = 'open' | 'sent' | 'settled' | 'failed'
+
+export interface BatchesTable {
+  id: string
+  status: BatchStatus
+  total: bigint
+  created_at: bigint
+  sent_at: bigint | null
+  settled_at: bigint | null
+  tx_hash: string | null
+  nonce: number | null
+}
+
+/** One transfer of a batch: payer → payee. */
+export interface BatchLegsTable {
+  batch_id: string
+  payer_id: number
+  payee_id: number
+  amount: bigint
+}
+
+export interface InstancesTable {
+  id: string
+  host: string
+  pid: number
+  started_at: bigint
+  heartbeat_at: bigint
+}
+
+export interface Database {
+  accounts: AccountsTable
+  api_keys: ApiKeysTable
+  postings: PostingsTable
+  holds: HoldsTable
+  usage: UsageTable
+  batches: BatchesTable
+  batch_legs: BatchLegsTable
+  instances: InstancesTable
+}

@@ -1,0 +1,108 @@
+import { sql, type Kysely } from 'kysely'
+import type { BatchStatus, Database } from './schema.js'
+import { big, num, numOrNull } from './dialect.js'
+
+export interface Batch {
+  id: string
+  status: BatchStatus
+  total: bigint
+  createdAt: number
+  sentAt: number | null
+  settledAt: number | null
+  txHash: string | null
+  nonce: number | null
+}
+
+export interface Leg {
+  payerId: number
+  payeeId: number
+  amount: bigint
+}
+
+/** Settlement batches: captured charges grouped into payer → payee legs, settled once. */
+export class SettlementRepo {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  /** Assigns up to `limit` unbatched charges to a new batch and computes its legs; null when nothing is due. */
+  async createBatch(id: string, feeAccountId: number, now: number, limit = 10_000): Promise<Batch | null> {
+    return this.db.transaction().execute(async (trx) => {
+      const due = trx.selectFrom('holds').select('request_id').where('status', '=', 'captured').where('batch_id', 'is', null).where('cost', '>', 0n).limit(limit)
+      const assigned = await trx.updateTable('holds').set({ batch_id: id }).where('request_id', 'in', due).where('batch_id', 'is', null).returning('request_id').execute()
+      if (assigned.length === 0) return null
+      const payouts = await trx
+        .selectFrom('holds')
+        .select(['account_id', 'payee_id', sql<bigint>`sum(cost - fee)`.as('amount')])
+        .where('batch_id', '=', id)
+        .groupBy(['account_id', 'payee_id'])
+        .execute()
+      const fees = await trx.selectFrom('holds').select(['account_id', sql<bigint>`sum(fee)`.as('amount')]).where('batch_id', '=', id).groupBy('account_id').execute()
+      const legs = new Map<string, Leg>()
+      const add = (payerId: number, payeeId: number, amount: bigint) => {
+        if (amount <= 0n) return
+        const k = `${payerId}:${payeeId}`
+        const leg = legs.get(k)
+        if (leg) leg.amount += amount
+        else legs.set(k, { payerId, payeeId, amount })
+      }
+      for (const p of payouts) add(num(p.account_id), num(p.payee_id), big(p.amount))
+      for (const f of fees) add(num(f.account_id), feeAccountId, big(f.amount))
+      const total = [...legs.values()].reduce((s, l) => s + l.amount, 0n)
+      await trx.insertInto('batches').values({ id, status: 'open', total, created_at: BigInt(now), sent_at: null, settled_at: null, tx_hash: null, nonce: null }).execute()
+      await trx.insertInto('batch_legs').values([...legs.values()].map((l) => ({ batch_id: id, payer_id: l.payerId, payee_id: l.payeeId, amount: l.amount }))).execute()
+      return { id, status: 'open', total, createdAt: now, sentAt: null, settledAt: null, txHash: null, nonce: null }
+    })
+  }
+
+  async legs(batchId: string): Promise<Leg[]> {
+    const rows = await this.db.selectFrom('batch_legs').selectAll().where('batch_id', '=', batchId).orderBy('payer_id').orderBy('payee_id').execute()
+    return rows.map((r) => ({ payerId: num(r.payer_id), payeeId: num(r.payee_id), amount: big(r.amount) }))
+  }
+
+  async batches(statuses: BatchStatus[]): Promise<Batch[]> {
+    const rows = await this.db.selectFrom('batches').selectAll().where('status', 'in', statuses).orderBy('created_at').orderBy('id').execute()
+    return rows.map((r) => ({
+      id: r.id, status: r.status, total: big(r.total), createdAt: num(r.created_at), sentAt: numOrNull(r.sent_at),
+      settledAt: numOrNull(r.settled_at), txHash: r.tx_hash, nonce: numOrNull(r.nonce),
+    }))
+  }
+
+  /** Records that a batch's transaction went out; the tx hash lets a restart find it instead of sending again. */
+  async markSent(batchId: string, txHash: string, nonce: number, now: number): Promise<void> {
+    await this.db.updateTable('batches').set({ status: 'sent', tx_hash: txHash, nonce, sent_at: BigInt(now) }).where('id', '=', batchId).where('status', 'in', ['open', 'sent']).execute()
+  }
+
+  /** Marks a batch settled and moves each payee's pending to available. A replay changes nothing and returns false. */
+  async markSettled(batchId: string, now: number): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      const done = await trx
+        .updateTable('batches')
+        .set({ status: 'settled', settled_at: BigInt(now) })
+        .where('id', '=', batchId)
+        .where('status', 'in', ['open', 'sent'])
+        .returning('id')
+        .executeTakeFirst()
+      if (!done) return false
+      const perPayee = await trx.selectFrom('batch_legs').select(['payee_id', sql<bigint>`sum(amount)`.as('amount')]).where('batch_id', '=', batchId).groupBy('payee_id').execute()
+      const created_at = BigInt(now)
+      const rows = perPayee.flatMap((p) => [
+        { ref: batchId, account_id: num(p.payee_id), book: 'pending' as const, kind: 'settlement' as const, amount: -big(p.amount), created_at },
+        { ref: batchId, account_id: num(p.payee_id), book: 'available' as const, kind: 'settlement' as const, amount: big(p.amount), created_at },
+      ])
+      if (rows.length) await trx.insertInto('postings').values(rows).execute()
+      return true
+    })
+  }
+
+  /** Payees' pending (earned, unsettled) and settled sums. */
+  async payeeTotals(accountId: number): Promise<{ pending: bigint; settled: bigint }> {
+    const r = await this.db
+      .selectFrom('postings')
+      .select([
+        sql<bigint>`coalesce(sum(case when book = 'pending' then amount else 0 end), 0)`.as('pending'),
+        sql<bigint>`coalesce(sum(case when book = 'available' and kind = 'settlement' then amount else 0 end), 0)`.as('settled'),
+      ])
+      .where('account_id', '=', accountId)
+      .executeTakeFirstOrThrow()
+    return { pending: big(r.pending), settled: big(r.settled) }
+  }
+}

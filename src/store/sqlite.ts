@@ -1,0 +1,81 @@
+import { mkdirSync } from 'node:fs'
+import { open, type FileHandle } from 'node:fs/promises'
+import { dirname, resolve } from 'node:path'
+import BetterSqlite3 from 'better-sqlite3'
+import { Kysely, SqliteDialect } from 'kysely'
+import type { Database } from './schema.js'
+import type { Backend, Lock } from './store.js'
+
+/**
+ * Group commit without blocking the event loop: transactions commit to the WAL without fsync
+ * (synchronous=NORMAL), and a capture waits for one asynchronous fdatasync of the WAL that covers
+ * every commit made before it started. Concurrent waiters share one sync.
+ */
+class WalSync {
+  private handle: Promise<FileHandle | null> | null = null
+  private running: Promise<void> | null = null
+  private next: Promise<void> | null = null
+
+  constructor(private readonly walPath: string | null) {}
+
+  sync(): Promise<void> {
+    if (!this.walPath) return Promise.resolve()
+    if (!this.running) {
+      this.running = this.run().finally(() => {
+        this.running = null
+      })
+      return this.running
+    }
+    // Commits made while a sync runs may have missed it: one more sync serves all of them.
+    this.next ??= this.running.then(() => {
+      this.next = null
+      return this.sync()
+    })
+    return this.next
+  }
+
+  private async run(): Promise<void> {
+    this.handle ??= open(this.walPath!, 'r').catch(() => null)
+    const fh = await this.handle
+    if (fh) await fh.datasync()
+    else this.handle = null
+  }
+
+  async close(): Promise<void> {
+    await this.running
+    const fh = await this.handle
+    await fh?.close()
+  }
+}
+
+export interface SqliteHandle {
+  db: Kysely<Database>
+  backend: Backend
+  raw: BetterSqlite3.Database
+}
+
+/** Opens `sqlite:<path>` (or `sqlite::memory:`) with WAL, safe integers and a busy timeout for the CLI beside a server. */
+export function openSqlite(url: string): SqliteHandle {
+  const path = url.slice('sqlite:'.length)
+  const memory = path === ':memory:' || path === ''
+  if (!memory) mkdirSync(dirname(resolve(path)), { recursive: true })
+  const raw = new BetterSqlite3(memory ? ':memory:' : path)
+  raw.pragma('journal_mode = WAL')
+  raw.pragma('synchronous = NORMAL')
+  raw.pragma('busy_timeout = 5000')
+  raw.pragma('foreign_keys = ON')
+  raw.defaultSafeIntegers(true)
+  const wal = new WalSync(memory ? null : `${resolve(path)}-wal`)
+  const locks = new Set<string>()
+  const backend: Backend = {
+    durable: () => wal.sync(),
+    // One process owns an embedded database; the lock only keeps two loops of this process apart.
+    async tryLock(name: string): Promise<Lock | null> {
+      if (locks.has(name)) return null
+      locks.add(name)
+      return { release: async () => void locks.delete(name) }
+    },
+    close: () => wal.close(),
+  }
+  return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) }), backend, raw }
+}

@@ -1,0 +1,54 @@
+import type { Kysely } from 'kysely'
+import type { Database } from './schema.js'
+import type { Dialect } from './dialect.js'
+import { AccountRepo } from './accounts.js'
+import { KeyRepo } from './keys.js'
+import { LedgerRepo } from './ledger.js'
+import { UsageRepo } from './usage.js'
+import { SettlementRepo } from './settlement.js'
+import { InstanceRepo } from './instances.js'
+
+export interface Lock {
+  release(): Promise<void>
+}
+
+/** What differs between the embedded and the server database beyond SQL. */
+export interface Backend {
+  /** Resolves once every transaction committed before the call is on disk. */
+  durable(): Promise<void>
+  /** A lock held across processes until released; null when another holder has it. */
+  tryLock(name: string): Promise<Lock | null>
+  close(): Promise<void>
+}
+
+/** The single source of truth for accounts, keys, balances, holds, usage and settlement. All SQL lives below here. */
+export class Store {
+  readonly accounts: AccountRepo
+  readonly keys: KeyRepo
+  readonly ledger: LedgerRepo
+  readonly usage: UsageRepo
+  readonly settlement: SettlementRepo
+  readonly instances: InstanceRepo
+
+  constructor(readonly db: Kysely<Database>, readonly dialect: Dialect, private readonly backend: Backend) {
+    this.accounts = new AccountRepo(db)
+    this.keys = new KeyRepo(db)
+    this.ledger = new LedgerRepo(db)
+    this.usage = new UsageRepo(db)
+    this.settlement = new SettlementRepo(db)
+    this.instances = new InstanceRepo(db)
+  }
+
+  durable(): Promise<void> {
+    return this.backend.durable()
+  }
+
+  tryLock(name: string): Promise<Lock | null> {
+    return this.backend.tryLock(name)
+  }
+
+  async close(): Promise<void> {
+    await this.db.destroy()
+    await this.backend.close()
+  }
+}
