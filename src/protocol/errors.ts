@@ -32,6 +32,11 @@ export function apiError(code: ErrorCode, message: string, extra: Omit<ApiError,
   return { code, message, ...extra }
 }
 
+/** Distinguishes an ApiError from the value a check returns when it passes. */
+export function isApiError(v: unknown): v is ApiError {
+  return typeof v === 'object' && v !== null && 'code' in v && 'message' in v && typeof (v as ApiError).code === 'string' && (v as ApiError).code in ERROR_TABLE
+}
+
 export function statusOf(err: ApiError): number {
   return err.status ?? ERROR_TABLE[err.code].status
 }

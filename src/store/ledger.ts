@@ -139,6 +139,11 @@ export class LedgerRepo {
     return this.db.transaction().execute((trx) => releaseWhere(trx, now, { owners }, 'abandoned'))
   }
 
+  /** Extends the leases of a live instance's open holds, so only holds of dead instances ever expire. */
+  async extendLeases(owner: string, expiresAt: number): Promise<void> {
+    await this.db.updateTable('holds').set({ expires_at: BigInt(expiresAt) }).where('owner', '=', owner).where('status', '=', 'open').execute()
+  }
+
   async openHolds(accountId?: number): Promise<number> {
     let q = this.db.selectFrom('holds').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'open')
     if (accountId !== undefined) q = q.where('account_id', '=', accountId)

@@ -1,0 +1,35 @@
+import { randomBytes } from 'node:crypto'
+import { getAddress, isAddress } from 'viem'
+import { generateKey } from '../auth/keys.js'
+import type { Store } from '../store/store.js'
+import type { Account } from '../store/accounts.js'
+
+/** Account operations shared by the CLI, the portal and the demo. Wallets are stored EIP-55 checksummed. */
+
+export class OperationError extends Error {}
+
+export function normalizeWallet(text: string): string {
+  if (!isAddress(text, { strict: false })) throw new OperationError(`not a wallet address: ${text}`)
+  return getAddress(text)
+}
+
+export async function openAccount(store: Store, wallet: string, now = Date.now()): Promise<{ account: Account; created: boolean }> {
+  return store.accounts.ensure(normalizeWallet(wallet), 'user', now)
+}
+
+export async function requireAccount(store: Store, wallet: string): Promise<Account> {
+  const account = await store.accounts.byAddress(normalizeWallet(wallet))
+  if (!account) throw new OperationError(`no account for ${wallet}; create it with: svc account create --wallet ${wallet}`)
+  return account
+}
+
+export async function issueKey(store: Store, accountId: number, name: string, now = Date.now()): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
+  const k = generateKey()
+  await store.keys.insert({ id: k.id, accountId, hash: k.hash, prefix: k.prefix, name, now })
+  return { id: k.id, key: k.key, prefix: k.prefix, name, createdAt: now }
+}
+
+export async function depositTo(store: Store, accountId: number, amount: bigint, now = Date.now()): Promise<Account> {
+  if (amount <= 0n) throw new OperationError('a deposit must be positive')
+  return store.accounts.deposit(accountId, amount, `dep_${randomBytes(8).toString('hex')}`, now)
+}

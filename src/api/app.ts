@@ -1,0 +1,67 @@
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify'
+import { apiError } from '../protocol/errors.js'
+import type { Gateway } from '../gateway/gateway.js'
+import { sendError } from './errors.js'
+import { newRequestId } from './request-id.js'
+import { chatRoutes, internalError } from './routes/chat.js'
+import { modelRoutes } from './routes/models.js'
+import { usageRoutes } from './routes/usage.js'
+
+export const BODY_LIMIT = 4 * 1024 * 1024
+
+export interface AppPlugin {
+  (app: FastifyInstance, gw: Gateway): void | Promise<void>
+}
+
+/** The HTTP application: one error shape everywhere, a request id on every response. */
+export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: false,
+    bodyLimit: BODY_LIMIT,
+    genReqId: newRequestId,
+    requestIdHeader: false,
+    return503OnClosing: true,
+    forceCloseConnections: true,
+  })
+
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('x-request-id', req.id)
+  })
+
+  // Accept JSON whatever the content type says (curl -d sends form encoding), and refuse non-JSON clearly.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
+    const text = body as string
+    if (text.trim() === '') return done(null, undefined)
+    try {
+      done(null, JSON.parse(text))
+    } catch (err) {
+      const e = new Error(`The request body is not valid JSON: ${(err as Error).message}`) as FastifyError
+      e.code = 'SVC_INVALID_JSON'
+      e.statusCode = 400
+      done(e, undefined)
+    }
+  })
+
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    if (err.code === 'SVC_INVALID_JSON') return sendError(reply, apiError('feature_not_supported', err.message, { param: null }))
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      return sendError(reply, apiError('feature_not_supported', `The request body is larger than ${BODY_LIMIT / 1024 / 1024} MiB.`, { param: null, status: 413 }))
+    }
+    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+      return sendError(reply, apiError('feature_not_supported', err.message, { param: null, status: err.statusCode }))
+    }
+    gw.log(`unexpected error on ${req.method} ${req.url} (${req.id})`, err)
+    return sendError(reply, internalError(req.id))
+  })
+
+  app.setNotFoundHandler((req, reply) => {
+    sendError(reply, apiError('feature_not_supported', `Unknown endpoint ${req.method} ${req.url.split('?')[0]}.`, { param: null, status: 404 }))
+  })
+
+  modelRoutes(app, gw)
+  chatRoutes(app, gw)
+  usageRoutes(app, gw)
+  for (const plugin of plugins) await plugin(app, gw)
+  return app
+}

@@ -1,0 +1,158 @@
+import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { ChatCompletion, ReplySvc } from '../../protocol/chat.js'
+import { apiError, isApiError } from '../../protocol/errors.js'
+import { formatUsdc } from '../../ledger/money.js'
+import { admit, type Caller } from '../../gateway/admission.js'
+import type { Gateway } from '../../gateway/gateway.js'
+import { prepare, type Prepared } from '../../gateway/prepare.js'
+import { noCapacityBeforeWork, type Finished } from '../../gateway/settle.js'
+import { planOfferCount } from '../../routing/route.js'
+import type { Offer } from '../../routing/catalog.js'
+import { sendError } from '../errors.js'
+import { DONE, SseReply } from '../sse.js'
+import { completionId } from '../request-id.js'
+
+type Delivered = Extract<Finished, { kind: 'delivered' }>
+
+/** svc object of a delivered reply; routing description on cortex replies (spec §2.2, DESIGN §3). */
+function svcOf(p: Prepared, d: Delivered, requestId: string): ReplySvc {
+  const provider = d.reply.offer.provider
+  const svc: ReplySvc = { cost_usdc: formatUsdc(d.cost), provider, request_id: requestId }
+  if (p.plan.cortex) {
+    const status = d.managedWhy ? `managed:${d.managedWhy}` : d.failedTargets > 0 ? `failover:${d.failedTargets}` : 'available'
+    svc.routing = { model: d.servedModel, served_by: provider, vendor_fallback: d.reply.offer.managed, status }
+  }
+  return svc
+}
+
+function fingerprintFor(p: Prepared): (offer: Offer) => string {
+  return p.plan.cortex ? (offer) => `cortex:${offer.modelId}` : (offer) => offer.fingerprint
+}
+
+/** POST /v1/chat/completions: authenticate, validate, admit, serve, settle, reply (spec §4.1). */
+export function chatRoutes(app: FastifyInstance, gw: Gateway): void {
+  app.post('/v1/chat/completions', async (req, reply) => {
+    const startedAt = gw.now()
+    const caller = await gw.keys.verify(req.headers.authorization)
+    if (isApiError(caller)) return sendError(reply, caller)
+    const prepared = prepare(req.body, gw.catalog, gw.health)
+    if (isApiError(prepared)) return sendError(reply, prepared)
+    const requestId = req.id
+    if (planOfferCount(prepared.plan) === 0) {
+      await recordRefusal(gw, caller, prepared, requestId, startedAt, 'no_capacity')
+      return sendError(reply, noCapacityBeforeWork(gw.health, prepared))
+    }
+    const admitted = await admit(gw.store, caller, prepared, requestId, { owner: gw.lifecycle.id, now: startedAt, holdTtlMs: gw.tuning.holdTtlSeconds * 1000 })
+    if (isApiError(admitted)) {
+      if (admitted.code === 'insufficient_quota') await recordRefusal(gw, caller, prepared, requestId, startedAt, 'insufficient_quota')
+      return sendError(reply, admitted)
+    }
+    const abort = new AbortController()
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) abort.abort()
+    })
+    const identity = { id: completionId(requestId), created: Math.floor(startedAt / 1000), model: prepared.model }
+    if (prepared.stream) {
+      const sse = new SseReply(reply, identity, requestId, fingerprintFor(prepared), gw.tuning.keepAliveMs)
+      let finished: Finished
+      try {
+        finished = await gw.run(caller, prepared, admitted.amount, requestId, startedAt, sse, abort.signal)
+      } catch (err) {
+        gw.log(`request ${requestId} failed`, err)
+        await gw.store.ledger.release(requestId, gw.now(), internalUsage(caller, prepared, requestId, startedAt, gw.now())).catch(() => {})
+        if (!sse.headersSent) return sendError(reply, internalError(requestId))
+        sse.end(sse.encoder.error('stream_interrupted', internalError(requestId).message) + DONE)
+        return reply
+      }
+      return streamFinished(reply, sse, prepared, finished, requestId)
+    }
+    let finished: Finished
+    try {
+      finished = await gw.run(caller, prepared, admitted.amount, requestId, startedAt, undefined, abort.signal)
+    } catch (err) {
+      gw.log(`request ${requestId} failed`, err)
+      await gw.store.ledger.release(requestId, gw.now(), internalUsage(caller, prepared, requestId, startedAt, gw.now())).catch(() => {})
+      return sendError(reply, internalError(requestId))
+    }
+    return plainFinished(reply, prepared, finished, identity, requestId)
+  })
+}
+
+function streamFinished(reply: FastifyReply, sse: SseReply, p: Prepared, f: Finished, requestId: string): FastifyReply {
+  const enc = sse.encoder
+  switch (f.kind) {
+    case 'delivered': {
+      sse.commit(f.reply.offer)
+      let out = ''
+      f.reply.toolCalls.forEach((call, i) => (out += enc.toolCall(i, call)))
+      out += enc.finish(f.reply.finish) + enc.usage(f.usage) + enc.svc(svcOf(p, f, requestId)) + DONE
+      sse.end(out)
+      return reply
+    }
+    case 'refused':
+      if (!sse.headersSent) {
+        sse.stopKeepAlive()
+        return sendError(reply, f.error)
+      }
+      sse.end(enc.error(f.error.code, f.error.message) + DONE)
+      return reply
+    case 'broken':
+      sse.end(enc.error(f.code, f.message) + DONE)
+      return reply
+    case 'closed':
+      sse.end()
+      return reply
+  }
+}
+
+function plainFinished(reply: FastifyReply, p: Prepared, f: Finished, identity: { id: string; created: number; model: string }, requestId: string): FastifyReply {
+  switch (f.kind) {
+    case 'delivered': {
+      const r = f.reply
+      const body: ChatCompletion = {
+        id: identity.id,
+        object: 'chat.completion',
+        created: identity.created,
+        model: identity.model,
+        system_fingerprint: fingerprintFor(p)(r.offer),
+        choices: [{
+          index: 0,
+          message: { role: 'assistant', content: r.content === '' && r.toolCalls.length ? null : r.content, ...(r.toolCalls.length ? { tool_calls: r.toolCalls } : {}) },
+          finish_reason: r.finish,
+        }],
+        usage: f.usage,
+        svc: svcOf(p, f, requestId),
+      }
+      return reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(body))
+    }
+    case 'refused':
+      return sendError(reply, f.error)
+    case 'broken':
+      return sendError(reply, apiError(f.code === 'provider_output_invalid' ? 'provider_output_invalid' : 'no_capacity', f.message, { retryAfter: 1 }))
+    case 'closed':
+      reply.hijack()
+      reply.raw.destroy()
+      return reply
+  }
+}
+
+async function recordRefusal(gw: Gateway, caller: Caller, p: Prepared, requestId: string, startedAt: number, outcome: 'no_capacity' | 'insufficient_quota'): Promise<void> {
+  await gw.store.usage.insert({
+    requestId, accountId: caller.accountId, keyId: caller.keyId, model: p.model, servedModel: null, provider: null, stream: p.stream,
+    promptTokens: p.inputTokens, completionTokens: 0, upstreamPromptTokens: null, upstreamCompletionTokens: null, cost: 0n,
+    outcome, latencyMs: gw.now() - startedAt, createdAt: startedAt,
+  })
+}
+
+function internalUsage(caller: Caller, p: Prepared, requestId: string, startedAt: number, now: number) {
+  return {
+    requestId, accountId: caller.accountId, keyId: caller.keyId, model: p.model, servedModel: null, provider: null, stream: p.stream,
+    promptTokens: p.inputTokens, completionTokens: 0, upstreamPromptTokens: null, upstreamCompletionTokens: null, cost: 0n,
+    outcome: 'stream_interrupted' as const, latencyMs: now - startedAt, createdAt: startedAt,
+  }
+}
+
+export function internalError(requestId: string) {
+  return apiError('no_capacity', `The gateway could not complete the request because of an internal error (${requestId}); check GET /v1/usage/${requestId} before retrying.`, { retryAfter: 1 })
+}
+

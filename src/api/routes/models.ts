@@ -1,0 +1,60 @@
+import type { FastifyInstance } from 'fastify'
+import { CORTEX_MODEL_ID, type WireModel, type WireModelList, type WirePricing } from '../../protocol/models.js'
+import type { Gateway } from '../../gateway/gateway.js'
+import { lowestLive } from '../../routing/plan.js'
+import type { Offer } from '../../routing/catalog.js'
+
+/** The model list (spec §2.1, §4.2): every configured model with its lowest live offer, then svc/cortex@1 with ceiling prices. */
+export function modelList(gw: Gateway, created: number): WireModelList {
+  const { catalog, health } = gw
+  const data: WireModel[] = []
+  for (const m of catalog.models.values()) {
+    const best = lowestLive(catalog.offers.get(m.id) ?? [], health)
+    data.push({
+      id: m.id,
+      object: 'model',
+      created: m.created ?? created,
+      owned_by: m.owned_by,
+      svc: {
+        contextLimit: m.contextLimit,
+        capabilities: m.capabilities,
+        ...(m.capabilities.tools && m.tool_contract ? { tool_contract: m.tool_contract } : {}),
+        ...(best ? { pricing: { input_price_per_mtok: best.prices.input.toString(), output_price_per_mtok: best.prices.output.toString() } } : {}),
+      },
+    })
+  }
+  const cortex = catalog.cortex
+  if (cortex) {
+    const live: Offer[] = cortex.candidates.flatMap((c) => (catalog.offers.get(c) ?? []).filter((o) => health.breaker(o.key) !== 'open'))
+    if (catalog.managed && health.breaker(catalog.managed.key) !== 'open') live.push(catalog.managed)
+    let pricing: WirePricing | undefined
+    if (live.length) {
+      const input = live.reduce((a, o) => (o.prices.input > a ? o.prices.input : a), 0n)
+      const output = live.reduce((a, o) => (o.prices.output > a ? o.prices.output : a), 0n)
+      pricing = { input_price_per_mtok: input.toString(), output_price_per_mtok: output.toString(), basis: 'ceiling' }
+    }
+    data.push({
+      id: CORTEX_MODEL_ID,
+      object: 'model',
+      created,
+      owned_by: 'svc',
+      svc: {
+        cortex: true,
+        candidates: cortex.candidates,
+        contextLimit: cortex.contextLimit,
+        capabilities: cortex.capabilities,
+        ...(cortex.tool_contract ? { tool_contract: cortex.tool_contract } : {}),
+        ...(pricing ? { pricing } : {}),
+      },
+    })
+  }
+  return { object: 'list', data }
+}
+
+export function modelRoutes(app: FastifyInstance, gw: Gateway): void {
+  const created = Math.floor(gw.now() / 1000)
+  app.get('/v1/models', async (_req, reply) => {
+    reply.header('content-type', 'application/json; charset=utf-8')
+    return JSON.stringify(modelList(gw, created))
+  })
+}

@@ -1,0 +1,57 @@
+import type { FastifyInstance } from 'fastify'
+import { apiError, isApiError } from '../../protocol/errors.js'
+import { formatUsdc } from '../../ledger/money.js'
+import type { Gateway } from '../../gateway/gateway.js'
+import type { UsageRecord } from '../../store/usage.js'
+import { sendError } from '../errors.js'
+
+const MAX_LIMIT = 100
+const DEFAULT_LIMIT = 20
+
+/** A usage record on the wire. */
+export function wireUsage(u: UsageRecord) {
+  return {
+    object: 'usage.record',
+    request_id: u.requestId,
+    created: Math.floor(u.createdAt / 1000),
+    key_id: u.keyId,
+    model: u.model,
+    served_model: u.servedModel,
+    provider: u.provider,
+    stream: u.stream,
+    outcome: u.outcome,
+    usage: { prompt_tokens: u.promptTokens, completion_tokens: u.completionTokens, total_tokens: u.promptTokens + u.completionTokens },
+    upstream_usage: u.upstreamPromptTokens === null ? null : { prompt_tokens: u.upstreamPromptTokens, completion_tokens: u.upstreamCompletionTokens },
+    cost_usdc: formatUsdc(u.cost),
+    latency_ms: u.latencyMs,
+  }
+}
+
+/** GET /v1/usage (newest first, paginated) and GET /v1/usage/{request_id}, for the key's owner. */
+export function usageRoutes(app: FastifyInstance, gw: Gateway): void {
+  app.get<{ Querystring: Record<string, string | undefined> }>('/v1/usage', async (req, reply) => {
+    const caller = await gw.keys.verify(req.headers.authorization)
+    if (isApiError(caller)) return sendError(reply, caller)
+    const q = req.query
+    const limit = q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit)
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) {
+      return sendError(reply, apiError('feature_not_supported', `limit must be an integer from 1 to ${MAX_LIMIT}.`, { param: 'limit' }))
+    }
+    const rows = await gw.store.usage.list(caller.accountId, {
+      limit: limit + 1,
+      ...(q.after ? { after: q.after } : {}),
+      ...(q.model ? { model: q.model } : {}),
+      ...(q.key_id ? { keyId: q.key_id } : {}),
+    })
+    const page = rows.slice(0, limit)
+    return { object: 'list', data: page.map(wireUsage), has_more: rows.length > limit, last_id: page.at(-1)?.requestId ?? null }
+  })
+
+  app.get<{ Params: { id: string } }>('/v1/usage/:id', async (req, reply) => {
+    const caller = await gw.keys.verify(req.headers.authorization)
+    if (isApiError(caller)) return sendError(reply, caller)
+    const u = await gw.store.usage.get(caller.accountId, req.params.id)
+    if (!u) return sendError(reply, apiError('feature_not_supported', `No usage record ${req.params.id} for this account.`, { param: 'request_id', status: 404 }))
+    return wireUsage(u)
+  })
+}

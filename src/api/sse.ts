@@ -1,0 +1,138 @@
+import type { FastifyReply } from 'fastify'
+import type { FinishReason, ReplySvc, ToolCall, Usage } from '../protocol/chat.js'
+import { ERROR_TABLE, type ErrorCode } from '../protocol/errors.js'
+import type { Offer } from '../routing/catalog.js'
+import type { StreamSink } from '../routing/failover.js'
+
+export interface ChunkIdentity {
+  id: string
+  created: number
+  model: string
+}
+
+export const DONE = 'data: [DONE]\n\n'
+export const KEEP_ALIVE = ': keep-alive\n\n'
+
+/**
+ * The one encoder of the gateway's stream (DESIGN §3, §6). Every chunk shares a prefix built once per reply;
+ * each event then costs one string concatenation and the JSON of its own payload.
+ */
+export class ChunkEncoder {
+  private prefix: string
+  private readonly bare: string
+
+  constructor(identity: ChunkIdentity) {
+    this.bare = `data: {"id":${JSON.stringify(identity.id)},"object":"chat.completion.chunk","created":${identity.created},"model":${JSON.stringify(identity.model)}`
+    this.prefix = `${this.bare},"choices":`
+  }
+
+  /** Fixes system_fingerprint for every later chunk (known once an offer commits). */
+  fingerprint(fp: string): void {
+    this.prefix = `${this.bare},"system_fingerprint":${JSON.stringify(fp)},"choices":`
+  }
+
+  role(): string {
+    return `${this.prefix}[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n`
+  }
+
+  content(text: string): string {
+    return `${this.prefix}[{"index":0,"delta":{"content":${JSON.stringify(text)}},"finish_reason":null}]}\n\n`
+  }
+
+  toolCall(index: number, call: ToolCall): string {
+    const c = { index, id: call.id, type: 'function', function: { name: call.function.name, arguments: call.function.arguments } }
+    return `${this.prefix}[{"index":0,"delta":{"tool_calls":[${JSON.stringify(c)}]},"finish_reason":null}]}\n\n`
+  }
+
+  finish(reason: FinishReason): string {
+    return `${this.prefix}[{"index":0,"delta":{},"finish_reason":"${reason}"}]}\n\n`
+  }
+
+  usage(u: Usage): string {
+    return `${this.prefix}[],"usage":${JSON.stringify(u)}}\n\n`
+  }
+
+  svc(svc: ReplySvc): string {
+    return `${this.prefix}[],"svc":${JSON.stringify(svc)}}\n\n`
+  }
+
+  error(code: ErrorCode, message: string): string {
+    return `${this.bare},"choices":[],"error":${JSON.stringify({ type: ERROR_TABLE[code].type, code, message })}}\n\n`
+  }
+}
+
+/**
+ * A streamed reply on the wire. Headers go out when the reply commits to an offer (its first content) or
+ * when a keep-alive is due, so that failures before that can still be plain HTTP errors.
+ */
+export class SseReply implements StreamSink {
+  readonly encoder: ChunkEncoder
+  private committedTo: Offer | undefined
+  private started = false
+  private keepAlive: NodeJS.Timeout | undefined
+
+  constructor(
+    private readonly reply: FastifyReply,
+    identity: ChunkIdentity,
+    private readonly requestId: string,
+    private readonly fingerprintOf: (offer: Offer) => string,
+    keepAliveMs: number,
+  ) {
+    this.encoder = new ChunkEncoder(identity)
+    this.keepAlive = setInterval(() => this.write(KEEP_ALIVE), keepAliveMs)
+    this.keepAlive.unref()
+  }
+
+  get committed(): boolean {
+    return this.committedTo !== undefined
+  }
+
+  /** Whether the status line went out: after that, errors can only be chunks. */
+  get headersSent(): boolean {
+    return this.started
+  }
+
+  /** Commits to an offer: fingerprint fixed, role chunk sent. */
+  commit(offer: Offer): void {
+    if (this.committedTo) return
+    this.committedTo = offer
+    this.stopKeepAlive()
+    this.encoder.fingerprint(this.fingerprintOf(offer))
+    this.write(this.encoder.role())
+  }
+
+  content(offer: Offer, text: string): void {
+    if (!this.committedTo) this.commit(offer)
+    this.write(this.encoder.content(text))
+  }
+
+  write(text: string): void {
+    if (!this.started) this.start()
+    const raw = this.reply.raw
+    if (!raw.destroyed) raw.write(text)
+  }
+
+  end(text = ''): void {
+    this.stopKeepAlive()
+    if (!this.started) this.start()
+    const raw = this.reply.raw
+    if (!raw.destroyed && !raw.writableEnded) raw.end(text)
+  }
+
+  stopKeepAlive(): void {
+    if (this.keepAlive) clearInterval(this.keepAlive)
+    this.keepAlive = undefined
+  }
+
+  private start(): void {
+    this.started = true
+    this.reply.hijack()
+    this.reply.raw.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+      'x-request-id': this.requestId,
+    })
+  }
+}

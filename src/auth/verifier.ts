@@ -1,0 +1,61 @@
+import { apiError, type ApiError } from '../protocol/errors.js'
+import type { Store } from '../store/store.js'
+import type { KeyOwner } from '../store/keys.js'
+import type { Caller } from '../gateway/admission.js'
+import { KEY_PREFIX, hashKey } from './keys.js'
+
+interface Cached {
+  owner: KeyOwner | null
+  until: number
+}
+
+const MAX_CACHED = 10_000
+
+/**
+ * Checks Bearer keys against the store, caching the answer for `ttlMs` so the hot path rarely reads.
+ * Revocation and suspension in this process invalidate at once; other processes see them within the TTL.
+ */
+export class KeyVerifier {
+  private readonly cache = new Map<string, Cached>()
+  private readonly touched = new Set<string>()
+
+  constructor(private readonly store: Store, private readonly ttlMs: number, private readonly now: () => number = Date.now) {}
+
+  async verify(authorization: string | undefined): Promise<Caller | ApiError> {
+    const key = bearer(authorization)
+    if (!key) return apiError('invalid_api_key', 'Missing API key. Send it as "Authorization: Bearer svc_test_…"; keys are created in the account portal.')
+    if (!key.startsWith(KEY_PREFIX)) return apiError('invalid_api_key', `Unknown API key: keys of this network start with ${KEY_PREFIX}.`)
+    const hash = hashKey(key)
+    const now = this.now()
+    let entry = this.cache.get(hash)
+    if (!entry || entry.until <= now) {
+      entry = { owner: (await this.store.keys.ownerOf(hash)) ?? null, until: now + this.ttlMs }
+      if (this.cache.size >= MAX_CACHED) this.cache.clear()
+      if (this.ttlMs > 0) this.cache.set(hash, entry)
+    }
+    const owner = entry.owner
+    if (!owner || owner.revoked) return apiError('invalid_api_key', 'Unknown or revoked API key.')
+    if (owner.accountStatus !== 'active') return apiError('account_suspended', 'This account is suspended; its keys cannot make requests.')
+    this.touched.add(owner.keyId)
+    return { keyId: owner.keyId, accountId: owner.accountId, address: owner.address }
+  }
+
+  /** Forgets cached answers, after a revocation or a change of account status. */
+  invalidate(): void {
+    this.cache.clear()
+  }
+
+  /** Writes last-used times of keys used since the previous flush (one statement, off the request path). */
+  async flushLastUsed(): Promise<void> {
+    if (this.touched.size === 0) return
+    const ids = [...this.touched]
+    this.touched.clear()
+    await this.store.keys.touch(ids, this.now())
+  }
+}
+
+function bearer(header: string | undefined): string | null {
+  if (!header) return null
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header)
+  return m ? m[1]! : null
+}

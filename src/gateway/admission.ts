@@ -1,0 +1,45 @@
+import { apiError, type ApiError } from '../protocol/errors.js'
+import { formatUsdc, priceOf } from '../ledger/money.js'
+import { spendableOf, type Account } from '../store/accounts.js'
+import type { Store } from '../store/store.js'
+import type { Prepared } from './prepare.js'
+
+export interface Caller {
+  keyId: string
+  accountId: number
+  address: string
+}
+
+/** The most a request can cost: input estimate and max_tokens at the highest prices of its plan (DESIGN §4). */
+export function maxCostOf(p: Prepared): bigint {
+  return priceOf(p.plan.ceiling, p.inputTokens, p.maxTokens)
+}
+
+const count = (n: number) => n.toLocaleString('en-US')
+
+/** Holds the maximum cost, atomically; refuses with insufficient_quota (nothing charged) when spendable does not cover it. */
+export async function admit(
+  store: Store,
+  caller: Caller,
+  p: Prepared,
+  requestId: string,
+  opts: { owner: string; now: number; holdTtlMs: number },
+): Promise<{ amount: bigint } | ApiError> {
+  const amount = maxCostOf(p)
+  const result = await store.ledger.hold({
+    requestId, accountId: caller.accountId, keyId: caller.keyId, model: p.model, amount,
+    owner: opts.owner, now: opts.now, expiresAt: opts.now + opts.holdTtlMs,
+  })
+  if (result.ok) return { amount }
+  if (result.reason === 'suspended') return apiError('account_suspended', 'This account is suspended; its keys cannot make requests. Nothing was charged.')
+  if (result.reason === 'missing') return apiError('invalid_api_key', 'The account behind this key no longer exists.')
+  return apiError('insufficient_quota', refusalMessage(p, amount, result.account!, result.reason === 'in_debt'))
+}
+
+function refusalMessage(p: Prepared, amount: bigint, a: Account, inDebt: boolean): string {
+  const spendable = spendableOf(a)
+  const head = `This request could cost up to ${formatUsdc(amount)} USDC (${count(p.inputTokens)} input tokens estimated + max_tokens ${count(p.maxTokens)} at the offer price); ` +
+    `${formatUsdc(spendable)} USDC is spendable (balance ${formatUsdc(a.balance)}, approved cap ${formatUsdc(a.cap)}, held ${formatUsdc(a.held)}).`
+  if (inDebt) return `${head} The account owes ${formatUsdc(a.debt)} USDC that settlement could not collect; cover it (restore the balance and the approval) before new requests. Nothing was charged.`
+  return `${head} Lower max_tokens, deposit USDC, or raise the approved spending cap. Nothing was charged.`
+}

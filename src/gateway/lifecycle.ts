@@ -1,0 +1,89 @@
+import { readlinkSync } from 'node:fs'
+import { hostname } from 'node:os'
+import type { Store } from '../store/store.js'
+import type { Instance } from '../store/instances.js'
+
+const HEARTBEAT_MS = 2_000
+const STALE_MS = 15_000
+const SWEEP_MS = 5_000
+
+/** Identifies this kernel's pid namespace, so two containers that share a host name are told apart. */
+function hostIdentity(): string {
+  try {
+    return `${hostname()}/${readlinkSync('/proc/self/ns/pid')}`
+  } catch {
+    return hostname()
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+/** Which registered instances are gone: a stale heartbeat, or a dead process on this host. */
+export function deadInstances(all: Instance[], self: { id: string; host: string; pid: number }, now: number): string[] {
+  return all
+    .filter((i) => i.id !== self.id)
+    .filter((i) => i.heartbeatAt < now - STALE_MS || (i.host === self.host && (i.pid === self.pid || !pidAlive(i.pid))))
+    .map((i) => i.id)
+}
+
+/**
+ * The gateway's presence in the store: registers, heartbeats, extends its holds' leases, and releases the holds
+ * of instances that died (a restart after kill -9 frees them at once) and of any hold past its expiry.
+ */
+export class InstanceLifecycle {
+  readonly host = hostIdentity()
+  private timers: NodeJS.Timeout[] = []
+
+  constructor(
+    private readonly store: Store,
+    readonly id: string,
+    private readonly holdTtlMs: number,
+    private readonly now: () => number,
+    private readonly onError: (err: unknown) => void,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.store.instances.register({ id: this.id, host: this.host, pid: process.pid, startedAt: this.now() })
+    await this.sweep()
+    this.every(HEARTBEAT_MS, async () => {
+      const now = this.now()
+      await this.store.instances.heartbeat(this.id, now)
+      await this.store.ledger.extendLeases(this.id, now + this.holdTtlMs)
+    })
+    this.every(SWEEP_MS, () => this.sweep())
+  }
+
+  /** Releases expired holds and the holds of dead instances; returns how many were released. */
+  async sweep(): Promise<number> {
+    const now = this.now()
+    const dead = deadInstances(await this.store.instances.list(), { id: this.id, host: this.host, pid: process.pid }, now)
+    let released = await this.store.ledger.releaseOwnedBy(dead, now)
+    await this.store.instances.remove(dead)
+    released += await this.store.ledger.releaseExpired(now)
+    return released
+  }
+
+  private every(ms: number, fn: () => Promise<unknown>): void {
+    let running = false
+    const t = setInterval(() => {
+      if (running) return
+      running = true
+      fn().catch(this.onError).finally(() => (running = false))
+    }, ms)
+    t.unref()
+    this.timers.push(t)
+  }
+
+  async stop(): Promise<void> {
+    for (const t of this.timers) clearInterval(t)
+    this.timers = []
+    await this.store.instances.remove([this.id])
+  }
+}

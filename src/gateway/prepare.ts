@@ -1,0 +1,71 @@
+import type { ChatRequest } from '../protocol/chat.js'
+import { apiError, isApiError, type ApiError } from '../protocol/errors.js'
+import { CORTEX_MODEL_ID } from '../protocol/models.js'
+import { countInput } from '../metering/tokens.js'
+import type { Catalog } from '../routing/catalog.js'
+import type { Health } from '../routing/health.js'
+import { planCortex, planNamed, type RoutePlan } from '../routing/route.js'
+import type { UpstreamRequest } from '../providers/types.js'
+import { effectiveMax, fitViolation, type Needs } from './fit.js'
+import { normalizeMessages, upstreamBodyJson } from './normalize.js'
+import { validateChatRequest } from './validate.js'
+
+/** A request that passed every check before money: validated, metered, bounded and planned. */
+export interface Prepared {
+  request: ChatRequest
+  model: string
+  stream: boolean
+  inputTokens: number
+  /** The output bound: what the hold covers and what the upstream is told. */
+  maxTokens: number
+  declaredTools: ReadonlySet<string>
+  upstream: UpstreamRequest
+  plan: RoutePlan
+}
+
+/** Validates, meters and plans a chat request (spec §4.1, DESIGN §3, §5). Bad input yields an ApiError, never an exception. */
+export function prepare(body: unknown, catalog: Catalog, health: Health): Prepared | ApiError {
+  const request = validateChatRequest(body)
+  if (isApiError(request)) return request
+  if (request.n !== undefined && request.n !== null && request.n > 1) {
+    return apiError('feature_not_supported', 'n greater than 1 is not supported; send one request per choice.', { param: 'n' })
+  }
+  const named = catalog.models.get(request.model)
+  const cortex = catalog.isCortex(request.model) ? catalog.cortex : undefined
+  if (!named && !cortex) {
+    return apiError('model_not_found', `The model ${JSON.stringify(request.model)} does not exist. GET /v1/models lists the models, including ${CORTEX_MODEL_ID}.`, { param: 'model' })
+  }
+  const messages = normalizeMessages(request.messages)
+  if (isApiError(messages)) return messages
+  const inputTokens = countInput(messages.metered, request.tools?.length ? JSON.stringify(request.tools) : undefined)
+  const needs: Needs = {
+    inputTokens,
+    requestedMax: request.max_completion_tokens ?? request.max_tokens ?? undefined,
+    maxParam: request.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens',
+    stream: request.stream === true,
+    usesTools: messages.usesTools,
+  }
+  let maxTokens: number
+  let plan: RoutePlan
+  if (named) {
+    const unfit = fitViolation(named, request, needs)
+    if (unfit) return unfit
+    maxTokens = effectiveMax(named, needs)
+    plan = planNamed(catalog, health, named, { inputTokens, maxOutputTokens: maxTokens })
+  } else {
+    maxTokens = needs.requestedMax ?? cortex!.capabilities.maxOutputTokens
+    const bounded: Needs = { ...needs, requestedMax: maxTokens }
+    const fitting = cortex!.candidates.map((id) => catalog.models.get(id)!).filter((m) => fitViolation(m, request, bounded) === null)
+    plan = planCortex(catalog, health, fitting, () => ({ inputTokens, maxOutputTokens: maxTokens }))
+  }
+  return {
+    request,
+    model: request.model,
+    stream: needs.stream,
+    inputTokens,
+    maxTokens,
+    declaredTools: new Set((request.tools ?? []).map((t) => t.function.name)),
+    upstream: { bodyJson: upstreamBodyJson(request, messages.upstream, maxTokens), stream: needs.stream },
+    plan,
+  }
+}

@@ -1,0 +1,115 @@
+import type { Usage } from '../protocol/chat.js'
+import { apiError, type ApiError } from '../protocol/errors.js'
+import { countOutput } from '../metering/tokens.js'
+import { minBig, priceOf, splitFee } from '../ledger/money.js'
+import type { Store } from '../store/store.js'
+import type { Outcome, UsageRecord } from '../store/usage.js'
+import type { Produced } from '../routing/failover.js'
+import type { RouteOutcome } from '../routing/route.js'
+import type { Health } from '../routing/health.js'
+import type { Caller } from './admission.js'
+import type { Prepared } from './prepare.js'
+
+export interface SettleContext {
+  store: Store
+  health: Health
+  feeBps: number
+  /** Account ids of the fee account, the vendor account and each provider address. */
+  accounts: { fees: number; vendor: number; payees: ReadonlyMap<string, number> }
+  now: () => number
+}
+
+export interface RequestContext {
+  requestId: string
+  caller: Caller
+  prepared: Prepared
+  hold: bigint
+  startedAt: number
+}
+
+/** What the client gets once the money is settled. */
+export type Finished =
+  | { kind: 'delivered'; reply: Produced; servedModel: string; usage: Usage; cost: bigint; failedTargets: number; managedWhy?: string }
+  | { kind: 'refused'; error: ApiError }
+  | { kind: 'broken'; code: 'stream_interrupted' | 'provider_output_invalid'; message: string }
+  | { kind: 'closed' }
+
+const RETRY_AFTER_INVALID = 1
+
+/**
+ * Settles a request's money from its route outcome (DESIGN §4): capture the price of what was delivered and
+ * release the rest; release everything when nothing was delivered or the stream broke. One usage record either way.
+ */
+export async function settle(s: SettleContext, r: RequestContext, outcome: RouteOutcome): Promise<Finished> {
+  const p = r.prepared
+  const base = (o: Outcome, extra: Partial<UsageRecord> = {}): UsageRecord => ({
+    requestId: r.requestId, accountId: r.caller.accountId, keyId: r.caller.keyId, model: p.model, servedModel: null, provider: null,
+    stream: p.stream, promptTokens: p.inputTokens, completionTokens: 0, upstreamPromptTokens: null, upstreamCompletionTokens: null,
+    cost: 0n, outcome: o, latencyMs: s.now() - r.startedAt, createdAt: r.startedAt, ...extra,
+  })
+  switch (outcome.kind) {
+    case 'delivered': {
+      const { usage, cost } = await capture(s, r, outcome.reply, outcome.servedModel, 'completed', base)
+      return { kind: 'delivered', reply: outcome.reply, servedModel: outcome.servedModel, usage, cost, failedTargets: outcome.failedTargets, ...(outcome.managedWhy ? { managedWhy: outcome.managedWhy } : {}) }
+    }
+    case 'client_closed': {
+      // The client pays for what reached it, and nothing when nothing did.
+      if (outcome.reply && outcome.reply.content.length > 0) {
+        await capture(s, r, { ...outcome.reply, toolCalls: [] }, outcome.servedModel ?? null, 'client_closed', base)
+      } else {
+        await s.store.ledger.release(r.requestId, s.now(), base('client_closed'))
+      }
+      return { kind: 'closed' }
+    }
+    case 'broken': {
+      await s.store.ledger.release(r.requestId, s.now(), base(outcome.code, { servedModel: outcome.servedModel, provider: outcome.reply.offer.provider }))
+      const message = outcome.code === 'stream_interrupted'
+        ? `The provider stopped before the reply was complete (${outcome.detail}). Nothing was charged.`
+        : `The provider sent output the marketplace refused to deliver (${outcome.detail}). Nothing was charged.`
+      return { kind: 'broken', code: outcome.code, message }
+    }
+    case 'failed': {
+      await s.store.ledger.release(r.requestId, s.now(), base(outcome.code))
+      return { kind: 'refused', error: failedError(s.health, p, outcome) }
+    }
+  }
+}
+
+async function capture(
+  s: SettleContext, r: RequestContext, reply: Produced, servedModel: string | null, outcome: Outcome,
+  base: (o: Outcome, extra?: Partial<UsageRecord>) => UsageRecord,
+): Promise<{ usage: Usage; cost: bigint }> {
+  const completion = countOutput(reply.content, reply.toolCalls.map((c) => c.function))
+  const usage: Usage = { prompt_tokens: r.prepared.inputTokens, completion_tokens: completion, total_tokens: r.prepared.inputTokens + completion }
+  // Never more than was held: an upstream that overruns max_tokens does not make the client pay past the bound.
+  const cost = minBig(priceOf(reply.offer.prices, usage.prompt_tokens, usage.completion_tokens), r.hold)
+  const managed = reply.offer.managed
+  const { fee } = managed ? { fee: 0n } : splitFee(cost, s.feeBps)
+  const payeeId = managed ? s.accounts.vendor : s.accounts.payees.get(reply.offer.provider)
+  if (payeeId === undefined) throw new Error(`no account for provider ${reply.offer.provider}`)
+  await s.store.ledger.capture({
+    requestId: r.requestId, cost, payeeId, fee, feeAccountId: s.accounts.fees, now: s.now(),
+    usage: base(outcome, {
+      servedModel, provider: reply.offer.provider, completionTokens: completion, cost,
+      upstreamPromptTokens: reply.upstreamUsage?.promptTokens ?? null, upstreamCompletionTokens: reply.upstreamUsage?.completionTokens ?? null,
+    }),
+  })
+  await s.store.durable()
+  return { usage, cost }
+}
+
+function failedError(health: Health, p: Prepared, outcome: Extract<RouteOutcome, { kind: 'failed' }>): ApiError {
+  const tried = outcome.attempts.length
+  if (outcome.code === 'provider_output_invalid') {
+    const detail = outcome.attempts.find((a) => a.failure.kind === 'invalid_output')?.failure.detail ?? 'invalid output'
+    return apiError('provider_output_invalid', `Every provider of ${p.model} tried (${tried}) answered with output the marketplace refused to deliver (${detail}). Nothing was charged; retry after ${RETRY_AFTER_INVALID} s.`, { retryAfter: RETRY_AFTER_INVALID })
+  }
+  const retryAfter = health.retryAfterSeconds(p.plan.allKeys)
+  const advice = p.plan.cortex ? `retry after ${retryAfter} s` : `A named model is never substituted; retry after ${retryAfter} s or use svc/cortex@1`
+  return apiError('no_capacity', `No provider of ${p.model} can take the request now (${tried} tried). ${advice}.`, { retryAfter })
+}
+
+/** no_capacity for a plan with no usable offer at all, decided before any money moves. */
+export function noCapacityBeforeWork(health: Health, p: Prepared): ApiError {
+  return failedError(health, p, { kind: 'failed', code: 'no_capacity', attempts: [] })
+}

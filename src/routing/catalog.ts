@@ -1,0 +1,119 @@
+import type { Config, ModelConfig } from '../config.js'
+import { CORTEX_MODEL_ID, type Capabilities, type ToolContract } from '../protocol/models.js'
+import type { Prices } from '../ledger/money.js'
+import type { Provider } from '../providers/types.js'
+
+/** One provider's offer of one model: where to send requests, at what price, how many at once. */
+export interface Offer {
+  /** Health key: `<provider address>|<model id>`. */
+  key: string
+  modelId: string
+  /** The serving address, or `managed` for the vendor of last resort. */
+  provider: string
+  upstream: Provider
+  upstreamModel: string
+  prices: Prices
+  maxConcurrency: number
+  /** `<bundle>:<profile>` of the provider. */
+  fingerprint: string
+  managed: boolean
+}
+
+/** The routing model as listed: candidates and their most conservative capabilities. */
+export interface CortexModel {
+  candidates: string[]
+  contextLimit: number
+  capabilities: Capabilities
+  tool_contract?: ToolContract
+}
+
+/** Models and offers from the config, with one upstream client per provider. */
+export class Catalog {
+  readonly models = new Map<string, ModelConfig>()
+  readonly offers = new Map<string, Offer[]>()
+  readonly managed: Offer | undefined
+  readonly cortex: CortexModel | undefined
+  private readonly upstreams: Provider[] = []
+
+  constructor(config: Config, makeUpstream: (baseUrl: string, apiKey: string | undefined) => Provider) {
+    for (const m of config.models) {
+      this.models.set(m.id, m)
+      this.offers.set(m.id, [])
+    }
+    for (const p of config.providers) {
+      const upstream = makeUpstream(p.baseUrl, p.apiKey)
+      this.upstreams.push(upstream)
+      for (const o of p.offers) {
+        this.offers.get(o.model)!.push({
+          key: `${p.address}|${o.model}`,
+          modelId: o.model,
+          provider: p.address,
+          upstream,
+          upstreamModel: o.upstreamModel,
+          prices: { input: BigInt(o.input_price_per_mtok), output: BigInt(o.output_price_per_mtok) },
+          maxConcurrency: o.maxConcurrency,
+          fingerprint: `${p.bundle}:${p.profile}`,
+          managed: false,
+        })
+      }
+    }
+    if (config.managed) {
+      const m = config.managed
+      const upstream = makeUpstream(m.baseUrl, m.apiKey)
+      this.upstreams.push(upstream)
+      this.managed = {
+        key: `managed|${m.upstreamModel}`,
+        modelId: m.upstreamModel,
+        provider: 'managed',
+        upstream,
+        upstreamModel: m.upstreamModel,
+        prices: { input: BigInt(m.input_price_per_mtok), output: BigInt(m.output_price_per_mtok) },
+        maxConcurrency: m.maxConcurrency ?? 1024,
+        fingerprint: `managed:${m.upstreamModel}`,
+        managed: true,
+      }
+    }
+    const candidates = config.cortex?.candidates ?? []
+    if (candidates.length) this.cortex = conservative(candidates, candidates.map((c) => this.models.get(c)!))
+  }
+
+  isCortex(id: string): boolean {
+    return id === CORTEX_MODEL_ID && this.cortex !== undefined
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.upstreams.map((u) => u.close()))
+  }
+}
+
+/** The most conservative capabilities, context and tool contract among the candidates (spec §2.1). */
+export function conservative(candidates: string[], models: ModelConfig[]): CortexModel {
+  const caps = models.map((m) => m.capabilities)
+  const capabilities: Capabilities = {
+    workload: 'chat',
+    tools: caps.every((c) => c.tools),
+    structuredOutputs: caps.every((c) => c.structuredOutputs),
+    reasoning: caps.every((c) => c.reasoning),
+    streaming: caps.every((c) => c.streaming),
+    maxOutputTokens: Math.min(...caps.map((c) => c.maxOutputTokens)),
+  }
+  const out: CortexModel = { candidates, contextLimit: Math.min(...models.map((m) => m.contextLimit)), capabilities }
+  if (capabilities.tools) out.tool_contract = intersectContracts(models.map((m) => m.tool_contract!))
+  return out
+}
+
+function intersectContracts(contracts: ToolContract[]): ToolContract {
+  const first = contracts[0]!
+  return {
+    tool_choice: first.tool_choice.filter((c) => contracts.every((k) => k.tool_choice.includes(c))),
+    parallel_tool_calls: contracts.every((k) => k.parallel_tool_calls),
+    strict_schemas: contracts.every((k) => k.strict_schemas),
+    tool_streaming: contracts.every((k) => k.tool_streaming === 'incremental') ? 'incremental' : 'whole-call',
+    // 0 means untested: any untested candidate makes the intersection untested.
+    max_argument_bytes: contracts.some((k) => k.max_argument_bytes === 0) ? 0 : Math.min(...contracts.map((k) => k.max_argument_bytes)),
+    certified_concurrency: Math.min(...contracts.map((k) => k.certified_concurrency)),
+    agentic_certified: contracts.every((k) => k.agentic_certified),
+    metering_version: Math.max(...contracts.map((k) => k.metering_version)),
+    certification_id: `cortex-${contracts.map((k) => k.certification_id).join('+')}`,
+  }
+}

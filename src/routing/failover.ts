@@ -1,0 +1,117 @@
+import type { FinishReason, ToolCall } from '../protocol/chat.js'
+import type { Failure, UpstreamRequest } from '../providers/types.js'
+import { ToolCallAssembler, invalidToolCall, type ToolRules } from '../tools/assemble.js'
+import type { Offer } from './catalog.js'
+import type { Health } from './health.js'
+
+/** Where streamed content goes as it arrives. The first content commits the reply to the offer that sent it. */
+export interface StreamSink {
+  readonly committed: boolean
+  content(offer: Offer, text: string): void
+}
+
+/** What one offer produced: everything for a delivered reply, or what was delivered before a failure. */
+export interface Produced {
+  offer: Offer
+  content: string
+  toolCalls: ToolCall[]
+  finish: FinishReason
+  upstreamUsage?: { promptTokens: number; completionTokens: number }
+}
+
+export interface Attempt {
+  offer: Offer
+  failure: Failure
+}
+
+export type TargetOutcome =
+  | { kind: 'delivered'; reply: Produced }
+  /** Nothing reached the client: the caller may try another model. */
+  | { kind: 'failed'; attempts: Attempt[] }
+  /** Failed after content reached the client (stream only). */
+  | { kind: 'broken'; code: 'stream_interrupted' | 'provider_output_invalid'; detail: string; reply: Produced }
+  /** The client went away; `reply` holds what was delivered, if anything was. */
+  | { kind: 'client_closed'; reply?: Produced }
+
+export interface AttemptContext {
+  request: UpstreamRequest
+  signal: AbortSignal
+  health: Health
+  /** Present for streaming requests. */
+  sink?: StreamSink
+  now: () => number
+}
+
+/** Tries the offers in order; fails over while nothing reached the client (DESIGN §5, §6). */
+export async function tryOffers(offers: readonly Offer[], rules: ToolRules, ctx: AttemptContext): Promise<TargetOutcome> {
+  const attempts: Attempt[] = []
+  for (const offer of offers) {
+    if (ctx.signal.aborted) return { kind: 'client_closed' }
+    if (!ctx.health.acquire(offer.key, offer.maxConcurrency)) continue
+    const outcome = await attempt(offer, rules, ctx)
+    if (outcome.kind === 'failed') {
+      attempts.push(...outcome.attempts)
+      continue
+    }
+    return outcome
+  }
+  return { kind: 'failed', attempts }
+}
+
+/** One attempt at one offer; the caller has acquired its health slot, which this releases. */
+async function attempt(offer: Offer, rules: ToolRules, ctx: AttemptContext): Promise<TargetOutcome> {
+  const started = ctx.now()
+  let firstEventMs: number | undefined
+  let content = ''
+  let finish: FinishReason | undefined
+  let upstreamUsage: Produced['upstreamUsage']
+  const tools = new ToolCallAssembler()
+  const sink = ctx.sink
+  const produced = (): Produced => ({ offer, content, toolCalls: tools.result(), finish: finish ?? 'stop', upstreamUsage })
+  let health: 'success' | 'failure' | 'neutral' = 'failure'
+  try {
+    for await (const ev of offer.upstream.stream(offer.upstreamModel, ctx.request, ctx.signal)) {
+      firstEventMs ??= ctx.now() - started
+      switch (ev.type) {
+        case 'content':
+          content += ev.text
+          sink?.content(offer, ev.text)
+          break
+        case 'tool_delta':
+          tools.add(ev.index, ev.id, ev.name, ev.arguments)
+          break
+        case 'finish':
+          finish = ev.reason
+          break
+        case 'usage':
+          upstreamUsage = { promptTokens: ev.promptTokens, completionTokens: ev.completionTokens }
+          break
+        case 'failure': {
+          if (ev.failure.kind === 'aborted') {
+            health = 'neutral'
+            return { kind: 'client_closed', reply: sink?.committed ? produced() : undefined }
+          }
+          if (sink?.committed) return { kind: 'broken', code: 'stream_interrupted', detail: ev.failure.detail, reply: produced() }
+          return { kind: 'failed', attempts: [{ offer, failure: ev.failure }] }
+        }
+      }
+    }
+    if (ctx.signal.aborted) {
+      health = 'neutral'
+      return { kind: 'client_closed', reply: sink?.committed ? produced() : undefined }
+    }
+    const reply = produced()
+    if (reply.toolCalls.length) {
+      const why = invalidToolCall(reply.toolCalls, rules)
+      if (why) {
+        if (sink?.committed) return { kind: 'broken', code: 'provider_output_invalid', detail: why, reply }
+        return { kind: 'failed', attempts: [{ offer, failure: { kind: 'invalid_output', detail: why } }] }
+      }
+      reply.finish = 'tool_calls'
+    }
+    health = 'success'
+    return { kind: 'delivered', reply }
+  } finally {
+    ctx.health.release(offer.key, health, firstEventMs)
+  }
+}

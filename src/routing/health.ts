@@ -1,0 +1,87 @@
+/** Per-offer health: a circuit breaker, a latency average and the in-flight count (per process, DESIGN §11). */
+export type BreakerState = 'closed' | 'open' | 'half-open'
+
+interface OfferState {
+  failures: number
+  openUntil: number
+  probing: boolean
+  inflight: number
+  latencyMs: number
+}
+
+export interface HealthOptions {
+  /** Consecutive failures that open the breaker. */
+  failures: number
+  /** How long an open breaker keeps the offer out before one probe may pass. */
+  cooldownMs: number
+}
+
+const LATENCY_WEIGHT = 0.2
+
+export class Health {
+  private readonly states = new Map<string, OfferState>()
+
+  constructor(private readonly opts: HealthOptions, private readonly now: () => number = Date.now) {}
+
+  private state(key: string): OfferState {
+    let s = this.states.get(key)
+    if (!s) {
+      s = { failures: 0, openUntil: 0, probing: false, inflight: 0, latencyMs: 0 }
+      this.states.set(key, s)
+    }
+    return s
+  }
+
+  breaker(key: string): BreakerState {
+    const s = this.states.get(key)
+    if (!s || s.failures < this.opts.failures) return 'closed'
+    return this.now() >= s.openUntil ? 'half-open' : 'open'
+  }
+
+  inflight(key: string): number {
+    return this.states.get(key)?.inflight ?? 0
+  }
+
+  latency(key: string): number {
+    return this.states.get(key)?.latencyMs ?? 0
+  }
+
+  /** Takes a slot for an attempt: false when at maxConcurrency, open, or half-open with its probe already out. */
+  acquire(key: string, maxConcurrency: number): boolean {
+    const s = this.state(key)
+    if (s.inflight >= maxConcurrency) return false
+    const b = this.breaker(key)
+    if (b === 'open') return false
+    if (b === 'half-open') {
+      if (s.probing) return false
+      s.probing = true
+    }
+    s.inflight++
+    return true
+  }
+
+  /** Returns the slot and records the outcome of the attempt. */
+  release(key: string, outcome: 'success' | 'failure' | 'neutral', latencyMs?: number): void {
+    const s = this.state(key)
+    s.inflight--
+    const wasProbe = s.probing && s.failures >= this.opts.failures
+    s.probing = false
+    if (outcome === 'success') {
+      s.failures = 0
+      if (latencyMs !== undefined) s.latencyMs = s.latencyMs === 0 ? latencyMs : s.latencyMs + LATENCY_WEIGHT * (latencyMs - s.latencyMs)
+    } else if (outcome === 'failure') {
+      s.failures++
+      if (s.failures >= this.opts.failures || wasProbe) s.openUntil = this.now() + this.opts.cooldownMs
+    }
+  }
+
+  /** Seconds until the earliest of these offers' breakers half-opens; at least 1. */
+  retryAfterSeconds(keys: readonly string[]): number {
+    const now = this.now()
+    let earliest = Infinity
+    for (const k of keys) {
+      if (this.breaker(k) === 'open') earliest = Math.min(earliest, this.state(k).openUntil - now)
+    }
+    return earliest === Infinity ? 1 : Math.max(1, Math.ceil(earliest / 1000))
+  }
+}

@@ -1,0 +1,35 @@
+import { priceOf } from '../ledger/money.js'
+import type { Offer } from './catalog.js'
+import type { Health } from './health.js'
+
+export interface Estimate {
+  inputTokens: number
+  maxOutputTokens: number
+}
+
+/**
+ * Orders a model's offers for one request (DESIGN §5): by what the request could cost at each offer's price,
+ * then health (closed before half-open), then latency. Open breakers and full offers are left out.
+ */
+export function rankOffers(offers: readonly Offer[], health: Health, est: Estimate): Offer[] {
+  const usable = offers
+    .filter((o) => health.breaker(o.key) !== 'open' && health.inflight(o.key) < o.maxConcurrency)
+    .map((o) => ({
+      o,
+      cost: priceOf(o.prices, est.inputTokens, est.maxOutputTokens),
+      probe: health.breaker(o.key) === 'half-open' ? 1 : 0,
+      latency: health.latency(o.key),
+    }))
+  usable.sort((a, b) => (a.cost !== b.cost ? (a.cost < b.cost ? -1 : 1) : a.probe - b.probe || a.latency - b.latency))
+  return usable.map((u) => u.o)
+}
+
+/** The lowest live offer of a model (by input + output price), for the model list. */
+export function lowestLive(offers: readonly Offer[], health: Health): Offer | undefined {
+  let best: Offer | undefined
+  for (const o of offers) {
+    if (health.breaker(o.key) === 'open') continue
+    if (!best || o.prices.input + o.prices.output < best.prices.input + best.prices.output) best = o
+  }
+  return best
+}

@@ -1,0 +1,102 @@
+import type { ModelConfig } from '../config.js'
+import { maxBig, type Prices } from '../ledger/money.js'
+import type { ToolRules } from '../tools/assemble.js'
+import type { Catalog, Offer } from './catalog.js'
+import type { Health } from './health.js'
+import { rankOffers, type Estimate } from './plan.js'
+import { tryOffers, type Attempt, type AttemptContext, type Produced } from './failover.js'
+
+export interface Target {
+  model: ModelConfig
+  /** Usable offers, best first, as ranked when the request was admitted. */
+  offers: Offer[]
+}
+
+export type ManagedWhy = 'no_capacity' | 'provider_output_invalid' | 'no_candidate'
+
+/** Everything that may serve one request, fixed before admission so the hold covers the highest price in it. */
+export interface RoutePlan {
+  cortex: boolean
+  targets: Target[]
+  /** The vendor of last resort (svc/cortex@1 only). */
+  managed?: Offer
+  /** Highest input and output prices of all offers in the plan. */
+  ceiling: Prices
+  /** Health keys of every offer the model(s) have, usable now or not (for Retry-After). */
+  allKeys: string[]
+}
+
+/** Plans a named model: its own offers only. A named model is never substituted. */
+export function planNamed(catalog: Catalog, health: Health, model: ModelConfig, est: Estimate): RoutePlan {
+  const all = catalog.offers.get(model.id) ?? []
+  const offers = rankOffers(all, health, est)
+  return { cortex: false, targets: [{ model, offers }], ceiling: ceilingOf(offers), allKeys: all.map((o) => o.key) }
+}
+
+/** Plans svc/cortex@1: the fitting candidates in preference order, then the managed vendor. */
+export function planCortex(catalog: Catalog, health: Health, fitting: ModelConfig[], est: (m: ModelConfig) => Estimate): RoutePlan {
+  const targets = fitting.map((model) => ({ model, offers: rankOffers(catalog.offers.get(model.id) ?? [], health, est(model)) }))
+  const offers = targets.flatMap((t) => t.offers)
+  const managed = catalog.managed
+  if (managed) offers.push(managed)
+  const allKeys = (catalog.cortex?.candidates ?? []).flatMap((c) => (catalog.offers.get(c) ?? []).map((o) => o.key))
+  if (managed) allKeys.push(managed.key)
+  return { cortex: true, targets, ...(managed ? { managed } : {}), ceiling: ceilingOf(offers), allKeys }
+}
+
+function ceilingOf(offers: readonly Offer[]): Prices {
+  let input = 0n
+  let output = 0n
+  for (const o of offers) {
+    input = maxBig(input, o.prices.input)
+    output = maxBig(output, o.prices.output)
+  }
+  return { input, output }
+}
+
+export function planOfferCount(plan: RoutePlan): number {
+  return plan.targets.reduce((n, t) => n + t.offers.length, 0) + (plan.managed ? 1 : 0)
+}
+
+export type RouteOutcome =
+  | { kind: 'delivered'; reply: Produced; servedModel: string; failedTargets: number; managedWhy?: ManagedWhy }
+  | { kind: 'failed'; code: 'no_capacity' | 'provider_output_invalid'; attempts: Attempt[] }
+  | { kind: 'broken'; code: 'stream_interrupted' | 'provider_output_invalid'; detail: string; reply: Produced; servedModel: string }
+  | { kind: 'client_closed'; reply?: Produced; servedModel?: string }
+
+/** Runs the plan: each target's offers in turn, then the vendor; DESIGN §5. */
+export async function executeRoute(plan: RoutePlan, declared: ReadonlySet<string>, ctx: AttemptContext): Promise<RouteOutcome> {
+  const attempts: Attempt[] = []
+  let failedTargets = 0
+  for (const target of plan.targets) {
+    const rules: ToolRules = { declared, maxArgumentBytes: target.model.tool_contract?.max_argument_bytes ?? 0 }
+    const out = await tryOffers(target.offers, rules, ctx)
+    if (out.kind === 'failed') {
+      attempts.push(...out.attempts)
+      failedTargets++
+      continue
+    }
+    return withModel(out, target.model.id, failedTargets)
+  }
+  const invalidSeen = attempts.some((a) => a.failure.kind === 'invalid_output')
+  if (plan.managed && !ctx.signal.aborted) {
+    const managedWhy: ManagedWhy = plan.targets.length === 0 ? 'no_candidate' : invalidSeen ? 'provider_output_invalid' : 'no_capacity'
+    const out = await tryOffers([plan.managed], { declared, maxArgumentBytes: 0 }, ctx)
+    if (out.kind !== 'failed') return withModel(out, plan.managed.modelId, failedTargets, managedWhy)
+    attempts.push(...out.attempts)
+    return { kind: 'failed', code: 'no_capacity', attempts }
+  }
+  if (ctx.signal.aborted) return { kind: 'client_closed' }
+  return { kind: 'failed', code: invalidSeen && !plan.cortex ? 'provider_output_invalid' : 'no_capacity', attempts }
+}
+
+function withModel(out: Exclude<Awaited<ReturnType<typeof tryOffers>>, { kind: 'failed' }>, servedModel: string, failedTargets: number, managedWhy?: ManagedWhy): RouteOutcome {
+  switch (out.kind) {
+    case 'delivered':
+      return { kind: 'delivered', reply: out.reply, servedModel, failedTargets, ...(managedWhy ? { managedWhy } : {}) }
+    case 'broken':
+      return { ...out, servedModel }
+    case 'client_closed':
+      return { ...out, servedModel }
+  }
+}

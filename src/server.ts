@@ -1,0 +1,42 @@
+import type { AddressInfo } from 'node:net'
+import type { FastifyInstance } from 'fastify'
+import type { Config } from './config.js'
+import { buildApp, type AppPlugin } from './api/app.js'
+import { Gateway, type GatewayOptions } from './gateway/gateway.js'
+import { openStore } from './store/open.js'
+import type { Store } from './store/store.js'
+
+export interface RunningServer {
+  url: string
+  app: FastifyInstance
+  gateway: Gateway
+  store: Store
+  close(): Promise<void>
+}
+
+export interface ServerOptions extends GatewayOptions {
+  /** An already open store (tests share one); otherwise the config's store is opened and closed with the server. */
+  store?: Store
+  plugins?: AppPlugin[]
+}
+
+/** Composition root: open the store, start the gateway, build the app, listen. */
+export async function startServer(config: Config, opts: ServerOptions = {}): Promise<RunningServer> {
+  const store = opts.store ?? (await openStore(config.store, opts.now))
+  const gateway = await Gateway.start(config, store, opts)
+  const app = await buildApp(gateway, opts.plugins ?? [])
+  await app.listen({ host: config.listen?.host ?? '127.0.0.1', port: config.listen?.port ?? 8080 })
+  const addr = app.server.address() as AddressInfo
+  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address
+  return {
+    url: `http://${host}:${addr.port}`,
+    app,
+    gateway,
+    store,
+    async close() {
+      await app.close()
+      await gateway.close()
+      if (!opts.store) await store.close()
+    },
+  }
+}
