@@ -5,12 +5,15 @@ import { buildApp, type AppPlugin } from './api/app.js'
 import { Gateway, type GatewayOptions } from './gateway/gateway.js'
 import { openStore } from './store/open.js'
 import type { Store } from './store/store.js'
+import { makeRail } from './settlement/rails.js'
+import { Settler } from './settlement/settler.js'
 
 export interface RunningServer {
   url: string
   app: FastifyInstance
   gateway: Gateway
   store: Store
+  settler: Settler
   close(): Promise<void>
 }
 
@@ -25,6 +28,8 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
   const store = opts.store ?? (await openStore(config.store, opts.now))
   const gateway = await Gateway.start(config, store, opts)
   const app = await buildApp(gateway, opts.plugins ?? [])
+  const settler = new Settler(store, await makeRail(config), gateway.now)
+  settler.start(gateway.tuning.settleIntervalMs, (err) => gateway.log('settlement pass failed', err))
   await app.listen({ host: config.listen?.host ?? '127.0.0.1', port: config.listen?.port ?? 8080 })
   const addr = app.server.address() as AddressInfo
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address
@@ -33,7 +38,9 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
     app,
     gateway,
     store,
+    settler,
     async close() {
+      await settler.stop()
       await app.close()
       await gateway.close()
       if (!opts.store) await store.close()

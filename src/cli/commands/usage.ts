@@ -1,0 +1,41 @@
+import type { Command } from 'commander'
+import { OperationError, requireAccount } from '../../accounts/operations.js'
+import { formatUsdc } from '../../ledger/money.js'
+import { wireUsage } from '../../api/routes/usage.js'
+import { Settler } from '../../settlement/settler.js'
+import { makeRail } from '../../settlement/rails.js'
+import { action, common, emit, withStore, type CommonOptions } from '../context.js'
+
+interface UsageOptions extends CommonOptions {
+  wallet: string
+  limit: string
+  model?: string
+}
+
+/** `svc usage` and `svc settle`. */
+export function usageCommands(program: Command): void {
+  common(program.command('usage').requiredOption('--wallet <address>', 'wallet address').option('--limit <n>', 'rows', '20').option('--model <id>', 'only this model'))
+    .description('recent requests of an account, newest first, with tokens, cost and outcome')
+    .action(action(async (opts: UsageOptions) => withStore(opts, async (store) => {
+      const limit = Number(opts.limit)
+      if (!Number.isInteger(limit) || limit < 1) throw new OperationError('--limit must be a positive integer')
+      const a = await requireAccount(store, opts.wallet)
+      const rows = await store.usage.list(a.id, { limit, ...(opts.model ? { model: opts.model } : {}) })
+      const total = rows.reduce((s, r) => s + r.cost, 0n)
+      emit(opts, { wallet: a.address, data: rows.map(wireUsage), total_cost_usdc: formatUsdc(total) }, rows.length
+        ? [
+            ...rows.map((r) => `${new Date(r.createdAt).toISOString()}  ${r.requestId}  ${r.model.padEnd(14)} ${r.outcome.padEnd(18)} ${String(r.promptTokens).padStart(6)}+${String(r.completionTokens).padEnd(6)} ${formatUsdc(r.cost)} USDC`),
+            `total ${formatUsdc(total)} USDC over ${rows.length} request(s)`,
+          ]
+        : `no requests for ${a.address}`)
+    })))
+  common(program.command('settle'))
+    .description('run one settlement pass: batch captured charges and pay them on the rail')
+    .action(action(async (opts: CommonOptions) => withStore(opts, async (store, config) => {
+      const report = await new Settler(store, await makeRail(config)).runOnce()
+      const batches = report.batches.map((b) => ({ id: b.id, total: formatUsdc(b.total), legs: b.legs }))
+      emit(opts, { ran: report.ran, batches }, !report.ran
+        ? 'another settler holds the lock; nothing done'
+        : batches.length ? batches.map((b) => `settled ${b.id}: ${b.total} USDC in ${b.legs} leg(s)`) : 'nothing to settle')
+    })))
+}

@@ -1,0 +1,79 @@
+import { existsSync } from 'node:fs'
+import type { Command } from 'commander'
+import { ConfigError, loadConfig, type Config } from '../config.js'
+import { OperationError } from '../accounts/operations.js'
+import { openStore } from '../store/open.js'
+import type { Store } from '../store/store.js'
+
+export const DEFAULT_DATA_DIR = './data'
+export const DEFAULT_CONFIG = `${DEFAULT_DATA_DIR}/config.json`
+
+export interface CommonOptions {
+  config?: string
+  json?: boolean
+}
+
+/** Every command accepts --config and --json (DESIGN §9). */
+export function common(cmd: Command): Command {
+  return cmd
+    .option('--config <file>', `config file (default: $SVC_CONFIG, else ${DEFAULT_CONFIG} as written by svc demo)`)
+    .option('--json', 'print one JSON object on stdout instead of text')
+}
+
+export function configPath(opts: CommonOptions): string {
+  const path = opts.config ?? process.env.SVC_CONFIG ?? DEFAULT_CONFIG
+  if (!opts.config && !process.env.SVC_CONFIG && !existsSync(path)) {
+    throw new OperationError(`no config: pass --config <file>, set SVC_CONFIG, or run svc demo once to write ${DEFAULT_CONFIG}`)
+  }
+  return path
+}
+
+export function readConfig(opts: CommonOptions): Config {
+  return loadConfig(configPath(opts))
+}
+
+/** Opens the config's store for one command and closes it afterwards. */
+export async function withStore<T>(opts: CommonOptions, fn: (store: Store, config: Config) => Promise<T>): Promise<T> {
+  const config = readConfig(opts)
+  const store = await openStore(config.store)
+  try {
+    return await fn(store, config)
+  } finally {
+    await store.close()
+  }
+}
+
+/** Prints the result: one JSON object with --json, else the text lines. bigint becomes a string. */
+export function emit(opts: CommonOptions, json: Record<string, unknown>, text: string | string[]): void {
+  if (opts.json) process.stdout.write(`${JSON.stringify(json, (_k, v) => (typeof v === 'bigint' ? v.toString() : v))}\n`)
+  else process.stdout.write(`${Array.isArray(text) ? text.join('\n') : text}\n`)
+}
+
+/** Runs a command action, turning expected failures into one clear line and exit code 1. */
+export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    try {
+      await fn(...args)
+    } catch (err) {
+      if (err instanceof ConfigError || err instanceof OperationError) {
+        process.stderr.write(`error: ${err.message}\n`)
+        process.exit(1)
+      }
+      throw err
+    }
+  }
+}
+
+export function onShutdown(close: () => Promise<void>): void {
+  let closing = false
+  const stop = () => {
+    if (closing) return
+    closing = true
+    close().then(() => process.exit(0), (err) => {
+      process.stderr.write(`error while stopping: ${(err as Error).message}\n`)
+      process.exit(1)
+    })
+  }
+  process.once('SIGINT', stop)
+  process.once('SIGTERM', stop)
+}

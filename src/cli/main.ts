@@ -1,0 +1,19 @@
+#!/usr/bin/env node
+import { Command } from 'commander'
+import { demoCommand } from './commands/demo.js'
+import { serveCommand } from './commands/serve.js'
+import { simCommand } from './commands/sim.js'
+import { accountCommands } from './commands/accounts.js'
+import { keyCommands } from './commands/keys.js'
+import { usageCommands } from './commands/usage.js'
+
+const program = new Command()
+program.name('svc').description('OpenAI-compatible chat completion marketplace, settled in test USDC').showHelpAfterError()
+demoCommand(program)
+serveCommand(program)
+simCommand(program)
+accountCommands(program)
+keyCommands(program)
+usageCommands(program)
+
+await program.parseAsync()
