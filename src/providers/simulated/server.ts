@@ -138,13 +138,15 @@ export class SimulatedProvider {
       return !res.destroyed
     }
     if (!(await write(chunk({ role: 'assistant', content: '' })))) return
+    // Breaks only after what was written reached the socket, so the client really saw it.
+    const breakNow = () => new Promise<void>((resolve) => res.write('', () => resolve())).then(() => void res.socket?.destroy())
     let sent = 0
     for (const piece of reply.pieces) {
-      if (fault.kind === 'break-after' && sent >= fault.chunks) return void res.socket?.destroy()
+      if (fault.kind === 'break-after' && sent >= fault.chunks) return breakNow()
       if (!(await write(chunk({ content: piece })))) return
       sent++
     }
-    if (fault.kind === 'break-after' && sent >= fault.chunks && reply.toolCalls.length) return void res.socket?.destroy()
+    if (fault.kind === 'break-after' && sent >= fault.chunks && reply.toolCalls.length) return breakNow()
     for (const delta of toolDeltas(reply.toolCalls, this.settings.fragmentation)) {
       if (!(await write(chunk({ tool_calls: [delta] })))) return
     }
