@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
-import { isAddress } from 'viem'
+import { isEvmAddress } from './accounts/address.js'
 import { Capabilities, ToolContract, CORTEX_MODEL_ID, MODEL_ID_PATTERN } from './protocol/models.js'
 
 /** The config file (DESIGN §9). This shape is a contract: outside tools write such files. */
@@ -155,7 +155,7 @@ function semanticProblems(config: Config): string[] {
   })
   const addresses = new Set<string>()
   config.providers.forEach((p, i) => {
-    if (!isAddress(p.address, { strict: false })) problems.push(`providers[${i}].address: not an EVM address`)
+    if (!isEvmAddress(p.address)) problems.push(`providers[${i}].address: not an EVM address`)
     if (addresses.has(p.address.toLowerCase())) problems.push(`providers[${i}].address: duplicate provider address`)
     addresses.add(p.address.toLowerCase())
     p.offers.forEach((o, j) => {
@@ -166,8 +166,8 @@ function semanticProblems(config: Config): string[] {
     if (!ids.has(c)) problems.push(`cortex.candidates[${i}]: unknown model ${c}`)
   })
   if (config.rail.kind === 'evm') {
-    if (!isAddress(config.rail.usdc, { strict: false })) problems.push('rail.usdc: not an EVM address')
-    if (!isAddress(config.rail.settler, { strict: false })) problems.push('rail.settler: not an EVM address')
+    if (!isEvmAddress(config.rail.usdc)) problems.push('rail.usdc: not an EVM address')
+    if (!isEvmAddress(config.rail.settler)) problems.push('rail.settler: not an EVM address')
   }
   return problems
 }

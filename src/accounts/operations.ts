@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { getAddress, isAddress } from 'viem'
+import { checksumAddress, hasValidChecksum, isEvmAddress } from './address.js'
 import { generateKey } from '../auth/keys.js'
 import type { Store } from '../store/store.js'
 import type { Account } from '../store/accounts.js'
@@ -9,8 +9,9 @@ import type { Account } from '../store/accounts.js'
 export class OperationError extends Error {}
 
 export function normalizeWallet(text: string): string {
-  if (!isAddress(text, { strict: false })) throw new OperationError(`not a wallet address: ${text}`)
-  return getAddress(text)
+  if (!isEvmAddress(text)) throw new OperationError(`not a wallet address: ${text}`)
+  if (!hasValidChecksum(text)) throw new OperationError(`bad EIP-55 checksum in ${text}; check the address or write it in lower case`)
+  return checksumAddress(text)
 }
 
 export async function openAccount(store: Store, wallet: string, now = Date.now()): Promise<{ account: Account; created: boolean }> {

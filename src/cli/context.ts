@@ -1,9 +1,10 @@
 import { existsSync } from 'node:fs'
 import type { Command } from 'commander'
-import { ConfigError, loadConfig, type Config } from '../config.js'
-import { OperationError } from '../accounts/operations.js'
-import { openStore } from '../store/open.js'
+import type { Config } from '../config.js'
 import type { Store } from '../store/store.js'
+
+/** An expected failure of a command: one line on stderr, exit code 1. */
+export class CliError extends Error {}
 
 export const DEFAULT_DATA_DIR = './data'
 export const DEFAULT_CONFIG = `${DEFAULT_DATA_DIR}/config.json`
@@ -23,18 +24,21 @@ export function common(cmd: Command): Command {
 export function configPath(opts: CommonOptions): string {
   const path = opts.config ?? process.env.SVC_CONFIG ?? DEFAULT_CONFIG
   if (!opts.config && !process.env.SVC_CONFIG && !existsSync(path)) {
-    throw new OperationError(`no config: pass --config <file>, set SVC_CONFIG, or run svc demo once to write ${DEFAULT_CONFIG}`)
+    throw new CliError(`no config: pass --config <file>, set SVC_CONFIG, or run svc demo once to write ${DEFAULT_CONFIG}`)
   }
   return path
 }
 
-export function readConfig(opts: CommonOptions): Config {
+/** Heavy modules load only when a command runs, so `svc --help` and small commands start fast. */
+export async function readConfig(opts: CommonOptions): Promise<Config> {
+  const { loadConfig } = await import('../config.js')
   return loadConfig(configPath(opts))
 }
 
 /** Opens the config's store for one command and closes it afterwards. */
 export async function withStore<T>(opts: CommonOptions, fn: (store: Store, config: Config) => Promise<T>): Promise<T> {
-  const config = readConfig(opts)
+  const config = await readConfig(opts)
+  const { openStore } = await import('../store/open.js')
   const store = await openStore(config.store)
   try {
     return await fn(store, config)
@@ -55,7 +59,9 @@ export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): 
     try {
       await fn(...args)
     } catch (err) {
-      if (err instanceof ConfigError || err instanceof OperationError) {
+      const { ConfigError } = await import('../config.js')
+      const { OperationError } = await import('../accounts/operations.js')
+      if (err instanceof ConfigError || err instanceof OperationError || err instanceof CliError) {
         process.stderr.write(`error: ${err.message}\n`)
         process.exit(1)
       }

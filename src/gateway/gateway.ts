@@ -13,6 +13,7 @@ import { settle, type Finished, type SettleContext } from './settle.js'
 import type { Caller } from './admission.js'
 import type { Prepared } from './prepare.js'
 import { InstanceLifecycle } from './lifecycle.js'
+import { checksumAddress } from '../accounts/address.js'
 
 export interface GatewayOptions {
   now?: () => number
@@ -48,7 +49,10 @@ export class Gateway {
     const gw = new Gateway(config, store, opts)
     const now = gw.now()
     const payees = new Map<string, number>()
-    for (const p of config.providers) payees.set(p.address, (await store.accounts.ensure(p.address, 'provider', now)).account.id)
+    for (const p of config.providers) {
+      const address = checksumAddress(p.address)
+      payees.set(address, (await store.accounts.ensure(address, 'provider', now)).account.id)
+    }
     const fees = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
     const vendor = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.vendor))!.id
     gw.settleCtx = { store, health: gw.health, feeBps: config.feeBps, accounts: { fees, vendor, payees }, now: gw.now }

@@ -2,6 +2,7 @@ import type { Config, ModelConfig } from '../config.js'
 import { CORTEX_MODEL_ID, type Capabilities, type ToolContract } from '../protocol/models.js'
 import type { Prices } from '../ledger/money.js'
 import type { Provider } from '../providers/types.js'
+import { checksumAddress } from '../accounts/address.js'
 
 /** One provider's offer of one model: where to send requests, at what price, how many at once. */
 export interface Offer {
@@ -43,11 +44,12 @@ export class Catalog {
     for (const p of config.providers) {
       const upstream = makeUpstream(p.baseUrl, p.apiKey)
       this.upstreams.push(upstream)
+      const address = checksumAddress(p.address)
       for (const o of p.offers) {
         this.offers.get(o.model)!.push({
-          key: `${p.address}|${o.model}`,
+          key: `${address}|${o.model}`,
           modelId: o.model,
-          provider: p.address,
+          provider: address,
           upstream,
           upstreamModel: o.upstreamModel,
           prices: { input: BigInt(o.input_price_per_mtok), output: BigInt(o.output_price_per_mtok) },

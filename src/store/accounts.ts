@@ -14,13 +14,7 @@ export interface Account {
   createdAt: number
 }
 
-/** Spendable = min(balance, remaining cap) − open holds (DESIGN §4), never below zero; nothing while in debt. */
-export function spendableOf(a: Pick<Account, 'balance' | 'held' | 'cap' | 'debt'>): bigint {
-  if (a.debt > 0n) return 0n
-  const base = a.balance < a.cap ? a.balance : a.cap
-  const s = base - a.held
-  return s > 0n ? s : 0n
-}
+export { spendableOf } from '../ledger/spendable.js'
 
 export function toAccount(r: Selectable<AccountsTable>): Account {
   return {

@@ -1,7 +1,8 @@
 import type { Command } from 'commander'
 import { depositTo, normalizeWallet, openAccount, OperationError, requireAccount } from '../../accounts/operations.js'
 import { formatUsdc, parseUsdc } from '../../ledger/money.js'
-import { spendableOf, type Account } from '../../store/accounts.js'
+import type { Account } from '../../store/accounts.js'
+import { spendableOf } from '../../ledger/spendable.js'
 import type { Store } from '../../store/store.js'
 import { action, common, emit, withStore, type CommonOptions } from '../context.js'
 

@@ -2,11 +2,10 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import type { Command } from 'commander'
 import { SimulatedProvider } from '../../providers/simulated/server.js'
-import { startServer } from '../../server.js'
 import { DEMO_WALLET, demoConfig } from '../../demo/market.js'
 import { depositTo, issueKey, openAccount, OperationError } from '../../accounts/operations.js'
 import { formatUsdc, parseUsdc } from '../../ledger/money.js'
-import { spendableOf } from '../../store/accounts.js'
+import { spendableOf } from '../../ledger/spendable.js'
 import { action, common, DEFAULT_DATA_DIR, emit, onShutdown, type CommonOptions } from '../context.js'
 
 const FUNDS = parseUsdc('25')!
@@ -36,6 +35,7 @@ export function demoCommand(program: Command): void {
       const config = demoConfig({ providers: [a.url, b.url, c.url, d.url], vendor: vendor.url }, `sqlite:${join(data, 'svc.db')}`, port)
       const configFile = join(data, 'config.json')
       writeFileSync(configFile, `${JSON.stringify(config, null, 2)}\n`)
+      const { startServer } = await import('../../server.js')
       let server
       try {
         server = await startServer(config)

@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import OpenAI from 'openai'
+import { FULL_CONTRACT, LIMITED_CONTRACT, startMarket, type Market } from './helpers/market.js'
+
+let m: Market
+beforeAll(async () => {
+  m = await startMarket({
+    edit: (c) => {
+      // A model no provider serves: listed without pricing.
+      c.models.push({ id: 'svc/orphan@1', owned_by: 'nobody', contextLimit: 4096, capabilities: { workload: 'chat', tools: false, structuredOutputs: false, reasoning: false, streaming: true, maxOutputTokens: 512 } })
+    },
+  })
+})
+afterAll(() => m?.close())
+
+describe('GET /v1/models', () => {
+  it('lists every model with the full svc object, without a key', async () => {
+    const res = await fetch(`${m.url}/v1/models`)
+    expect(res.status).toBe(200)
+    expect(res.headers.get('content-type')).toMatch(/application\/json/)
+    const list = await res.json()
+    expect(list.object).toBe('list')
+    expect(list.data.map((x: { id: string }) => x.id)).toEqual(['svc/atlas@1', 'svc/tern@2', 'svc/wren@1', 'svc/quill@1', 'svc/orphan@1', 'svc/cortex@1'])
+    const atlas = list.data[0]
+    expect(atlas).toMatchObject({ object: 'model', owned_by: 'atlas-labs' })
+    expect(typeof atlas.created).toBe('number')
+    expect(atlas.svc).toEqual({
+      contextLimit: 32768,
+      capabilities: { workload: 'chat', tools: true, structuredOutputs: true, reasoning: false, streaming: true, maxOutputTokens: 4096 },
+      tool_contract: FULL_CONTRACT,
+      // The lowest of the two live offers, as strings of base units.
+      pricing: { input_price_per_mtok: '150000', output_price_per_mtok: '600000' },
+    })
+    const wren = list.data[2]
+    expect(wren.svc.tool_contract).toBeUndefined()
+    expect(wren.svc.pricing).toEqual({ input_price_per_mtok: '50000', output_price_per_mtok: '100000' })
+    expect(list.data[4].svc.pricing).toBeUndefined()
+  })
+
+  it('lists svc/cortex@1 with candidates, the most conservative capabilities and ceiling pricing', async () => {
+    const list = await (await fetch(`${m.url}/v1/models`)).json()
+    const cortex = list.data.at(-1)
+    expect(cortex.id).toBe('svc/cortex@1')
+    expect(cortex.svc.cortex).toBe(true)
+    expect(cortex.svc.candidates).toEqual(['svc/atlas@1', 'svc/tern@2', 'svc/wren@1'])
+    expect(cortex.svc.contextLimit).toBe(512)
+    expect(cortex.svc.capabilities).toEqual({ workload: 'chat', tools: false, structuredOutputs: false, reasoning: false, streaming: true, maxOutputTokens: 256 })
+    expect(cortex.svc.tool_contract).toBeUndefined()
+    // Highest live input and output prices among the candidates' offers and the vendor.
+    expect(cortex.svc.pricing).toEqual({ input_price_per_mtok: '3000000', output_price_per_mtok: '15000000', basis: 'ceiling' })
+  })
+
+  it('is readable by the OpenAI SDK', async () => {
+    const client = new OpenAI({ baseURL: `${m.url}/v1`, apiKey: 'unused' })
+    const ids: string[] = []
+    for await (const model of client.models.list()) ids.push(model.id)
+    expect(ids).toContain('svc/cortex@1')
+  })
+})
+
+describe('cortex tool contract', () => {
+  it('intersects the candidates’ contracts when all have tools', async () => {
+    const mk = await startMarket({ edit: (c) => void (c.cortex = { candidates: ['svc/atlas@1', 'svc/tern@2'] }) })
+    try {
+      const cortex = (await (await fetch(`${mk.url}/v1/models`)).json()).data.at(-1)
+      expect(cortex.svc.tool_contract).toMatchObject({
+        tool_choice: ['auto', 'none'], parallel_tool_calls: false, strict_schemas: false,
+        max_argument_bytes: LIMITED_CONTRACT.max_argument_bytes, certified_concurrency: LIMITED_CONTRACT.certified_concurrency, agentic_certified: false, metering_version: 1,
+      })
+      expect(cortex.svc.contextLimit).toBe(16384)
+    } finally {
+      await mk.close()
+    }
+  })
+})
