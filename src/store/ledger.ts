@@ -1,32 +1,10 @@
 import { sql, type Insertable, type Kysely, type Transaction } from 'kysely'
 import type { Database, PostingsTable } from './schema.js'
-import { toAccount, type Account } from './accounts.js'
 import { big, num } from './dialect.js'
 import { usageRow, type Outcome, type UsageRecord } from './usage.js'
+import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './ledger-types.js'
 
-export interface HoldRequest {
-  requestId: string
-  accountId: number
-  keyId: string
-  model: string
-  amount: bigint
-  owner: string
-  now: number
-  expiresAt: number
-}
-
-export type HoldResult = { ok: true } | { ok: false; reason: 'insufficient' | 'suspended' | 'in_debt' | 'missing'; account?: Account }
-
-export interface CaptureRequest {
-  requestId: string
-  /** What the request cost; never more than its hold. */
-  cost: bigint
-  payeeId: number
-  fee: bigint
-  feeAccountId: number
-  now: number
-  usage: UsageRecord
-}
+export type { CaptureRequest, HoldRequest, HoldResult } from './ledger-types.js'
 
 export interface LedgerAudit {
   /** Refs whose postings do not sum to zero. */
@@ -41,91 +19,24 @@ type Posting = Omit<Insertable<PostingsTable>, 'created_at'>
 /**
  * Money movements of requests. Each is one transaction whose first statement is a conditional write,
  * so concurrent requests, processes and sweepers can never spend a unit twice or close a hold twice.
+ * The per-request writes go through the dialect's HotLedger; sweeps and audits are plain Kysely.
  */
 export class LedgerRepo {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(private readonly db: Kysely<Database>, private readonly hot: HotLedger) {}
 
-  /** Admission: holds `amount` when spendable covers it (one atomic conditional update). */
-  async hold(h: HoldRequest): Promise<HoldResult> {
-    return this.db.transaction().execute(async (trx) => {
-      const updated = await trx
-        .updateTable('accounts')
-        .set({ held: sql`held + ${h.amount}` })
-        .where('id', '=', h.accountId)
-        .where('status', '=', 'active')
-        .where('debt', '=', 0n)
-        .where(sql<boolean>`balance - held >= ${h.amount}`)
-        .where(sql<boolean>`cap - held >= ${h.amount}`)
-        .returning('id')
-        .executeTakeFirst()
-      if (!updated) {
-        const row = await trx.selectFrom('accounts').selectAll().where('id', '=', h.accountId).executeTakeFirst()
-        if (!row) return { ok: false, reason: 'missing' }
-        const account = toAccount(row)
-        const reason = account.status !== 'active' ? 'suspended' : account.debt > 0n ? 'in_debt' : 'insufficient'
-        return { ok: false, reason, account }
-      }
-      const now = BigInt(h.now)
-      await trx.insertInto('holds').values({
-        request_id: h.requestId, account_id: h.accountId, key_id: h.keyId, model: h.model, amount: h.amount, status: 'open',
-        owner: h.owner, created_at: now, expires_at: BigInt(h.expiresAt), closed_at: null, cost: null, payee_id: null, fee: null, batch_id: null,
-      }).execute()
-      await insertPostings(trx, h.now, [
-        { ref: h.requestId, account_id: h.accountId, book: 'held', kind: 'hold', amount: h.amount },
-        { ref: h.requestId, account_id: h.accountId, book: 'available', kind: 'hold', amount: -h.amount },
-      ])
-      return { ok: true }
-    })
+  /** Admission: holds `amount` when spendable covers it (one atomic conditional write). */
+  hold(h: HoldRequest): Promise<HoldResult> {
+    return this.hot.hold(h)
   }
 
   /** Captures the cost of a finished request, releases the rest, credits payee and fee, records usage. Once only. */
-  async capture(c: CaptureRequest): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
-      const hold = await trx
-        .updateTable('holds')
-        .set({ status: 'captured', cost: c.cost, payee_id: c.payeeId, fee: c.fee, closed_at: BigInt(c.now) })
-        .where('request_id', '=', c.requestId)
-        .where('status', '=', 'open')
-        .returning(['account_id', 'amount'])
-        .executeTakeFirst()
-      if (!hold) return false
-      const accountId = num(hold.account_id)
-      const amount = big(hold.amount)
-      if (c.cost > amount || c.fee > c.cost || c.cost < 0n) throw new Error(`capture of ${c.cost} exceeds hold ${amount} on ${c.requestId}`)
-      await trx
-        .updateTable('accounts')
-        .set({
-          balance: sql`balance - ${c.cost}`,
-          held: sql`held - ${amount}`,
-          cap: sql`case when cap > ${c.cost} then cap - ${c.cost} else 0 end`,
-        })
-        .where('id', '=', accountId)
-        .execute()
-      const ref = c.requestId
-      const rest = amount - c.cost
-      const postings: Posting[] = []
-      if (rest > 0n) {
-        postings.push({ ref, account_id: accountId, book: 'held', kind: 'release', amount: -rest })
-        postings.push({ ref, account_id: accountId, book: 'available', kind: 'release', amount: rest })
-      }
-      if (c.cost > 0n) {
-        postings.push({ ref, account_id: accountId, book: 'held', kind: 'capture', amount: -c.cost })
-        postings.push({ ref, account_id: c.payeeId, book: 'pending', kind: 'payout', amount: c.cost - c.fee })
-        if (c.fee > 0n) postings.push({ ref, account_id: c.feeAccountId, book: 'pending', kind: 'fee', amount: c.fee })
-      }
-      await insertPostings(trx, c.now, postings)
-      await trx.insertInto('usage').values(usageRow(c.usage)).onConflict((oc) => oc.column('request_id').doNothing()).execute()
-      return true
-    })
+  capture(c: CaptureRequest): Promise<boolean> {
+    return this.hot.capture(c)
   }
 
   /** Releases a request's whole hold (nothing charged) and records its usage. False when already closed. */
-  async release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
-      const released = await releaseWhere(trx, now, { requestId })
-      await trx.insertInto('usage').values(usageRow(usage)).onConflict((oc) => oc.column('request_id').doNothing()).execute()
-      return released > 0
-    })
+  release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
+    return this.hot.release(requestId, now, usage)
   }
 
   /** Releases open holds past their expiry. */

@@ -1,4 +1,4 @@
-import { Migrator, type Kysely, type Migration } from 'kysely'
+import { Migrator, sql, type Kysely, type Migration } from 'kysely'
 import type { Dialect } from './dialect.js'
 import * as m001 from './migrations/001_initial.js'
 
@@ -10,7 +10,9 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   const migrations: Record<string, Migration> = {}
   for (const [name, m] of Object.entries(MIGRATIONS)) migrations[name] = { up: (d) => m.up(d, dialect) }
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } })
+  // Kysely's migrator finds its tables in any schema unless told which; several deployments may share a database.
+  const schema = dialect === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0]?.s : undefined
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) })
   const { error, results } = await migrator.migrateToLatest()
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName

@@ -4,25 +4,40 @@ import { openPostgres } from './postgres.js'
 import { openSqlite } from './sqlite.js'
 import { Store } from './store.js'
 import { SYSTEM_ACCOUNTS } from './accounts.js'
+import { SqliteHotLedger } from './hot-sqlite.js'
+import { PostgresHotLedger } from './hot-postgres.js'
+import type { Database } from './schema.js'
+import type { Dialect } from './dialect.js'
 
 /** Opens the store named by a `sqlite:` or `postgres://` URL, migrated and with the system accounts present. */
 export async function openStore(url: string, now: () => number = Date.now): Promise<Store> {
   let store: Store
   if (url.startsWith('sqlite:')) {
     const h = openSqlite(url)
-    store = new Store(h.db, 'sqlite', h.backend)
+    await migrated(h.db, 'sqlite', () => h.backend.close())
+    store = new Store(h.db, 'sqlite', h.backend, new SqliteHotLedger(h.raw, h.db))
   } else if (/^postgres(ql)?:\/\//.test(url)) {
     const h = await openPostgres(url)
-    store = new Store(h.db, 'postgres', h.backend)
+    await migrated(h.db, 'postgres', () => h.backend.close())
+    store = new Store(h.db, 'postgres', h.backend, new PostgresHotLedger(h.pool))
   } else {
     throw new Error(`store must be sqlite:<path> or a postgres:// URL, got ${url}`)
   }
   try {
-    await migrate(store.db as unknown as Kysely<unknown>, store.dialect)
     for (const address of Object.values(SYSTEM_ACCOUNTS)) await store.accounts.ensure(address, 'system', now())
   } catch (err) {
     await store.close()
     throw err
   }
   return store
+}
+
+async function migrated(db: Kysely<Database>, dialect: Dialect, closeBackend: () => Promise<void>): Promise<void> {
+  try {
+    await migrate(db as unknown as Kysely<unknown>, dialect)
+  } catch (err) {
+    await db.destroy()
+    await closeBackend()
+    throw err
+  }
 }

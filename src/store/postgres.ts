@@ -7,6 +7,7 @@ const INT8 = 20
 
 export interface PostgresHandle {
   db: Kysely<Database>
+  pool: pg.Pool
   backend: Backend
   schema: string | null
 }
@@ -56,5 +57,5 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
     },
     close: async () => {},
   }
-  return { db, backend, schema }
+  return { db, pool, backend, schema }
 }

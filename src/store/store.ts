@@ -7,6 +7,7 @@ import { LedgerRepo } from './ledger.js'
 import { UsageRepo } from './usage.js'
 import { SettlementRepo } from './settlement.js'
 import { InstanceRepo } from './instances.js'
+import type { HotLedger } from './ledger-types.js'
 
 export interface Lock {
   release(): Promise<void>
@@ -30,10 +31,10 @@ export class Store {
   readonly settlement: SettlementRepo
   readonly instances: InstanceRepo
 
-  constructor(readonly db: Kysely<Database>, readonly dialect: Dialect, private readonly backend: Backend) {
+  constructor(readonly db: Kysely<Database>, readonly dialect: Dialect, private readonly backend: Backend, hot: HotLedger) {
     this.accounts = new AccountRepo(db)
     this.keys = new KeyRepo(db)
-    this.ledger = new LedgerRepo(db)
+    this.ledger = new LedgerRepo(db, hot)
     this.usage = new UsageRepo(db)
     this.settlement = new SettlementRepo(db)
     this.instances = new InstanceRepo(db)

@@ -1,0 +1,61 @@
+import type { Account } from './accounts.js'
+import type { UsageRecord } from './usage.js'
+
+export interface HoldRequest {
+  requestId: string
+  accountId: number
+  keyId: string
+  model: string
+  amount: bigint
+  owner: string
+  now: number
+  expiresAt: number
+}
+
+export type HoldResult = { ok: true } | { ok: false; reason: 'insufficient' | 'suspended' | 'in_debt' | 'missing'; account?: Account }
+
+export interface CaptureRequest {
+  requestId: string
+  /** What the request cost; never more than its hold. */
+  cost: bigint
+  payeeId: number
+  fee: bigint
+  feeAccountId: number
+  now: number
+  usage: UsageRecord
+}
+
+/**
+ * The three money writes on every request's path, each one transaction whose first statement is a conditional
+ * write: concurrent requests, processes and sweepers can never spend a unit twice or close a hold twice.
+ * Each dialect implements them as fast as it can (prepared statements / one statement per call).
+ */
+export interface HotLedger {
+  /** Admission: holds `amount` when spendable covers it. */
+  hold(h: HoldRequest): Promise<HoldResult>
+  /** Captures the cost, releases the rest, credits payee and fee, records usage. False when the hold was already closed. */
+  capture(c: CaptureRequest): Promise<boolean>
+  /** Releases the whole hold (nothing charged) and records usage. False when already closed. */
+  release(requestId: string, now: number, usage: UsageRecord): Promise<boolean>
+}
+
+export function refusalOf(account: Account | undefined): HoldResult {
+  if (!account) return { ok: false, reason: 'missing' }
+  const reason = account.status !== 'active' ? 'suspended' : account.debt > 0n ? 'in_debt' : 'insufficient'
+  return { ok: false, reason, account }
+}
+
+export function overCapture(requestId: string, cost: bigint, amount: bigint): Error {
+  return new Error(`capture of ${cost} exceeds hold ${amount} on ${requestId}`)
+}
+
+export const USAGE_COLUMNS =
+  'request_id, account_id, key_id, model, served_model, provider, stream, prompt_tokens, completion_tokens, upstream_prompt_tokens, upstream_completion_tokens, cost, outcome, latency_ms, created_at'
+
+/** Usage values in USAGE_COLUMNS order. */
+export function usageValues(u: UsageRecord): unknown[] {
+  return [
+    u.requestId, u.accountId, u.keyId, u.model, u.servedModel, u.provider, u.stream ? 1 : 0, u.promptTokens, u.completionTokens,
+    u.upstreamPromptTokens, u.upstreamCompletionTokens, u.cost, u.outcome, u.latencyMs, u.createdAt,
+  ]
+}
