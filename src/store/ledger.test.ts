@@ -87,6 +87,13 @@ describe.each(STORE_KINDS)('ledger on %s', (kind) => {
     expect(audit.inconsistent).toEqual([])
   })
 
+  it('extends the leases of a live owner so only the holds of dead owners expire', async () => {
+    await hold('r5', 10n, 1500)
+    await store.ledger.extendLeases('i1', 50_000)
+    expect(await store.ledger.releaseExpired(2000)).toBe(0)
+    expect(await store.ledger.releaseExpired(60_000)).toBe(1)
+  })
+
   it('keeps the durability barrier callable concurrently', async () => {
     await Promise.all([store.durable(), store.durable(), store.durable()])
   })
