@@ -12,19 +12,23 @@ interface Pending {
   reject: (e: unknown) => void
 }
 
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown }
+
 /**
  * The hot ledger on SQLite: cached prepared statements, and group commit. Operations that arrive within one turn of
- * the event loop run in ONE immediate transaction, each inside its own savepoint (better-sqlite3 nests transaction
- * functions that way), so a failing one rolls back alone. Page writes to the WAL are then shared by the whole group
- * instead of paid per request. The group runs under Kysely's connection mutex, never inside a Kysely transaction.
+ * the event loop run in ONE immediate transaction, so page writes to the WAL are shared by the group instead of paid
+ * per request. Operations only throw on bugs; then the group rolls back and each operation is replayed in its own
+ * transaction, so one failure never takes the others with it. Groups run under Kysely's connection mutex, never
+ * inside a Kysely transaction.
  */
 export class SqliteHotLedger implements HotLedger {
   private readonly s
-  private readonly holdTx
-  private readonly captureTx
-  private readonly releaseTx
+  private readonly holdOp
+  private readonly captureOp
+  private readonly releaseOp
   private queue: Pending[] = []
-  private readonly group: BetterSqlite3.Transaction<(ops: Pending[]) => void>
+  private readonly group: BetterSqlite3.Transaction<(ops: Pending[]) => unknown[]>
+  private readonly single: BetterSqlite3.Transaction<(op: Pending) => unknown>
 
   constructor(private readonly raw: BetterSqlite3.Database, private readonly db: Kysely<Database>) {
     const p = (sql: string) => raw.prepare(sql)
@@ -41,7 +45,7 @@ export class SqliteHotLedger implements HotLedger {
       usage: p(`INSERT OR IGNORE INTO usage (${USAGE_COLUMNS}) VALUES (${USAGE_COLUMNS.split(',').map(() => '?').join(', ')})`),
     }
     const s = this.s
-    this.holdTx = raw.transaction((h: HoldRequest): HoldResult => {
+    this.holdOp = (h: HoldRequest): HoldResult => {
       if (s.hold.run(h.amount, h.accountId, h.amount, h.amount).changes === 0) {
         const row = s.account.get(h.accountId) as Parameters<typeof toAccount>[0] | undefined
         return refusalOf(row && toAccount(row))
@@ -50,8 +54,8 @@ export class SqliteHotLedger implements HotLedger {
       s.posting.run(h.requestId, h.accountId, 'held', 'hold', h.amount, h.now)
       s.posting.run(h.requestId, h.accountId, 'available', 'hold', -h.amount, h.now)
       return { ok: true }
-    })
-    this.captureTx = raw.transaction((c: CaptureRequest): boolean => {
+    }
+    this.captureOp = (c: CaptureRequest): boolean => {
       const hold = s.openHold.get(c.requestId) as { account_id: bigint; amount: bigint } | undefined
       if (!hold) return false
       const accountId = num(hold.account_id)
@@ -71,8 +75,8 @@ export class SqliteHotLedger implements HotLedger {
       }
       s.usage.run(...usageValues(c.usage))
       return true
-    })
-    this.releaseTx = raw.transaction((requestId: string, now: number, usage: UsageRecord): boolean => {
+    }
+    this.releaseOp = (requestId: string, now: number, usage: UsageRecord): boolean => {
       const hold = s.openHold.get(requestId) as { account_id: bigint; amount: bigint } | undefined
       if (hold) {
         s.releaseHold.run(now, requestId)
@@ -82,19 +86,9 @@ export class SqliteHotLedger implements HotLedger {
       }
       s.usage.run(...usageValues(usage))
       return hold !== undefined
-    })
-    this.group = raw.transaction((ops: Pending[]) => {
-      for (const op of ops) {
-        try {
-          const value = op.run()
-          op.run = () => value
-        } catch (err) {
-          op.run = () => {
-            throw err
-          }
-        }
-      }
-    })
+    }
+    this.group = raw.transaction((ops: Pending[]) => ops.map((op) => op.run()))
+    this.single = raw.transaction((op: Pending) => op.run())
   }
 
   /** Queues an operation for the next group; settles once the group committed. */
@@ -108,30 +102,43 @@ export class SqliteHotLedger implements HotLedger {
   private async flush(): Promise<void> {
     const ops = this.queue
     this.queue = []
+    let outcomes: Outcome[]
     try {
-      await this.db.connection().execute(async () => this.group.immediate(ops))
+      outcomes = await this.db.connection().execute(async () => this.runGroup(ops))
     } catch (err) {
       for (const op of ops) op.reject(err)
       return
     }
-    for (const op of ops) {
-      try {
-        op.resolve(op.run() as never)
-      } catch (err) {
-        op.reject(err)
-      }
+    ops.forEach((op, i) => {
+      const o = outcomes[i]!
+      if (o.ok) op.resolve(o.value as never)
+      else op.reject(o.error)
+    })
+  }
+
+  private runGroup(ops: Pending[]): Outcome[] {
+    try {
+      return this.group.immediate(ops).map((value) => ({ ok: true, value }))
+    } catch {
+      return ops.map((op) => {
+        try {
+          return { ok: true, value: this.single.immediate(op) }
+        } catch (error) {
+          return { ok: false, error }
+        }
+      })
     }
   }
 
   hold(h: HoldRequest): Promise<HoldResult> {
-    return this.enqueue(() => this.holdTx(h))
+    return this.enqueue(() => this.holdOp(h))
   }
 
   capture(c: CaptureRequest): Promise<boolean> {
-    return this.enqueue(() => this.captureTx(c))
+    return this.enqueue(() => this.captureOp(c))
   }
 
   release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
-    return this.enqueue(() => this.releaseTx(requestId, now, usage))
+    return this.enqueue(() => this.releaseOp(requestId, now, usage))
   }
 }

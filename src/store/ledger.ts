@@ -52,7 +52,7 @@ export class LedgerRepo {
 
   /** Extends the leases of a live instance's open holds, so only holds of dead instances ever expire. */
   async extendLeases(owner: string, expiresAt: number): Promise<void> {
-    await this.db.updateTable('holds').set({ expires_at: BigInt(expiresAt) }).where('owner', '=', owner).where('status', '=', 'open').execute()
+    await this.db.updateTable('holds').set({ expires_at: BigInt(expiresAt) }).where('owner', '=', owner).where('status', '=', sql.lit('open')).execute()
   }
 
   async openHolds(accountId?: number): Promise<number> {
@@ -98,7 +98,7 @@ type HoldSelector = { requestId: string } | { expiredBefore: number } | { owners
 
 /** Releases the open holds the selector picks, returning how many; writes usage for sweeps (`outcome`). */
 async function releaseWhere(trx: Transaction<Database>, now: number, which: HoldSelector, outcome?: Outcome): Promise<number> {
-  let q = trx.updateTable('holds').set({ status: 'released', closed_at: BigInt(now) }).where('status', '=', 'open')
+  let q = trx.updateTable('holds').set({ status: 'released', closed_at: BigInt(now) }).where('status', '=', sql.lit('open'))
   if ('requestId' in which) q = q.where('request_id', '=', which.requestId)
   else if ('expiredBefore' in which) q = q.where('expires_at', '<', BigInt(which.expiredBefore))
   else q = q.where('owner', 'in', which.owners)

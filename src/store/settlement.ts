@@ -26,7 +26,7 @@ export class SettlementRepo {
   /** Assigns up to `limit` unbatched charges to a new batch and computes its legs; null when nothing is due. */
   async createBatch(id: string, feeAccountId: number, now: number, limit = 10_000): Promise<Batch | null> {
     return this.db.transaction().execute(async (trx) => {
-      const due = trx.selectFrom('holds').select('request_id').where('status', '=', 'captured').where('batch_id', 'is', null).where('cost', '>', 0n).limit(limit)
+      const due = trx.selectFrom('holds').select('request_id').where('status', '=', sql.lit('captured')).where('batch_id', 'is', null).where('cost', '>', 0n).limit(limit)
       const assigned = await trx.updateTable('holds').set({ batch_id: id }).where('request_id', 'in', due).where('batch_id', 'is', null).returning('request_id').execute()
       if (assigned.length === 0) return null
       const payouts = await trx
