@@ -25,13 +25,13 @@ export class KeyVerifier {
     const key = bearer(authorization)
     if (!key) return apiError('invalid_api_key', 'Missing API key. Send it as "Authorization: Bearer svc_test_…"; keys are created in the account portal.')
     if (!key.startsWith(KEY_PREFIX)) return apiError('invalid_api_key', `Unknown API key: keys of this network start with ${KEY_PREFIX}.`)
-    const hash = hashKey(key)
     const now = this.now()
-    let entry = this.cache.get(hash)
+    // Keyed by the presented key itself, so a cached answer costs no hashing.
+    let entry = this.cache.get(key)
     if (!entry || entry.until <= now) {
-      entry = { owner: (await this.store.keys.ownerOf(hash)) ?? null, until: now + this.ttlMs }
+      entry = { owner: (await this.store.keys.ownerOf(hashKey(key))) ?? null, until: now + this.ttlMs }
       if (this.cache.size >= MAX_CACHED) this.cache.clear()
-      if (this.ttlMs > 0) this.cache.set(hash, entry)
+      if (this.ttlMs > 0) this.cache.set(key, entry)
     }
     const owner = entry.owner
     if (!owner || owner.revoked) return apiError('invalid_api_key', 'Unknown or revoked API key.')

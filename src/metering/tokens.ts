@@ -11,7 +11,7 @@ export const REPLY_PRIMING = 3
 
 // Agents resend the same history every turn; caching counts of recent strings makes that cheap.
 const CACHE_LIMIT = 4096
-const MIN_CACHED_LENGTH = 64
+const MIN_CACHED_LENGTH = 8
 const cache = new Map<string, number>()
 
 /** Token count of one text under o200k. */
