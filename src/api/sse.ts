@@ -109,7 +109,20 @@ export class SseReply implements StreamSink {
   write(text: string): void {
     if (!this.started) this.start()
     const raw = this.reply.raw
-    if (!raw.destroyed) raw.write(text)
+    if (raw.destroyed) return
+    // Events parsed from one upstream read leave in one writev instead of one syscall each.
+    if (!this.corked) {
+      this.corked = true
+      raw.cork()
+      process.nextTick(this.uncork)
+    }
+    raw.write(text)
+  }
+
+  private corked = false
+  private readonly uncork = () => {
+    this.corked = false
+    this.reply.raw.uncork()
   }
 
   end(text = ''): void {
