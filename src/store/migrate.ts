@@ -1,4 +1,4 @@
-import { Migrator, type Kysely, type Migration } from 'kysely'
+import { Migrator, sql, type Kysely, type Migration } from 'kysely'
 import type { Dialect } from './dialect.js'
 import * as m001 from './migrations/001_initial.js'
 
@@ -10,7 +10,10 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   const migrations: Record<string, Migration> = {}
   for (const [name, m] of Object.entries(MIGRATIONS)) migrations[name] = { up: (d) => m.up(d, dialect) }
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } })
+  // Without a schema, Kysely looks for its migration tables in every schema of the database and, finding
+  // another store's, skips creating its own ("kysely_migration_lock does not exist" when stores share a database).
+  const schema = dialect === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0]?.s : undefined
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) })
   const { error, results } = await migrator.migrateToLatest()
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName
