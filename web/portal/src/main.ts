@@ -1,5 +1,5 @@
 import './style.css'
-import { api, describe, setCsrf, type PortalConfig, type Session } from './api.js'
+import { api, ApiError, describe, setCsrf, type PortalConfig, type Session } from './api.js'
 import { h, mount, notice } from './dom.js'
 import { shortAddress } from './format.js'
 import { signInPage } from './pages/signin.js'
@@ -75,6 +75,8 @@ function shell(config: PortalConfig, session: Session): void {
       if (mine === current) mount(main, h('h1', {}, page.title), body)
     } catch (err) {
       if (mine !== current) return
+      // The session expired or was ended elsewhere: back to sign-in rather than an error on every page.
+      if (err instanceof ApiError && err.body.code === 'session_required') return app.signOut()
       mount(main, h('h1', {}, page.title), notice('error', describe(err)))
     }
   }
