@@ -7,6 +7,7 @@ import { openStore } from './store/open.js'
 import type { Store } from './store/store.js'
 import { makeRail } from './settlement/rails.js'
 import { Settler } from './settlement/settler.js'
+import { portalPlugin, type PortalOptions } from './portal/plugin.js'
 
 export interface RunningServer {
   url: string
@@ -21,13 +22,14 @@ export interface ServerOptions extends GatewayOptions {
   /** An already open store (tests share one); otherwise the config's store is opened and closed with the server. */
   store?: Store
   plugins?: AppPlugin[]
+  portal?: PortalOptions
 }
 
 /** Composition root: open the store, start the gateway, build the app, listen. */
 export async function startServer(config: Config, opts: ServerOptions = {}): Promise<RunningServer> {
   const store = opts.store ?? (await openStore(config.store, opts.now))
   const gateway = await Gateway.start(config, store, opts)
-  const app = await buildApp(gateway, opts.plugins ?? [])
+  const app = await buildApp(gateway, [portalPlugin(opts.portal), ...(opts.plugins ?? [])])
   const settler = new Settler(store, await makeRail(config), gateway.now)
   settler.start(gateway.tuning.settleIntervalMs, (err) => gateway.log('settlement pass failed', err))
   await app.listen({ host: config.listen?.host ?? '127.0.0.1', port: config.listen?.port ?? 8080 })

@@ -49,8 +49,7 @@ describe.each<[StoreKind, number]>([['sqlite', 1], ['postgres', 2]])('concurrent
   const gws: { d: Daemon; url: string }[] = []
   beforeAll(async (ctx) => {
     if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
-    // Every admitted request waits at the provider, so all holds are decided before any is captured.
-    sims = await startSims({ fault: { kind: 'slow', ms: 2500 } })
+    sims = await startSims()
     storeUrl = freshStoreUrl(kind)
     store = await openStore(storeUrl)
     const file = writeConfig(sims, storeUrl, { firstByteTimeoutMs: 20_000, keyCacheMs: 0 })
@@ -68,7 +67,18 @@ describe.each<[StoreKind, number]>([['sqlite', 1], ['postgres', 2]])('concurrent
     const max = maxCostFor(config, body)
     const funds = max * BigInt(N)
     const { accountId, key } = await fundedKey(store, addressOf(0x31), funds)
-    const responses = await Promise.all(Array.from({ length: 4 * N }, (_, i) => ask(gws[i % gws.length]!.url, key, body)))
+    // Admitted requests wait at the provider until every one of the 4N is decided, so no capture frees room early.
+    for (const s of [sims.atlasCheap, sims.atlasDear]) s.setFault({ kind: 'stall' })
+    let refused = 0
+    const pending = Array.from({ length: 4 * N }, (_, i) => ask(gws[i % gws.length]!.url, key, body).then((r) => {
+      if (r.status === 402) refused++
+      return r
+    }))
+    const waiting = () => sims.atlasCheap.stats.active + sims.atlasDear.stats.active
+    await expect.poll(() => refused + waiting(), { timeout: 20_000 }).toBe(4 * N)
+    expect(waiting()).toBe(N)
+    for (const s of [sims.atlasCheap, sims.atlasDear]) s.setFault({ kind: 'none' })
+    const responses = await Promise.all(pending)
     const statuses = responses.map((r) => r.status)
     const bodies = await Promise.all(responses.map((r) => r.json()))
     expect(statuses.filter((s) => s === 200)).toHaveLength(N)

@@ -8,6 +8,10 @@ export const ERROR_TABLE = {
   provider_output_invalid: { status: 502, type: 'api_error' },
   no_capacity: { status: 503, type: 'api_error' },
   stream_interrupted: { status: 502, type: 'api_error' },
+  // The account portal's API only (never on /v1): no live session; a refused sign-in; a state change without its CSRF token.
+  session_required: { status: 401, type: 'authentication_error' },
+  sign_in_failed: { status: 401, type: 'authentication_error' },
+  csrf_failed: { status: 403, type: 'permission_error' },
 } as const
 
 export type ErrorCode = keyof typeof ERROR_TABLE

@@ -2,17 +2,20 @@ import { Migrator, sql, type Kysely, type Migration } from 'kysely'
 import type { Dialect } from './dialect.js'
 import * as m001 from './migrations/001_initial.js'
 import * as m002 from './migrations/002_partial_hold_indexes.js'
+import * as m003 from './migrations/003_portal.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
   '001_initial': m001,
   '002_partial_hold_indexes': m002,
+  '003_portal': m003,
 }
 
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   const migrations: Record<string, Migration> = {}
   for (const [name, m] of Object.entries(MIGRATIONS)) migrations[name] = { up: (d) => m.up(d, dialect) }
-  // Kysely's migrator finds its tables in any schema unless told which; several deployments may share a database.
+  // Without a schema, Kysely looks for its migration tables in every schema of the database and, finding
+  // another store's, skips creating its own ("kysely_migration_lock does not exist" when stores share a database).
   const schema = dialect === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0]?.s : undefined
   const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) })
   const { error, results } = await migrator.migrateToLatest()

@@ -110,6 +110,23 @@ export interface InstancesTable {
   heartbeat_at: bigint
 }
 
+/** A sign-in nonce: issued by the portal, deleted when used or expired. */
+export interface PortalNoncesTable {
+  nonce: string
+  created_at: bigint
+  expires_at: bigint
+}
+
+/** A portal session; `id` is the SHA-256 of the cookie's secret, so the table alone cannot sign anyone in. */
+export interface PortalSessionsTable {
+  id: string
+  account_id: number
+  address: string
+  csrf: string
+  created_at: bigint
+  expires_at: bigint
+}
+
 export interface Database {
   accounts: AccountsTable
   api_keys: ApiKeysTable
@@ -119,4 +136,6 @@ export interface Database {
   batches: BatchesTable
   batch_legs: BatchLegsTable
   instances: InstancesTable
+  portal_nonces: PortalNoncesTable
+  portal_sessions: PortalSessionsTable
 }

@@ -1,5 +1,5 @@
-import { sql, type Kysely } from 'kysely'
-import type { BatchStatus, Database } from './schema.js'
+import { sql, type Kysely, type Selectable } from 'kysely'
+import type { BatchesTable, BatchStatus, Database } from './schema.js'
 import { big, num, numOrNull } from './dialect.js'
 
 export interface Batch {
@@ -17,6 +17,13 @@ export interface Leg {
   payerId: number
   payeeId: number
   amount: bigint
+}
+
+function toBatch(r: Selectable<BatchesTable>): Batch {
+  return {
+    id: r.id, status: r.status, total: big(r.total), createdAt: num(r.created_at), sentAt: numOrNull(r.sent_at),
+    settledAt: numOrNull(r.settled_at), txHash: r.tx_hash, nonce: numOrNull(r.nonce),
+  }
 }
 
 /** Settlement batches: captured charges grouped into payer → payee legs, settled once. */
@@ -60,10 +67,7 @@ export class SettlementRepo {
 
   async batches(statuses: BatchStatus[]): Promise<Batch[]> {
     const rows = await this.db.selectFrom('batches').selectAll().where('status', 'in', statuses).orderBy('created_at').orderBy('id').execute()
-    return rows.map((r) => ({
-      id: r.id, status: r.status, total: big(r.total), createdAt: num(r.created_at), sentAt: numOrNull(r.sent_at),
-      settledAt: numOrNull(r.settled_at), txHash: r.tx_hash, nonce: numOrNull(r.nonce),
-    }))
+    return rows.map(toBatch)
   }
 
   /** Records that a batch's transaction went out; the tx hash lets a restart find it instead of sending again. */
@@ -104,5 +108,31 @@ export class SettlementRepo {
       .where('account_id', '=', accountId)
       .executeTakeFirstOrThrow()
     return { pending: big(r.pending), settled: big(r.settled) }
+  }
+
+  /** What a payee earned from captured charges: requests served, gross charged and its share after fees. */
+  async payeeEarnings(accountId: number): Promise<{ requests: number; gross: bigint; earned: bigint }> {
+    const r = await this.db
+      .selectFrom('holds')
+      .select([(eb) => eb.fn.countAll().as('requests'), sql<bigint>`coalesce(sum(cost), 0)`.as('gross'), sql<bigint>`coalesce(sum(cost - fee), 0)`.as('earned')])
+      .where('payee_id', '=', accountId)
+      .where('status', '=', 'captured')
+      .executeTakeFirstOrThrow()
+    return { requests: num(r.requests), gross: big(r.gross), earned: big(r.earned) }
+  }
+
+  /** The batches that pay this payee, newest first, with the amount each pays it. */
+  async payeeBatches(accountId: number, limit = 20): Promise<(Batch & { amount: bigint })[]> {
+    const rows = await this.db
+      .selectFrom('batch_legs')
+      .innerJoin('batches', 'batches.id', 'batch_legs.batch_id')
+      .select(['batches.id', 'batches.status', 'batches.total', 'batches.created_at', 'batches.sent_at', 'batches.settled_at', 'batches.tx_hash', 'batches.nonce', sql<bigint>`sum(batch_legs.amount)`.as('amount')])
+      .where('batch_legs.payee_id', '=', accountId)
+      .groupBy(['batches.id', 'batches.status', 'batches.total', 'batches.created_at', 'batches.sent_at', 'batches.settled_at', 'batches.tx_hash', 'batches.nonce'])
+      .orderBy('batches.created_at', 'desc')
+      .orderBy('batches.id', 'desc')
+      .limit(limit)
+      .execute()
+    return rows.map((r) => ({ ...toBatch(r), amount: big(r.amount) }))
   }
 }

@@ -8,6 +8,7 @@ import { UsageRepo } from './usage.js'
 import { SettlementRepo } from './settlement.js'
 import { InstanceRepo } from './instances.js'
 import type { HotLedger } from './ledger-types.js'
+import { PortalRepo } from './portal.js'
 
 export interface Lock {
   release(): Promise<void>
@@ -30,6 +31,7 @@ export class Store {
   readonly usage: UsageRepo
   readonly settlement: SettlementRepo
   readonly instances: InstanceRepo
+  readonly portal: PortalRepo
 
   constructor(readonly db: Kysely<Database>, readonly dialect: Dialect, private readonly backend: Backend, hot: HotLedger) {
     this.accounts = new AccountRepo(db)
@@ -38,6 +40,7 @@ export class Store {
     this.usage = new UsageRepo(db)
     this.settlement = new SettlementRepo(db)
     this.instances = new InstanceRepo(db)
+    this.portal = new PortalRepo(db)
   }
 
   durable(): Promise<void> {

@@ -1,4 +1,4 @@
-import type { Insertable, Kysely, Selectable } from 'kysely'
+import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Selectable } from 'kysely'
 import type { Database, UsageTable } from './schema.js'
 import { big, num, numOrNull } from './dialect.js'
 
@@ -71,13 +71,43 @@ function toRecord(r: Selectable<UsageTable>): UsageRecord {
   }
 }
 
-export interface UsageQuery {
-  limit: number
-  /** Cursor: the request id of the last row of the previous page. */
-  after?: string
+export interface UsageFilter {
   keyId?: string
   model?: string
   since?: number
+}
+
+export interface UsageQuery extends UsageFilter {
+  limit: number
+  /** Cursor: the request id of the last row of the previous page. */
+  after?: string
+}
+
+export interface UsageTotals {
+  requests: number
+  promptTokens: number
+  completionTokens: number
+  cost: bigint
+}
+
+/** Spend of one UTC day; `day` is the day's start in epoch milliseconds. */
+export interface DailySpend {
+  day: number
+  requests: number
+  cost: bigint
+}
+
+export const DAY_MS = 86_400_000
+
+/** The account's rows, narrowed by the filter. */
+function matching(accountId: number, f: UsageFilter) {
+  return (eb: ExpressionBuilder<Database, 'usage'>) => {
+    const conds = [eb('account_id', '=', accountId)]
+    if (f.keyId) conds.push(eb('key_id', '=', f.keyId))
+    if (f.model) conds.push(eb('model', '=', f.model))
+    if (f.since !== undefined) conds.push(eb('created_at', '>=', BigInt(f.since)))
+    return eb.and(conds)
+  }
 }
 
 export class UsageRepo {
@@ -94,10 +124,7 @@ export class UsageRepo {
 
   /** Newest first; pages continue after the cursor's (created_at, request_id). */
   async list(accountId: number, q: UsageQuery): Promise<UsageRecord[]> {
-    let query = this.db.selectFrom('usage').selectAll().where('account_id', '=', accountId)
-    if (q.keyId) query = query.where('key_id', '=', q.keyId)
-    if (q.model) query = query.where('model', '=', q.model)
-    if (q.since !== undefined) query = query.where('created_at', '>=', BigInt(q.since))
+    let query = this.db.selectFrom('usage').selectAll().where(matching(accountId, q))
     if (q.after) {
       const cursor = await this.db.selectFrom('usage').select(['created_at', 'request_id']).where('request_id', '=', q.after).where('account_id', '=', accountId).executeTakeFirst()
       if (cursor) {
@@ -108,5 +135,34 @@ export class UsageRepo {
     }
     const rows = await query.orderBy('created_at', 'desc').orderBy('request_id', 'desc').limit(q.limit).execute()
     return rows.map(toRecord)
+  }
+
+  /** Totals of the account's requests matching the filter. */
+  async totals(accountId: number, f: UsageFilter = {}): Promise<UsageTotals> {
+    const r = await this.db
+      .selectFrom('usage')
+      .select([
+        (eb) => eb.fn.countAll().as('requests'),
+        sql<bigint>`coalesce(sum(prompt_tokens), 0)`.as('prompt'),
+        sql<bigint>`coalesce(sum(completion_tokens), 0)`.as('completion'),
+        sql<bigint>`coalesce(sum(cost), 0)`.as('cost'),
+      ])
+      .where(matching(accountId, f))
+      .executeTakeFirstOrThrow()
+    return { requests: num(r.requests), promptTokens: num(r.prompt), completionTokens: num(r.completion), cost: big(r.cost) }
+  }
+
+  /** Spend per UTC day (days without requests are absent), oldest first. */
+  async daily(accountId: number, f: UsageFilter = {}): Promise<DailySpend[]> {
+    // A literal, not a parameter: Postgres matches the grouped expression by its text, and SQLite divides integers.
+    const day = sql<bigint>`created_at / ${sql.lit(DAY_MS)}`
+    const rows = await this.db
+      .selectFrom('usage')
+      .select([day.as('day'), (eb) => eb.fn.countAll().as('requests'), sql<bigint>`coalesce(sum(cost), 0)`.as('cost')])
+      .where(matching(accountId, f))
+      .groupBy(day)
+      .orderBy(day)
+      .execute()
+    return rows.map((r) => ({ day: num(r.day) * DAY_MS, requests: num(r.requests), cost: big(r.cost) }))
   }
 }

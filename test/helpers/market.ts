@@ -3,6 +3,7 @@ import type { Config } from '../../src/config.js'
 import type { ToolContract } from '../../src/protocol/models.js'
 import { SimulatedProvider, type SimOptions } from '../../src/providers/simulated/server.js'
 import { startServer, type RunningServer } from '../../src/server.js'
+import type { PortalOptions } from '../../src/portal/plugin.js'
 import { openStore } from '../../src/store/open.js'
 import type { Store } from '../../src/store/store.js'
 import { depositTo, issueKey, openAccount } from '../../src/accounts/operations.js'
@@ -42,6 +43,7 @@ export interface MarketOptions {
   funds?: bigint
   cap?: bigint
   edit?: (config: Config) => void
+  portal?: PortalOptions
 }
 
 /** The test marketplace: atlas@1 (tools, two providers), tern@2 (limited tools), wren@1 (small context), quill@1 (no streaming), a vendor. */
@@ -86,7 +88,7 @@ export async function startMarket(opts: MarketOptions = {}): Promise<Market> {
   const config = marketConfig(sims, storeUrl, opts.tuning)
   opts.edit?.(config)
   const store = await openStore(storeUrl)
-  const server = await startServer(config, { store, log: () => {} })
+  const server = await startServer(config, { store, log: () => {}, ...(opts.portal ? { portal: opts.portal } : {}) })
   const { account } = await openAccount(store, USER)
   await depositTo(store, account.id, opts.funds ?? 10_000_000n)
   await store.accounts.approve(account.id, opts.cap ?? opts.funds ?? 10_000_000n)

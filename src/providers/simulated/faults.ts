@@ -2,6 +2,8 @@
 export type Fault =
   | { kind: 'none' }
   | { kind: 'slow'; ms: number }
+  /** Holds every request until the mode is switched to another one. */
+  | { kind: 'stall' }
   | { kind: 'status-500' }
   | { kind: 'status-429' }
   | { kind: 'garbage' }
@@ -10,7 +12,7 @@ export type Fault =
   | { kind: 'empty-tool-name' }
   | { kind: 'refuse-connections' }
 
-export const FAULT_MODES = ['none', 'slow[:MS]', 'status-500', 'status-429', 'garbage', 'break-after:N', 'bad-tool-args', 'empty-tool-name', 'refuse-connections']
+export const FAULT_MODES = ['none', 'slow[:MS]', 'stall', 'status-500', 'status-429', 'garbage', 'break-after:N', 'bad-tool-args', 'empty-tool-name', 'refuse-connections']
 
 const DEFAULT_SLOW_MS = 30_000
 
@@ -27,6 +29,7 @@ export function parseFault(text: string): Fault | null {
       return { kind: 'slow', ms: n ?? DEFAULT_SLOW_MS }
     case 'break-after':
       return n === undefined ? null : { kind: 'break-after', chunks: n }
+    case 'stall':
     case 'status-500':
     case 'status-429':
     case 'garbage':

@@ -63,9 +63,17 @@ export class SimulatedProvider {
 
   setFault(fault: Fault): void {
     this.fault = fault
+    if (fault.kind !== 'stall') this.unstall()
+  }
+
+  private stalled: (() => void)[] = []
+
+  private unstall(): void {
+    for (const go of this.stalled.splice(0)) go()
   }
 
   async close(): Promise<void> {
+    this.unstall()
     this.server.closeAllConnections()
     await new Promise<void>((resolve) => this.server.close(() => resolve()))
   }
@@ -105,6 +113,13 @@ export class SimulatedProvider {
       } catch {
         return
       }
+    }
+    if (fault.kind === 'stall') {
+      await new Promise<void>((resolve) => {
+        this.stalled.push(resolve)
+        res.once('close', resolve)
+      })
+      if (res.destroyed) return
     }
     if (fault.kind === 'status-500') return json(res, 500, { error: { message: 'simulated internal error' } })
     if (fault.kind === 'status-429') return json(res, 429, { error: { message: 'simulated rate limit' } }, { 'retry-after': '1' })
@@ -170,7 +185,7 @@ export class SimulatedProvider {
     if (url === '/_sim/fault') {
       const fault = parseFault(String(body.mode ?? ''))
       if (!fault) return json(res, 400, { error: { message: `unknown fault mode ${String(body.mode)}` } })
-      this.fault = fault
+      this.setFault(fault)
       return json(res, 200, { fault: faultName(fault) })
     }
     if (url === '/_sim/settings') {

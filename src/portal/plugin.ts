@@ -1,0 +1,31 @@
+import type { AppPlugin } from '../api/app.js'
+import { Sessions } from './session.js'
+import { guardPortalApi } from './guard.js'
+import { signInChainId, type PortalContext } from './context.js'
+import { authRoutes } from './routes/auth.js'
+import { keyRoutes } from './routes/keys.js'
+import { walletRoutes } from './routes/wallet.js'
+import { usageRoutes } from './routes/usage.js'
+import { providerRoutes } from './routes/provider.js'
+import { DEFAULT_WEB_ROOT, staticRoutes } from './static.js'
+
+export interface PortalOptions {
+  /** Directory of the built front end (default dist/web). */
+  webRoot?: string
+}
+
+/** The account portal: its page at /portal and its JSON API at /portal/api, behind a wallet sign-in session. */
+export function portalPlugin(opts: PortalOptions = {}): AppPlugin {
+  return async (app, gw) => {
+    const ctx: PortalContext = { gw, sessions: new Sessions(gw.store, gw.config.portal?.sessionSecret, gw.now), chainId: signInChainId(gw.config) }
+    await app.register(async (api) => {
+      guardPortalApi(api, ctx.sessions)
+      authRoutes(api, ctx)
+      keyRoutes(api, ctx)
+      walletRoutes(api, ctx)
+      usageRoutes(api, ctx)
+      providerRoutes(api, ctx)
+    }, { prefix: '/portal/api' })
+    staticRoutes(app, opts.webRoot ?? DEFAULT_WEB_ROOT)
+  }
+}

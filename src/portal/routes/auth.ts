@@ -1,0 +1,53 @@
+import type { FastifyInstance } from 'fastify'
+import { isApiError } from '../../protocol/errors.js'
+import { sendError } from '../../api/errors.js'
+import { openAccount } from '../../accounts/operations.js'
+import type { Account } from '../../store/accounts.js'
+import type { PortalSession } from '../../store/portal.js'
+import { issueNonce, verifySignIn } from '../siwe.js'
+import { sessionOf } from '../guard.js'
+import { accountOf, originOf, seconds, type PortalContext } from '../context.js'
+
+const STATEMENT = 'Sign in to the svc marketplace account portal.'
+
+function sessionView(s: PortalSession, a: Account) {
+  return { object: 'portal.session', address: s.address, kind: a.kind, status: a.status, csrf_token: s.csrf, expires_at: seconds(s.expiresAt) }
+}
+
+/** What the sign-in page needs before a session, and the session itself: nonce, sign in, who am I, sign out. */
+export function authRoutes(api: FastifyInstance, ctx: PortalContext): void {
+  const { gw } = ctx
+  const rail = gw.config.rail
+
+  api.get('/config', { config: { portalPublic: true } }, async () => ({
+    object: 'portal.config',
+    chain_id: ctx.chainId,
+    rail: rail.kind === 'evm' ? { kind: rail.kind, chain_id: rail.chainId, usdc: rail.usdc, spender: rail.settler } : { kind: rail.kind },
+    // A key kept in the browser is only acceptable where money is not real.
+    local_test_wallet: rail.kind === 'local',
+  }))
+
+  api.post('/nonce', { config: { portalPublic: true } }, async (req) => {
+    const { nonce, expiresAt } = await issueNonce(gw.store, gw.now())
+    const origin = originOf(req)
+    return { object: 'portal.nonce', nonce, expires_at: seconds(expiresAt), domain: req.host, uri: `${origin}/portal`, chain_id: ctx.chainId, version: '1', statement: STATEMENT }
+  })
+
+  api.post('/session', { config: { portalPublic: true } }, async (req, reply) => {
+    const signedIn = await verifySignIn(gw.store, req.body, { domain: req.host, origin: originOf(req), chainId: ctx.chainId, now: gw.now() })
+    if (isApiError(signedIn)) return sendError(reply, signedIn)
+    const { account } = await openAccount(gw.store, signedIn.address, gw.now())
+    const session = await ctx.sessions.start(req, reply, account.id, account.address)
+    return sessionView(session, account)
+  })
+
+  api.get('/session', async (req) => {
+    const session = sessionOf(req)
+    return sessionView(session, await accountOf(ctx, session.accountId))
+  })
+
+  api.delete('/session', async (req, reply) => {
+    await ctx.sessions.end(req, reply, sessionOf(req))
+    return { object: 'portal.session', signed_out: true }
+  })
+}

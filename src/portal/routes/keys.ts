@@ -1,0 +1,53 @@
+import type { FastifyInstance } from 'fastify'
+import { apiError } from '../../protocol/errors.js'
+import { sendError } from '../../api/errors.js'
+import { issueKey } from '../../accounts/operations.js'
+import type { ApiKey } from '../../store/keys.js'
+import { sessionOf } from '../guard.js'
+import { accountOf, seconds, type PortalContext } from '../context.js'
+
+const MAX_NAME = 64
+/** Live keys per account: enough for any real use, a bound on what a session can create. */
+const MAX_LIVE_KEYS = 50
+
+function keyView(k: ApiKey) {
+  return { object: 'api_key', id: k.id, prefix: k.prefix, name: k.name, created: seconds(k.createdAt), last_used: seconds(k.lastUsedAt), revoked: seconds(k.revokedAt) }
+}
+
+/** The signed-in account's API keys: list, create (the secret is in this one response only), revoke. */
+export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
+  const { gw } = ctx
+
+  api.get('/keys', async (req) => {
+    // Last-used times are batched in memory; write them so the list is current.
+    await gw.keys.flushLastUsed()
+    const keys = await gw.store.keys.list(sessionOf(req).accountId)
+    return { object: 'list', data: keys.map(keyView) }
+  })
+
+  api.post<{ Body: { name?: unknown } | undefined }>('/keys', async (req, reply) => {
+    const session = sessionOf(req)
+    const name = typeof req.body?.name === 'string' ? req.body.name.trim() : ''
+    if (name.length === 0 || name.length > MAX_NAME || /[\u0000-\u001f]/.test(name)) {
+      return sendError(reply, apiError('feature_not_supported', `name must be 1 to ${MAX_NAME} printable characters.`, { param: 'name' }))
+    }
+    const account = await accountOf(ctx, session.accountId)
+    if (account.status !== 'active') return sendError(reply, apiError('account_suspended', 'This account is suspended; it cannot create keys.'))
+    const live = (await gw.store.keys.list(account.id)).filter((k) => k.revokedAt === null).length
+    if (live >= MAX_LIVE_KEYS) {
+      return sendError(reply, apiError('feature_not_supported', `This account has ${live} live keys, the most allowed; revoke one first.`, { param: null }))
+    }
+    const k = await issueKey(gw.store, account.id, name, gw.now())
+    return reply.code(201).send({ object: 'api_key', id: k.id, api_key: k.key, prefix: k.prefix, name: k.name, created: seconds(k.createdAt), last_used: null, revoked: null })
+  })
+
+  api.delete<{ Params: { id: string } }>('/keys/:id', async (req, reply) => {
+    const session = sessionOf(req)
+    if (!(await gw.store.keys.revoke(session.accountId, req.params.id, gw.now()))) {
+      return sendError(reply, apiError('feature_not_supported', `This account has no live key ${req.params.id}.`, { param: 'key_id', status: 404 }))
+    }
+    // Cached verifications would let the key work for up to keyCacheMs more in this process.
+    gw.keys.invalidate()
+    return { object: 'api_key', id: req.params.id, revoked: true }
+  })
+}

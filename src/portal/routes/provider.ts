@@ -1,0 +1,44 @@
+import type { FastifyInstance } from 'fastify'
+import { apiError } from '../../protocol/errors.js'
+import { sendError } from '../../api/errors.js'
+import { formatUsdc } from '../../ledger/money.js'
+import { sessionOf } from '../guard.js'
+import { accountOf, seconds, type PortalContext } from '../context.js'
+
+/** For provider wallets: their offers as routed now, requests served, what they earned, and payouts settled and pending. */
+export function providerRoutes(api: FastifyInstance, ctx: PortalContext): void {
+  const { gw } = ctx
+
+  api.get('/provider', async (req, reply) => {
+    const account = await accountOf(ctx, sessionOf(req).accountId)
+    if (account.kind !== 'provider') {
+      return sendError(reply, apiError('feature_not_supported', 'This wallet is not a provider of this marketplace.', { param: null, status: 404 }))
+    }
+    const mine = account.address.toLowerCase()
+    const offers = [...gw.catalog.offers.values()].flat().filter((o) => o.provider.toLowerCase() === mine).map((o) => ({
+      model: o.modelId,
+      input_price_per_mtok: String(o.prices.input),
+      output_price_per_mtok: String(o.prices.output),
+      max_concurrency: o.maxConcurrency,
+      fingerprint: o.fingerprint,
+      breaker: gw.health.breaker(o.key),
+      inflight: gw.health.inflight(o.key),
+    }))
+    const [earnings, totals, batches] = await Promise.all([
+      gw.store.settlement.payeeEarnings(account.id),
+      gw.store.settlement.payeeTotals(account.id),
+      gw.store.settlement.payeeBatches(account.id),
+    ])
+    return {
+      object: 'portal.provider',
+      address: account.address,
+      offers,
+      requests_served: earnings.requests,
+      charged_usdc: formatUsdc(earnings.gross),
+      earned_usdc: formatUsdc(earnings.earned),
+      pending_usdc: formatUsdc(totals.pending),
+      settled_usdc: formatUsdc(totals.settled),
+      payouts: batches.map((b) => ({ batch_id: b.id, status: b.status, amount_usdc: formatUsdc(b.amount), created: seconds(b.createdAt), settled: seconds(b.settledAt), tx_hash: b.txHash })),
+    }
+  })
+}

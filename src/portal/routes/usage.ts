@@ -1,0 +1,56 @@
+import type { FastifyInstance } from 'fastify'
+import { apiError } from '../../protocol/errors.js'
+import { sendError } from '../../api/errors.js'
+import { formatUsdc } from '../../ledger/money.js'
+import { wireUsage } from '../../api/routes/usage.js'
+import { DAY_MS, type UsageFilter } from '../../store/usage.js'
+import { sessionOf } from '../guard.js'
+import type { PortalContext } from '../context.js'
+
+const MAX_LIMIT = 200
+const DEFAULT_LIMIT = 50
+const MAX_DAYS = 90
+
+type Query = Record<string, string | undefined>
+
+const filterOf = (q: Query): UsageFilter => ({ ...(q.key_id ? { keyId: q.key_id } : {}), ...(q.model ? { model: q.model } : {}) })
+
+/** The signed-in account's requests (newest first, filtered by key and model), their totals and spend per day. */
+export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
+  const { gw } = ctx
+
+  api.get<{ Querystring: Query }>('/usage', async (req, reply) => {
+    const q = req.query
+    const limit = q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit)
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) {
+      return sendError(reply, apiError('feature_not_supported', `limit must be an integer from 1 to ${MAX_LIMIT}.`, { param: 'limit' }))
+    }
+    const rows = await gw.store.usage.list(sessionOf(req).accountId, { limit: limit + 1, ...filterOf(q), ...(q.after ? { after: q.after } : {}) })
+    const page = rows.slice(0, limit)
+    return { object: 'list', data: page.map(wireUsage), has_more: rows.length > limit, last_id: page.at(-1)?.requestId ?? null }
+  })
+
+  api.get<{ Querystring: Query }>('/usage/summary', async (req, reply) => {
+    const q = req.query
+    const days = q.days === undefined ? 14 : Number(q.days)
+    if (!Number.isInteger(days) || days < 1 || days > MAX_DAYS) {
+      return sendError(reply, apiError('feature_not_supported', `days must be an integer from 1 to ${MAX_DAYS}.`, { param: 'days' }))
+    }
+    const { accountId } = sessionOf(req)
+    const filter = filterOf(q)
+    const first = (Math.floor(gw.now() / DAY_MS) - days + 1) * DAY_MS
+    const [totals, spent] = await Promise.all([gw.store.usage.totals(accountId, filter), gw.store.usage.daily(accountId, { ...filter, since: first })])
+    const byDay = new Map(spent.map((d) => [d.day, d]))
+    // Every day of the window, so a chart shows quiet days as zero.
+    const daily = Array.from({ length: days }, (_, i) => {
+      const day = first + i * DAY_MS
+      const d = byDay.get(day)
+      return { date: new Date(day).toISOString().slice(0, 10), requests: d?.requests ?? 0, cost_usdc: formatUsdc(d?.cost ?? 0n) }
+    })
+    return {
+      object: 'portal.usage_summary',
+      totals: { requests: totals.requests, prompt_tokens: totals.promptTokens, completion_tokens: totals.completionTokens, cost_usdc: formatUsdc(totals.cost) },
+      daily,
+    }
+  })
+}

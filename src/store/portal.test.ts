@@ -1,0 +1,97 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { openStore } from './open.js'
+import type { Store } from './store.js'
+import { SYSTEM_ACCOUNTS } from './accounts.js'
+import { DAY_MS, type UsageRecord } from './usage.js'
+import { STORE_KINDS, dropSchema, freshStoreUrl, postgresReachable } from '../../test/helpers/stores.js'
+
+/** The portal's queries: nonces, sessions, usage totals and days, what a payee earned. */
+describe.each(STORE_KINDS)('portal store on %s', (kind) => {
+  let store: Store
+  let url: string
+  let user: number
+  let other: number
+  let payee: number
+  let fees: number
+  const day0 = 20_000 * DAY_MS
+
+  const record = (requestId: string, accountId: number, keyId: string, model: string, cost: bigint, createdAt: number): UsageRecord => ({
+    requestId, accountId, keyId, model, servedModel: model, provider: '0xabc', stream: false, promptTokens: 10, completionTokens: 5,
+    upstreamPromptTokens: null, upstreamCompletionTokens: null, cost, outcome: 'completed', latencyMs: 3, createdAt,
+  })
+
+  beforeAll(async (ctx) => {
+    if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
+    url = freshStoreUrl(kind)
+    store = await openStore(url, () => 1000)
+    user = (await store.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
+    other = (await store.accounts.ensure('0x3333333333333333333333333333333333333333', 'user', 1000)).account.id
+    payee = (await store.accounts.ensure('0x2222222222222222222222222222222222222222', 'provider', 1000)).account.id
+    fees = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
+    await store.usage.insert(record('u1', user, 'key_a', 'svc/atlas@1', 100n, day0 + 5))
+    await store.usage.insert(record('u2', user, 'key_a', 'svc/tern@2', 20n, day0 + DAY_MS - 1))
+    await store.usage.insert(record('u3', user, 'key_b', 'svc/atlas@1', 3n, day0 + 2 * DAY_MS + 7))
+    await store.usage.insert(record('u4', other, 'key_c', 'svc/atlas@1', 999n, day0 + 5))
+  })
+  afterAll(async () => {
+    await store?.close()
+    if (kind === 'postgres' && url) await dropSchema(url)
+  })
+
+  it('uses a nonce once, and refuses an expired or unknown one', async () => {
+    await store.portal.issueNonce('n1', 1000, 2000)
+    await store.portal.issueNonce('n2', 1000, 1500)
+    expect(await store.portal.consumeNonce('n1', 1999)).toBe('ok')
+    expect(await store.portal.consumeNonce('n1', 1999)).toBe('unknown')
+    expect(await store.portal.consumeNonce('n2', 1500)).toBe('expired')
+    expect(await store.portal.consumeNonce('never', 1000)).toBe('unknown')
+  })
+
+  it('sweeps expired nonces when issuing', async () => {
+    await store.portal.issueNonce('old', 1000, 1100)
+    await store.portal.issueNonce('new', 1200, 1500)
+    expect(await store.portal.consumeNonce('old', 1000)).toBe('unknown')
+    expect(await store.portal.consumeNonce('new', 1300)).toBe('ok')
+  })
+
+  it('finds live sessions only', async () => {
+    await store.portal.createSession({ id: 's1', accountId: user, address: '0x1111111111111111111111111111111111111111', csrf: 'c1', createdAt: 1000, expiresAt: 5000 })
+    expect(await store.portal.session('s1', 4999)).toMatchObject({ accountId: user, csrf: 'c1', expiresAt: 5000 })
+    expect(await store.portal.session('s1', 5000)).toBeUndefined()
+    await store.portal.deleteSession('s1')
+    expect(await store.portal.session('s1', 1001)).toBeUndefined()
+  })
+
+  it('totals an account\'s usage, filtered by key and model', async () => {
+    expect(await store.usage.totals(user)).toEqual({ requests: 3, promptTokens: 30, completionTokens: 15, cost: 123n })
+    expect(await store.usage.totals(user, { keyId: 'key_a' })).toMatchObject({ requests: 2, cost: 120n })
+    expect(await store.usage.totals(user, { model: 'svc/atlas@1' })).toMatchObject({ requests: 2, cost: 103n })
+    expect(await store.usage.totals(user, { keyId: 'key_c' })).toMatchObject({ requests: 0, cost: 0n })
+  })
+
+  it('sums spend per UTC day', async () => {
+    expect(await store.usage.daily(user)).toEqual([
+      { day: day0, requests: 2, cost: 120n },
+      { day: day0 + 2 * DAY_MS, requests: 1, cost: 3n },
+    ])
+    expect(await store.usage.daily(user, { since: day0 + DAY_MS })).toEqual([{ day: day0 + 2 * DAY_MS, requests: 1, cost: 3n }])
+  })
+
+  it('reports what a payee earned and the batches that pay it', async () => {
+    await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
+    await store.accounts.approve(user, 1_000n)
+    const usage = (id: string) => record(id, user, 'key_a', 'svc/atlas@1', 100n, 1000)
+    for (const id of ['h1', 'h2']) {
+      await store.ledger.hold({ requestId: id, accountId: user, keyId: 'key_a', model: 'svc/atlas@1', amount: 200n, owner: 'i1', now: 1000, expiresAt: 10_000 })
+      await store.ledger.capture({ requestId: id, cost: 100n, payeeId: payee, fee: 5n, feeAccountId: fees, now: 1001, usage: usage(id) })
+    }
+    expect(await store.settlement.payeeEarnings(payee)).toEqual({ requests: 2, gross: 200n, earned: 190n })
+    expect(await store.settlement.payeeEarnings(user)).toEqual({ requests: 0, gross: 0n, earned: 0n })
+    await store.settlement.createBatch('b1', fees, 2000)
+    await store.settlement.markSettled('b1', 2001)
+    const batches = await store.settlement.payeeBatches(payee)
+    expect(batches).toHaveLength(1)
+    expect(batches[0]).toMatchObject({ id: 'b1', status: 'settled', amount: 190n, settledAt: 2001 })
+    expect(await store.settlement.payeeBatches(other)).toEqual([])
+  })
+})

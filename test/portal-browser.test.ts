@@ -1,0 +1,188 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { chat, startMarket, type Market } from './helpers/market.js'
+import { hasChromium, injectWallet, launchChromium, portalWebRoot, screenshotPath } from './helpers/browser.js'
+import { signIn } from './helpers/portal.js'
+
+/** The portal in Chromium: a wallet signs in, makes and uses a key, sees its money and usage; accounts stay apart. */
+describe.skipIf(!hasChromium)('portal in Chromium', () => {
+  let m: Market
+  let browser: Browser
+  const provider = privateKeyToAccount(generatePrivateKey())
+  const CHAIN = 31337
+
+  beforeAll(async () => {
+    const webRoot = await portalWebRoot()
+    m = await startMarket({ portal: { webRoot }, edit: (config) => void (config.providers[0]!.address = provider.address) })
+    browser = await launchChromium()
+  })
+  afterAll(async () => {
+    await browser?.close()
+    await m?.close()
+  })
+
+  async function open(): Promise<{ context: BrowserContext; page: Page; errors: string[] }> {
+    const context = await browser.newContext({ viewport: { width: 1200, height: 860 } })
+    context.setDefaultTimeout(10_000)
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: m.url })
+    const page = await context.newPage()
+    const errors: string[] = []
+    page.on('pageerror', (e) => errors.push(e.message))
+    // Refused requests the page expects (401 before sign-in, a 403 it provokes) are not page errors.
+    page.on('console', (msg) => void (msg.type() === 'error' && !msg.text().startsWith('Failed to load resource') && errors.push(msg.text())))
+    return { context, page, errors }
+  }
+
+  /** Signs in with the injected wallet from the sign-in page and waits for the keys page. */
+  async function signInWithWallet(page: Page): Promise<void> {
+    await page.goto(`${m.url}/portal`)
+    await page.getByRole('button', { name: 'Sign in with browser wallet' }).click()
+    await page.getByRole('heading', { name: 'API keys' }).waitFor()
+  }
+
+  const figure = (page: Page, id: string) => page.locator(`[data-figure="${id}"] .amount`).textContent()
+
+  it('signs in with a wallet, funds it, creates and copies a key that works, shows the request\'s cost, and revokes the key', async () => {
+    const alice = privateKeyToAccount(generatePrivateKey())
+    const { context, page, errors } = await open()
+    try {
+      const wallet = await injectWallet(context, alice, CHAIN)
+      await page.goto(`${m.url}/portal`)
+      await page.getByRole('heading', { name: 'Sign in to the svc portal' }).waitFor()
+      await page.screenshot({ path: screenshotPath('portal-1-sign-in'), fullPage: true })
+      await page.getByRole('button', { name: 'Sign in with browser wallet' }).click()
+      await page.getByRole('heading', { name: 'API keys' }).waitFor()
+      expect(wallet.signed).toHaveLength(1)
+      expect(wallet.signed[0]).toContain(`${new URL(m.url).host} wants you to sign in with your Ethereum account:\n${alice.address}`)
+      expect(wallet.signed[0]).toContain(`URI: ${m.url}/portal`)
+      expect(wallet.signed[0]).toContain(`Chain ID: ${CHAIN}`)
+      expect(await page.locator('.who .address').getAttribute('title')).toBe(alice.address)
+      // The session cookie is HttpOnly: the page's scripts cannot read it.
+      expect(await page.evaluate(() => document.cookie)).toBe('')
+
+      // Wallet: deposit and approve a cap on the local rail.
+      await page.getByRole('link', { name: 'Wallet' }).click()
+      await page.locator('form[data-action="deposit"] input').fill('5')
+      await page.getByRole('button', { name: 'Deposit' }).click()
+      await page.getByText('Deposited 5 USDC.').waitFor()
+      await page.locator('form[data-action="cap"] input').fill('2.5')
+      await page.getByRole('button', { name: 'Set cap' }).click()
+      await page.getByText('Approved spending cap set to 2.5 USDC.').waitFor()
+      expect(await figure(page, 'balance')).toBe('$5.000000')
+      expect(await figure(page, 'cap')).toBe('$2.500000')
+      expect(await figure(page, 'held')).toBe('$0.000000')
+      expect(await figure(page, 'spendable')).toBe('$2.500000')
+      await page.screenshot({ path: screenshotPath('portal-3-wallet'), fullPage: true })
+
+      // Keys: create one, see it once, copy it.
+      await page.getByRole('link', { name: 'API keys' }).click()
+      await page.getByLabel('Name').fill('browser test')
+      await page.getByRole('button', { name: 'Create key' }).click()
+      const secret = page.getByLabel('New API key')
+      await secret.waitFor()
+      const shown = await secret.inputValue()
+      expect(shown).toMatch(/^svc_test_[0-9A-Za-z]{40}$/)
+      await page.getByText('you will not see it again').waitFor()
+      await page.getByRole('button', { name: 'Copy' }).click()
+      await page.getByText('Copied.').waitFor()
+      const key = await page.evaluate(() => navigator.clipboard.readText())
+      expect(key).toBe(shown)
+      const row = page.locator('tr', { hasText: 'browser test' })
+      expect(await row.locator('code').textContent()).toBe(`${key.slice(0, 15)}…`)
+      await page.screenshot({ path: screenshotPath('portal-2-keys-new'), fullPage: true })
+      // Shown once: after a reload the secret is nowhere on the page.
+      await page.reload()
+      await page.locator('tr', { hasText: 'browser test' }).waitFor()
+      expect(await page.content()).not.toContain(key)
+
+      // The copied key works against the API.
+      const res = await chat(m.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'Hello from the browser test' }], max_tokens: 16 })
+      expect(res.status).toBe(200)
+      const reply = await res.json()
+
+      // Usage: the request, with its cost, newest first; totals; the chart.
+      await page.getByRole('link', { name: 'Usage' }).click()
+      const usageRow = page.locator(`tr[data-request-id="${reply.svc.request_id}"]`)
+      await usageRow.waitFor()
+      expect(await usageRow.locator('td.cost').textContent()).toBe(`$${reply.svc.cost_usdc}`)
+      expect(await usageRow.textContent()).toContain('svc/atlas@1')
+      expect(await usageRow.textContent()).toContain('completed')
+      expect(await figure(page, 'cost')).toBe(`$${reply.svc.cost_usdc}`)
+      expect(await figure(page, 'requests')).toBe('1')
+      expect(await page.locator('svg.chart rect.bar').count()).toBe(14)
+      await page.screenshot({ path: screenshotPath('portal-4-usage'), fullPage: true })
+
+      // Revoke, with confirmation; the key is refused at once.
+      await page.getByRole('link', { name: 'API keys' }).click()
+      await page.locator('tr', { hasText: 'browser test' }).getByRole('button', { name: 'Revoke' }).click()
+      await page.getByRole('heading', { name: 'Revoke “browser test”?' }).waitFor()
+      await page.screenshot({ path: screenshotPath('portal-5-revoke-confirm') })
+      await page.getByRole('button', { name: 'Revoke key' }).click()
+      await page.locator('tr.revoked', { hasText: 'browser test' }).waitFor()
+      const refused = await chat(m.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'again' }], max_tokens: 16 })
+      expect(refused.status).toBe(401)
+      expect((await refused.json()).error.code).toBe('invalid_api_key')
+
+      // Sign out: back to the sign-in page.
+      await page.getByRole('button', { name: 'Sign out' }).click()
+      await page.getByRole('heading', { name: 'Sign in to the svc portal' }).waitFor()
+      expect(errors).toEqual([])
+    } finally {
+      await context.close()
+    }
+  })
+
+  it('a second wallet, a local test wallet, sees none of the first wallet\'s keys or usage', async () => {
+    const first = await signIn(m.url, privateKeyToAccount(generatePrivateKey()))
+    const theirs = await (await first.call('POST', '/keys', { name: 'first-wallet-secret-key' })).json()
+    const { context, page, errors } = await open()
+    try {
+      await page.goto(`${m.url}/portal`)
+      await page.getByText('test only').waitFor()
+      await page.getByRole('button', { name: 'Use a local test wallet' }).click()
+      await page.getByRole('heading', { name: 'API keys' }).waitFor()
+      const address = await page.locator('.who .address').getAttribute('title')
+      expect(address).not.toBe(first.address)
+      expect(await page.evaluate(() => localStorage.getItem('svc.portal.testWallet'))).toMatch(/^0x[0-9a-f]{64}$/)
+      await page.getByText('No keys yet.').waitFor()
+      expect(await page.content()).not.toContain(theirs.prefix)
+      await page.getByRole('link', { name: 'Usage' }).click()
+      await page.getByText('No requests match.').waitFor()
+      expect(await page.locator('select[name="key_id"] option').allTextContents()).toEqual(['All keys'])
+      await page.screenshot({ path: screenshotPath('portal-6-second-wallet'), fullPage: true })
+      // Its own session cannot reach the first wallet's key either.
+      const revoke = await page.evaluate(async (id) => (await fetch(`/portal/api/keys/${id}`, { method: 'DELETE' })).status, theirs.id)
+      expect(revoke).toBe(403) // no CSRF token from a bare fetch
+      // Back in a new page the same test wallet signs in again as the same address.
+      await page.getByRole('button', { name: 'Sign out' }).click()
+      await page.getByRole('button', { name: 'Use my local test wallet' }).click()
+      await page.getByRole('heading', { name: 'API keys' }).waitFor()
+      expect(await page.locator('.who .address').getAttribute('title')).toBe(address)
+      expect(errors).toEqual([])
+    } finally {
+      await context.close()
+    }
+  })
+
+  it('shows a provider wallet its offers, earnings and payouts', async () => {
+    const { context, page, errors } = await open()
+    try {
+      await injectWallet(context, provider, CHAIN)
+      const r = await (await chat(m.url, m.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'earn' }], max_tokens: 8 })).json()
+      expect(r.svc.provider).toBe(provider.address)
+      await m.server.settler.runOnce()
+      await signInWithWallet(page)
+      await page.getByRole('link', { name: 'Provider' }).click()
+      await page.getByRole('heading', { name: 'Offers' }).waitFor()
+      expect(await page.locator('table').first().textContent()).toContain('svc/atlas@1')
+      expect(Number(await figure(page, 'served'))).toBeGreaterThanOrEqual(1)
+      expect(await figure(page, 'settled')).not.toBe('$0.000000')
+      await page.getByText('settled').first().waitFor()
+      await page.screenshot({ path: screenshotPath('portal-7-provider'), fullPage: true })
+      expect(errors).toEqual([])
+    } finally {
+      await context.close()
+    }
+  })
+})

@@ -1,0 +1,74 @@
+import { api, type ApiKey, type UsagePage, type UsageRecord, type UsageSummary } from '../api.js'
+import { h, mount } from '../dom.js'
+import { spendChart } from '../chart.js'
+import { count, shortAddress, stamp, usd } from '../format.js'
+import type { App } from '../main.js'
+
+const PAGE = 50
+
+/** Every request, newest first, filtered by key and model; totals and a chart of spend per day. */
+export async function usagePage(_app: App, root: HTMLElement): Promise<void> {
+  const [keys, models] = await Promise.all([
+    api<{ data: ApiKey[] }>('GET', '/keys'),
+    // The public model list names what can be filtered on; it needs no key.
+    fetch('/v1/models').then((r) => r.json() as Promise<{ data: { id: string }[] }>).catch(() => ({ data: [] })),
+  ])
+  const keyName = new Map(keys.data.map((k) => [k.id, k.name]))
+  const keySelect = h('select', { name: 'key_id', 'aria-label': 'Key' }, h('option', { value: '' }, 'All keys'), keys.data.map((k) => h('option', { value: k.id }, `${k.name} (${k.prefix})`)))
+  const modelSelect = h('select', { name: 'model', 'aria-label': 'Model' }, h('option', { value: '' }, 'All models'), models.data.map((m) => h('option', { value: m.id }, m.id)))
+  const totals = h('div', { class: 'figures' })
+  const chart = h('div', { class: 'chart-slot' })
+  const rows = h('tbody')
+  const more = h('button', { class: 'link', hidden: true }, 'Load more')
+  let after: string | null = null
+
+  const query = (extra: Record<string, string> = {}) => {
+    const q = new URLSearchParams(extra)
+    if (keySelect.value) q.set('key_id', keySelect.value)
+    if (modelSelect.value) q.set('model', modelSelect.value)
+    return q.toString()
+  }
+
+  const row = (u: UsageRecord) => h('tr', { 'data-request-id': u.request_id },
+    h('td', {}, stamp(u.created)),
+    h('td', {}, h('code', {}, u.request_id)),
+    h('td', {}, h('code', {}, u.model), u.served_model && u.served_model !== u.model ? h('span', { class: 'muted' }, ` → ${u.served_model}`) : null),
+    h('td', { title: u.provider ?? '' }, u.provider ? (u.provider.startsWith('0x') ? shortAddress(u.provider) : u.provider) : '—'),
+    h('td', { class: 'num', title: `${u.usage.prompt_tokens} in, ${u.usage.completion_tokens} out` }, `${count(u.usage.prompt_tokens)} / ${count(u.usage.completion_tokens)}`),
+    h('td', { class: 'num cost' }, usd(u.cost_usdc)),
+    h('td', {}, h('span', { class: `badge ${u.outcome === 'completed' ? 'good' : u.outcome === 'client_closed' ? '' : 'warn'}` }, u.outcome)),
+    h('td', { class: 'muted small', title: u.key_id }, keyName.get(u.key_id) ?? u.key_id))
+
+  async function loadPage(): Promise<void> {
+    const page = await api<UsagePage>('GET', `/usage?${query({ limit: String(PAGE), ...(after ? { after } : {}) })}`)
+    rows.append(...page.data.map(row))
+    if (!after && page.data.length === 0) rows.append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No requests match.')))
+    after = page.last_id
+    more.hidden = !page.has_more
+  }
+
+  async function reload(): Promise<void> {
+    after = null
+    rows.replaceChildren()
+    const summary = await api<UsageSummary>('GET', `/usage/summary?${query({ days: '14' })}`)
+    const t = summary.totals
+    mount(totals,
+      h('div', { class: 'figure', 'data-figure': 'requests' }, h('div', { class: 'label' }, 'Requests'), h('div', { class: 'amount' }, count(t.requests))),
+      h('div', { class: 'figure', 'data-figure': 'tokens' }, h('div', { class: 'label' }, 'Tokens in / out'), h('div', { class: 'amount' }, `${count(t.prompt_tokens)} / ${count(t.completion_tokens)}`)),
+      h('div', { class: 'figure', 'data-figure': 'cost' }, h('div', { class: 'label' }, 'Total cost'), h('div', { class: 'amount' }, usd(t.cost_usdc))))
+    mount(chart, spendChart(summary.daily))
+    await loadPage()
+  }
+
+  keySelect.addEventListener('change', () => void reload())
+  modelSelect.addEventListener('change', () => void reload())
+  more.addEventListener('click', () => void loadPage())
+  await reload()
+  mount(root,
+    h('div', { class: 'row filters' }, h('label', {}, 'Key ', keySelect), h('label', {}, 'Model ', modelSelect)),
+    totals, chart,
+    h('div', { class: 'scroll' }, h('table', { class: 'usage' },
+      h('thead', {}, h('tr', {}, ['Time', 'Request id', 'Model', 'Provider', 'Tokens', 'Cost', 'Outcome', 'Key'].map((t) => h('th', {}, t)))),
+      rows)),
+    more)
+}
