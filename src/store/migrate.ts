@@ -1,10 +1,12 @@
 import { Migrator, type Kysely, type Migration } from 'kysely'
 import type { Dialect } from './dialect.js'
 import * as m001 from './migrations/001_initial.js'
+import * as m002 from './migrations/002_chain.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
   '001_initial': m001,
+  '002_chain': m002,
 }
 
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

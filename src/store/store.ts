@@ -7,6 +7,7 @@ import { LedgerRepo } from './ledger.js'
 import { UsageRepo } from './usage.js'
 import { SettlementRepo } from './settlement.js'
 import { InstanceRepo } from './instances.js'
+import { ChainRepo } from './chain.js'
 
 export interface Lock {
   release(): Promise<void>
@@ -29,6 +30,7 @@ export class Store {
   readonly usage: UsageRepo
   readonly settlement: SettlementRepo
   readonly instances: InstanceRepo
+  readonly chain: ChainRepo
 
   constructor(readonly db: Kysely<Database>, readonly dialect: Dialect, private readonly backend: Backend) {
     this.accounts = new AccountRepo(db)
@@ -37,6 +39,7 @@ export class Store {
     this.usage = new UsageRepo(db)
     this.settlement = new SettlementRepo(db)
     this.instances = new InstanceRepo(db)
+    this.chain = new ChainRepo(db, dialect)
   }
 
   durable(): Promise<void> {
