@@ -139,7 +139,7 @@ export class BatchSender {
   private async estimateGas(data: Hex, legs: number): Promise<bigint> {
     const estimate = await this.o.client.estimateGas({ account: this.operator, to: this.o.settler, data })
     const padded = (estimate * 5n) / 4n + 25_000n
-    const floor = 60_000n + BigInt(legs) * 40_000n
+    const floor = 80_000n + BigInt(legs) * 30_000n
     return padded > floor ? padded : floor
   }
 
