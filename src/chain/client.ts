@@ -61,6 +61,12 @@ export function publicClientFor(rpcUrl: string, chainId: number, pollMs = 1000):
   return createPublicClient({ chain: chainOf(chainId, rpcUrl), transport, pollingInterval: pollMs })
 }
 
+/** A read client for a node whose chain id is not known beforehand (the deploy command). */
+export async function connect(rpcUrl: string, pollMs = 1000): Promise<PublicClient> {
+  const probe = createPublicClient({ transport: /^wss?:/.test(rpcUrl) ? webSocket(rpcUrl) : http(rpcUrl) })
+  return publicClientFor(rpcUrl, await probe.getChainId(), pollMs)
+}
+
 /** Well-known USDC deployments the deploy command uses instead of a test token. */
 export const KNOWN_USDC: Record<number, Address> = {
   84532: '0x036CbD53842c5426634e7929541eC2318f3dCF7e', // Base Sepolia (Circle)

@@ -1,4 +1,4 @@
-import { createWalletClient, custom, type Address, type Chain, type Hash, type PublicClient, type Transport, type WalletClient } from 'viem'
+import { createWalletClient, custom, getAddress, type Address, type Chain, type Hash, type PublicClient, type Transport, type WalletClient } from 'viem'
 import type { Account, LocalAccount } from 'viem/accounts'
 import { BatchSettler, TestUSDC } from './artifacts.js'
 import { settlerAbi, usdcAbi } from './contracts.js'
@@ -22,13 +22,13 @@ async function mined(client: PublicClient, hash: Hash, what: string) {
 /** Deploys the test token (6 decimals, permit; the deployer may mint). */
 export async function deployTestUsdc(client: PublicClient, wallet: Wallet): Promise<Address> {
   const hash = await wallet.deployContract({ abi: TestUSDC.abi, bytecode: TestUSDC.bytecode })
-  return (await mined(client, hash, 'TestUSDC deployment')).contractAddress!
+  return getAddress((await mined(client, hash, 'TestUSDC deployment')).contractAddress!)
 }
 
 /** Deploys a BatchSettler for `usdc` whose only sender is `operator`. */
 export async function deploySettler(client: PublicClient, wallet: Wallet, usdc: Address, operator: Address): Promise<Address> {
   const hash = await wallet.deployContract({ abi: BatchSettler.abi, bytecode: BatchSettler.bytecode, args: [usdc, operator] })
-  return (await mined(client, hash, 'BatchSettler deployment')).contractAddress!
+  return getAddress((await mined(client, hash, 'BatchSettler deployment')).contractAddress!)
 }
 
 export async function mintUsdc(client: PublicClient, minter: Wallet, usdc: Address, to: Address, amount: bigint): Promise<void> {
@@ -51,4 +51,25 @@ export async function usdcBalance(client: PublicClient, usdc: Address, owner: Ad
 
 export async function settlerOperator(client: PublicClient, settler: Address): Promise<Address> {
   return client.readContract({ address: settler, abi: settlerAbi, functionName: 'operator' })
+}
+
+export interface Deployment {
+  chainId: number
+  usdc: Address
+  /** True when the test token was deployed now (local chains); false when an existing USDC is used. */
+  usdcDeployed: boolean
+  settler: Address
+  operator: Address
+}
+
+/**
+ * Deploys what the evm rail needs: the test token when no USDC is given (local chains only, where a token of no
+ * value is what one wants) and a BatchSettler whose operator is `operator` (default: the deployer).
+ */
+export async function deployRail(client: PublicClient, deployer: Wallet, opts: { usdc?: Address; operator?: Address }): Promise<Deployment> {
+  const chainId = await client.getChainId()
+  const usdc = opts.usdc ?? (await deployTestUsdc(client, deployer))
+  const operator = opts.operator ?? deployer.account.address
+  const settler = await deploySettler(client, deployer, usdc, operator)
+  return { chainId, usdc, usdcDeployed: opts.usdc === undefined, settler, operator }
 }

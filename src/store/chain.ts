@@ -116,6 +116,12 @@ export class ChainRepo {
     return rows.map((r) => ({ id: num(r.id), address: r.address }))
   }
 
+  /** The newest block any wallet was read at (what the watcher has seen). */
+  async lastSyncedBlock(): Promise<bigint | null> {
+    const r = await this.db.selectFrom('chain_wallets').select((eb) => eb.fn.max('block').as('block')).executeTakeFirst()
+    return r?.block === null || r?.block === undefined ? null : big(r.block)
+  }
+
   /** Accounts whose charges a batch failed to collect. */
   async debtors(): Promise<{ id: number; address: string; debt: bigint }[]> {
     const rows = await this.db.selectFrom('accounts').select(['id', 'address', 'debt']).where('debt', '>', 0n).orderBy('id').execute()
