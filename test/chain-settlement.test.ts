@@ -3,6 +3,7 @@ import { BaseError, ContractFunctionRevertedError, type Address } from 'viem'
 import { SYSTEM_ACCOUNTS } from '../src/store/accounts.js'
 import { batchKey, settlerAbi } from '../src/chain/contracts.js'
 import { walletFor } from '../src/chain/deploy.js'
+import { walletOnChain } from '../src/chain/status.js'
 import { chat, P, startMarket, type Market } from './helpers/market.js'
 import { balanceOf, evmRail, FEE_ADDRESS, hasAnvil, newPayer, railConfig, startChain, VENDOR_ADDRESS, type Chain, type Payer } from './helpers/chain.js'
 
@@ -35,6 +36,10 @@ describe.skipIf(!hasAnvil)('settlement on chain (anvil)', () => {
     expect(a.balance).toBe(5n * USDC)
     expect(a.cap).toBe(4n * USDC)
     expect(await m.store.chain.wallet(m.accountId)).toMatchObject({ balance: 5n * USDC, allowance: 4n * USDC })
+    // What the portal's wallet page shows: the wallet as read from the chain and the contract to approve.
+    expect(await walletOnChain(m.config.rail as Parameters<typeof walletOnChain>[0], m.store, m.accountId)).toEqual({
+      chain_id: 31337, usdc: c.usdc, approve: c.settler, onchain_balance: '5.000000', allowance: '4.000000', owed: '0.000000', read_at_block: expect.any(String),
+    })
   })
 
   it('pays providers, the fee account and the vendor address so that chain and ledger agree to the unit', async () => {

@@ -53,3 +53,21 @@ export async function chainStatus(rail: EvmRailConfig, store: Store, env: NodeJS
 }
 
 export type ChainStatus = Awaited<ReturnType<typeof chainStatus>>
+
+/**
+ * A wallet as the portal's wallet page shows it on the evm rail: its USDC and allowance as last read from the chain,
+ * what it owes, and which contract to approve. Read from the store only (the watcher keeps it fresh).
+ */
+export async function walletOnChain(rail: EvmRailConfig, store: Store, accountId: number) {
+  const s = evmSettings(rail)
+  const [wallet, owed] = await Promise.all([store.chain.wallet(accountId), store.chain.owed(accountId)])
+  return {
+    chain_id: s.chainId,
+    usdc: s.usdc,
+    approve: s.settler,
+    onchain_balance: wallet ? formatUsdc(wallet.balance) : null,
+    allowance: wallet ? formatUsdc(wallet.allowance) : null,
+    owed: formatUsdc(owed),
+    read_at_block: wallet ? wallet.block.toString() : null,
+  }
+}
