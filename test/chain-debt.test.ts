@@ -2,11 +2,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import type { Address } from 'viem'
 import { issueKey, openAccount } from '../src/accounts/operations.js'
 import { approveSettler } from '../src/chain/deploy.js'
-import { chat, P, startMarket, type Market } from './helpers/market.js'
-import { balanceOf, evmRail, hasAnvil, newPayer, railConfig, startChain, until, type Chain, type Payer } from './helpers/chain.js'
-
-const hello = [{ role: 'user', content: 'Say something.' }]
-const USDC = 1_000_000n
+import { P, type Market } from './helpers/market.js'
+import { askAtlas, balanceOf, evmRail, hasAnvil, newPayer, startChainMarket, until, USDC, type Chain, type ChainMarket, type Payer } from './helpers/chain.js'
 
 /** Spending follows the wallet: allowance changes reach admission through the watcher; uncollectable charges become debt. */
 describe.skipIf(!hasAnvil)('allowance, admission and debt on chain (anvil)', () => {
@@ -16,22 +13,19 @@ describe.skipIf(!hasAnvil)('allowance, admission and debt on chain (anvil)', () 
   let bob: Payer
   let bobKey: string
   let bobId: number
+  let env: ChainMarket | undefined
 
   beforeEach(async () => {
-    c = await startChain()
-    alice = await newPayer(c, 5n * USDC, 4n * USDC)
+    env = await startChainMarket()
+    ;({ c, m, payer: alice } = env)
     bob = await newPayer(c, 5n * USDC, 4n * USDC)
-    m = await startMarket({ user: alice.address, sim: { replyTokens: 200 }, tuning: { settleIntervalMs: 0 }, edit: (cfg) => (cfg.rail = railConfig(c)) })
     bobId = (await openAccount(m.store, bob.address)).account.id
     bobKey = (await issueKey(m.store, bobId, 'bob')).key
     await evmRail(m).watcher.syncNow()
   })
-  afterEach(async () => {
-    await m?.close()
-    await c?.close()
-  })
+  afterEach(() => env?.close())
 
-  const ask = (key: string) => chat(m.url, key, { model: 'svc/atlas@1', messages: hello, max_tokens: 400 })
+  const ask = (key: string) => askAtlas(m, key)
   const account = async (id: number) => (await m.store.accounts.byId(id))!
 
   it('records the debt of a payer who revoked the allowance, settles the others, and refuses the payer until covered', async () => {

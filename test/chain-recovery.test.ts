@@ -4,29 +4,21 @@ import type { Config } from '../src/config.js'
 import { SYSTEM_ACCOUNTS } from '../src/store/accounts.js'
 import { Settler } from '../src/settlement/settler.js'
 import { createEvmRail } from '../src/settlement/evm-rail.js'
-import { chat, P, startMarket, type Market } from './helpers/market.js'
-import { balanceOf, evmRail, hasAnvil, newPayer, railConfig, startChain, until, type Chain, type Payer } from './helpers/chain.js'
-
-const hello = [{ role: 'user', content: 'Say something.' }]
-const USDC = 1_000_000n
+import { P, type Market } from './helpers/market.js'
+import { askAtlas, balanceOf, evmRail, hasAnvil, startChainMarket, until, type Chain, type ChainMarket } from './helpers/chain.js'
 
 /** Restarts and stuck transactions: a batch is paid exactly once whatever happens between send and confirmation. */
 describe.skipIf(!hasAnvil)('batch transactions survive restarts and stuck fees (anvil)', () => {
   let c: Chain
   let m: Market
-  let payer: Payer
+  let env: ChainMarket | undefined
 
   beforeEach(async () => {
-    c = await startChain()
-    payer = await newPayer(c, 5n * USDC, 4n * USDC)
-    m = await startMarket({ user: payer.address, sim: { replyTokens: 200 }, tuning: { settleIntervalMs: 0 }, edit: (cfg) => (cfg.rail = railConfig(c)) })
-    await evmRail(m).watcher.syncNow()
-    expect((await chat(m.url, m.key, { model: 'svc/atlas@1', messages: hello, max_tokens: 400 })).status).toBe(200)
+    env = await startChainMarket()
+    ;({ c, m } = env)
+    expect((await askAtlas(m, m.key)).status).toBe(200)
   })
-  afterEach(async () => {
-    await m?.close()
-    await c?.close()
-  })
+  afterEach(() => env?.close())
 
   /** The market's rail config: a second rail over the same store is what a restarted process builds. */
   const evmConfig = () => m.config.rail as Extract<Config['rail'], { kind: 'evm' }>

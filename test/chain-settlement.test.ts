@@ -4,27 +4,20 @@ import { SYSTEM_ACCOUNTS } from '../src/store/accounts.js'
 import { batchKey, settlerAbi } from '../src/chain/contracts.js'
 import { walletFor } from '../src/chain/deploy.js'
 import { walletOnChain } from '../src/chain/status.js'
-import { chat, P, startMarket, type Market } from './helpers/market.js'
-import { balanceOf, evmRail, FEE_ADDRESS, hasAnvil, newPayer, railConfig, startChain, VENDOR_ADDRESS, type Chain, type Payer } from './helpers/chain.js'
-
-const hello = [{ role: 'user', content: 'Say something.' }]
-const USDC = 1_000_000n
+import { chat, P, type Market } from './helpers/market.js'
+import { askAtlas, balanceOf, evmRail, FEE_ADDRESS, hasAnvil, hello, startChainMarket, USDC, VENDOR_ADDRESS, type Chain, type ChainMarket, type Payer } from './helpers/chain.js'
 
 describe.skipIf(!hasAnvil)('settlement on chain (anvil)', () => {
   let c: Chain
   let m: Market
   let payer: Payer
+  let env: ChainMarket | undefined
 
   beforeEach(async () => {
-    c = await startChain()
-    payer = await newPayer(c, 5n * USDC, 4n * USDC)
-    m = await startMarket({ user: payer.address, sim: { replyTokens: 200 }, tuning: { settleIntervalMs: 0 }, edit: (cfg) => (cfg.rail = railConfig(c)) })
-    await evmRail(m).watcher.syncNow()
+    env = await startChainMarket()
+    ;({ c, m, payer } = env)
   })
-  afterEach(async () => {
-    await m?.close()
-    await c?.close()
-  })
+  afterEach(() => env?.close())
 
   const ledger = async (address: string) => {
     const a = (await m.store.accounts.byAddress(address))!
@@ -82,7 +75,7 @@ describe.skipIf(!hasAnvil)('settlement on chain (anvil)', () => {
   })
 
   it('refuses a replayed batch on chain and changes nothing', async () => {
-    expect((await chat(m.url, m.key, { model: 'svc/atlas@1', messages: hello, max_tokens: 400 })).status).toBe(200)
+    expect((await askAtlas(m, m.key)).status).toBe(200)
     await m.server.settler.runOnce()
     const [batch] = await m.store.settlement.batches(['settled'])
     const legs = await m.store.settlement.legs(batch!.id)

@@ -5,7 +5,7 @@ import { anvilAccount, anvilBinary, anvilKey, startAnvil, type Anvil } from '../
 import { publicClientFor } from '../../src/chain/client.js'
 import { approveSettler, deploySettler, deployTestUsdc, mintUsdc, usdcBalance, walletFor, type Wallet } from '../../src/chain/deploy.js'
 import { EvmRail } from '../../src/settlement/evm-rail.js'
-import type { Market } from './market.js'
+import { chat, startMarket, type Market } from './market.js'
 
 /** Chain tests skip themselves when the anvil binary of @foundry-rs/anvil is not installed. */
 export const hasAnvil = anvilBinary() !== null
@@ -84,3 +84,30 @@ export async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, ti
     await new Promise((r) => setTimeout(r, 20))
   }
 }
+
+export const USDC = 1_000_000n
+export const hello = [{ role: 'user', content: 'Say something.' }]
+
+export interface ChainMarket {
+  c: Chain
+  m: Market
+  /** The market's test account: a wallet with 5 USDC, 4 of them approved to the settler. */
+  payer: Payer
+  close(): Promise<void>
+}
+
+/** A fresh chain and a market settling on it, its test account read from the wallet; settlement runs on demand. */
+export async function startChainMarket(): Promise<ChainMarket> {
+  const c = await startChain()
+  const payer = await newPayer(c, 5n * USDC, 4n * USDC)
+  // 200-token replies make charges large enough for a non-zero fee leg.
+  const m = await startMarket({ user: payer.address, sim: { replyTokens: 200 }, tuning: { settleIntervalMs: 0 }, edit: (cfg) => (cfg.rail = railConfig(c)) })
+  await evmRail(m).watcher.syncNow()
+  return { c, m, payer, async close() {
+    await m.close()
+    await c.close()
+  } }
+}
+
+/** A request on atlas large enough to be charged a fee. */
+export const askAtlas = (m: Market, key: string) => chat(m.url, key, { model: 'svc/atlas@1', messages: hello, max_tokens: 400 })
