@@ -69,8 +69,17 @@ export class ChainWatcher {
   }
 
   private async run(): Promise<void> {
+    let failing = false
     while (!this.ac.signal.aborted) {
-      await this.syncNow().catch((err) => this.o.log('chain watcher round failed', err))
+      try {
+        await this.syncNow()
+        if (failing) this.o.log('chain watcher reads the chain again')
+        failing = false
+      } catch (err) {
+        // Once per outage, not once per poll: admission keeps working on the last values read.
+        if (!failing && !this.ac.signal.aborted) this.o.log('chain watcher cannot read the chain; balances stay as last read', err)
+        failing = true
+      }
       await sleep(this.o.pollMs, undefined, { signal: this.ac.signal }).catch(() => {})
     }
   }

@@ -51,9 +51,11 @@ export class ChainRepo {
       let q = trx.selectFrom('accounts').selectAll().where('id', '=', accountId)
       if (this.dialect === 'postgres') q = q.forUpdate()
       const before = toAccount(await q.executeTakeFirstOrThrow())
+      // Owed before the floor: a batch settled after this read raised the floor before (recordMined precedes
+      // markSettled), so the read below sees it and refuses the stale wallet state; settled later, owed still has it.
+      const owed = await owedIn(trx, accountId)
       const prev = await trx.selectFrom('chain_wallets').selectAll().where('account_id', '=', accountId).executeTakeFirst()
       if (prev && (read.block < big(prev.block) || read.block < big(prev.floor))) return { kind: 'stale' as const }
-      const owed = await owedIn(trx, accountId)
       const balance = clamp(read.balance - owed)
       const cap = clamp(read.allowance - owed)
       const delta = balance - before.balance
