@@ -48,11 +48,15 @@ const RailConfig = Type.Union([
     kind: Type.Literal('evm'),
     rpcUrl: Type.String({ pattern: '^(https?|wss?)://' }),
     chainId: Type.Integer({ minimum: 1 }),
-    usdc: Type.String(),
-    settler: Type.String(),
-    operatorKeyEnv: Type.Optional(Type.String({ minLength: 1 })),
-    confirmations: Type.Optional(Type.Integer({ minimum: 0 })),
-    feeAccount: Type.Optional(Type.String()),
+    usdc: Type.String({ description: 'the USDC token (6 decimals)' }),
+    settler: Type.String({ description: 'the BatchSettler contract; payers approve it' }),
+    operatorKeyEnv: Type.Optional(Type.String({ minLength: 1, description: 'environment variable holding the operator key (default SVC_OPERATOR_KEY)' })),
+    confirmations: Type.Optional(Type.Integer({ minimum: 0, description: 'blocks on top of the one with a batch before it counts as settled (default 1)' })),
+    feeAccount: Type.Optional(Type.String({ description: 'address paid the marketplace fee (default: the operator)' })),
+    vendorAccount: Type.Optional(Type.String({ description: 'address paid for managed-vendor charges (default: feeAccount)' })),
+    pollMs: Type.Optional(Type.Integer({ minimum: 10, description: 'how often new blocks are looked for (default 1000)' })),
+    maxLegs: Type.Optional(Type.Integer({ minimum: 2, description: 'most transfers in one batch transaction (default 200)' })),
+    bumpAfterMs: Type.Optional(Type.Integer({ minimum: 1, description: 'a batch not mined after this is re-sent with higher fees (default 30000)' })),
   }),
 ])
 
@@ -168,6 +172,10 @@ function semanticProblems(config: Config): string[] {
   if (config.rail.kind === 'evm') {
     if (!isEvmAddress(config.rail.usdc)) problems.push('rail.usdc: not an EVM address')
     if (!isEvmAddress(config.rail.settler)) problems.push('rail.settler: not an EVM address')
+    for (const f of ['feeAccount', 'vendorAccount'] as const) {
+      const v = config.rail[f]
+      if (v !== undefined && !isEvmAddress(v)) problems.push(`rail.${f}: not an EVM address`)
+    }
   }
   return problems
 }

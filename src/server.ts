@@ -6,6 +6,7 @@ import { Gateway, type GatewayOptions } from './gateway/gateway.js'
 import { openStore } from './store/open.js'
 import type { Store } from './store/store.js'
 import { makeRail } from './settlement/rails.js'
+import type { Rail } from './settlement/rail.js'
 import { Settler } from './settlement/settler.js'
 import { portalPlugin, type PortalOptions } from './portal/plugin.js'
 
@@ -15,6 +16,7 @@ export interface RunningServer {
   gateway: Gateway
   store: Store
   settler: Settler
+  rail: Rail
   close(): Promise<void>
 }
 
@@ -28,9 +30,15 @@ export interface ServerOptions extends GatewayOptions {
 /** Composition root: open the store, start the gateway, build the app, listen. */
 export async function startServer(config: Config, opts: ServerOptions = {}): Promise<RunningServer> {
   const store = opts.store ?? (await openStore(config.store, opts.now))
+  // The rail first: a missing operator key or a wrong chain stops the start before anything runs.
+  const rail = await makeRail(config, store, { now: opts.now, log: opts.log }).catch(async (err: unknown) => {
+    if (!opts.store) await store.close()
+    throw err
+  })
   const gateway = await Gateway.start(config, store, opts)
   const app = await buildApp(gateway, [portalPlugin(opts.portal), ...(opts.plugins ?? [])])
-  const settler = new Settler(store, await makeRail(config), gateway.now)
+  await rail.start?.()
+  const settler = new Settler(store, rail, gateway.now)
   settler.start(gateway.tuning.settleIntervalMs, (err) => gateway.log('settlement pass failed', err))
   await app.listen({ host: config.listen?.host ?? '127.0.0.1', port: config.listen?.port ?? 8080 })
   const addr = app.server.address() as AddressInfo
@@ -41,7 +49,9 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
     gateway,
     store,
     settler,
+    rail,
     async close() {
+      await rail.close?.()
       await settler.stop()
       await app.close()
       await gateway.close()

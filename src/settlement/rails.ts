@@ -1,8 +1,11 @@
 import type { Config } from '../config.js'
+import type { Store } from '../store/store.js'
 import { LocalRail, type Rail } from './rail.js'
+import type { EvmRailOptions } from './evm-rail.js'
 
-/** The rail named by the config. */
-export async function makeRail(config: Config): Promise<Rail> {
+/** The rail named by the config. The evm rail (viem) loads only when configured. */
+export async function makeRail(config: Config, store: Store, opts: EvmRailOptions = {}): Promise<Rail> {
   if (config.rail.kind === 'local') return new LocalRail()
-  throw new Error(`rail ${config.rail.kind} is not available in this build`)
+  const { createEvmRail } = await import('./evm-rail.js')
+  return createEvmRail(config.rail, store, opts)
 }

@@ -8,7 +8,7 @@ export const SETTLER_LOCK = 'svc-settler'
 export interface SettleReport {
   /** False when another settler held the lock. */
   ran: boolean
-  batches: { id: string; total: bigint; legs: number }[]
+  batches: { id: string; total: bigint; legs: number; failedPayers: number[] }[]
 }
 
 /**
@@ -35,15 +35,16 @@ export class Settler {
       const report: SettleReport = { ran: true, batches: [] }
       const pending = await this.store.settlement.batches(['open', 'sent'])
       for (;;) {
-        const batch = await this.store.settlement.createBatch(`bat_${ulid(this.now())}`, fees, this.now())
+        const batch = await this.store.settlement.createBatch(`bat_${ulid(this.now())}`, fees, this.now(), this.rail.maxLegs === undefined ? {} : { maxLegs: this.rail.maxLegs })
         if (!batch) break
         pending.push(batch)
       }
       for (const batch of pending) {
         const legs = await this.store.settlement.legs(batch.id)
-        await this.rail.execute(batch, legs)
-        await this.store.settlement.markSettled(batch.id, this.now())
-        report.batches.push({ id: batch.id, total: batch.total, legs: legs.length })
+        const { failedPayers } = await this.rail.execute(batch, legs)
+        await this.store.settlement.markSettled(batch.id, this.now(), failedPayers)
+        await this.rail.afterSettled?.(batch, legs)
+        report.batches.push({ id: batch.id, total: batch.total, legs: legs.length, failedPayers })
       }
       return report
     } finally {

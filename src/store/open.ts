@@ -12,6 +12,7 @@ import type { Dialect } from './dialect.js'
 /** Opens the store named by a `sqlite:` or `postgres://` URL, migrated and with the system accounts present. */
 export async function openStore(url: string, now: () => number = Date.now): Promise<Store> {
   let store: Store
+  let schema: string | null = null
   if (url.startsWith('sqlite:')) {
     const h = openSqlite(url)
     await migrated(h.db, 'sqlite', () => h.backend.close())

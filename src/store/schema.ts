@@ -30,7 +30,8 @@ export interface ApiKeysTable {
 }
 
 export type Book = 'available' | 'held' | 'pending'
-export type PostingKind = 'deposit' | 'hold' | 'release' | 'capture' | 'payout' | 'fee' | 'settlement' | 'withdrawal'
+/** `chain`: the difference between a wallet's on-chain state and the ledger, against svc:world (evm rail). */
+export type PostingKind = 'deposit' | 'hold' | 'release' | 'capture' | 'payout' | 'fee' | 'settlement' | 'withdrawal' | 'chain'
 
 /** Append-only: rows are inserted, never updated or deleted. */
 export interface PostingsTable {
@@ -92,6 +93,8 @@ export interface BatchesTable {
   settled_at: bigint | null
   tx_hash: string | null
   nonce: number | null
+  /** Block the batch's transaction was mined in (evm rail). */
+  block: bigint | null
 }
 
 /** One transfer of a batch: payer → payee. */
@@ -100,6 +103,18 @@ export interface BatchLegsTable {
   payer_id: number
   payee_id: number
   amount: bigint
+  /** 1 when the payer's transfers failed on the rail (the amount became the payer's debt). */
+  failed: Generated<number>
+}
+
+/** A wallet's on-chain USDC balance and allowance to the settler, as last read by the chain watcher. */
+export interface ChainWalletsTable {
+  account_id: number
+  balance: bigint
+  allowance: bigint
+  block: bigint
+  floor: Generated<bigint>
+  synced_at: bigint
 }
 
 export interface InstancesTable {
@@ -138,4 +153,5 @@ export interface Database {
   instances: InstancesTable
   portal_nonces: PortalNoncesTable
   portal_sessions: PortalSessionsTable
+  chain_wallets: ChainWalletsTable
 }

@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Selectable } from 'kysely'
 import type { BatchesTable, BatchStatus, Database } from './schema.js'
-import { big, num, numOrNull } from './dialect.js'
+import { big, bigOrNull, num, numOrNull } from './dialect.js'
 
 export interface Batch {
   id: string
@@ -11,6 +11,15 @@ export interface Batch {
   settledAt: number | null
   txHash: string | null
   nonce: number | null
+  /** Block the batch's transaction was mined in (evm rail). */
+  block: bigint | null
+}
+
+export interface BatchLimits {
+  /** Most charges in one batch (default 10 000). */
+  maxHolds?: number
+  /** Most transfer legs in one batch: a chain transaction has a gas limit. */
+  maxLegs?: number
 }
 
 export interface Leg {
@@ -22,7 +31,7 @@ export interface Leg {
 function toBatch(r: Selectable<BatchesTable>): Batch {
   return {
     id: r.id, status: r.status, total: big(r.total), createdAt: num(r.created_at), sentAt: numOrNull(r.sent_at),
-    settledAt: numOrNull(r.settled_at), txHash: r.tx_hash, nonce: numOrNull(r.nonce),
+    settledAt: numOrNull(r.settled_at), txHash: r.tx_hash, nonce: numOrNull(r.nonce), block: bigOrNull(r.block),
   }
 }
 
@@ -30,10 +39,29 @@ function toBatch(r: Selectable<BatchesTable>): Batch {
 export class SettlementRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
-  /** Assigns up to `limit` unbatched charges to a new batch and computes its legs; null when nothing is due. */
-  async createBatch(id: string, feeAccountId: number, now: number, limit = 10_000): Promise<Batch | null> {
+  /**
+   * Assigns due charges to a new batch and computes its legs; null when nothing is due. Charges of accounts in
+   * debt wait until the debt is covered (collecting them again would only fail again). With `maxLegs`, whole
+   * payers are taken in order while their legs (one per payee, one for the fee) fit.
+   */
+  async createBatch(id: string, feeAccountId: number, now: number, limits: BatchLimits = {}): Promise<Batch | null> {
     return this.db.transaction().execute(async (trx) => {
-      const due = trx.selectFrom('holds').select('request_id').where('status', '=', sql.lit('captured')).where('batch_id', 'is', null).where('cost', '>', 0n).limit(limit)
+      const debtors = trx.selectFrom('accounts').select('id').where('debt', '>', 0n)
+      const dueBase = () => trx.selectFrom('holds').where('status', '=', sql.lit('captured')).where('batch_id', 'is', null).where('cost', '>', 0n).where('account_id', 'not in', debtors)
+      let due = dueBase().select('request_id').limit(limits.maxHolds ?? 10_000)
+      if (limits.maxLegs !== undefined) {
+        const perPayer = await dueBase().select(['account_id', (eb) => eb.fn.count<number>('payee_id').distinct().as('payees')]).groupBy('account_id').orderBy('account_id').execute()
+        const payers: number[] = []
+        let legs = 0
+        for (const p of perPayer) {
+          const n = num(p.payees) + 1
+          if (payers.length > 0 && legs + n > limits.maxLegs) break
+          payers.push(num(p.account_id))
+          legs += n
+        }
+        if (payers.length === 0) return null
+        due = due.where('account_id', 'in', payers)
+      }
       const assigned = await trx.updateTable('holds').set({ batch_id: id }).where('request_id', 'in', due).where('batch_id', 'is', null).returning('request_id').execute()
       if (assigned.length === 0) return null
       const payouts = await trx
@@ -56,7 +84,7 @@ export class SettlementRepo {
       const total = [...legs.values()].reduce((s, l) => s + l.amount, 0n)
       await trx.insertInto('batches').values({ id, status: 'open', total, created_at: BigInt(now), sent_at: null, settled_at: null, tx_hash: null, nonce: null }).execute()
       await trx.insertInto('batch_legs').values([...legs.values()].map((l) => ({ batch_id: id, payer_id: l.payerId, payee_id: l.payeeId, amount: l.amount }))).execute()
-      return { id, status: 'open', total, createdAt: now, sentAt: null, settledAt: null, txHash: null, nonce: null }
+      return { id, status: 'open', total, createdAt: now, sentAt: null, settledAt: null, txHash: null, nonce: null, block: null }
     })
   }
 
@@ -75,8 +103,13 @@ export class SettlementRepo {
     await this.db.updateTable('batches').set({ status: 'sent', tx_hash: txHash, nonce, sent_at: BigInt(now) }).where('id', '=', batchId).where('status', 'in', ['open', 'sent']).execute()
   }
 
-  /** Marks a batch settled and moves each payee's pending to available. A replay changes nothing and returns false. */
-  async markSettled(batchId: string, now: number): Promise<boolean> {
+  /**
+   * Marks a batch settled and moves each payee's pending to available. Payers in `failedPayers` were not collected
+   * (the rail refused their transfers): their legs are marked failed, their charges return to the due pool and
+   * their debt grows by the amount, so admission refuses them until it is covered. A replay changes nothing and
+   * returns false.
+   */
+  async markSettled(batchId: string, now: number, failedPayers: readonly number[] = []): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
       const done = await trx
         .updateTable('batches')
@@ -86,13 +119,23 @@ export class SettlementRepo {
         .returning('id')
         .executeTakeFirst()
       if (!done) return false
-      const perPayee = await trx.selectFrom('batch_legs').select(['payee_id', sql<bigint>`sum(amount)`.as('amount')]).where('batch_id', '=', batchId).groupBy('payee_id').execute()
+      const failed = [...failedPayers]
+      let paidLegs = trx.selectFrom('batch_legs').select(['payee_id', sql<bigint>`sum(amount)`.as('amount')]).where('batch_id', '=', batchId)
+      if (failed.length) paidLegs = paidLegs.where('payer_id', 'not in', failed)
+      const perPayee = await paidLegs.groupBy('payee_id').execute()
       const created_at = BigInt(now)
       const rows = perPayee.flatMap((p) => [
         { ref: batchId, account_id: num(p.payee_id), book: 'pending' as const, kind: 'settlement' as const, amount: -big(p.amount), created_at },
         { ref: batchId, account_id: num(p.payee_id), book: 'available' as const, kind: 'settlement' as const, amount: big(p.amount), created_at },
       ])
       if (rows.length) await trx.insertInto('postings').values(rows).execute()
+      if (failed.length) {
+        const owed = await trx.selectFrom('batch_legs').select(['payer_id', sql<bigint>`sum(amount)`.as('amount')])
+          .where('batch_id', '=', batchId).where('payer_id', 'in', failed).groupBy('payer_id').execute()
+        await trx.updateTable('batch_legs').set({ failed: 1 }).where('batch_id', '=', batchId).where('payer_id', 'in', failed).execute()
+        await trx.updateTable('holds').set({ batch_id: null }).where('batch_id', '=', batchId).where('account_id', 'in', failed).execute()
+        for (const o of owed) await trx.updateTable('accounts').set({ debt: sql`debt + ${big(o.amount)}` }).where('id', '=', num(o.payer_id)).execute()
+      }
       return true
     })
   }
@@ -126,9 +169,9 @@ export class SettlementRepo {
     const rows = await this.db
       .selectFrom('batch_legs')
       .innerJoin('batches', 'batches.id', 'batch_legs.batch_id')
-      .select(['batches.id', 'batches.status', 'batches.total', 'batches.created_at', 'batches.sent_at', 'batches.settled_at', 'batches.tx_hash', 'batches.nonce', sql<bigint>`sum(batch_legs.amount)`.as('amount')])
+      .select(['batches.id', 'batches.status', 'batches.total', 'batches.created_at', 'batches.sent_at', 'batches.settled_at', 'batches.tx_hash', 'batches.nonce', 'batches.block', sql<bigint>`sum(batch_legs.amount)`.as('amount')])
       .where('batch_legs.payee_id', '=', accountId)
-      .groupBy(['batches.id', 'batches.status', 'batches.total', 'batches.created_at', 'batches.sent_at', 'batches.settled_at', 'batches.tx_hash', 'batches.nonce'])
+      .groupBy(['batches.id', 'batches.status', 'batches.total', 'batches.created_at', 'batches.sent_at', 'batches.settled_at', 'batches.tx_hash', 'batches.nonce', 'batches.block'])
       .orderBy('batches.created_at', 'desc')
       .orderBy('batches.id', 'desc')
       .limit(limit)

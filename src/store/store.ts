@@ -9,6 +9,7 @@ import { SettlementRepo } from './settlement.js'
 import { InstanceRepo } from './instances.js'
 import type { HotLedger } from './ledger-types.js'
 import { PortalRepo } from './portal.js'
+import { ChainRepo } from './chain.js'
 
 export interface Lock {
   release(): Promise<void>
@@ -32,6 +33,7 @@ export class Store {
   readonly settlement: SettlementRepo
   readonly instances: InstanceRepo
   readonly portal: PortalRepo
+  readonly chain: ChainRepo
 
   constructor(readonly db: Kysely<Database>, readonly dialect: Dialect, private readonly backend: Backend, hot: HotLedger) {
     this.accounts = new AccountRepo(db)
@@ -41,6 +43,7 @@ export class Store {
     this.settlement = new SettlementRepo(db)
     this.instances = new InstanceRepo(db)
     this.portal = new PortalRepo(db)
+    this.chain = new ChainRepo(db, dialect)
   }
 
   durable(): Promise<void> {

@@ -44,6 +44,8 @@ export interface MarketOptions {
   cap?: bigint
   edit?: (config: Config) => void
   portal?: PortalOptions
+  /** Wallet of the test account (default USER); on the evm rail its funds come from the chain, not a deposit. */
+  user?: string
 }
 
 /** The test marketplace: atlas@1 (tools, two providers), tern@2 (limited tools), wren@1 (small context), quill@1 (no streaming), a vendor. */
@@ -89,9 +91,11 @@ export async function startMarket(opts: MarketOptions = {}): Promise<Market> {
   opts.edit?.(config)
   const store = await openStore(storeUrl)
   const server = await startServer(config, { store, log: () => {}, ...(opts.portal ? { portal: opts.portal } : {}) })
-  const { account } = await openAccount(store, USER)
-  await depositTo(store, account.id, opts.funds ?? 10_000_000n)
-  await store.accounts.approve(account.id, opts.cap ?? opts.funds ?? 10_000_000n)
+  const { account } = await openAccount(store, opts.user ?? USER)
+  if (config.rail.kind === 'local') {
+    await depositTo(store, account.id, opts.funds ?? 10_000_000n)
+    await store.accounts.approve(account.id, opts.cap ?? opts.funds ?? 10_000_000n)
+  }
   const { key } = await issueKey(store, account.id, 'test')
   return {
     sims, server, url: server.url, store, config, key, accountId: account.id,

@@ -67,7 +67,8 @@ export function accountCommands(program: Command): void {
   }
   common(program.command('deposit').requiredOption('--wallet <address>', 'wallet address').requiredOption('--amount <usdc>', 'USDC, e.g. 12.5'))
     .description('credit test USDC to an account (local rail)')
-    .action(action(async (opts: AmountOptions) => withStore(opts, async (store) => {
+    .action(action(async (opts: AmountOptions) => withStore(opts, async (store, config) => {
+      if (config.rail.kind === 'evm') throw new OperationError('on the evm rail the balance is the wallet\'s USDC on chain: send test USDC to the wallet instead')
       const amount = amountOf(opts.amount)
       const { account: a } = await openAccount(store, normalizeWallet(opts.wallet))
       const after = await depositTo(store, a.id, amount)
@@ -76,7 +77,8 @@ export function accountCommands(program: Command): void {
     })))
   common(program.command('approve').requiredOption('--wallet <address>', 'wallet address').requiredOption('--amount <usdc>', 'USDC, e.g. 10'))
     .description('set the approved spending cap of an account (like an ERC-20 allowance)')
-    .action(action(async (opts: AmountOptions) => withStore(opts, async (store) => {
+    .action(action(async (opts: AmountOptions) => withStore(opts, async (store, config) => {
+      if (config.rail.kind === 'evm') throw new OperationError(`on the evm rail the cap is the wallet's USDC allowance: approve the settler ${config.rail.settler} from the wallet`)
       const cap = amountOf(opts.amount)
       const a = await requireAccount(store, opts.wallet)
       await store.accounts.approve(a.id, cap)

@@ -6,6 +6,7 @@ import { DEMO_WALLET, demoConfig } from '../../demo/market.js'
 import { depositTo, issueKey, openAccount, OperationError } from '../../accounts/operations.js'
 import { formatUsdc, parseUsdc } from '../../ledger/money.js'
 import { spendableOf } from '../../ledger/spendable.js'
+import type { AnvilDemo } from '../../demo/anvil.js'
 import { action, common, DEFAULT_DATA_DIR, emit, onShutdown, type CommonOptions } from '../context.js'
 
 const FUNDS = parseUsdc('25')!
@@ -15,24 +16,34 @@ interface DemoOptions extends CommonOptions {
   port: string
   data: string
   chunkDelayMs: string
+  rail: string
 }
 
-/** `svc demo`: embedded store, local rail, simulated providers and vendor, a funded demo wallet and a new key. */
+/**
+ * `svc demo`: embedded store, simulated providers and vendor, a funded demo wallet and a new key; settled in the
+ * ledger (`--rail local`) or in test USDC on a local anvil chain started for the demo (`--rail anvil`).
+ */
 export function demoCommand(program: Command): void {
   common(program.command('demo'))
     .description('start the embedded demo marketplace (what npm start runs)')
     .option('--port <n>', 'gateway port (0 picks a free one)', '8080')
     .option('--data <dir>', 'directory for the database and the written config', DEFAULT_DATA_DIR)
     .option('--chunk-delay-ms <n>', 'pause between streamed tokens of the simulated providers', '15')
+    .option('--rail <kind>', 'local (settled in the ledger) or anvil (test USDC on a local chain)', 'local')
     .action(action(async (opts: DemoOptions) => {
       const port = Number(opts.port)
       if (!Number.isInteger(port) || port < 0 || port > 65535) throw new OperationError(`--port must be a port number, got ${opts.port}`)
+      if (opts.rail !== 'local' && opts.rail !== 'anvil') throw new OperationError(`--rail must be local or anvil, got ${opts.rail}`)
       const data = resolve(opts.data)
       mkdirSync(data, { recursive: true })
+      // The chain (viem, anvil) loads only for --rail anvil.
+      const anvil = opts.rail === 'anvil' ? await import('../../demo/anvil.js') : undefined
+      const chain: AnvilDemo | undefined = anvil ? await anvil.startAnvilDemo(data, FUNDS, CAP) : undefined
       const sim = { chunkDelayMs: Number(opts.chunkDelayMs) || 0, replyTokens: 24 }
       const sims = await Promise.all([0, 1, 2, 3, 4].map(() => SimulatedProvider.start(sim)))
       const [a, b, c, d, vendor] = sims as [SimulatedProvider, SimulatedProvider, SimulatedProvider, SimulatedProvider, SimulatedProvider]
-      const config = demoConfig({ providers: [a.url, b.url, c.url, d.url], vendor: vendor.url }, `sqlite:${join(data, 'svc.db')}`, port)
+      const config = demoConfig({ providers: [a.url, b.url, c.url, d.url], vendor: vendor.url }, chain?.storeUrl ?? `sqlite:${join(data, 'svc.db')}`, port)
+      if (chain) config.rail = chain.rail
       const configFile = join(data, 'config.json')
       writeFileSync(configFile, `${JSON.stringify(config, null, 2)}\n`)
       const { startServer } = await import('../../server.js')
@@ -41,14 +52,21 @@ export function demoCommand(program: Command): void {
         server = await startServer(config)
       } catch (err) {
         await Promise.all(sims.map((s) => s.close()))
+        await chain?.anvil.close()
         if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new OperationError(`port ${port} is in use; choose another with: npm start -- --port 8081`)
         throw err
       }
       const { store } = server
       const { account } = await openAccount(store, DEMO_WALLET)
-      const current = (await store.accounts.byId(account.id))!
-      if (current.balance < FUNDS) await depositTo(store, account.id, FUNDS - current.balance)
-      await store.accounts.approve(account.id, CAP)
+      if (anvil) {
+        // On chain the wallet was funded and approved above; the watcher reads it into the ledger.
+        const { EvmRail } = await import('../../settlement/evm-rail.js')
+        if (server.rail instanceof EvmRail) await server.rail.watcher.syncNow()
+      } else {
+        const current = (await store.accounts.byId(account.id))!
+        if (current.balance < FUNDS) await depositTo(store, account.id, FUNDS - current.balance)
+        await store.accounts.approve(account.id, CAP)
+      }
       const funded = (await store.accounts.byId(account.id))!
       const key = await issueKey(store, account.id, 'demo')
       const baseUrl = server.url
@@ -56,8 +74,10 @@ export function demoCommand(program: Command): void {
       onShutdown(async () => {
         await server.close()
         await Promise.all(sims.map((s) => s.close()))
+        await chain?.anvil.close()
       })
-      emit(opts, { base_url: baseUrl, portal_url: portalUrl, api_key: key.key, config: configFile }, [
+      const chainJson = chain ? { chain: { rpc_url: chain.anvil.rpcUrl, chain_id: chain.anvil.chainId, usdc: chain.rail.usdc, settler: chain.rail.settler } } : {}
+      emit(opts, { base_url: baseUrl, portal_url: portalUrl, api_key: key.key, config: configFile, ...chainJson }, [
         'svc marketplace demo is running (Ctrl-C stops it)',
         '',
         `  base URL   ${baseUrl}   (OpenAI SDK baseURL: ${baseUrl}/v1)`,
@@ -66,6 +86,11 @@ export function demoCommand(program: Command): void {
         '             shown once: it is stored only as a hash',
         `  wallet     ${DEMO_WALLET}: balance ${formatUsdc(funded.balance)} USDC, approved cap ${formatUsdc(funded.cap)}, spendable ${formatUsdc(spendableOf(funded))}`,
         `  config     ${configFile}   (svc account/key/usage/settle commands use it)`,
+        ...(chain ? [
+          `  chain      anvil ${chain.anvil.rpcUrl} (chain ${chain.anvil.chainId}, 1 s blocks): test USDC ${chain.rail.usdc}`,
+          `             settler ${chain.rail.settler}: wallets approve it; batches settle every 30 s`,
+          `             svc settle needs the operator key: export ${anvil!.DEMO_OPERATOR_KEY_ENV}=${anvil!.demoOperatorKey()}`,
+        ] : []),
         `  models     svc/atlas@1 (tools), svc/tern@2 (tools, limited), svc/wren@1 (small context), svc/cortex@1 (routing)`,
         '',
         'Try it:',

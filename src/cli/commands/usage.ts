@@ -32,7 +32,8 @@ export function usageCommands(program: Command): void {
   common(program.command('settle'))
     .description('run one settlement pass: batch captured charges and pay them on the rail')
     .action(action(async (opts: CommonOptions) => withStore(opts, async (store, config) => {
-      const report = await new Settler(store, await makeRail(config)).runOnce()
+      const rail = await makeRail(config, store)
+      const report = await new Settler(store, rail).runOnce().finally(() => rail.close?.())
       const batches = report.batches.map((b) => ({ id: b.id, total: formatUsdc(b.total), legs: b.legs }))
       emit(opts, { ran: report.ran, batches }, !report.ran
         ? 'another settler holds the lock; nothing done'

@@ -1,0 +1,144 @@
+import { sql, type Kysely, type Transaction } from 'kysely'
+import type { Database } from './schema.js'
+import type { Dialect } from './dialect.js'
+import { SYSTEM_ACCOUNTS, toAccount, type Account } from './accounts.js'
+import { big, num } from './dialect.js'
+
+/** Integer columns are signed 64-bit: an "unlimited" ERC-20 allowance (2^256 − 1) is stored as this. */
+export const MAX_STORED = 2n ** 63n - 1n
+
+/** A wallet as read from the chain at one block. */
+export interface WalletRead {
+  balance: bigint
+  allowance: bigint
+  block: bigint
+}
+
+export interface ChainWallet extends WalletRead {
+  accountId: number
+  floor: bigint
+  syncedAt: number
+}
+
+export type SyncResult =
+  | { kind: 'stale' }
+  | { kind: 'synced'; account: Account; delta: bigint; owed: bigint; debtCleared: boolean }
+
+const clamp = (v: bigint) => (v < 0n ? 0n : v > MAX_STORED ? MAX_STORED : v)
+
+/**
+ * The ledger side of the evm rail. A payer's USDC stays in their wallet until settlement, so an account's
+ * balance is the wallet's balance minus what it owes (captured, not yet settled on chain), and its cap is the
+ * allowance to the settler minus the same; this repository brings the cached row to those values with `chain`
+ * postings against svc:world (their own ref, netting to zero) and records what the watcher read.
+ */
+export class ChainRepo {
+  constructor(private readonly db: Kysely<Database>, private readonly dialect: Dialect) {}
+
+  /** Captured charges of an account not yet settled on chain (including charges a failed batch returned). */
+  async owed(accountId: number): Promise<bigint> {
+    return owedIn(this.db, accountId)
+  }
+
+  /**
+   * Brings an account to what its wallet shows at `read.block`, in one transaction with the account row locked,
+   * so a concurrent capture (which lowers balance and raises what is owed together) is counted exactly once.
+   * A read older than the last one, or older than a batch mined for this payer, is stale and changes nothing.
+   * A debt is cleared once the wallet covers everything owed again.
+   */
+  async sync(accountId: number, read: WalletRead, ref: string, now: number): Promise<SyncResult> {
+    return this.db.transaction().execute(async (trx) => {
+      let q = trx.selectFrom('accounts').selectAll().where('id', '=', accountId)
+      if (this.dialect === 'postgres') q = q.forUpdate()
+      const before = toAccount(await q.executeTakeFirstOrThrow())
+      // Owed before the floor: a batch settled after this read raised the floor before (recordMined precedes
+      // markSettled), so the read below sees it and refuses the stale wallet state; settled later, owed still has it.
+      const owed = await owedIn(trx, accountId)
+      const prev = await trx.selectFrom('chain_wallets').selectAll().where('account_id', '=', accountId).executeTakeFirst()
+      if (prev && (read.block < big(prev.block) || read.block < big(prev.floor))) return { kind: 'stale' as const }
+      const balance = clamp(read.balance - owed)
+      const cap = clamp(read.allowance - owed)
+      const delta = balance - before.balance
+      const debtCleared = before.debt > 0n && read.balance >= owed && read.allowance >= owed
+      if (delta !== 0n) {
+        const world = await trx.selectFrom('accounts').select('id').where('address', '=', SYSTEM_ACCOUNTS.world).executeTakeFirstOrThrow()
+        const created_at = BigInt(now)
+        await trx.insertInto('postings').values([
+          { ref, account_id: accountId, book: 'available', kind: 'chain', amount: delta, created_at },
+          { ref, account_id: num(world.id), book: 'available', kind: 'chain', amount: -delta, created_at },
+        ]).execute()
+      }
+      const after = await trx
+        .updateTable('accounts')
+        .set({ balance: sql`balance + ${delta}`, cap, ...(debtCleared ? { debt: 0n } : {}) })
+        .where('id', '=', accountId)
+        .returningAll()
+        .executeTakeFirstOrThrow()
+      const row = { balance: clamp(read.balance), allowance: clamp(read.allowance), block: read.block, synced_at: BigInt(now) }
+      await trx.insertInto('chain_wallets').values({ account_id: accountId, ...row, floor: 0n })
+        .onConflict((oc) => oc.column('account_id').doUpdateSet(row)).execute()
+      return { kind: 'synced' as const, account: toAccount(after), delta, owed, debtCleared }
+    })
+  }
+
+  /** Records the block a batch was mined in and makes older wallet reads of its payers stale. */
+  async recordMined(batchId: string, block: bigint, payerIds: number[]): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await trx.updateTable('batches').set({ block }).where('id', '=', batchId).execute()
+      if (payerIds.length === 0) return
+      await trx.updateTable('chain_wallets').set({ floor: block }).where('account_id', 'in', payerIds).where('floor', '<', block).execute()
+    })
+  }
+
+  async wallet(accountId: number): Promise<ChainWallet | undefined> {
+    const r = await this.db.selectFrom('chain_wallets').selectAll().where('account_id', '=', accountId).executeTakeFirst()
+    return r && {
+      accountId: num(r.account_id), balance: big(r.balance), allowance: big(r.allowance), block: big(r.block),
+      floor: big(r.floor), syncedAt: num(r.synced_at),
+    }
+  }
+
+  /** User accounts (wallets that pay), all of them or those among `addresses` (EIP-55). */
+  async payers(addresses?: string[]): Promise<{ id: number; address: string }[]> {
+    if (addresses && addresses.length === 0) return []
+    let q = this.db.selectFrom('accounts').select(['id', 'address']).where('kind', '=', 'user')
+    if (addresses) q = q.where('address', 'in', addresses)
+    return (await q.orderBy('id').execute()).map((r) => ({ id: num(r.id), address: r.address }))
+  }
+
+  /** User accounts the watcher has never read. */
+  async unsynced(): Promise<{ id: number; address: string }[]> {
+    const rows = await this.db
+      .selectFrom('accounts')
+      .leftJoin('chain_wallets', 'chain_wallets.account_id', 'accounts.id')
+      .select(['accounts.id', 'accounts.address'])
+      .where('accounts.kind', '=', 'user')
+      .where('chain_wallets.account_id', 'is', null)
+      .execute()
+    return rows.map((r) => ({ id: num(r.id), address: r.address }))
+  }
+
+  /** The newest block any wallet was read at (what the watcher has seen). */
+  async lastSyncedBlock(): Promise<bigint | null> {
+    const r = await this.db.selectFrom('chain_wallets').select((eb) => eb.fn.max('block').as('block')).executeTakeFirst()
+    return r?.block === null || r?.block === undefined ? null : big(r.block)
+  }
+
+  /** Accounts whose charges a batch failed to collect. */
+  async debtors(): Promise<{ id: number; address: string; debt: bigint }[]> {
+    const rows = await this.db.selectFrom('accounts').select(['id', 'address', 'debt']).where('debt', '>', 0n).orderBy('id').execute()
+    return rows.map((r) => ({ id: num(r.id), address: r.address, debt: big(r.debt) }))
+  }
+}
+
+async function owedIn(db: Kysely<Database> | Transaction<Database>, accountId: number): Promise<bigint> {
+  const unsettled = db.selectFrom('batches').select('id').where('status', 'in', ['open', 'sent'])
+  const r = await db
+    .selectFrom('holds')
+    .select(sql<bigint>`coalesce(sum(cost), 0)`.as('owed'))
+    .where('account_id', '=', accountId)
+    .where('status', '=', 'captured')
+    .where((eb) => eb.or([eb('batch_id', 'is', null), eb('batch_id', 'in', unsettled)]))
+    .executeTakeFirstOrThrow()
+  return big(r.owed)
+}
