@@ -6,6 +6,7 @@ import { simCommand } from './commands/sim.js'
 import { accountCommands } from './commands/accounts.js'
 import { keyCommands } from './commands/keys.js'
 import { usageCommands } from './commands/usage.js'
+import { certifyCommand } from './commands/certify.js'
 
 const program = new Command()
 program.name('svc').description('OpenAI-compatible chat completion marketplace, settled in test USDC').showHelpAfterError()
@@ -15,5 +16,6 @@ simCommand(program)
 accountCommands(program)
 keyCommands(program)
 usageCommands(program)
+certifyCommand(program)
 
 await program.parseAsync()
