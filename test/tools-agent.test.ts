@@ -76,7 +76,7 @@ describe('an agent loop driven by the ai SDK (v5) through @ai-sdk/openai-compati
   it('a refusal reaches the SDK as an API error with the gateway’s code', async () => {
     const err = await generateText({
       model: provider()('svc/tern@2'), prompt: 'hi', tools: agentTools([]), toolChoice: 'required', maxRetries: 0,
-    }).catch((e: unknown) => e as { statusCode?: number; responseBody?: string })
+    }).then(() => ({ statusCode: 200, responseBody: '{}' }), (e: unknown) => e as { statusCode?: number; responseBody?: string })
     expect(err).toMatchObject({ statusCode: 400 })
     expect(JSON.parse(err.responseBody!).error).toMatchObject({ code: 'feature_not_supported', param: 'tool_choice' })
   })

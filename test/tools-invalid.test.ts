@@ -1,17 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest'
-import { chat, P, sseEvents, startMarket, type Market, type MarketOptions } from './helpers/market.js'
+import { describe, expect, it } from 'vitest'
+import { chat, P, sseEvents, marketPerTest, type Market } from './helpers/market.js'
 import { documentTool, expectUnchanged, parseChunks, snapshot, TIME, WEATHER, WEATHER_ARGS } from './helpers/tools.js'
 import type { Fault } from '../src/providers/simulated/faults.js'
 
-let m: Market | undefined
-afterEach(async () => {
-  await m?.close()
-  m = undefined
-})
-async function market(opts: MarketOptions = {}) {
-  m = await startMarket(opts)
-  return m
-}
+const market = marketPerTest()
 
 const body = (extra: Record<string, unknown> = {}) =>
   ({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'Use get_weather' }], tools: [WEATHER, TIME], max_tokens: 100, ...extra })

@@ -128,7 +128,7 @@ describe('a multi-turn agent loop feeding tool results back', () => {
       tools: [{
         type: 'function',
         function: {
-          name: 'get_weather', parameters: WEATHER.function.parameters, parse: JSON.parse,
+          name: 'get_weather', description: WEATHER.function.description, parameters: WEATHER.function.parameters, parse: JSON.parse,
           function: (args: { city: string }) => (seen.push(args.city), { temperature: 18 }),
         },
       }],
