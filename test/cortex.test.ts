@@ -1,18 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest'
-import { chat, P, sseEvents, startMarket, type Market, type MarketOptions } from './helpers/market.js'
+import { describe, expect, it } from 'vitest'
+import { chat, P, sseEvents, marketPerTest, type Market } from './helpers/market.js'
 import { maxCostFor } from './helpers/money.js'
 import { parseUsdc, priceOf, splitFee } from '../src/ledger/money.js'
 import { SYSTEM_ACCOUNTS } from '../src/store/accounts.js'
 
-let m: Market | undefined
-afterEach(async () => {
-  await m?.close()
-  m = undefined
-})
-async function market(opts: MarketOptions = {}) {
-  m = await startMarket(opts)
-  return m
-}
+const market = marketPerTest()
 
 const ask = (extra: Record<string, unknown> = {}) => ({ model: 'svc/cortex@1', messages: [{ role: 'user', content: 'route me' }], max_tokens: 20, ...extra })
 

@@ -1,18 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createServer } from 'node:net'
-import { chat, P, sseEvents, startMarket, type Market, type MarketOptions } from './helpers/market.js'
+import { chat, P, sseEvents, marketPerTest, type Market } from './helpers/market.js'
 import { parseFault } from '../src/providers/simulated/faults.js'
 
-let m: Market | undefined
-afterEach(async () => {
-  await m?.close()
-  m = undefined
-})
-
-async function market(opts: MarketOptions = {}) {
-  m = await startMarket(opts)
-  return m
-}
+const market = marketPerTest()
 
 const body = (extra: Record<string, unknown> = {}) => ({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 20, ...extra })
 const balance = async (mk: Market) => (await mk.store.accounts.byId(mk.accountId))!

@@ -1,15 +1,7 @@
-import { afterEach, describe, expect, it } from 'vitest'
-import { chat, startMarket, type Market, type MarketOptions } from './helpers/market.js'
+import { describe, expect, it } from 'vitest'
+import { chat, marketPerTest, type Market } from './helpers/market.js'
 
-let m: Market | undefined
-afterEach(async () => {
-  await m?.close()
-  m = undefined
-})
-async function market(opts: MarketOptions = {}) {
-  m = await startMarket(opts)
-  return m
-}
+const market = marketPerTest()
 
 const body = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'stream please' }], stream: true, max_tokens: 20 }
 

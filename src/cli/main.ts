@@ -7,6 +7,7 @@ import { accountCommands } from './commands/accounts.js'
 import { keyCommands } from './commands/keys.js'
 import { usageCommands } from './commands/usage.js'
 import { chainCommands } from './commands/chain.js'
+import { certifyCommand } from './commands/certify.js'
 
 const program = new Command()
 program.name('svc').description('OpenAI-compatible chat completion marketplace, settled in test USDC').showHelpAfterError()
@@ -17,5 +18,6 @@ accountCommands(program)
 keyCommands(program)
 usageCommands(program)
 chainCommands(program)
+certifyCommand(program)
 
 await program.parseAsync()

@@ -1,5 +1,6 @@
 import type { Config } from '../config.js'
 import type { ToolContract } from '../protocol/models.js'
+import type { Behaviours } from '../providers/simulated/behaviour.js'
 
 /** The demo marketplace: three chat models from four simulated providers at different prices, and a vendor. */
 
@@ -12,15 +13,27 @@ export const DEMO_PROVIDERS = [
   '0x15d34AAf54267DB7D8c367839AAf71A00a2C6A65',
 ] as const
 
-/** Contracts of the demo models. `svc certify` against the demo's simulated providers earns these (see README). */
+/**
+ * What the demo's simulated upstreams can do with tools, per upstream model: atlas everything; tern refuses
+ * tool_choice required and named and strict schemas, calls one tool at a time, cuts argument documents past
+ * 16 KiB, sheds load past 8 concurrent requests (answering after 100 ms) and calls tools again after a result.
+ */
+export const DEMO_SIM_MODELS: Behaviours = {
+  tern: { toolChoice: ['auto', 'none'], parallel: false, strict: false, maxArgumentBytes: 16384, maxConcurrency: 8, agentic: false, latencyMs: 100 },
+}
+
+/**
+ * Contracts of the demo models: exactly what `svc certify` earns against the demo's simulated upstreams
+ * (test/certify.test.ts certifies them and fails when these differ; see README, Tool calling).
+ */
 export const DEMO_CONTRACTS: Record<'atlas' | 'tern', ToolContract> = {
   atlas: {
     tool_choice: ['auto', 'none', 'required', 'named'], parallel_tool_calls: true, strict_schemas: true, tool_streaming: 'whole-call',
-    max_argument_bytes: 65536, certified_concurrency: 32, agentic_certified: true, metering_version: 1, certification_id: 'cert-demo-atlas',
+    max_argument_bytes: 65536, certified_concurrency: 32, agentic_certified: true, metering_version: 1, certification_id: 'cert-3c494e9afb34f8ce',
   },
   tern: {
     tool_choice: ['auto', 'none'], parallel_tool_calls: false, strict_schemas: false, tool_streaming: 'whole-call',
-    max_argument_bytes: 16384, certified_concurrency: 8, agentic_certified: false, metering_version: 1, certification_id: 'cert-demo-tern',
+    max_argument_bytes: 16384, certified_concurrency: 8, agentic_certified: false, metering_version: 1, certification_id: 'cert-3f0fa3120a6eedc2',
   },
 }
 

@@ -68,7 +68,7 @@ export class Gateway {
 
   /** Serves an admitted request through its plan and settles its money. */
   async run(caller: Caller, prepared: Prepared, hold: bigint, requestId: string, startedAt: number, sink: StreamSink | undefined, signal: AbortSignal): Promise<Finished> {
-    const outcome = await executeRoute(prepared.plan, prepared.declaredTools, {
+    const outcome = await executeRoute(prepared.plan, prepared.calls, {
       request: prepared.upstream, signal, health: this.health, now: this.now, ...(sink ? { sink } : {}),
     })
     return settle(this.settleCtx, { requestId, caller, prepared, hold, startedAt }, outcome)

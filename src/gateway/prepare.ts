@@ -9,6 +9,7 @@ import type { UpstreamRequest } from '../providers/types.js'
 import { effectiveMax, fitViolation, type Needs } from './fit.js'
 import { normalizeMessages, upstreamBodyJson } from './normalize.js'
 import { validateChatRequest } from './validate.js'
+import { callPolicyOf, type CallPolicy } from '../tools/assemble.js'
 
 /** A request that passed every check before money: validated, metered, bounded and planned. */
 export interface Prepared {
@@ -18,7 +19,8 @@ export interface Prepared {
   inputTokens: number
   /** The output bound: what the hold covers and what the upstream is told. */
   maxTokens: number
-  declaredTools: ReadonlySet<string>
+  /** What the reply may call: declared tools, tool_choice, parallel_tool_calls. */
+  calls: CallPolicy
   upstream: UpstreamRequest
   plan: RoutePlan
 }
@@ -64,7 +66,7 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
     stream: needs.stream,
     inputTokens,
     maxTokens,
-    declaredTools: new Set((request.tools ?? []).map((t) => t.function.name)),
+    calls: callPolicyOf(request),
     upstream: { bodyJson: upstreamBodyJson(request, messages.upstream, maxTokens), stream: needs.stream },
     plan,
   }

@@ -44,7 +44,7 @@ export function chunkEvents(chunk: unknown, out: UpstreamEvent[]): void {
           const fn = isObject(call.function) ? call.function : {}
           out.push({
             type: 'tool_delta',
-            index: typeof call.index === 'number' ? call.index : 0,
+            index: typeof call.index === 'number' ? call.index : undefined,
             id: typeof call.id === 'string' ? call.id : undefined,
             name: typeof fn.name === 'string' ? fn.name : undefined,
             arguments: typeof fn.arguments === 'string' ? fn.arguments : undefined,

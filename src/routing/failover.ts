@@ -101,14 +101,12 @@ async function attempt(offer: Offer, rules: ToolRules, ctx: AttemptContext): Pro
       return { kind: 'client_closed', reply: sink?.committed ? produced() : undefined }
     }
     const reply = produced()
-    if (reply.toolCalls.length) {
-      const why = invalidToolCall(reply.toolCalls, rules)
-      if (why) {
-        if (sink?.committed) return { kind: 'broken', code: 'provider_output_invalid', detail: why, reply }
-        return { kind: 'failed', attempts: [{ offer, failure: { kind: 'invalid_output', detail: why } }] }
-      }
-      reply.finish = 'tool_calls'
+    const why = invalidToolCall(reply.toolCalls, rules)
+    if (why) {
+      if (sink?.committed) return { kind: 'broken', code: 'provider_output_invalid', detail: why, reply }
+      return { kind: 'failed', attempts: [{ offer, failure: { kind: 'invalid_output', detail: why } }] }
     }
+    if (reply.toolCalls.length) reply.finish = 'tool_calls'
     health = 'success'
     return { kind: 'delivered', reply }
   } finally {

@@ -1,6 +1,6 @@
 import type { ModelConfig } from '../config.js'
 import { maxBig, type Prices } from '../ledger/money.js'
-import type { ToolRules } from '../tools/assemble.js'
+import type { CallPolicy, ToolRules } from '../tools/assemble.js'
 import type { Catalog, Offer } from './catalog.js'
 import type { Health } from './health.js'
 import { rankOffers, type Estimate } from './plan.js'
@@ -65,11 +65,11 @@ export type RouteOutcome =
   | { kind: 'client_closed'; reply?: Produced; servedModel?: string }
 
 /** Runs the plan: each target's offers in turn, then the vendor; DESIGN §5. */
-export async function executeRoute(plan: RoutePlan, declared: ReadonlySet<string>, ctx: AttemptContext): Promise<RouteOutcome> {
+export async function executeRoute(plan: RoutePlan, calls: CallPolicy, ctx: AttemptContext): Promise<RouteOutcome> {
   const attempts: Attempt[] = []
   let failedTargets = 0
   for (const target of plan.targets) {
-    const rules: ToolRules = { declared, maxArgumentBytes: target.model.tool_contract?.max_argument_bytes ?? 0 }
+    const rules: ToolRules = { ...calls, maxArgumentBytes: target.model.tool_contract?.max_argument_bytes ?? 0 }
     const out = await tryOffers(target.offers, rules, ctx)
     if (out.kind === 'failed') {
       attempts.push(...out.attempts)
@@ -81,7 +81,7 @@ export async function executeRoute(plan: RoutePlan, declared: ReadonlySet<string
   const invalidSeen = attempts.some((a) => a.failure.kind === 'invalid_output')
   if (plan.managed && !ctx.signal.aborted) {
     const managedWhy: ManagedWhy = plan.targets.length === 0 ? 'no_candidate' : invalidSeen ? 'provider_output_invalid' : 'no_capacity'
-    const out = await tryOffers([plan.managed], { declared, maxArgumentBytes: 0 }, ctx)
+    const out = await tryOffers([plan.managed], { ...calls, maxArgumentBytes: 0 }, ctx)
     if (out.kind !== 'failed') return withModel(out, plan.managed.modelId, failedTargets, managedWhy)
     attempts.push(...out.attempts)
     return { kind: 'failed', code: 'no_capacity', attempts }

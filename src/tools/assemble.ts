@@ -1,4 +1,4 @@
-import type { ToolCall } from '../protocol/chat.js'
+import type { ChatRequest, ToolCall } from '../protocol/chat.js'
 
 interface Partial {
   id: string
@@ -9,17 +9,32 @@ interface Partial {
 /** Assembles tool-call deltas in any fragmentation (ids and names first, arguments split anywhere, indices interleaved). */
 export class ToolCallAssembler {
   private readonly calls = new Map<number, Partial>()
+  private last = -1
 
-  add(index: number, id?: string, name?: string, args?: string): void {
-    let call = this.calls.get(index)
+  /**
+   * Adds one delta. Some upstreams (Gemini's OpenAI-compatible endpoint among them) omit `index`: such a
+   * delta starts a new call when it carries an id other than the latest call's, and continues the latest
+   * call otherwise. Reading a missing index as 0 would merge several calls into one broken document.
+   */
+  add(index: number | undefined, id?: string, name?: string, args?: string): void {
+    const at = index ?? this.slotOf(id)
+    let call = this.calls.get(at)
     if (!call) {
       call = { id: '', name: '', arguments: '' }
-      this.calls.set(index, call)
+      this.calls.set(at, call)
     }
+    this.last = at
     if (id && !call.id) call.id = id
     // Most upstreams send the name once; some repeat it whole in later fragments, a few split it.
     if (name && name !== call.name) call.name += name
     if (args) call.arguments += args
+  }
+
+  private slotOf(id: string | undefined): number {
+    if (this.last < 0) return 0
+    const latest = this.calls.get(this.last)!
+    if (id && latest.id && id !== latest.id) return Math.max(...this.calls.keys()) + 1
+    return this.last
   }
 
   get size(): number {
@@ -34,14 +49,35 @@ export class ToolCallAssembler {
   }
 }
 
-export interface ToolRules {
+/** What a request allows a reply to call: its declared tools under its tool_choice and parallel_tool_calls. */
+export interface CallPolicy {
   /** Names the request declared; a call to anything else is refused. */
   declared: ReadonlySet<string>
+  /** `none` forbids calls, `required` demands one, `{name}` allows only that tool; `auto` leaves it to the model. */
+  choice: 'auto' | 'none' | 'required' | { name: string }
+  /** parallel_tool_calls false: at most one call per reply. */
+  single: boolean
+}
+
+export function callPolicyOf(req: Pick<ChatRequest, 'tools' | 'tool_choice' | 'parallel_tool_calls'>): CallPolicy {
+  const choice = req.tool_choice
+  return {
+    declared: new Set((req.tools ?? []).map((t) => t.function.name)),
+    choice: choice === undefined ? 'auto' : typeof choice === 'string' ? choice : { name: choice.function.name },
+    single: req.parallel_tool_calls === false,
+  }
+}
+
+export interface ToolRules extends CallPolicy {
   /** Largest certified argument document in bytes; 0 means untested (no limit enforced). */
   maxArgumentBytes: number
 }
 
-/** Why a call cannot be delivered, or null when every call is valid (spec §2.2: id, non-empty name, JSON object arguments). */
+/**
+ * Why the calls of a finished reply cannot be delivered, or null when they can: each call needs an id, a declared
+ * non-empty name and arguments that parse as a JSON object within the size limit (spec §2.2); together they must
+ * obey the request's tool_choice and parallel_tool_calls, which an upstream may silently ignore.
+ */
 export function invalidToolCall(calls: readonly ToolCall[], rules: ToolRules): string | null {
   for (const [i, c] of calls.entries()) {
     if (!c.id) return `tool call ${i} has no id`
@@ -58,5 +94,16 @@ export function invalidToolCall(calls: readonly ToolCall[], rules: ToolRules): s
     }
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return `tool call ${i} arguments are not a JSON object`
   }
+  const choice = rules.choice
+  if (choice === 'none' && calls.length > 0) return 'the reply calls a tool although tool_choice is none'
+  if (choice === 'required' && calls.length === 0) return 'the reply calls no tool although tool_choice is required'
+  if (typeof choice === 'object') {
+    if (calls.length === 0) return `the reply does not call ${JSON.stringify(choice.name)}, which tool_choice names`
+    const other = calls.find((c) => c.function.name !== choice.name)
+    if (other) return `the reply calls ${JSON.stringify(other.function.name)} although tool_choice names ${JSON.stringify(choice.name)}`
+  }
+  if (rules.single && calls.length > 1) return `the reply makes ${calls.length} tool calls although parallel_tool_calls is false`
+  // Clients match tool results to calls by id, so two calls with one id cannot both be answered.
+  if (calls.length > 1 && new Set(calls.map((c) => c.id)).size < calls.length) return 'two tool calls share one id'
   return null
 }

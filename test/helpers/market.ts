@@ -1,3 +1,4 @@
+import { afterEach } from 'vitest'
 import { getAddress } from 'viem'
 import type { Config } from '../../src/config.js'
 import type { ToolContract } from '../../src/protocol/models.js'
@@ -106,6 +107,16 @@ export async function startMarket(opts: MarketOptions = {}): Promise<Market> {
       if (opts.store === 'postgres') await dropSchema(storeUrl)
     },
   }
+}
+
+/** A fresh market per test, closed after it: `const market = marketPerTest()`, then `await market(opts)` in a test. */
+export function marketPerTest(): (opts?: MarketOptions) => Promise<Market> {
+  let current: Market | undefined
+  afterEach(async () => {
+    await current?.close()
+    current = undefined
+  })
+  return async (opts = {}) => (current = await startMarket(opts))
 }
 
 /** Reads a whole SSE response into its data payloads, in order. */

@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import type { Command } from 'commander'
 import { SimulatedProvider } from '../../providers/simulated/server.js'
-import { DEMO_WALLET, demoConfig } from '../../demo/market.js'
+import { DEMO_SIM_MODELS, DEMO_WALLET, demoConfig } from '../../demo/market.js'
 import { depositTo, issueKey, openAccount, OperationError } from '../../accounts/operations.js'
 import { formatUsdc, parseUsdc } from '../../ledger/money.js'
 import { spendableOf } from '../../ledger/spendable.js'
@@ -39,7 +39,7 @@ export function demoCommand(program: Command): void {
       // The chain (viem, anvil) loads only for --rail anvil.
       const anvil = opts.rail === 'anvil' ? await import('../../demo/anvil.js') : undefined
       const chain: AnvilDemo | undefined = anvil ? await anvil.startAnvilDemo(data, FUNDS, CAP) : undefined
-      const sim = { chunkDelayMs: Number(opts.chunkDelayMs) || 0, replyTokens: 24 }
+      const sim = { chunkDelayMs: Number(opts.chunkDelayMs) || 0, replyTokens: 24, models: DEMO_SIM_MODELS }
       const sims = await Promise.all([0, 1, 2, 3, 4].map(() => SimulatedProvider.start(sim)))
       const [a, b, c, d, vendor] = sims as [SimulatedProvider, SimulatedProvider, SimulatedProvider, SimulatedProvider, SimulatedProvider]
       const config = demoConfig({ providers: [a.url, b.url, c.url, d.url], vendor: vendor.url }, chain?.storeUrl ?? `sqlite:${join(data, 'svc.db')}`, port)

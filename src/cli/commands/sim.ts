@@ -1,7 +1,8 @@
 import type { Command } from 'commander'
 import { OperationError } from '../../accounts/operations.js'
 import { FAULT_MODES, faultName, parseFault } from '../../providers/simulated/faults.js'
-import { SimulatedProvider, type Fragmentation } from '../../providers/simulated/server.js'
+import { FRAGMENTATIONS, SimulatedProvider, type Fragmentation } from '../../providers/simulated/server.js'
+import type { Behaviours } from '../../providers/simulated/behaviour.js'
 import { action, emit, onShutdown } from '../context.js'
 
 interface SimCliOptions {
@@ -12,6 +13,7 @@ interface SimCliOptions {
   chunkDelayMs: string
   fragmentation: string
   toolPreface: string
+  models?: string
   apiKey?: string
   json?: boolean
 }
@@ -26,18 +28,25 @@ export function simCommand(program: Command): void {
     .option('--fault <mode>', 'initial fault mode', 'none')
     .option('--reply-tokens <n>', 'words in a text reply', '12')
     .option('--chunk-delay-ms <n>', 'pause between streamed chunks', '0')
-    .option('--fragmentation <how>', 'tool-call argument deltas: whole, split or bytes', 'split')
+    .option('--fragmentation <how>', `tool-call argument deltas: ${FRAGMENTATIONS.join(', ')}`, 'split')
     .option('--tool-preface <text>', 'content streamed before tool calls', '')
+    .option('--models <json>', 'tool abilities per upstream model, e.g. {"tern":{"parallel":false,"toolChoice":["auto","none"]}}')
     .option('--api-key <key>', 'require this bearer key')
     .option('--config <file>', 'accepted for symmetry; unused')
     .option('--json', 'print one JSON object')
     .action(action(async (opts: SimCliOptions) => {
       const fault = parseFault(opts.fault)
       if (!fault) throw new OperationError(`unknown fault mode ${opts.fault}; one of ${FAULT_MODES.join(', ')}`)
-      if (!['whole', 'split', 'bytes'].includes(opts.fragmentation)) throw new OperationError('--fragmentation must be whole, split or bytes')
+      if (!FRAGMENTATIONS.includes(opts.fragmentation as Fragmentation)) throw new OperationError(`--fragmentation must be one of ${FRAGMENTATIONS.join(', ')}`)
+      let models: Behaviours = {}
+      try {
+        if (opts.models) models = JSON.parse(opts.models) as Behaviours
+      } catch {
+        throw new OperationError('--models must be a JSON object')
+      }
       const sim = await SimulatedProvider.start({
         port: Number(opts.port), host: opts.host, fault, replyTokens: Number(opts.replyTokens), chunkDelayMs: Number(opts.chunkDelayMs),
-        fragmentation: opts.fragmentation as Fragmentation, toolPreface: opts.toolPreface, ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
+        fragmentation: opts.fragmentation as Fragmentation, toolPreface: opts.toolPreface, models, ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
       })
       onShutdown(() => sim.close())
       emit(opts, { base_url: sim.url, port: sim.port, fault: faultName(fault) }, `simulated provider on ${sim.url} (fault: ${faultName(fault)})`)

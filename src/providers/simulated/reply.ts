@@ -1,4 +1,5 @@
 import { hash, replyWords, sampleFor } from './text.js'
+import { FULL_BEHAVIOUR, type ModelBehaviour } from './behaviour.js'
 
 /** What the simulated upstream answers to one request, decided before any byte is written. */
 export interface SimReply {
@@ -26,7 +27,7 @@ function textOf(content: unknown): string {
   return ''
 }
 
-function selectTools(body: Body, tools: SimTool[], lastText: string): SimTool[] {
+function selectTools(body: Body, tools: SimTool[], lastText: string, parallel: boolean): SimTool[] {
   const choice = body.tool_choice as { function?: { name?: string } } | string | undefined
   if (typeof choice === 'object' && choice?.function?.name) {
     const named = tools.find((t) => t.function?.name === choice.function!.name)
@@ -34,19 +35,22 @@ function selectTools(body: Body, tools: SimTool[], lastText: string): SimTool[] 
   }
   const mentioned = tools.filter((t) => t.function?.name && lastText.includes(t.function.name))
   const selected = mentioned.length ? mentioned : tools.slice(0, 1)
-  return body.parallel_tool_calls === false ? selected.slice(0, 1) : selected
+  return body.parallel_tool_calls === false || !parallel ? selected.slice(0, 1) : selected
 }
 
-/** Plans the reply: tool calls when tools are offered and the turn is the user's, else deterministic words. */
-export function planReply(body: Body, settings: ReplySettings): SimReply {
+/**
+ * Plans the reply: tool calls when tools are offered and the turn is the user's (or, for a model that is not
+ * agentic, even after a tool result), else deterministic words.
+ */
+export function planReply(body: Body, settings: ReplySettings, behaviour: ModelBehaviour = FULL_BEHAVIOUR): SimReply {
   const messages = Array.isArray(body.messages) ? (body.messages as { role?: string; content?: unknown }[]) : []
   const last = messages.at(-1)
   const lastText = textOf(last?.content)
   const promptTokens = Math.ceil(messages.reduce((n, m) => n + textOf(m.content).length, 0) / 4) + messages.length * 3
   const seed = `${String(body.model)}|${lastText}|${messages.length}`
   const tools = Array.isArray(body.tools) ? (body.tools as SimTool[]) : []
-  if (tools.length && body.tool_choice !== 'none' && last?.role !== 'tool') {
-    const calls = selectTools(body, tools, lastText).map((t, i) => ({
+  if (tools.length && body.tool_choice !== 'none' && (last?.role !== 'tool' || !behaviour.agentic)) {
+    const calls = selectTools(body, tools, lastText, behaviour.parallel).map((t, i) => ({
       id: `call_${hash(`${seed}|${i}`).toString(36)}`,
       name: t.function?.name ?? '',
       arguments: JSON.stringify(sampleFor(t.function?.parameters)),

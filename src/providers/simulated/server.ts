@@ -3,18 +3,25 @@ import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { faultName, parseFault, type Fault } from './faults.js'
 import { planReply, type SimReply } from './reply.js'
+import { actedOn, behaviourOf, cutLongArguments, refusalOf, type Behaviours } from './behaviour.js'
 
-export type Fragmentation = 'whole' | 'split' | 'bytes'
+export type Fragmentation = 'whole' | 'split' | 'bytes' | 'unindexed'
+export const FRAGMENTATIONS: readonly Fragmentation[] = ['whole', 'split', 'bytes', 'unindexed']
 
 export interface SimSettings {
   /** Words (≈ o200k tokens) in a text reply, before max_tokens cuts it. */
   replyTokens: number
   /** Pause between two streamed chunks. */
   chunkDelayMs: number
-  /** How tool-call arguments are cut into stream deltas; `bytes` is one character a delta, indices interleaved. */
+  /**
+   * How tool-call arguments are cut into stream deltas: `bytes` is one character a delta with the calls' indices
+   * interleaved; `unindexed` cuts like `split` but omits `index`, as Gemini's OpenAI-compatible endpoint does.
+   */
   fragmentation: Fragmentation
   /** Text streamed before tool calls (none by default, so a tool-only reply has no content). */
   toolPreface: string
+  /** Tool abilities per upstream model name (see behaviour.ts); models not listed can do everything. */
+  models: Behaviours
 }
 
 export interface SimOptions extends Partial<SimSettings> {
@@ -24,7 +31,7 @@ export interface SimOptions extends Partial<SimSettings> {
   apiKey?: string
 }
 
-const DEFAULTS: SimSettings = { replyTokens: 12, chunkDelayMs: 0, fragmentation: 'split', toolPreface: '' }
+const DEFAULTS: SimSettings = { replyTokens: 12, chunkDelayMs: 0, fragmentation: 'split', toolPreface: '', models: {} }
 const KEEP_REQUESTS = 200
 
 /** A simulated OpenAI-compatible upstream (plain and SSE), with fault modes switchable at `POST /_sim/fault`. */
@@ -35,6 +42,7 @@ export class SimulatedProvider {
   /** The most recent request bodies, newest last. */
   readonly requests: Record<string, unknown>[] = []
   private readonly server: Server
+  private readonly activeByModel = new Map<string, number>()
 
   private constructor(private readonly opts: SimOptions) {
     this.fault = opts.fault ?? { kind: 'none' }
@@ -96,24 +104,26 @@ export class SimulatedProvider {
     this.stats.maxActive = Math.max(this.stats.maxActive, this.stats.active)
     this.requests.push(body)
     if (this.requests.length > KEEP_REQUESTS) this.requests.shift()
+    const model = String(body.model)
+    this.activeByModel.set(model, (this.activeByModel.get(model) ?? 0) + 1)
     try {
       await this.answer(body, req, res)
     } finally {
       this.stats.active--
+      this.activeByModel.set(model, this.activeByModel.get(model)! - 1)
     }
   }
 
   private async answer(body: Record<string, unknown>, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const fault = this.fault
-    if (fault.kind === 'slow') {
-      const gone = new AbortController()
-      res.once('close', () => gone.abort())
-      try {
-        await sleep(fault.ms, undefined, { signal: gone.signal })
-      } catch {
-        return
-      }
+    const model = String(body.model)
+    const behaviour = behaviourOf(this.settings.models, model)
+    const refused = refusalOf(body, behaviour)
+    if (refused) return json(res, 400, { error: { message: refused, type: 'invalid_request_error' } })
+    if (behaviour.maxConcurrency > 0 && this.activeByModel.get(model)! > behaviour.maxConcurrency) {
+      return json(res, 429, { error: { message: `more than ${behaviour.maxConcurrency} concurrent requests` } }, { 'retry-after': '1' })
     }
+    if (!(await pause(behaviour.latencyMs + (fault.kind === 'slow' ? fault.ms : 0), res))) return
     if (fault.kind === 'stall') {
       await new Promise<void>((resolve) => {
         this.stalled.push(resolve)
@@ -123,10 +133,10 @@ export class SimulatedProvider {
     }
     if (fault.kind === 'status-500') return json(res, 500, { error: { message: 'simulated internal error' } })
     if (fault.kind === 'status-429') return json(res, 429, { error: { message: 'simulated rate limit' } }, { 'retry-after': '1' })
-    const reply = planReply(body, this.settings)
+    const reply = planReply(actedOn(body, behaviour), this.settings, behaviour)
+    cutLongArguments(reply.toolCalls, behaviour)
     if (fault.kind === 'bad-tool-args') for (const c of reply.toolCalls) c.arguments = c.arguments.slice(0, Math.max(1, c.arguments.length - 2))
     if (fault.kind === 'empty-tool-name') for (const c of reply.toolCalls) c.name = ''
-    const model = String(body.model)
     if (body.stream === true) return this.stream(model, reply, fault, res)
     if (fault.kind === 'garbage') return void res.writeHead(200, { 'content-type': 'application/json' }).end('<html>upstream exploded</html>')
     const text = JSON.stringify(completion(model, reply))
@@ -200,13 +210,31 @@ function pickSettings(o: Partial<SimSettings>): Partial<SimSettings> {
   const out: Partial<SimSettings> = {}
   if (typeof o.replyTokens === 'number') out.replyTokens = o.replyTokens
   if (typeof o.chunkDelayMs === 'number') out.chunkDelayMs = o.chunkDelayMs
-  if (o.fragmentation === 'whole' || o.fragmentation === 'split' || o.fragmentation === 'bytes') out.fragmentation = o.fragmentation
+  if (FRAGMENTATIONS.includes(o.fragmentation as Fragmentation)) out.fragmentation = o.fragmentation
   if (typeof o.toolPreface === 'string') out.toolPreface = o.toolPreface
+  if (typeof o.models === 'object' && o.models !== null && !Array.isArray(o.models)) out.models = o.models
   return out
+}
+
+/** Waits `ms` unless the client goes away first; false when it did. */
+async function pause(ms: number, res: ServerResponse): Promise<boolean> {
+  if (ms <= 0) return true
+  const gone = new AbortController()
+  const onClose = () => gone.abort()
+  res.once('close', onClose)
+  try {
+    await sleep(ms, undefined, { signal: gone.signal })
+    return true
+  } catch {
+    return false
+  } finally {
+    res.off('close', onClose)
+  }
 }
 
 /** Tool-call deltas: id and name first, then the arguments cut per the fragmentation. */
 export function toolDeltas(calls: SimReply['toolCalls'], fragmentation: Fragmentation): Record<string, unknown>[] {
+  if (fragmentation === 'unindexed') return toolDeltas(calls, 'split').map(({ index: _index, ...rest }) => rest)
   const perCall = calls.map((c, index) => {
     const head = { index, id: c.id, type: 'function', function: { name: c.name, arguments: fragmentation === 'whole' ? c.arguments : '' } }
     if (fragmentation === 'whole') return [head]

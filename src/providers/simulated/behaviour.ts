@@ -1,0 +1,69 @@
+import type { ToolChoiceMode } from '../../protocol/models.js'
+
+/**
+ * What a simulated model can do with tools, per upstream model name. The defaults do everything; a narrower
+ * behaviour imitates the upstreams `svc certify` must tell apart (servers refusing tool_choice values or
+ * strict schemas, models that cannot call in parallel, cut long arguments, loop in agents, or shed load).
+ */
+export interface ModelBehaviour {
+  /** tool_choice values honoured. */
+  toolChoice: ToolChoiceMode[]
+  /** What it does with another tool_choice: refuse it with 400 (as some servers do) or ignore it, acting on auto (as others do). */
+  toolChoiceUnsupported: 'refuse' | 'ignore'
+  /** Whether it calls several tools in one turn; when false it calls only the first it picks. */
+  parallel: boolean
+  /** Whether it accepts strict schemas (tools[].function.strict, a strict json_schema); when false, 400. */
+  strict: boolean
+  /** Longest argument document it writes intact; longer ones come out cut, not valid JSON (0: no limit). */
+  maxArgumentBytes: number
+  /** Requests of this model it serves at once; more are refused with 429 (0: no limit). */
+  maxConcurrency: number
+  /** Whether it answers a tool result with text; when false it calls a tool again, so an agent loop never ends. */
+  agentic: boolean
+  /** Pause before answering, in ms. */
+  latencyMs: number
+}
+
+export const FULL_BEHAVIOUR: ModelBehaviour = {
+  toolChoice: ['auto', 'none', 'required', 'named'], toolChoiceUnsupported: 'refuse', parallel: true, strict: true, maxArgumentBytes: 0, maxConcurrency: 0, agentic: true, latencyMs: 0,
+}
+
+export type Behaviours = Record<string, Partial<ModelBehaviour>>
+
+export function behaviourOf(models: Behaviours, model: string): ModelBehaviour {
+  const own = Object.hasOwn(models, model) ? models[model] : undefined
+  return own ? { ...FULL_BEHAVIOUR, ...own } : FULL_BEHAVIOUR
+}
+
+function unsupportedChoice(body: Record<string, unknown>, b: ModelBehaviour): string | null {
+  const choice = body.tool_choice
+  if (choice === undefined) return null
+  const mode = (typeof choice === 'string' ? choice : 'named') as ToolChoiceMode
+  return b.toolChoice.includes(mode) ? null : mode
+}
+
+/** Why this model refuses the request outright (a 400 message), or null. */
+export function refusalOf(body: Record<string, unknown>, b: ModelBehaviour): string | null {
+  const mode = unsupportedChoice(body, b)
+  if (mode && b.toolChoiceUnsupported === 'refuse') return `tool_choice ${JSON.stringify(mode)} is not supported by this server`
+  if (!b.strict) {
+    const tools = Array.isArray(body.tools) ? (body.tools as { function?: { strict?: unknown } }[]) : []
+    if (tools.some((t) => t.function?.strict === true)) return 'strict function schemas are not supported by this server'
+    const format = body.response_format as { type?: string; json_schema?: { strict?: unknown } } | undefined
+    if (format?.type === 'json_schema' && format.json_schema?.strict === true) return 'strict json_schema is not supported by this server'
+  }
+  return null
+}
+
+/** The request as the model acts on it: an unsupported tool_choice it ignores is gone. */
+export function actedOn(body: Record<string, unknown>, b: ModelBehaviour): Record<string, unknown> {
+  if (!unsupportedChoice(body, b)) return body
+  const { tool_choice: _ignored, ...rest } = body
+  return rest
+}
+
+/** Cuts argument documents past the model's limit, the way a model that runs out of steam does. */
+export function cutLongArguments(calls: { arguments: string }[], b: ModelBehaviour): void {
+  if (b.maxArgumentBytes <= 0) return
+  for (const c of calls) if (Buffer.byteLength(c.arguments) > b.maxArgumentBytes) c.arguments = c.arguments.slice(0, b.maxArgumentBytes >> 1)
+}
