@@ -1,6 +1,7 @@
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 
 export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
@@ -10,7 +11,7 @@ let reachable: Promise<boolean> | undefined
 /** Whether this machine's Postgres answers; store tests for Postgres are skipped (not failed) when it does not. */
 export function postgresReachable(): Promise<boolean> {
   reachable ??= (async () => {
-    const client = new pg.Client({ connectionString: DATABASE_URL, connectionTimeoutMillis: 2000 })
+    const client = new pg.Client({ connectionString: DATABASE_URL, connectionTimeoutMillis: 10_000 })
     try {
       await client.connect()
       await client.query('select 1')
@@ -24,12 +25,10 @@ export function postgresReachable(): Promise<boolean> {
   return reachable
 }
 
-let counter = 0
-
-/** A Postgres URL naming a fresh schema for this run. */
+/** A Postgres URL naming a fresh schema for this run; random, so no two test files (or workers) can share one. */
 export function freshPostgresUrl(): string {
   const url = new URL(DATABASE_URL)
-  url.searchParams.set('schema', `t_${process.pid}_${Date.now().toString(36)}_${counter++}`)
+  url.searchParams.set('schema', `t_${randomBytes(8).toString('hex')}`)
   return url.toString()
 }
 
