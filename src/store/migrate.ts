@@ -4,6 +4,7 @@ import * as m001 from './migrations/001_initial.js'
 import * as m002 from './migrations/002_partial_hold_indexes.js'
 import * as m003 from './migrations/003_portal.js'
 import * as m004 from './migrations/004_chain.js'
+import * as m005 from './migrations/005_lean_request_rows.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -11,6 +12,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '002_partial_hold_indexes': m002,
   '003_portal': m003,
   '004_chain': m004,
+  '005_lean_request_rows': m005,
 }
 
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

@@ -5,6 +5,8 @@ import BetterSqlite3 from 'better-sqlite3'
 import { Kysely, SqliteDialect } from 'kysely'
 import type { Database } from './schema.js'
 import type { Backend, Lock } from './store.js'
+import { Checkpointer } from './checkpointer.js'
+import { createRequire } from 'node:module'
 
 /**
  * Group commit without blocking the event loop: transactions commit to the WAL without fsync
@@ -66,6 +68,13 @@ export function openSqlite(url: string): SqliteHandle {
   raw.pragma('foreign_keys = ON')
   raw.defaultSafeIntegers(true)
   const wal = new WalSync(memory ? null : `${resolve(path)}-wal`)
+  let checkpointer: Checkpointer | undefined
+  if (!memory) {
+    // Checkpoints leave the event loop for a worker thread; the WAL is kept from growing past 64 MiB when reset.
+    raw.pragma('wal_autocheckpoint = 0')
+    raw.pragma(`journal_size_limit = ${64 * 1024 * 1024}`)
+    checkpointer = new Checkpointer(resolve(path), createRequire(import.meta.url).resolve('better-sqlite3'))
+  }
   const locks = new Set<string>()
   const backend: Backend = {
     durable: () => wal.sync(),
@@ -75,7 +84,10 @@ export function openSqlite(url: string): SqliteHandle {
       locks.add(name)
       return { release: async () => void locks.delete(name) }
     },
-    close: () => wal.close(),
+    close: async () => {
+      await checkpointer?.stop()
+      await wal.close()
+    },
   }
   return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) }), backend, raw }
 }
