@@ -136,3 +136,26 @@ describe('one settler at a time across processes', () => {
     }
   })
 })
+
+describe('a hold released under a running request', () => {
+  it('reports cost 0 (nothing was charged) instead of a charge that never happened', async () => {
+    const m = await startMarket()
+    try {
+      m.sims.atlasCheap.setFault({ kind: 'stall' })
+      const pending = chat(m.url, m.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'slow one' }], max_tokens: 10 })
+      await expect.poll(() => m.sims.atlasCheap.stats.active).toBe(1)
+      // A sweeper (another instance, or this one after its lease lapsed) releases the hold as expired.
+      expect(await m.store.ledger.releaseExpired(Date.now() + 10 * 3600_000)).toBe(1)
+      const before = (await m.store.accounts.byId(m.accountId))!
+      m.sims.atlasCheap.setFault({ kind: 'none' })
+      const r = await (await pending).json()
+      expect(r.svc.cost_usdc).toBe('0.000000')
+      const after = (await m.store.accounts.byId(m.accountId))!
+      expect(after.balance).toBe(before.balance)
+      expect((await m.store.usage.get(m.accountId, r.svc.request_id))?.outcome).toBe('expired')
+      await checkInvariants(m.store, m.accountId, 10_000_000n)
+    } finally {
+      await m.close()
+    }
+  })
+})

@@ -55,7 +55,7 @@ export class Gateway {
     }
     const fees = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
     const vendor = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.vendor))!.id
-    gw.settleCtx = { store, health: gw.health, feeBps: config.feeBps, accounts: { fees, vendor, payees }, now: gw.now }
+    gw.settleCtx = { store, health: gw.health, feeBps: config.feeBps, accounts: { fees, vendor, payees }, now: gw.now, log: (msg) => gw.log(msg) }
     await gw.lifecycle.start()
     gw.flushTimer = setInterval(() => gw.keys.flushLastUsed().catch((err) => gw.log('key flush failed', err)), 5_000)
     gw.flushTimer.unref()

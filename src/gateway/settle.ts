@@ -17,6 +17,7 @@ export interface SettleContext {
   /** Account ids of the fee account, the vendor account and each provider address. */
   accounts: { fees: number; vendor: number; payees: ReadonlyMap<string, number> }
   now: () => number
+  log: (msg: string) => void
 }
 
 export interface RequestContext {
@@ -87,7 +88,7 @@ async function capture(
   const { fee } = managed ? { fee: 0n } : splitFee(cost, s.feeBps)
   const payeeId = managed ? s.accounts.vendor : s.accounts.payees.get(reply.offer.provider)
   if (payeeId === undefined) throw new Error(`no account for provider ${reply.offer.provider}`)
-  await s.store.ledger.capture({
+  const captured = await s.store.ledger.capture({
     requestId: r.requestId, cost, payeeId, fee, feeAccountId: s.accounts.fees, now: s.now(),
     usage: base(outcome, {
       servedModel, provider: reply.offer.provider, completionTokens: completion, cost,
@@ -95,7 +96,10 @@ async function capture(
     }),
   })
   await s.store.durable()
-  return { usage, cost }
+  // The hold was already closed (a sweeper released it after its lease lapsed): nothing was charged, so the reply
+  // must not claim a charge. The usage record is the sweeper's.
+  if (!captured) s.log(`capture of ${r.requestId} found its hold closed; delivered without charge`)
+  return { usage, cost: captured ? cost : 0n }
 }
 
 function failedError(health: Health, p: Prepared, outcome: Extract<RouteOutcome, { kind: 'failed' }>): ApiError {
