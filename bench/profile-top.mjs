@@ -2,7 +2,8 @@
 import { readFileSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 const dir = process.argv[2] ?? 'bench/results/profiles'
-const file = process.argv[3] ?? readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).map((f) => join(dir, f)).sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0]
+// The main thread's profile (thread 0); worker threads (the SQLite checkpointer) write their own.
+const file = process.argv[3] ?? readdirSync(dir).filter((f) => /\.0\.\d+\.cpuprofile$/.test(f)).map((f) => join(dir, f)).sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0]
 const p = JSON.parse(readFileSync(file, 'utf8'))
 const byId = new Map(p.nodes.map((n) => [n.id, n]))
 const fn = new Map()
