@@ -5,6 +5,7 @@ import { batchKey, settlerAbi } from '../src/chain/contracts.js'
 import { walletFor } from '../src/chain/deploy.js'
 import { walletOnChain } from '../src/chain/status.js'
 import { chat, P, type Market } from './helpers/market.js'
+import { signIn } from './helpers/portal.js'
 import { askAtlas, balanceOf, evmRail, FEE_ADDRESS, hasAnvil, hello, startChainMarket, USDC, VENDOR_ADDRESS, type Chain, type ChainMarket, type Payer } from './helpers/chain.js'
 
 describe.skipIf(!hasAnvil)('settlement on chain (anvil)', () => {
@@ -33,6 +34,16 @@ describe.skipIf(!hasAnvil)('settlement on chain (anvil)', () => {
     expect(await walletOnChain(m.config.rail as Parameters<typeof walletOnChain>[0], m.store, m.accountId)).toEqual({
       chain_id: 31337, usdc: c.usdc, approve: c.settler, onchain_balance: '5.000000', allowance: '4.000000', owed: '0.000000', read_at_block: expect.any(String),
     })
+  })
+
+  it('shows the on-chain wallet and what to approve on the portal wallet page, and refuses ledger deposits', async () => {
+    const portal = await signIn(m.url, payer.account as Parameters<typeof signIn>[1])
+    const w = await (await portal.call('GET', '/wallet')).json()
+    expect(w).toMatchObject({ balance: '5.000000', cap: '4.000000' })
+    expect(w.chain).toMatchObject({ chain_id: 31337, usdc: c.usdc, approve: c.settler, onchain_balance: '5.000000', allowance: '4.000000', owed: '0.000000' })
+    const deposit = await portal.call('POST', '/wallet/deposit', { amount: '1' })
+    expect(deposit.status).toBe(400)
+    expect((await deposit.json()).error.message).toMatch(/on chain/)
   })
 
   it('pays providers, the fee account and the vendor address so that chain and ledger agree to the unit', async () => {

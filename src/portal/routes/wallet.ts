@@ -37,7 +37,14 @@ export function walletRoutes(api: FastifyInstance, ctx: PortalContext): void {
   const chainOnly = (reply: FastifyReply, what: string) =>
     sendError(reply, apiError('feature_not_supported', `On the ${gw.config.rail.kind} rail ${what} on chain, from the wallet; the portal shows what to approve.`, { param: null }))
 
-  api.get('/wallet', async (req) => walletView(await accountOf(ctx, sessionOf(req).accountId)))
+  api.get('/wallet', async (req) => {
+    const account = await accountOf(ctx, sessionOf(req).accountId)
+    const rail = gw.config.rail
+    if (rail.kind !== 'evm') return walletView(account)
+    // On a chain rail: the wallet as the chain watcher last read it, and what is owed to settlement (viem loads lazily).
+    const { walletOnChain } = await import('../../chain/status.js')
+    return { ...walletView(account), chain: await walletOnChain(rail, gw.store, account.id) }
+  })
 
   api.post('/wallet/deposit', async (req, reply) => {
     if (!local) return chainOnly(reply, 'deposits are made')

@@ -43,7 +43,8 @@ export interface PortalConfig { chain_id: number; rail: { kind: 'local' } | { ki
 export interface Nonce { nonce: string; domain: string; uri: string; chain_id: number; version: '1'; statement: string; expires_at: number }
 export interface ApiKey { id: string; prefix: string; name: string; created: number; last_used: number | null; revoked: number | null }
 export interface NewKey extends ApiKey { api_key: string }
-export interface Wallet { address: string; kind: string; status: string; balance: string; cap: string; held: string; spendable: string; debt: string }
+export interface OnChain { chain_id: number; usdc: string; approve: string; onchain_balance: string | null; allowance: string | null; owed: string; read_at_block: string | null }
+export interface Wallet { address: string; kind: string; status: string; balance: string; cap: string; held: string; spendable: string; debt: string; chain?: OnChain }
 export interface UsageRecord {
   request_id: string; created: number; key_id: string; model: string; served_model: string | null; provider: string | null; stream: boolean
   outcome: string; usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number }; cost_usdc: string; latency_ms: number

@@ -13,7 +13,10 @@ export async function walletPage(app: App, root: HTMLElement): Promise<void> {
     figure('Approved spending cap', w.cap, 'cap', 'What requests may still spend; each charge lowers it, like an ERC-20 allowance.'),
     figure('Held now', w.held, 'held', 'Reserved for requests in flight: their maximum cost until they finish.'),
     figure('Spendable', w.spendable, 'spendable', 'min(balance, cap) − held: what the next request can be admitted against.'),
-    w.debt !== '0.000000' ? figure('Owed', w.debt, 'debt', 'Charges settlement could not collect; new requests are refused until covered.') : null)
+    w.debt !== '0.000000' ? figure('Owed', w.debt, 'debt', 'Charges settlement could not collect; new requests are refused until covered.') : null,
+    w.chain?.onchain_balance != null ? figure('USDC in the wallet', w.chain.onchain_balance, 'onchain-balance', `On chain ${w.chain.chain_id}, read at block ${w.chain.read_at_block ?? '?'}.`) : null,
+    w.chain?.allowance != null ? figure('Allowance to the settler', w.chain.allowance, 'allowance', `What ${w.chain.approve} may move from the wallet.`) : null,
+    w.chain ? figure('Awaiting settlement', w.chain.owed, 'owed', 'Captured charges not yet settled on chain; balance and cap above already count them.') : null)
 
   const amountForm = (label: string, action: string, path: string, done: string) => {
     const form: HTMLFormElement = h('form', {
