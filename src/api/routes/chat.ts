@@ -48,9 +48,12 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway): void {
       return sendError(reply, admitted)
     }
     const abort = new AbortController()
-    reply.raw.once('close', () => {
+    const onClose = () => {
       if (!reply.raw.writableFinished) abort.abort()
-    })
+    }
+    reply.raw.once('close', onClose)
+    // A client that left while the request was checked and admitted closed the response before this listener.
+    if (reply.raw.destroyed) onClose()
     const identity = { id: completionId(requestId), created: Math.floor(startedAt / 1000), model: prepared.model }
     if (prepared.stream) {
       const sse = new SseReply(reply, identity, requestId, fingerprintFor(prepared), gw.tuning.keepAliveMs)
