@@ -63,7 +63,10 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway): void {
       } catch (err) {
         gw.log(`request ${requestId} failed`, err)
         await gw.store.ledger.release(requestId, gw.now(), internalUsage(caller, prepared, requestId, startedAt, gw.now())).catch(() => {})
-        if (!sse.headersSent) return sendError(reply, internalError(requestId))
+        if (!sse.headersSent) {
+          sse.stopKeepAlive()
+          return sendError(reply, internalError(requestId))
+        }
         sse.end(sse.encoder.error('stream_interrupted', internalError(requestId).message) + DONE)
         return reply
       }
