@@ -1,0 +1,32 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { chat, startMarket, type Market } from './helpers/market.js'
+import { STORE_KINDS, postgresReachable } from './helpers/stores.js'
+
+/** Client input at the edges must get an error of the contract (DESIGN §3), never an internal error. */
+async function expectError(res: Response, status: number, code: string, param: string | null) {
+  const text = await res.text()
+  expect(res.status, text).toBe(status)
+  expect(res.headers.get('x-request-id')).toMatch(/^req_/)
+  const body = JSON.parse(text)
+  expect(body.error).toMatchObject({ code, param })
+  return body.error as { message: string }
+}
+
+describe.each(STORE_KINDS)('edge input on %s', (kind) => {
+  let m: Market
+  beforeAll(async (ctx) => {
+    if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
+    m = await startMarket({ store: kind })
+  })
+  afterAll(() => m?.close())
+
+  it('refuses a max_tokens whose maximum cost no store integer holds with insufficient_quota, not an internal error', async () => {
+    for (const max_tokens of [1e18, 1e300]) {
+      const e = await expectError(await chat(m.url, m.key, { model: 'svc/cortex@1', messages: [{ role: 'user', content: 'hi' }], max_tokens }), 402, 'insufficient_quota', null)
+      expect(e.message).toContain('Nothing was charged')
+    }
+    expect((await m.store.accounts.byId(m.accountId))!).toMatchObject({ balance: 10_000_000n, held: 0n })
+    const outcomes = (await m.store.usage.list(m.accountId, { limit: 5 })).map((u) => u.outcome)
+    expect(outcomes).toEqual(['insufficient_quota', 'insufficient_quota'])
+  })
+})
