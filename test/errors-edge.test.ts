@@ -30,3 +30,16 @@ describe.each(STORE_KINDS)('edge input on %s', (kind) => {
     expect(outcomes).toEqual(['insufficient_quota', 'insufficient_quota'])
   })
 })
+
+describe('edge URLs and query strings', () => {
+  let m: Market
+  beforeAll(async () => {
+    m = await startMarket()
+  })
+  afterAll(() => m?.close())
+  const auth = () => ({ authorization: `Bearer ${m.key}` })
+
+  it('answers a malformed URL in the one error shape with a request id', async () => {
+    await expectError(await fetch(`${m.url}/v1/usage/%zz`, { headers: auth() }), 400, 'feature_not_supported', null)
+  })
+})
