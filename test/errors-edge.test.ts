@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { chat, startMarket, type Market } from './helpers/market.js'
 import { STORE_KINDS, postgresReachable } from './helpers/stores.js'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { signIn } from './helpers/portal.js'
 
 /** Client input at the edges must get an error of the contract (DESIGN §3), never an internal error. */
 async function expectError(res: Response, status: number, code: string, param: string | null) {
@@ -41,5 +43,17 @@ describe('edge URLs and query strings', () => {
 
   it('answers a malformed URL in the one error shape with a request id', async () => {
     await expectError(await fetch(`${m.url}/v1/usage/%zz`, { headers: auth() }), 400, 'feature_not_supported', null)
+  })
+
+  it('refuses a repeated query parameter of GET /v1/usage, naming it', async () => {
+    for (const p of ['after', 'model', 'key_id']) {
+      await expectError(await fetch(`${m.url}/v1/usage?${p}=a&${p}=b`, { headers: auth() }), 400, 'feature_not_supported', p)
+    }
+  })
+
+  it('refuses a repeated query parameter of the portal usage routes, naming it', async () => {
+    const c = await signIn(m.url, privateKeyToAccount(generatePrivateKey()))
+    await expectError(await c.call('GET', '/usage?model=a&model=b'), 400, 'feature_not_supported', 'model')
+    await expectError(await c.call('GET', '/usage/summary?key_id=a&key_id=b'), 400, 'feature_not_supported', 'key_id')
   })
 })

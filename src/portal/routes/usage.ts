@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { apiError } from '../../protocol/errors.js'
 import { sendError } from '../../api/errors.js'
 import { formatUsdc } from '../../ledger/money.js'
-import { wireUsage } from '../../api/routes/usage.js'
+import { repeatedParam, wireUsage } from '../../api/routes/usage.js'
 import { DAY_MS, type UsageFilter } from '../../store/usage.js'
 import { sessionOf } from '../guard.js'
 import type { PortalContext } from '../context.js'
@@ -21,6 +21,8 @@ export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
 
   api.get<{ Querystring: Query }>('/usage', async (req, reply) => {
     const q = req.query
+    const repeated = repeatedParam(q)
+    if (repeated) return sendError(reply, repeated)
     const limit = q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit)
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) {
       return sendError(reply, apiError('feature_not_supported', `limit must be an integer from 1 to ${MAX_LIMIT}.`, { param: 'limit' }))
@@ -32,6 +34,8 @@ export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
 
   api.get<{ Querystring: Query }>('/usage/summary', async (req, reply) => {
     const q = req.query
+    const repeated = repeatedParam(q)
+    if (repeated) return sendError(reply, repeated)
     const days = q.days === undefined ? 14 : Number(q.days)
     if (!Number.isInteger(days) || days < 1 || days > MAX_DAYS) {
       return sendError(reply, apiError('feature_not_supported', `days must be an integer from 1 to ${MAX_DAYS}.`, { param: 'days' }))
