@@ -57,3 +57,28 @@ describe('edge URLs and query strings', () => {
     await expectError(await c.call('GET', '/usage/summary?key_id=a&key_id=b'), 400, 'feature_not_supported', 'key_id')
   })
 })
+
+describe('deeply nested documents', () => {
+  let m: Market
+  beforeAll(async () => {
+    m = await startMarket()
+  })
+  afterAll(() => m?.close())
+  const deep = (n: number) => '{"type":"object","properties":{"a":'.repeat(n) + '{}' + '}}'.repeat(n)
+  const head = '{"model":"svc/atlas@1","messages":[{"role":"user","content":"hi"}]'
+
+  it('refuses tool parameters nested beyond any real schema, naming the field, instead of an internal error', async () => {
+    const body = `${head},"tools":[{"type":"function","function":{"name":"f","parameters":${deep(50_000)}}}]}`
+    await expectError(await chat(m.url, m.key, body), 400, 'feature_not_supported', 'tools[0].function.parameters')
+  })
+
+  it('refuses a json_schema response format nested beyond any real schema, naming the field', async () => {
+    const body = `${head},"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":${deep(50_000)}}}}`
+    await expectError(await chat(m.url, m.key, body), 400, 'feature_not_supported', 'response_format.json_schema.schema')
+  })
+
+  it('still serves schemas of ordinary depth', async () => {
+    const body = `${head},"tools":[{"type":"function","function":{"name":"f","parameters":${deep(10)}}}]}`
+    expect((await chat(m.url, m.key, body)).status).toBe(200)
+  })
+})
