@@ -22,6 +22,12 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     requestIdHeader: false,
     return503OnClosing: true,
     forceCloseConnections: true,
+    // A malformed URL or an over-long path parameter is answered before routing: same error shape, same request id.
+    frameworkErrors: (err, req, reply) => {
+      reply.header('x-request-id', req.id)
+      const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400
+      return sendError(reply, apiError('feature_not_supported', err.message, { param: null, status }))
+    },
   })
 
   app.addHook('onRequest', async (req, reply) => {

@@ -2,6 +2,8 @@ import { apiError, type ApiError } from '../protocol/errors.js'
 import { formatUsdc, priceOf } from '../ledger/money.js'
 import { spendableOf, type Account } from '../store/accounts.js'
 import type { Store } from '../store/store.js'
+import { MAX_STORED } from '../store/chain.js'
+import { refusalOf } from '../store/ledger-types.js'
 import type { Prepared } from './prepare.js'
 
 export interface Caller {
@@ -26,10 +28,13 @@ export async function admit(
   opts: { owner: string; now: number; holdTtlMs: number },
 ): Promise<{ amount: bigint } | ApiError> {
   const amount = maxCostOf(p)
-  const result = await store.ledger.hold({
-    requestId, accountId: caller.accountId, keyId: caller.keyId, model: p.model, amount,
-    owner: opts.owner, now: opts.now, expiresAt: opts.now + opts.holdTtlMs,
-  })
+  // A bound no store integer holds (a huge max_tokens on svc/cortex@1) is more than any account can spend.
+  const result = amount > MAX_STORED
+    ? refusalOf(await store.accounts.byId(caller.accountId))
+    : await store.ledger.hold({
+      requestId, accountId: caller.accountId, keyId: caller.keyId, model: p.model, amount,
+      owner: opts.owner, now: opts.now, expiresAt: opts.now + opts.holdTtlMs,
+    })
   if (result.ok) return { amount }
   if (result.reason === 'suspended') return apiError('account_suspended', 'This account is suspended; its keys cannot make requests. Nothing was charged.')
   if (result.reason === 'missing') return apiError('invalid_api_key', 'The account behind this key no longer exists.')

@@ -54,7 +54,10 @@ export class InstanceLifecycle {
     await this.sweep()
     this.every(HEARTBEAT_MS, async () => {
       const now = this.now()
-      await this.store.instances.heartbeat(this.id, now)
+      // Removed by a peer that took a long pause for death: register again, or a later death would go unnoticed.
+      if (!(await this.store.instances.heartbeat(this.id, now))) {
+        await this.store.instances.register({ id: this.id, host: this.host, pid: process.pid, startedAt: now })
+      }
       await this.store.ledger.extendLeases(this.id, now + this.holdTtlMs)
     })
     this.every(SWEEP_MS, () => this.sweep())

@@ -20,9 +20,35 @@ function describe(e: ValueError, param: string): string {
   return `Invalid value for ${param}: ${e.message.charAt(0).toLowerCase()}${e.message.slice(1)}.`
 }
 
+/** Deeper than any real JSON Schema; serializing a hostile document of 50 000 levels overflowed the stack. */
+const MAX_DEPTH = 64
+
+/** Whether a JSON value nests arrays and objects deeper than `max` (iterative, so depth cannot overflow the stack). */
+function nestedDeeper(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]]
+  while (stack.length) {
+    const [v, depth] = stack.pop()!
+    if (typeof v !== 'object' || v === null) continue
+    if (depth > max) return true
+    for (const child of Object.values(v)) stack.push([child, depth + 1])
+  }
+  return false
+}
+
+/** The free-form documents a request forwards (tool parameters, a response schema) within MAX_DEPTH. */
+function depthViolation(req: ChatRequest): ApiError | null {
+  const refuse = (param: string) => apiError('feature_not_supported', `Invalid value for ${param}: nested deeper than ${MAX_DEPTH} levels.`, { param })
+  for (const [i, t] of (req.tools ?? []).entries()) {
+    if (nestedDeeper(t.function.parameters, MAX_DEPTH)) return refuse(`tools[${i}].function.parameters`)
+  }
+  const format = req.response_format
+  if (format?.type === 'json_schema' && nestedDeeper(format.json_schema.schema, MAX_DEPTH)) return refuse('response_format.json_schema.schema')
+  return null
+}
+
 /** Checks the request's shape against the one schema; the first problem becomes feature_not_supported naming the field. */
 export function validateChatRequest(body: unknown): ChatRequest | ApiError {
-  if (checker.Check(body)) return body
+  if (checker.Check(body)) return depthViolation(body) ?? body
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     return apiError('feature_not_supported', 'The request body must be a JSON object.', { param: null })
   }

@@ -42,6 +42,12 @@ export interface AttemptContext {
   now: () => number
 }
 
+/**
+ * Statuses of an upstream refusing the request itself: they say nothing about its health, and counting them would let
+ * one client's odd requests open the breakers of every offer for everyone (the attempt still fails over).
+ */
+const REQUEST_REFUSED = new Set([400, 413, 422])
+
 /** Tries the offers in order; fails over while nothing reached the client (DESIGN §5, §6). */
 export async function tryOffers(offers: readonly Offer[], rules: ToolRules, ctx: AttemptContext): Promise<TargetOutcome> {
   const attempts: Attempt[] = []
@@ -92,6 +98,7 @@ async function attempt(offer: Offer, rules: ToolRules, ctx: AttemptContext): Pro
             return { kind: 'client_closed', reply: sink?.committed ? produced() : undefined }
           }
           if (sink?.committed) return { kind: 'broken', code: 'stream_interrupted', detail: ev.failure.detail, reply: produced() }
+          if (ev.failure.status !== undefined && REQUEST_REFUSED.has(ev.failure.status)) health = 'neutral'
           return { kind: 'failed', attempts: [{ offer, failure: ev.failure }] }
         }
       }

@@ -18,8 +18,10 @@ export class InstanceRepo {
     await this.db.insertInto('instances').values({ id: i.id, host: i.host, pid: i.pid, started_at: BigInt(i.startedAt), heartbeat_at: BigInt(i.startedAt) }).execute()
   }
 
-  async heartbeat(id: string, now: number): Promise<void> {
-    await this.db.updateTable('instances').set({ heartbeat_at: BigInt(now) }).where('id', '=', id).execute()
+  /** False when the instance is no longer registered (a peer took it for dead and removed it). */
+  async heartbeat(id: string, now: number): Promise<boolean> {
+    const r = await this.db.updateTable('instances').set({ heartbeat_at: BigInt(now) }).where('id', '=', id).executeTakeFirst()
+    return r.numUpdatedRows > 0n
   }
 
   async list(): Promise<Instance[]> {

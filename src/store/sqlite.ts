@@ -13,7 +13,7 @@ import { createRequire } from 'node:module'
  * (synchronous=NORMAL), and a capture waits for one asynchronous fdatasync of the WAL that covers
  * every commit made before it started. Concurrent waiters share one sync.
  */
-class WalSync {
+export class WalSync {
   private handle: Promise<FileHandle | null> | null = null
   private running: Promise<void> | null = null
   private next: Promise<void> | null = null
@@ -28,8 +28,9 @@ class WalSync {
       })
       return this.running
     }
-    // Commits made while a sync runs may have missed it: one more sync serves all of them.
-    this.next ??= this.running.then(() => {
+    // Commits made while a sync runs may have missed it: one more sync serves all of them, whether that one failed or not
+    // (a failure must not stay cached as the answer of every later waiter).
+    this.next ??= this.running.catch(() => {}).then(() => {
       this.next = null
       return this.sync()
     })

@@ -48,9 +48,12 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway): void {
       return sendError(reply, admitted)
     }
     const abort = new AbortController()
-    reply.raw.once('close', () => {
+    const onClose = () => {
       if (!reply.raw.writableFinished) abort.abort()
-    })
+    }
+    reply.raw.once('close', onClose)
+    // A client that left while the request was checked and admitted closed the response before this listener.
+    if (reply.raw.destroyed) onClose()
     const identity = { id: completionId(requestId), created: Math.floor(startedAt / 1000), model: prepared.model }
     if (prepared.stream) {
       const sse = new SseReply(reply, identity, requestId, fingerprintFor(prepared), gw.tuning.keepAliveMs)
@@ -60,7 +63,10 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway): void {
       } catch (err) {
         gw.log(`request ${requestId} failed`, err)
         await gw.store.ledger.release(requestId, gw.now(), internalUsage(caller, prepared, requestId, startedAt, gw.now())).catch(() => {})
-        if (!sse.headersSent) return sendError(reply, internalError(requestId))
+        if (!sse.headersSent) {
+          sse.stopKeepAlive()
+          return sendError(reply, internalError(requestId))
+        }
         sse.end(sse.encoder.error('stream_interrupted', internalError(requestId).message) + DONE)
         return reply
       }

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import { apiError, isApiError } from '../../protocol/errors.js'
+import { apiError, isApiError, type ApiError } from '../../protocol/errors.js'
 import { formatUsdc } from '../../ledger/money.js'
 import type { Gateway } from '../../gateway/gateway.js'
 import type { UsageRecord } from '../../store/usage.js'
@@ -27,16 +27,29 @@ export function wireUsage(u: UsageRecord) {
   }
 }
 
+/** Refuses a query parameter sent more than once (the parser makes it an array), naming it; null when each is a string. */
+export function repeatedParam(query: Record<string, unknown>): ApiError | null {
+  const name = Object.keys(query).find((k) => typeof query[k] !== 'string')
+  return name === undefined ? null : apiError('feature_not_supported', `The query parameter ${name} may be given once.`, { param: name })
+}
+
+/** The page size of a usage listing (repeated parameters refused first); an ApiError naming the field when invalid. */
+export function pageLimit(query: Record<string, unknown>, max: number, fallback: number): number | ApiError {
+  const repeated = repeatedParam(query)
+  if (repeated) return repeated
+  const limit = query.limit === undefined ? fallback : Number(query.limit)
+  if (!Number.isInteger(limit) || limit < 1 || limit > max) return apiError('feature_not_supported', `limit must be an integer from 1 to ${max}.`, { param: 'limit' })
+  return limit
+}
+
 /** GET /v1/usage (newest first, paginated) and GET /v1/usage/{request_id}, for the key's owner. */
 export function usageRoutes(app: FastifyInstance, gw: Gateway): void {
   app.get<{ Querystring: Record<string, string | undefined> }>('/v1/usage', async (req, reply) => {
     const caller = await gw.keys.verify(req.headers.authorization)
     if (isApiError(caller)) return sendError(reply, caller)
     const q = req.query
-    const limit = q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit)
-    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) {
-      return sendError(reply, apiError('feature_not_supported', `limit must be an integer from 1 to ${MAX_LIMIT}.`, { param: 'limit' }))
-    }
+    const limit = pageLimit(q, MAX_LIMIT, DEFAULT_LIMIT)
+    if (isApiError(limit)) return sendError(reply, limit)
     const rows = await gw.store.usage.list(caller.accountId, {
       limit: limit + 1,
       ...(q.after ? { after: q.after } : {}),

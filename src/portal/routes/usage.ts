@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify'
-import { apiError } from '../../protocol/errors.js'
+import { apiError, isApiError } from '../../protocol/errors.js'
 import { sendError } from '../../api/errors.js'
 import { formatUsdc } from '../../ledger/money.js'
-import { wireUsage } from '../../api/routes/usage.js'
+import { pageLimit, repeatedParam, wireUsage } from '../../api/routes/usage.js'
 import { DAY_MS, type UsageFilter } from '../../store/usage.js'
 import { sessionOf } from '../guard.js'
 import type { PortalContext } from '../context.js'
@@ -21,10 +21,8 @@ export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
 
   api.get<{ Querystring: Query }>('/usage', async (req, reply) => {
     const q = req.query
-    const limit = q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit)
-    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) {
-      return sendError(reply, apiError('feature_not_supported', `limit must be an integer from 1 to ${MAX_LIMIT}.`, { param: 'limit' }))
-    }
+    const limit = pageLimit(q, MAX_LIMIT, DEFAULT_LIMIT)
+    if (isApiError(limit)) return sendError(reply, limit)
     const rows = await gw.store.usage.list(sessionOf(req).accountId, { limit: limit + 1, ...filterOf(q), ...(q.after ? { after: q.after } : {}) })
     const page = rows.slice(0, limit)
     return { object: 'list', data: page.map(wireUsage), has_more: rows.length > limit, last_id: page.at(-1)?.requestId ?? null }
@@ -32,6 +30,8 @@ export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
 
   api.get<{ Querystring: Query }>('/usage/summary', async (req, reply) => {
     const q = req.query
+    const repeated = repeatedParam(q)
+    if (repeated) return sendError(reply, repeated)
     const days = q.days === undefined ? 14 : Number(q.days)
     if (!Number.isInteger(days) || days < 1 || days > MAX_DAYS) {
       return sendError(reply, apiError('feature_not_supported', `days must be an integer from 1 to ${MAX_DAYS}.`, { param: 'days' }))

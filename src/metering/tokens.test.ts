@@ -1,0 +1,36 @@
+import { describe, expect, it } from 'vitest'
+import { countTokens } from 'gpt-tokenizer/encoding/o200k_base'
+import { countOutput, tokenCount } from './tokens.js'
+
+describe('tokenCount', () => {
+  it('counts ordinary text exactly as the o200k encoder does', () => {
+    const texts = [
+      'The quick brown fox jumps over the lazy dog, again; numbers 12345 too.\n'.repeat(40),
+      'function parse(input: string): number { return Number.parseInt(input, 10) }\n    // indented\n'.repeat(20),
+      '中华人民共和国是工人阶级领导的，以工农联盟为基础的人民民主专政的社会主义国家。'.repeat(10),
+      'ภาษาไทยเป็นภาษาที่มีระดับเสียงของคำแน่นอน ออกเสียงแยกคำต่อคำ '.repeat(20),
+      '{"city":"Paris","unit":"celsius","days":[1,2,3]}',
+    ]
+    for (const t of texts) expect(tokenCount(t)).toBe(countTokens(t))
+  })
+
+  // The encoder merges each pre-token in time quadratic in its length: one request of a few hundred KB of
+  // one letter, one CJK character or one punctuation mark used to block the event loop for minutes.
+  it.each([
+    ['one letter', 'a'.repeat(300_000)],
+    ['one CJK character', '字'.repeat(100_000)],
+    ['random letters without a space', Array.from({ length: 300_000 }, (_, i) => String.fromCharCode(97 + ((i * 7919) % 26))).join('')],
+    ['one punctuation mark', '!'.repeat(300_000)],
+    ['whitespace', ' '.repeat(300_000)],
+  ])('counts a long run of %s in bounded time, close to the exact count', (_name, text) => {
+    const started = performance.now()
+    const n = countOutput(text)
+    expect(performance.now() - started).toBeLessThan(2_000)
+    // Cutting a run adds at most a token or two per cut; the count stays within a few percent of the encoder's.
+    const exact = countTokens(text.slice(0, 2_000))
+    const approx = tokenCount(text.slice(0, 2_000))
+    expect(approx).toBeGreaterThanOrEqual(exact)
+    expect(approx - exact).toBeLessThanOrEqual(Math.ceil(2_000 / 64) * 2)
+    expect(n).toBeGreaterThan(0)
+  }, 120_000)
+})

@@ -1,0 +1,25 @@
+import { describe, expect, it } from 'vitest'
+import { chat, marketPerTest } from './helpers/market.js'
+
+const market = marketPerTest()
+
+const hello = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 20 }
+const tools = [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: {} } } }]
+
+describe('upstreams refusing one client request with 400', () => {
+  it('do not open their breakers for everyone else', async () => {
+    // Both atlas upstreams refuse tool_choice "required" with 400, as some servers do for input they reject.
+    const refuseRequired = { toolChoice: ['auto', 'none', 'named'] as const, toolChoiceUnsupported: 'refuse' as const }
+    const mk = await market({ sim: { models: { atlas: { ...refuseRequired, toolChoice: [...refuseRequired.toolChoice] }, 'atlas-b': { ...refuseRequired, toolChoice: [...refuseRequired.toolChoice] } } } })
+    const breakerFailures = 3
+    for (let i = 0; i < breakerFailures + 1; i++) {
+      const res = await chat(mk.url, mk.key, { ...hello, tools, tool_choice: 'required' })
+      expect(res.status).toBeGreaterThanOrEqual(400)
+    }
+    expect(mk.sims.atlasCheap.stats.requests).toBe(breakerFailures + 1)
+    // Another client's ordinary request is still served.
+    const res = await chat(mk.url, mk.key, hello)
+    expect(res.status, await res.clone().text()).toBe(200)
+    expect(mk.server.gateway.health.breaker(`${(await res.json()).svc.provider}|svc/atlas@1`)).toBe('closed')
+  })
+})

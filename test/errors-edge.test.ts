@@ -1,0 +1,84 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { chat, startMarket, type Market } from './helpers/market.js'
+import { STORE_KINDS, postgresReachable } from './helpers/stores.js'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { signIn } from './helpers/portal.js'
+
+/** Client input at the edges must get an error of the contract (DESIGN §3), never an internal error. */
+async function expectError(res: Response, status: number, code: string, param: string | null) {
+  const text = await res.text()
+  expect(res.status, text).toBe(status)
+  expect(res.headers.get('x-request-id')).toMatch(/^req_/)
+  const body = JSON.parse(text)
+  expect(body.error).toMatchObject({ code, param })
+  return body.error as { message: string }
+}
+
+describe.each(STORE_KINDS)('edge input on %s', (kind) => {
+  let m: Market
+  beforeAll(async (ctx) => {
+    if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
+    m = await startMarket({ store: kind })
+  })
+  afterAll(() => m?.close())
+
+  it('refuses a max_tokens whose maximum cost no store integer holds with insufficient_quota, not an internal error', async () => {
+    for (const max_tokens of [1e18, 1e300]) {
+      const e = await expectError(await chat(m.url, m.key, { model: 'svc/cortex@1', messages: [{ role: 'user', content: 'hi' }], max_tokens }), 402, 'insufficient_quota', null)
+      expect(e.message).toContain('Nothing was charged')
+    }
+    expect((await m.store.accounts.byId(m.accountId))!).toMatchObject({ balance: 10_000_000n, held: 0n })
+    const outcomes = (await m.store.usage.list(m.accountId, { limit: 5 })).map((u) => u.outcome)
+    expect(outcomes).toEqual(['insufficient_quota', 'insufficient_quota'])
+  })
+})
+
+describe('edge URLs and query strings', () => {
+  let m: Market
+  beforeAll(async () => {
+    m = await startMarket()
+  })
+  afterAll(() => m?.close())
+  const auth = () => ({ authorization: `Bearer ${m.key}` })
+
+  it('answers a malformed URL in the one error shape with a request id', async () => {
+    await expectError(await fetch(`${m.url}/v1/usage/%zz`, { headers: auth() }), 400, 'feature_not_supported', null)
+  })
+
+  it('refuses a repeated query parameter of GET /v1/usage, naming it', async () => {
+    for (const p of ['after', 'model', 'key_id']) {
+      await expectError(await fetch(`${m.url}/v1/usage?${p}=a&${p}=b`, { headers: auth() }), 400, 'feature_not_supported', p)
+    }
+  })
+
+  it('refuses a repeated query parameter of the portal usage routes, naming it', async () => {
+    const c = await signIn(m.url, privateKeyToAccount(generatePrivateKey()))
+    await expectError(await c.call('GET', '/usage?model=a&model=b'), 400, 'feature_not_supported', 'model')
+    await expectError(await c.call('GET', '/usage/summary?key_id=a&key_id=b'), 400, 'feature_not_supported', 'key_id')
+  })
+})
+
+describe('deeply nested documents', () => {
+  let m: Market
+  beforeAll(async () => {
+    m = await startMarket()
+  })
+  afterAll(() => m?.close())
+  const deep = (n: number) => '{"type":"object","properties":{"a":'.repeat(n) + '{}' + '}}'.repeat(n)
+  const head = '{"model":"svc/atlas@1","messages":[{"role":"user","content":"hi"}]'
+
+  it('refuses tool parameters nested beyond any real schema, naming the field, instead of an internal error', async () => {
+    const body = `${head},"tools":[{"type":"function","function":{"name":"f","parameters":${deep(50_000)}}}]}`
+    await expectError(await chat(m.url, m.key, body), 400, 'feature_not_supported', 'tools[0].function.parameters')
+  })
+
+  it('refuses a json_schema response format nested beyond any real schema, naming the field', async () => {
+    const body = `${head},"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":${deep(50_000)}}}}`
+    await expectError(await chat(m.url, m.key, body), 400, 'feature_not_supported', 'response_format.json_schema.schema')
+  })
+
+  it('still serves schemas of ordinary depth', async () => {
+    const body = `${head},"tools":[{"type":"function","function":{"name":"f","parameters":${deep(10)}}}]}`
+    expect((await chat(m.url, m.key, body)).status).toBe(200)
+  })
+})

@@ -1,0 +1,25 @@
+import { describe, expect, it } from 'vitest'
+import { chat, marketPerTest, sseEvents } from './helpers/market.js'
+import { parseUsdc } from '../src/ledger/money.js'
+
+const market = marketPerTest()
+
+describe('a hold released by a sweep while its request is served', () => {
+  it.each([false, true])('reports the cost that was captured, not the price (stream %s)', async (stream) => {
+    const mk = await market()
+    mk.sims.atlasCheap.setFault({ kind: 'stall' })
+    const pending = chat(mk.url, mk.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 20, stream })
+    await expect.poll(() => mk.sims.atlasCheap.stats.active).toBe(1)
+    // Another gateway took this one for dead (a stale heartbeat) and released its holds.
+    expect(await mk.store.ledger.releaseOwnedBy([mk.server.gateway.lifecycle.id], Date.now())).toBe(1)
+    mk.sims.atlasCheap.setFault({ kind: 'none' })
+    const res = await pending
+    expect(res.status).toBe(200)
+    const svc = stream ? JSON.parse((await sseEvents(res)).at(-2)!).svc : (await res.json()).svc
+    const record = (await mk.store.usage.get(mk.accountId, svc.request_id))!
+    expect(parseUsdc(svc.cost_usdc)).toBe(record.cost)
+    expect((await mk.store.accounts.byId(mk.accountId))!).toMatchObject({ balance: 10_000_000n, held: 0n })
+    const audit = await mk.store.ledger.audit()
+    expect(audit.unbalanced).toEqual([])
+  })
+})

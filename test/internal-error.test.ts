@@ -1,0 +1,48 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { afterEach, describe, expect, it } from 'vitest'
+import { chat, marketConfig, USER, type Market } from './helpers/market.js'
+import { freshStoreUrl } from './helpers/stores.js'
+import { startServer, type RunningServer } from '../src/server.js'
+import { openStore } from '../src/store/open.js'
+import type { Store } from '../src/store/store.js'
+import type { Provider } from '../src/providers/types.js'
+import { depositTo, issueKey, openAccount } from '../src/accounts/operations.js'
+
+/** An adapter with a bug: it throws instead of yielding a failure event. */
+const broken: Provider = {
+  stream: async function* () {
+    throw new Error('adapter bug')
+  },
+  close: async () => {},
+}
+
+const nowhere = { url: 'http://127.0.0.1:9/v1' }
+const sims = { atlasCheap: nowhere, atlasDear: nowhere, tern: nowhere, wren: nowhere, quill: nowhere, vendor: nowhere } as unknown as Market['sims']
+
+let server: RunningServer | undefined
+let store: Store | undefined
+afterEach(async () => {
+  await server?.close()
+  await store?.close()
+})
+
+describe('an internal error while serving', () => {
+  it('answers 503 with the request id, releases the hold, and leaves no timer writing to the finished response', async () => {
+    const config = marketConfig(sims, freshStoreUrl('sqlite'), { keepAliveMs: 10 })
+    store = await openStore(config.store)
+    server = await startServer(config, { store, log: () => {}, makeUpstream: () => broken })
+    const { account } = await openAccount(store, USER)
+    await depositTo(store, account.id, 1_000_000n)
+    await store.accounts.approve(account.id, 1_000_000n)
+    const { key } = await issueKey(store, account.id, 'test')
+    for (const stream of [false, true]) {
+      const res = await chat(server.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10, stream })
+      expect(res.status).toBe(503)
+      expect(res.headers.get('x-request-id')).toMatch(/^req_/)
+      expect((await res.json()).error.code).toBe('no_capacity')
+    }
+    expect((await store.accounts.byId(account.id))!.held).toBe(0n)
+    // A keep-alive timer left running would write headers again and throw (an uncaught exception ends the process).
+    await sleep(100)
+  })
+})
