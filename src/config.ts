@@ -63,6 +63,7 @@ const RailConfig = Type.Union([
 /** Timeouts and limits of the request path; every field has a default. */
 const TuningConfig = Type.Object({
   firstByteTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  replyTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
   idleTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
   keepAliveMs: Type.Optional(Type.Integer({ minimum: 1 })),
   breakerFailures: Type.Optional(Type.Integer({ minimum: 1 })),
@@ -93,6 +94,7 @@ export type RailConfig = Static<typeof RailConfig>
 
 export interface Tuning {
   firstByteTimeoutMs: number
+  replyTimeoutMs: number
   idleTimeoutMs: number
   keepAliveMs: number
   breakerFailures: number
@@ -104,6 +106,7 @@ export interface Tuning {
 
 export const DEFAULT_TUNING: Tuning = {
   firstByteTimeoutMs: 15_000,
+  replyTimeoutMs: 300_000,
   idleTimeoutMs: 60_000,
   keepAliveMs: 10_000,
   breakerFailures: 3,

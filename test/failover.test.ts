@@ -187,3 +187,22 @@ describe('client disconnect', () => {
     expect(closed.cost).toBe(0n)
   })
 })
+
+describe('upstream time budgets', () => {
+  it('gives a plain reply its whole reply budget, while a stream must start within the first-event budget', async () => {
+    // A plain upstream sends nothing until its answer is complete, so it is judged by replyTimeoutMs.
+    const mk = await market({ tuning: { firstByteTimeoutMs: 250, replyTimeoutMs: 5_000 } })
+    mk.sims.atlasCheap.setFault({ kind: 'slow', ms: 600 })
+    const plain = await (await chat(mk.url, mk.key, body())).json()
+    expect(plain.svc.provider).toBe(P.atlasCheap)
+    const events = await sseEvents(await chat(mk.url, mk.key, body({ stream: true })))
+    expect(JSON.parse(events.at(-2)!).svc.provider).toBe(P.atlasDear)
+  })
+
+  it('fails a plain attempt over once its reply budget is spent', async () => {
+    const mk = await market({ tuning: { firstByteTimeoutMs: 5_000, replyTimeoutMs: 250 } })
+    mk.sims.atlasCheap.setFault({ kind: 'slow', ms: 2_000 })
+    const plain = await (await chat(mk.url, mk.key, body())).json()
+    expect(plain.svc.provider).toBe(P.atlasDear)
+  })
+})

@@ -3,6 +3,7 @@ import { checksumAddress, hasValidChecksum, isEvmAddress } from './address.js'
 import { generateKey } from '../auth/keys.js'
 import type { Store } from '../store/store.js'
 import type { Account } from '../store/accounts.js'
+import { formatUsdc } from '../ledger/money.js'
 
 /** Account operations shared by the CLI, the portal and the demo. Wallets are stored EIP-55 checksummed. */
 
@@ -30,7 +31,19 @@ export async function issueKey(store: Store, accountId: number, name: string, no
   return { id: k.id, key: k.key, prefix: k.prefix, name, createdAt: now }
 }
 
+/** Largest balance or cap an account may hold: 10^12 USDC, far inside the store's 64-bit integers whatever is summed. */
+export const MAX_AMOUNT = 10n ** 18n
+
 export async function depositTo(store: Store, accountId: number, amount: bigint, now = Date.now()): Promise<Account> {
   if (amount <= 0n) throw new OperationError('a deposit must be positive')
-  return store.accounts.deposit(accountId, amount, `dep_${randomBytes(8).toString('hex')}`, now)
+  if (amount > MAX_AMOUNT) throw new OperationError(`a deposit may be at most ${formatUsdc(MAX_AMOUNT)} USDC`)
+  const after = await store.accounts.deposit(accountId, amount, `dep_${randomBytes(8).toString('hex')}`, now, MAX_AMOUNT)
+  if (!after) throw new OperationError(`the balance would exceed ${formatUsdc(MAX_AMOUNT)} USDC; nothing was deposited`)
+  return after
+}
+
+/** Sets the approved spending cap (as an ERC-20 `approve` sets an allowance). */
+export async function approveCap(store: Store, accountId: number, cap: bigint): Promise<void> {
+  if (cap < 0n || cap > MAX_AMOUNT) throw new OperationError(`a cap must be between 0 and ${formatUsdc(MAX_AMOUNT)} USDC`)
+  await store.accounts.approve(accountId, cap)
 }

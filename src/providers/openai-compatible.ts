@@ -5,8 +5,10 @@ import { chunkEvents, replyEvents } from './openai-chunks.js'
 import type { Failure, Provider, UpstreamEvent, UpstreamRequest } from './types.js'
 
 export interface UpstreamTimeouts {
-  /** Until the first event (stream) or the whole reply head (plain); past it the attempt fails over. */
+  /** Until the first event of a stream; past it the attempt fails over. */
   firstByteTimeoutMs: number
+  /** Until a plain (non-stream) reply has arrived whole: the upstream sends nothing before it is done. */
+  replyTimeoutMs: number
   /** Longest silence between two body chunks once the reply started. */
   idleTimeoutMs: number
 }
@@ -36,17 +38,18 @@ export class OpenAICompatibleProvider implements Provider {
     const onAbort = () => controller.abort()
     signal.addEventListener('abort', onAbort, { once: true })
     let timedOut = false
+    const budgetMs = request.stream ? this.timeouts.firstByteTimeoutMs : this.timeouts.replyTimeoutMs
     let timer: NodeJS.Timeout | undefined = setTimeout(() => {
       timedOut = true
       controller.abort()
-    }, this.timeouts.firstByteTimeoutMs)
+    }, budgetMs)
     const clearTimer = () => {
       if (timer) clearTimeout(timer)
       timer = undefined
     }
     const why = (err: unknown): UpstreamEvent => {
       if (signal.aborted) return failure('aborted', 'the client went away')
-      if (timedOut) return failure('unavailable', `no first byte within ${this.timeouts.firstByteTimeoutMs} ms`)
+      if (timedOut) return failure('unavailable', request.stream ? `no first event within ${budgetMs} ms` : `no reply within ${budgetMs} ms`)
       const e = err as { code?: string; message?: string }
       return failure('unavailable', `upstream connection failed: ${e.code ?? e.message ?? String(err)}`)
     }
@@ -58,7 +61,7 @@ export class OpenAICompatibleProvider implements Provider {
         headers: this.headers,
         body: requestBody(upstreamModel, request),
         signal: controller.signal,
-        headersTimeout: this.timeouts.firstByteTimeoutMs + 1000,
+        headersTimeout: budgetMs + 1000,
         bodyTimeout: this.timeouts.idleTimeoutMs,
       })
     } catch (err) {

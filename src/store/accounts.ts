@@ -68,16 +68,19 @@ export class AccountRepo {
     await this.db.updateTable('accounts').set({ cap }).where('id', '=', id).execute()
   }
 
-  /** Credits a deposit: two postings (world → account) and the cached balance, in one transaction. */
-  async deposit(id: number, amount: bigint, ref: string, now: number): Promise<Account> {
+  /** Credits a deposit: two postings (world → account) and the cached balance, in one transaction; null (nothing written) when the balance would pass `max`. */
+  async deposit(id: number, amount: bigint, ref: string, now: number, max?: bigint): Promise<Account | null> {
     return this.db.transaction().execute(async (trx) => {
+      let update = trx.updateTable('accounts').set({ balance: sql`balance + ${amount}` }).where('id', '=', id)
+      if (max !== undefined) update = update.where('balance', '<=', max - amount)
+      const r = await update.returningAll().executeTakeFirst()
+      if (!r) return null
       const world = await trx.selectFrom('accounts').select('id').where('address', '=', SYSTEM_ACCOUNTS.world).executeTakeFirstOrThrow()
       const created_at = BigInt(now)
       await trx.insertInto('postings').values([
         { ref, account_id: id, book: 'available', kind: 'deposit', amount, created_at },
         { ref, account_id: num(world.id), book: 'available', kind: 'deposit', amount: -amount, created_at },
       ]).execute()
-      const r = await trx.updateTable('accounts').set({ balance: sql`balance + ${amount}` }).where('id', '=', id).returningAll().executeTakeFirstOrThrow()
       return toAccount(r)
     })
   }

@@ -47,7 +47,7 @@ export class CertifyError extends Error {}
 /** Runs the probe suite against an OpenAI-compatible upstream and derives the tool_contract it earned. */
 export async function certify(opts: CertifyOptions): Promise<Certification> {
   const timeoutMs = opts.timeoutMs ?? 60_000
-  const upstream = opts.upstream ?? new OpenAICompatibleProvider(opts.baseUrl, opts.apiKey, { firstByteTimeoutMs: timeoutMs, idleTimeoutMs: timeoutMs })
+  const upstream = opts.upstream ?? new OpenAICompatibleProvider(opts.baseUrl, opts.apiKey, { firstByteTimeoutMs: timeoutMs, replyTimeoutMs: timeoutMs, idleTimeoutMs: timeoutMs })
   const send: Send = (body, stream) => exchange(upstream, opts.model, body, stream)
   try {
     const hello = await send({ messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 }, false)

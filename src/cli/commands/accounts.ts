@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { depositTo, normalizeWallet, openAccount, OperationError, requireAccount } from '../../accounts/operations.js'
+import { approveCap, depositTo, normalizeWallet, openAccount, OperationError, requireAccount } from '../../accounts/operations.js'
 import { formatUsdc, parseUsdc } from '../../ledger/money.js'
 import type { Account } from '../../store/accounts.js'
 import { spendableOf } from '../../ledger/spendable.js'
@@ -81,7 +81,7 @@ export function accountCommands(program: Command): void {
       if (config.rail.kind === 'evm') throw new OperationError(`on the evm rail the cap is the wallet's USDC allowance: approve the settler ${config.rail.settler} from the wallet`)
       const cap = amountOf(opts.amount)
       const a = await requireAccount(store, opts.wallet)
-      await store.accounts.approve(a.id, cap)
+      await approveCap(store, a.id, cap)
       const after = (await store.accounts.byId(a.id))!
       emit(opts, { wallet: a.address, approved_cap: formatUsdc(cap), spendable: formatUsdc(spendableOf(after)) },
         `approved cap of ${a.address} is ${formatUsdc(cap)} USDC; spendable ${formatUsdc(spendableOf(after))}`)

@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path'
 import type { Command } from 'commander'
 import { SimulatedProvider } from '../../providers/simulated/server.js'
 import { DEMO_SIM_MODELS, DEMO_WALLET, demoConfig } from '../../demo/market.js'
-import { depositTo, issueKey, openAccount, OperationError } from '../../accounts/operations.js'
+import { approveCap, depositTo, issueKey, openAccount, OperationError } from '../../accounts/operations.js'
 import { formatUsdc, parseUsdc } from '../../ledger/money.js'
 import { spendableOf } from '../../ledger/spendable.js'
 import type { AnvilDemo } from '../../demo/anvil.js'
@@ -65,7 +65,7 @@ export function demoCommand(program: Command): void {
       } else {
         const current = (await store.accounts.byId(account.id))!
         if (current.balance < FUNDS) await depositTo(store, account.id, FUNDS - current.balance)
-        await store.accounts.approve(account.id, CAP)
+        await approveCap(store, account.id, CAP)
       }
       const funded = (await store.accounts.byId(account.id))!
       const key = await issueKey(store, account.id, 'demo')

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { apiError } from '../../protocol/errors.js'
 import { sendError } from '../../api/errors.js'
-import { depositTo } from '../../accounts/operations.js'
+import { approveCap, depositTo, OperationError } from '../../accounts/operations.js'
 import { formatUsdc, parseUsdc } from '../../ledger/money.js'
 import { spendableOf, type Account } from '../../store/accounts.js'
 import { sessionOf } from '../guard.js'
@@ -50,7 +50,12 @@ export function walletRoutes(api: FastifyInstance, ctx: PortalContext): void {
     if (!local) return chainOnly(reply, 'deposits are made')
     const amount = amountOf(req.body, 1n, MAX_DEPOSIT, reply)
     if (amount === undefined) return reply
-    return walletView(await depositTo(gw.store, sessionOf(req).accountId, amount, gw.now()))
+    try {
+      return walletView(await depositTo(gw.store, sessionOf(req).accountId, amount, gw.now()))
+    } catch (err) {
+      if (!(err instanceof OperationError)) throw err
+      return sendError(reply, apiError('feature_not_supported', `${err.message}.`, { param: 'amount' }))
+    }
   })
 
   api.post('/wallet/cap', async (req, reply) => {
@@ -58,7 +63,7 @@ export function walletRoutes(api: FastifyInstance, ctx: PortalContext): void {
     const amount = amountOf(req.body, 0n, MAX_CAP, reply)
     if (amount === undefined) return reply
     const { accountId } = sessionOf(req)
-    await gw.store.accounts.approve(accountId, amount)
+    await approveCap(gw.store, accountId, amount)
     return walletView(await accountOf(ctx, accountId))
   })
 }
