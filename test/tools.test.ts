@@ -148,4 +148,14 @@ describe('structured outputs', () => {
     })
     expect(JSON.parse(r.choices[0]!.message.content!)).toEqual({ city: 'Paris' })
   })
+
+  it('counts the response schema as input, like tool definitions', async () => {
+    const plain = await client.chat.completions.create({ model: 'svc/atlas@1', messages: ask('Give me a city'), response_format: { type: 'json_object' } })
+    const properties = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`field_${i}`, { type: 'string', description: `the ${i}th field of the answer` }]))
+    const schema = await client.chat.completions.create({
+      model: 'svc/atlas@1', messages: ask('Give me a city'),
+      response_format: { type: 'json_schema', json_schema: { name: 'wide', schema: { type: 'object', properties } } },
+    })
+    expect(schema.usage!.prompt_tokens - plain.usage!.prompt_tokens).toBeGreaterThan(200)
+  })
 })

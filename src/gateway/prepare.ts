@@ -39,7 +39,9 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
   }
   const messages = normalizeMessages(request.messages)
   if (isApiError(messages)) return messages
-  const inputTokens = countInput(messages.metered, request.tools?.length ? JSON.stringify(request.tools) : undefined)
+  // Tool definitions and a response schema reach the model as input: they count, as their JSON.
+  const schema = request.response_format?.type === 'json_schema' ? JSON.stringify(request.response_format.json_schema) : ''
+  const inputTokens = countInput(messages.metered, (request.tools?.length ? JSON.stringify(request.tools) : '') + schema)
   const needs: Needs = {
     inputTokens,
     requestedMax: request.max_completion_tokens ?? request.max_tokens ?? undefined,

@@ -57,15 +57,15 @@ export interface MeteredMessage {
   toolCalls?: { name: string; arguments: string }[]
 }
 
-/** Input tokens of a request: messages, tool definitions (as their JSON), and reply priming. */
-export function countInput(messages: readonly MeteredMessage[], toolsJson?: string): number {
+/** Input tokens of a request: messages, definitions (tools and a response schema, as their JSON), and reply priming. */
+export function countInput(messages: readonly MeteredMessage[], definitionsJson?: string): number {
   let n = REPLY_PRIMING
   for (const m of messages) {
     n += PER_MESSAGE_OVERHEAD + tokenCount(m.text)
     if (m.name) n += 1 + tokenCount(m.name)
     if (m.toolCalls) for (const c of m.toolCalls) n += tokenCount(c.name) + tokenCount(c.arguments)
   }
-  if (toolsJson) n += tokenCount(toolsJson)
+  if (definitionsJson) n += tokenCount(definitionsJson)
   return n
 }
 
