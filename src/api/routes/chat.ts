@@ -61,8 +61,7 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway): void {
       try {
         finished = await gw.run(caller, prepared, admitted.amount, requestId, startedAt, sse, abort.signal)
       } catch (err) {
-        gw.log(`request ${requestId} failed`, err)
-        await gw.store.ledger.release(requestId, gw.now(), internalUsage(caller, prepared, requestId, startedAt, gw.now())).catch(() => {})
+        await failedInternally(gw, err, caller, prepared, requestId, startedAt)
         if (!sse.headersSent) {
           sse.stopKeepAlive()
           return sendError(reply, internalError(requestId))
@@ -76,8 +75,7 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway): void {
     try {
       finished = await gw.run(caller, prepared, admitted.amount, requestId, startedAt, undefined, abort.signal)
     } catch (err) {
-      gw.log(`request ${requestId} failed`, err)
-      await gw.store.ledger.release(requestId, gw.now(), internalUsage(caller, prepared, requestId, startedAt, gw.now())).catch(() => {})
+      await failedInternally(gw, err, caller, prepared, requestId, startedAt)
       return sendError(reply, internalError(requestId))
     }
     return plainFinished(reply, prepared, finished, identity, requestId)
@@ -150,12 +148,15 @@ async function recordRefusal(gw: Gateway, caller: Caller, p: Prepared, requestId
   })
 }
 
-function internalUsage(caller: Caller, p: Prepared, requestId: string, startedAt: number, now: number) {
-  return {
+/** A bug or an unreachable store interrupted the request: log it and release its hold (best effort), charging nothing. */
+async function failedInternally(gw: Gateway, err: unknown, caller: Caller, p: Prepared, requestId: string, startedAt: number): Promise<void> {
+  gw.log(`request ${requestId} failed`, err)
+  const now = gw.now()
+  await gw.store.ledger.release(requestId, now, {
     requestId, accountId: caller.accountId, keyId: caller.keyId, model: p.model, servedModel: null, provider: null, stream: p.stream,
     promptTokens: p.inputTokens, completionTokens: 0, upstreamPromptTokens: null, upstreamCompletionTokens: null, cost: 0n,
-    outcome: 'stream_interrupted' as const, latencyMs: now - startedAt, createdAt: startedAt,
-  }
+    outcome: 'stream_interrupted', latencyMs: now - startedAt, createdAt: startedAt,
+  }).catch(() => {})
 }
 
 export function internalError(requestId: string) {
