@@ -1,7 +1,10 @@
 // Gateway overhead against a raw pass-through, measured in one run (DESIGN §10, issue 7).
 // Targets: (a) the simulated upstream directly, (b) a raw node:http + undici proxy, (c) the gateway with its full
 // path (key check, admission hold, metering, capture, usage record, durable SQLite ledger). Ratios are gateway/(b).
-// Usage: npm run bench [-- --seconds 5 --warmup 2 --concurrency 16,64 --modes plain,stream --soak 60 --profile]
+// This machine is a shared VM whose speed drifts by tens of percent from one minute to the next: each figure of (b)
+// and (c) is measured in --rounds interleaved rounds (raw, gateway, raw, gateway, …) and the table shows medians,
+// ratios being the median of the per-round ratios.
+// Usage: npm run bench [-- --seconds 5 --warmup 2 --rounds 3 --concurrency 16,64 --modes plain,stream --soak 60 --profile]
 import { spawn, execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -13,6 +16,7 @@ const { values: o } = parseArgs({
     seconds: { type: 'string', default: '5' }, warmup: { type: 'string', default: '2' }, concurrency: { type: 'string', default: '16,64' },
     modes: { type: 'string', default: 'plain,stream' }, tokens: { type: 'string', default: '64' }, soak: { type: 'string', default: '0' },
     profile: { type: 'boolean', default: false }, targets: { type: 'string', default: 'upstream,raw-proxy,gateway' },
+    rounds: { type: 'string', default: '3' },
   },
 })
 const CLI = 'dist/cli/main.js'
@@ -82,15 +86,35 @@ if (o.profile) mkdirSync(profileDir, { recursive: true })
 const gw = await start([CLI, 'serve', '--config', config, '--json'], o.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])
 
 const messages = [{ role: 'user', content: 'Tell me something about the river and the harbor.' }]
-const rows = []
+const runs = []
+const want = o.targets.split(',')
 for (const mode of o.modes.split(',')) {
   for (const c of o.concurrency.split(',').map(Number)) {
     const stream = mode === 'stream'
-    const want = o.targets.split(',')
-    if (want.includes('upstream')) rows.push(await measure('upstream', null, `${sim.info.base_url}/chat/completions`, { model: 'bench', messages, max_tokens: tokens }, c, stream))
-    if (want.includes('raw-proxy')) rows.push(await measure('raw-proxy', raw.child.pid, `${raw.info.base_url}/v1/chat/completions`, { model: 'bench', messages, max_tokens: tokens }, c, stream))
-    if (want.includes('gateway')) rows.push(await measure('gateway', gw.child.pid, `${gw.info.base_url}/v1/chat/completions`, { model: 'svc/bench@1', messages, max_tokens: tokens }, c, stream, key))
+    if (want.includes('upstream')) runs.push({ round: 1, ...(await measure('upstream', null, `${sim.info.base_url}/chat/completions`, { model: 'bench', messages, max_tokens: tokens }, c, stream)) })
+    for (let round = 1; round <= Number(o.rounds); round++) {
+      if (want.includes('raw-proxy')) runs.push({ round, ...(await measure('raw-proxy', raw.child.pid, `${raw.info.base_url}/v1/chat/completions`, { model: 'bench', messages, max_tokens: tokens }, c, stream)) })
+      if (want.includes('gateway')) runs.push({ round, ...(await measure('gateway', gw.child.pid, `${gw.info.base_url}/v1/chat/completions`, { model: 'svc/bench@1', messages, max_tokens: tokens }, c, stream, key)) })
+    }
   }
+}
+const median = (xs) => {
+  const v = xs.filter((x) => x !== null && x !== undefined).sort((a, b) => a - b)
+  if (v.length === 0) return null
+  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2
+}
+const METRICS = ['errors', 'rps', 'p50_ms', 'p99_ms', 'ttfb_p50_ms', 'ttfb_p99_ms', 'cpu_us_per_req']
+const same = (a, b) => a.mode === b.mode && a.concurrency === b.concurrency
+const rows = []
+for (const r of runs) {
+  if (rows.some((x) => x.target === r.target && same(x, r))) continue
+  const group = runs.filter((x) => x.target === r.target && same(x, r))
+  const row = { target: r.target, mode: r.mode, concurrency: r.concurrency, rounds: group.length }
+  for (const m of METRICS) {
+    const v = median(group.map((x) => x[m]))
+    row[m] = v === null ? null : +v.toFixed(m === 'rps' || m === 'errors' || m === 'cpu_us_per_req' ? 0 : 3)
+  }
+  rows.push(row)
 }
 
 let soak = null
@@ -99,33 +123,47 @@ if (Number(o.soak) > 0) {
   const timer = setInterval(() => samples.push(+rssMb(gw.child.pid).toFixed(1)), 1000)
   const r = await load(`${gw.info.base_url}/v1/chat/completions`, { model: 'svc/bench@1', messages, max_tokens: tokens }, 64, Number(o.soak), 5, key)
   clearInterval(timer)
-  const tenth = Math.max(1, Math.floor(samples.length / 10))
-  const early = samples.slice(0, tenth).reduce((a, b) => a + b, 0) / tenth
-  const late = samples.slice(-tenth).reduce((a, b) => a + b, 0) / tenth
-  soak = { seconds: Number(o.soak), requests: r.requests, rps: r.rps, rss_mb_first_tenth: +early.toFixed(1), rss_mb_last_tenth: +late.toFixed(1), growth: +(late / early - 1).toFixed(3), samples }
+  // V8's heap grows in a sawtooth (tens of MB between major collections): compare whole thirds of the run, and their
+  // floors (RSS just after a collection), rather than single samples.
+  const third = Math.max(1, Math.floor(samples.length / 3))
+  const first = samples.slice(0, third)
+  const last = samples.slice(-third)
+  const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length
+  soak = {
+    seconds: Number(o.soak), requests: r.requests, rps: r.rps,
+    rss_mb_mean_first_third: +mean(first).toFixed(1), rss_mb_mean_last_third: +mean(last).toFixed(1), growth_mean: +(mean(last) / mean(first) - 1).toFixed(3),
+    rss_mb_floor_first_third: Math.min(...first), rss_mb_floor_last_third: Math.min(...last), growth_floor: +(Math.min(...last) / Math.min(...first) - 1).toFixed(3),
+    samples,
+  }
 }
 
 const ratios = []
 for (const r of rows.filter((x) => x.target === 'gateway')) {
-  const base = rows.find((x) => x.target === 'raw-proxy' && x.mode === r.mode && x.concurrency === r.concurrency)
-  if (!base) continue
+  const pairs = runs.filter((x) => x.target === 'gateway' && same(x, r)).map((g) => [g, runs.find((x) => x.target === 'raw-proxy' && same(x, g) && x.round === g.round)]).filter(([, b]) => b)
+  if (pairs.length === 0) continue
+  const med = (f, digits = 3) => +median(pairs.map(([g, b]) => f(g, b))).toFixed(digits)
   ratios.push({
     mode: r.mode, concurrency: r.concurrency,
-    'rps gateway/raw': +(r.rps / base.rps).toFixed(3),
-    'added p50 ms': +(r.p50_ms - base.p50_ms).toFixed(3),
-    'added p99 ms': +(r.p99_ms - base.p99_ms).toFixed(3),
-    'added ttfb p50 ms': +(r.ttfb_p50_ms - base.ttfb_p50_ms).toFixed(3),
-    'cpu µs/req gateway': r.cpu_us_per_req, 'cpu µs/req raw': base.cpu_us_per_req,
+    'rps gateway/raw': med((g, b) => g.rps / b.rps),
+    'added p50 ms': med((g, b) => g.p50_ms - b.p50_ms),
+    'added p99 ms': med((g, b) => g.p99_ms - b.p99_ms),
+    'added ttfb p50 ms': med((g, b) => g.ttfb_p50_ms - b.ttfb_p50_ms),
+    'cpu gateway/raw': med((g, b) => g.cpu_us_per_req / b.cpu_us_per_req, 2),
+    'cpu µs/req gateway': r.cpu_us_per_req, 'cpu µs/req raw': rows.find((x) => x.target === 'raw-proxy' && same(x, r))?.cpu_us_per_req ?? null,
   })
 }
-console.log(`\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply, closed loop`)
+console.log(`\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply, closed loop, medians of ${o.rounds} interleaved rounds`)
 console.table(rows.map(({ requests, ...r }) => r))
 console.table(ratios)
-if (soak) console.log(`soak at c=64 for ${soak.seconds} s: ${soak.rps} req/s, RSS ${soak.rss_mb_first_tenth} → ${soak.rss_mb_last_tenth} MB (${(soak.growth * 100).toFixed(1)}%)`)
+if (soak) {
+  const pct = (x) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`
+  console.log(`soak at c=64 for ${soak.seconds} s: ${soak.rps} req/s; RSS mean ${soak.rss_mb_mean_first_third} → ${soak.rss_mb_mean_last_third} MB (${pct(soak.growth_mean)}), ` +
+    `floor ${soak.rss_mb_floor_first_third} → ${soak.rss_mb_floor_last_third} MB (${pct(soak.growth_floor)}), first third against last`)
+}
 gw.child.kill('SIGTERM')
 await new Promise((r) => gw.child.once('exit', r))
 const usage = cli('usage', '--wallet', wallet, '--limit', '1')
 const out = join('bench', 'results', `http-${new Date().toISOString().replace(/[:.]/g, '-')}.json`)
-writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), options: o, rows, ratios, soak, last_usage: usage.data[0] ?? null }, null, 2))
+writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), options: o, rows, ratios, runs, soak, last_usage: usage.data[0] ?? null }, null, 2))
 console.log(`written ${out}`)
 process.exit(0)
