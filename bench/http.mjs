@@ -163,6 +163,7 @@ if (soak) {
 gw.child.kill('SIGTERM')
 await new Promise((r) => gw.child.once('exit', r))
 const usage = cli('usage', '--wallet', wallet, '--limit', '1')
+mkdirSync(join('bench', 'results'), { recursive: true })
 const out = join('bench', 'results', `http-${new Date().toISOString().replace(/[:.]/g, '-')}.json`)
 writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), options: o, rows, ratios, runs, soak, last_usage: usage.data[0] ?? null }, null, 2))
 console.log(`written ${out}`)
