@@ -83,7 +83,11 @@ export const ConfigSchema = Type.Object({
   cortex: Type.Optional(Type.Object({ candidates: Type.Array(Type.String()) })),
   managed: Type.Optional(ManagedConfig),
   tuning: Type.Optional(TuningConfig),
-  portal: Type.Optional(Type.Object({ sessionSecret: Type.Optional(Type.String({ minLength: 16 })), chainId: Type.Optional(Type.Integer({ minimum: 1 })) })),
+  portal: Type.Optional(Type.Object({
+    sessionSecret: Type.Optional(Type.String({ minLength: 16 })),
+    chainId: Type.Optional(Type.Integer({ minimum: 1 })),
+    signInsPerMinute: Type.Optional(Type.Integer({ minimum: 1, description: 'nonces one client address may ask for per minute (default 20)' })),
+  })),
 })
 export type Config = Static<typeof ConfigSchema>
 export type ModelConfig = Static<typeof ModelConfig>

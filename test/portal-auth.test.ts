@@ -173,3 +173,20 @@ describe('accounts stay apart', () => {
     await expectError(await forged.call('GET', '/wallet'), 401, 'session_required')
   })
 })
+
+describe('sign-in attempts', () => {
+  it('limits the nonces one client address may ask for, with Retry-After, and keeps the ones it gave', async () => {
+    const limited = await startMarket({ edit: (c) => void (c.portal = { ...c.portal, signInsPerMinute: 3 }) })
+    try {
+      const given = [await fetchNonce(limited.url), await fetchNonce(limited.url), await fetchNonce(limited.url)]
+      const refused = await fetch(`${limited.url}/portal/api/nonce`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+      await expectError(refused, 429, 'sign_in_failed', /too many sign-in attempts/i)
+      // A nonce issued before the limit still signs in.
+      const message = siweMessage(given[2]!, alice.address)
+      expect((await postSession(limited.url, message, await alice.signMessage({ message }))).status).toBe(200)
+    } finally {
+      await limited.close()
+    }
+  })
+})

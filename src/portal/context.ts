@@ -3,6 +3,7 @@ import type { Config } from '../config.js'
 import type { Gateway } from '../gateway/gateway.js'
 import type { Account } from '../store/accounts.js'
 import type { Sessions } from './session.js'
+import type { AttemptLimiter } from './attempts.js'
 
 /** What every portal route needs. */
 export interface PortalContext {
@@ -10,6 +11,8 @@ export interface PortalContext {
   sessions: Sessions
   /** The chain id sign-in messages must name. */
   chainId: number
+  /** Nonces per client address and minute. */
+  signIns: AttemptLimiter
 }
 
 /** Local development chain (anvil, hardhat) when neither the portal nor a chain rail names one. */

@@ -1,5 +1,6 @@
 import type { AppPlugin } from '../api/app.js'
 import { Sessions } from './session.js'
+import { AttemptLimiter, DEFAULT_SIGN_INS_PER_MINUTE } from './attempts.js'
 import { guardPortalApi } from './guard.js'
 import { signInChainId, type PortalContext } from './context.js'
 import { authRoutes } from './routes/auth.js'
@@ -17,7 +18,12 @@ export interface PortalOptions {
 /** The account portal: its page at /portal and its JSON API at /portal/api, behind a wallet sign-in session. */
 export function portalPlugin(opts: PortalOptions = {}): AppPlugin {
   return async (app, gw) => {
-    const ctx: PortalContext = { gw, sessions: new Sessions(gw.store, gw.config.portal?.sessionSecret, gw.now), chainId: signInChainId(gw.config) }
+    const ctx: PortalContext = {
+      gw,
+      sessions: new Sessions(gw.store, gw.config.portal?.sessionSecret, gw.now),
+      chainId: signInChainId(gw.config),
+      signIns: new AttemptLimiter(gw.config.portal?.signInsPerMinute ?? DEFAULT_SIGN_INS_PER_MINUTE, gw.now),
+    }
     await app.register(async (api) => {
       guardPortalApi(api, ctx.sessions)
       authRoutes(api, ctx)

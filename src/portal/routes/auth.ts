@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import { isApiError } from '../../protocol/errors.js'
+import { apiError, isApiError } from '../../protocol/errors.js'
 import { sendError } from '../../api/errors.js'
 import { openAccount } from '../../accounts/operations.js'
 import type { Account } from '../../store/accounts.js'
@@ -27,7 +27,11 @@ export function authRoutes(api: FastifyInstance, ctx: PortalContext): void {
     local_test_wallet: rail.kind === 'local',
   }))
 
-  api.post('/nonce', { config: { portalPublic: true } }, async (req) => {
+  api.post('/nonce', { config: { portalPublic: true } }, async (req, reply) => {
+    const wait = ctx.signIns.take(req.ip)
+    if (wait !== null) {
+      return sendError(reply, apiError('sign_in_failed', `Too many sign-in attempts from this address; try again in ${wait} s.`, { status: 429, retryAfter: wait }))
+    }
     const { nonce, expiresAt } = await issueNonce(gw.store, gw.now())
     const origin = originOf(req)
     return { object: 'portal.nonce', nonce, expires_at: seconds(expiresAt), domain: req.host, uri: `${origin}/portal`, chain_id: ctx.chainId, version: '1', statement: STATEMENT }
