@@ -1,4 +1,5 @@
 import { connect } from 'node:net'
+import { get } from 'node:http'
 import { describe, expect, it } from 'vitest'
 import { marketPerTest } from './helpers/market.js'
 
@@ -20,8 +21,16 @@ async function sendAndLeave(url: string, key: string, body: unknown): Promise<vo
 
 describe('a client that leaves before its request is admitted', () => {
   it.each([false, true])('is not served nor charged (stream %s)', async (stream) => {
-    const mk = await market({ sim: { chunkDelayMs: 5 } })
+    // The key check runs before the body is read; a warm key cache lets it pass without the store, so the request
+    // is read and prepared and then waits for admission.
+    const mk = await market({ sim: { chunkDelayMs: 5 }, tuning: { keyCacheMs: 60_000 } })
+    const warm = await new Promise<number>((resolve, reject) =>
+      get(`${mk.url}/v1/usage?limit=1`, { agent: false, headers: { authorization: `Bearer ${mk.key}`, connection: 'close' } }, (res) => {
+        res.resume().once('end', () => resolve(res.statusCode!))
+      }).once('error', reject))
+    expect(warm).toBe(200)
     const conns = () => new Promise<number>((resolve, reject) => mk.server.app.server.getConnections((err, n) => (err ? reject(err) : resolve(n))))
+    await expect.poll(conns).toBe(0)
     // Admission waits for the store while the client goes away: the connection closes before the hold exists.
     let open!: () => void
     const gate = new Promise<void>((resolve) => (open = resolve))

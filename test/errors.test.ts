@@ -33,6 +33,13 @@ describe('keys', () => {
     await expectError(await chat(m.url, 'svc_test_doesnotexist000000000000000000000000', { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
     await expectError(await chat(m.url, 'sk-openai-style', { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
   })
+  it('checks the key before the body: a stranger gets 401 whatever the body, and nothing of it is parsed', async () => {
+    await expectError(await chat(m.url, undefined, '{"model": '), 401, 'invalid_api_key', null)
+    const big = JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'x'.repeat(4 * 1024 * 1024 + 10) }] })
+    await expectError(await chat(m.url, 'svc_test_doesnotexist000000000000000000000000', big), 401, 'invalid_api_key', null)
+    // With a good key the same bodies get their own errors.
+    await expectError(await chat(m.url, m.key, '{"model": '), 400, 'feature_not_supported', null)
+  })
   it('refuses a revoked key', async () => {
     const k = await issueKey(m.store, m.accountId, 'short-lived')
     expect((await chat(m.url, k.key, { model: 'svc/atlas@1', messages: msgs })).status).toBe(200)

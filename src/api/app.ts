@@ -3,6 +3,7 @@ import { apiError } from '../protocol/errors.js'
 import type { Gateway } from '../gateway/gateway.js'
 import { sendError } from './errors.js'
 import { newRequestId } from './request-id.js'
+import { keyCheck } from './caller.js'
 import { chatRoutes, internalError } from './routes/chat.js'
 import { modelRoutes } from './routes/models.js'
 import { usageRoutes } from './routes/usage.js'
@@ -65,9 +66,10 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     sendError(reply, apiError('feature_not_supported', `Unknown endpoint ${req.method} ${req.url.split('?')[0]}.`, { param: null, status: 404 }))
   })
 
+  const key = keyCheck(app, gw)
   modelRoutes(app, gw)
-  chatRoutes(app, gw)
-  usageRoutes(app, gw)
+  chatRoutes(app, gw, key)
+  usageRoutes(app, gw, key)
   for (const plugin of plugins) await plugin(app, gw)
   return app
 }

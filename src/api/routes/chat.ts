@@ -11,6 +11,7 @@ import type { Offer } from '../../routing/catalog.js'
 import { sendError } from '../errors.js'
 import { DONE, SseReply } from '../sse.js'
 import { completionId } from '../request-id.js'
+import { callerOf, type keyCheck } from '../caller.js'
 
 type Delivered = Extract<Finished, { kind: 'delivered' }>
 
@@ -30,11 +31,10 @@ function fingerprintFor(p: Prepared): (offer: Offer) => string {
 }
 
 /** POST /v1/chat/completions: authenticate, validate, admit, serve, settle, reply (spec §4.1). */
-export function chatRoutes(app: FastifyInstance, gw: Gateway): void {
-  app.post('/v1/chat/completions', async (req, reply) => {
+export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnType<typeof keyCheck>): void {
+  app.post('/v1/chat/completions', { onRequest }, async (req, reply) => {
     const startedAt = gw.now()
-    const caller = await gw.keys.verify(req.headers.authorization)
-    if (isApiError(caller)) return sendError(reply, caller)
+    const caller = callerOf(req)
     const prepared = prepare(req.body, gw.catalog, gw.health)
     if (isApiError(prepared)) return sendError(reply, prepared)
     const requestId = req.id

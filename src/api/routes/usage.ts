@@ -4,6 +4,7 @@ import { formatUsdc } from '../../ledger/money.js'
 import type { Gateway } from '../../gateway/gateway.js'
 import type { UsageRecord } from '../../store/usage.js'
 import { sendError } from '../errors.js'
+import { callerOf, type keyCheck } from '../caller.js'
 
 const MAX_LIMIT = 100
 const DEFAULT_LIMIT = 20
@@ -43,10 +44,9 @@ export function pageLimit(query: Record<string, unknown>, max: number, fallback:
 }
 
 /** GET /v1/usage (newest first, paginated) and GET /v1/usage/{request_id}, for the key's owner. */
-export function usageRoutes(app: FastifyInstance, gw: Gateway): void {
-  app.get<{ Querystring: Record<string, string | undefined> }>('/v1/usage', async (req, reply) => {
-    const caller = await gw.keys.verify(req.headers.authorization)
-    if (isApiError(caller)) return sendError(reply, caller)
+export function usageRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnType<typeof keyCheck>): void {
+  app.get<{ Querystring: Record<string, string | undefined> }>('/v1/usage', { onRequest }, async (req, reply) => {
+    const caller = callerOf(req)
     const q = req.query
     const limit = pageLimit(q, MAX_LIMIT, DEFAULT_LIMIT)
     if (isApiError(limit)) return sendError(reply, limit)
@@ -60,9 +60,8 @@ export function usageRoutes(app: FastifyInstance, gw: Gateway): void {
     return { object: 'list', data: page.map(wireUsage), has_more: rows.length > limit, last_id: page.at(-1)?.requestId ?? null }
   })
 
-  app.get<{ Params: { id: string } }>('/v1/usage/:id', async (req, reply) => {
-    const caller = await gw.keys.verify(req.headers.authorization)
-    if (isApiError(caller)) return sendError(reply, caller)
+  app.get<{ Params: { id: string } }>('/v1/usage/:id', { onRequest }, async (req, reply) => {
+    const caller = callerOf(req)
     const u = await gw.store.usage.get(caller.accountId, req.params.id)
     if (!u) return sendError(reply, apiError('feature_not_supported', `No usage record ${req.params.id} for this account.`, { param: 'request_id', status: 404 }))
     return wireUsage(u)
