@@ -3,7 +3,10 @@ import { Worker } from 'node:worker_threads'
 /**
  * Runs SQLite WAL checkpoints on a worker thread with its own connection. Left to the writer, a checkpoint runs
  * inside whichever commit crosses the threshold: page copies and two fsyncs on the event loop. PASSIVE checkpoints
- * never block the writer; once one completes, the next write transaction starts the WAL over from its beginning.
+ * never block the writer, and the next write transaction starts the WAL over from its beginning — but only once a
+ * checkpoint has copied every frame. Under sustained writes that never happens by itself (each checkpoint leaves the
+ * frames written while it ran), and the WAL would grow without bound; so when it passes its limit, the writer holds
+ * its next group until the worker has checkpointed the short tail (`beforeWrite`).
  */
 const WORKER = `
 const { parentPort, workerData } = require('node:worker_threads')
@@ -11,33 +14,98 @@ const Database = require(workerData.module)
 const db = new Database(workerData.path, { fileMustExist: true })
 db.pragma('busy_timeout = 1000')
 db.pragma('synchronous = NORMAL')
-let busy = false
 const run = () => {
-  if (busy) return
-  busy = true
-  try { db.pragma('wal_checkpoint(PASSIVE)') } catch (err) { parentPort.postMessage({ error: String(err) }) }
-  busy = false
+  try {
+    const [r] = db.pragma('wal_checkpoint(PASSIVE)')
+    return r
+  } catch (err) {
+    parentPort.postMessage({ error: String(err) })
+    return { busy: 1, log: -1, checkpointed: -1 }
+  }
 }
-const timer = setInterval(run, workerData.intervalMs)
+const timer = setInterval(() => {
+  let r = run()
+  // Past the limit, a second pass copies what was written during the first: the writer, once held, waits for a short tail.
+  if (r.log >= workerData.limitFrames) r = run()
+  parentPort.postMessage({ report: r })
+}, workerData.intervalMs)
 parentPort.on('message', (m) => {
-  if (m === 'stop') { clearInterval(timer); run(); db.close(); parentPort.postMessage('stopped') }
+  if (m === 'now') parentPort.postMessage({ now: run() })
+  if (m === 'stop') { clearInterval(timer); run(); db.close(); parentPort.postMessage({ stopped: true }) }
 })
 `
 
+interface CheckpointResult {
+  busy: number
+  /** Frames in the WAL. */
+  log: number
+  /** Frames of it copied into the database. */
+  checkpointed: number
+}
+
+type WorkerMessage = { report: CheckpointResult } | { now: CheckpointResult } | { stopped: true } | { error: string }
+
 export class Checkpointer {
   private readonly worker: Worker
+  private resetDue = false
+  private waiting: (() => void) | null = null
+  private gone = false
+  /** Checkpoints that found the WAL past its limit, and tails checkpointed with the writer held (for tests and stats). */
+  readonly stats = { oversized: 0, held: 0 }
 
-  constructor(path: string, betterSqlite3Module: string, intervalMs = 200, onError: (msg: string) => void = () => {}) {
-    this.worker = new Worker(WORKER, { eval: true, workerData: { path, module: betterSqlite3Module, intervalMs } })
-    this.worker.on('message', (m: unknown) => {
-      if (typeof m === 'object' && m !== null && 'error' in m) onError(String((m as { error: string }).error))
+  /** `limitFrames`: WAL frames past which the writer is held for a tail checkpoint. */
+  constructor(path: string, betterSqlite3Module: string, private readonly limitFrames: number, intervalMs = 200, onError: (msg: string) => void = () => {}) {
+    this.worker = new Worker(WORKER, { eval: true, workerData: { path, module: betterSqlite3Module, intervalMs, limitFrames } })
+    this.worker.on('message', (m: WorkerMessage) => {
+      if ('error' in m) onError(m.error)
+      else if ('report' in m) {
+        if (m.report.log >= this.limitFrames) {
+          this.stats.oversized++
+          this.resetDue = true
+        }
+      } else if ('now' in m) this.wake()
+    })
+    this.worker.once('exit', () => {
+      this.gone = true
+      this.wake()
     })
     this.worker.unref()
   }
 
+  private wake(): void {
+    const w = this.waiting
+    if (!w) return
+    this.waiting = null
+    if (!this.gone) this.worker.unref()
+    w()
+  }
+
+  /**
+   * Called by the writer, holding its connection, before a write transaction. When the last checkpoint found the
+   * WAL past its limit, the worker checkpoints what is left with no write in between, so that this transaction
+   * starts the WAL over (and SQLite truncates the file to journal_size_limit). At most once per checkpoint report.
+   */
+  async beforeWrite(): Promise<void> {
+    if (!this.resetDue || this.gone) return
+    this.resetDue = false
+    this.stats.held++
+    await new Promise<void>((resolve) => {
+      this.waiting = resolve
+      // Referenced while the writer waits on it: nothing else may be keeping the process alive.
+      this.worker.ref()
+      this.worker.postMessage('now')
+    })
+  }
+
   async stop(): Promise<void> {
+    if (this.gone) return
     const stopped = new Promise<void>((resolve) => {
-      this.worker.once('message', () => resolve())
+      const onMessage = (m: WorkerMessage) => {
+        if (!('stopped' in m)) return
+        this.worker.off('message', onMessage)
+        resolve()
+      }
+      this.worker.on('message', onMessage)
       this.worker.once('exit', () => resolve())
     })
     // Kept alive while stopping: unref'd, the process could exit before the final checkpoint answered.

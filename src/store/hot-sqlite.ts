@@ -30,7 +30,8 @@ export class SqliteHotLedger implements HotLedger {
   private readonly group: BetterSqlite3.Transaction<(ops: Pending[]) => unknown[]>
   private readonly single: BetterSqlite3.Transaction<(op: Pending) => unknown>
 
-  constructor(private readonly raw: BetterSqlite3.Database, private readonly db: Kysely<Database>) {
+  /** `walGate`: when the WAL outgrew its limit, holds the next group until a checkpoint let it start over. */
+  constructor(private readonly raw: BetterSqlite3.Database, private readonly db: Kysely<Database>, private readonly walGate?: { beforeWrite(): Promise<void> }) {
     const p = (sql: string) => raw.prepare(sql)
     this.s = {
       hold: p(`UPDATE accounts SET held = held + ? WHERE id = ? AND status = 'active' AND debt = 0 AND balance - held >= ? AND cap - held >= ?`),
@@ -104,7 +105,10 @@ export class SqliteHotLedger implements HotLedger {
     this.queue = []
     let outcomes: Outcome[]
     try {
-      outcomes = await this.db.connection().execute(async () => this.runGroup(ops))
+      outcomes = await this.db.connection().execute(async () => {
+        await this.walGate?.beforeWrite()
+        return this.runGroup(ops)
+      })
     } catch (err) {
       for (const op of ops) op.reject(err)
       return

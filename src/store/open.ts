@@ -9,14 +9,18 @@ import { PostgresHotLedger } from './hot-postgres.js'
 import type { Database } from './schema.js'
 import type { Dialect } from './dialect.js'
 
+export interface StoreOptions {
+  /** SQLite: the size the WAL is kept near under sustained writes (default 64 MiB). */
+  walLimitBytes?: number
+}
+
 /** Opens the store named by a `sqlite:` or `postgres://` URL, migrated and with the system accounts present. */
-export async function openStore(url: string, now: () => number = Date.now): Promise<Store> {
+export async function openStore(url: string, now: () => number = Date.now, opts: StoreOptions = {}): Promise<Store> {
   let store: Store
-  let schema: string | null = null
   if (url.startsWith('sqlite:')) {
-    const h = openSqlite(url)
+    const h = openSqlite(url, opts.walLimitBytes)
     await migrated(h.db, 'sqlite', () => h.backend.close())
-    store = new Store(h.db, 'sqlite', h.backend, new SqliteHotLedger(h.raw, h.db))
+    store = new Store(h.db, 'sqlite', h.backend, new SqliteHotLedger(h.raw, h.db, h.checkpointer))
   } else if (/^postgres(ql)?:\/\//.test(url)) {
     const h = await openPostgres(url)
     await migrated(h.db, 'postgres', () => h.backend.close())

@@ -55,10 +55,15 @@ export interface SqliteHandle {
   db: Kysely<Database>
   backend: Backend
   raw: BetterSqlite3.Database
+  /** Absent for an in-memory database. */
+  checkpointer?: Checkpointer
 }
 
+/** Size the WAL is kept near under sustained writes (and truncated to when it starts over). */
+export const WAL_LIMIT_BYTES = 64 * 1024 * 1024
+
 /** Opens `sqlite:<path>` (or `sqlite::memory:`) with WAL, safe integers and a busy timeout for the CLI beside a server. */
-export function openSqlite(url: string): SqliteHandle {
+export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): SqliteHandle {
   const path = url.slice('sqlite:'.length)
   const memory = path === ':memory:' || path === ''
   if (!memory) mkdirSync(dirname(resolve(path)), { recursive: true })
@@ -71,10 +76,11 @@ export function openSqlite(url: string): SqliteHandle {
   const wal = new WalSync(memory ? null : `${resolve(path)}-wal`)
   let checkpointer: Checkpointer | undefined
   if (!memory) {
-    // Checkpoints leave the event loop for a worker thread; the WAL is kept from growing past 64 MiB when reset.
+    // Checkpoints leave the event loop for a worker thread; the WAL starts over near its limit and is truncated to it.
     raw.pragma('wal_autocheckpoint = 0')
-    raw.pragma(`journal_size_limit = ${64 * 1024 * 1024}`)
-    checkpointer = new Checkpointer(resolve(path), createRequire(import.meta.url).resolve('better-sqlite3'))
+    raw.pragma(`journal_size_limit = ${walLimitBytes}`)
+    const frameBytes = Number(raw.pragma('page_size', { simple: true })) + 24
+    checkpointer = new Checkpointer(resolve(path), createRequire(import.meta.url).resolve('better-sqlite3'), Math.max(1, Math.floor(walLimitBytes / frameBytes)))
   }
   const locks = new Set<string>()
   const backend: Backend = {
@@ -90,5 +96,5 @@ export function openSqlite(url: string): SqliteHandle {
       await wal.close()
     },
   }
-  return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) }), backend, raw }
+  return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) }), backend, raw, ...(checkpointer ? { checkpointer } : {}) }
 }
