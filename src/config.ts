@@ -74,7 +74,13 @@ const TuningConfig = Type.Object({
 })
 
 export const ConfigSchema = Type.Object({
-  listen: Type.Optional(Type.Object({ host: Type.Optional(Type.String()), port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })) })),
+  listen: Type.Optional(Type.Object({
+    host: Type.Optional(Type.String()),
+    port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
+    trustProxy: Type.Optional(Type.Union([Type.Boolean(), Type.String()], {
+      description: 'behind a reverse proxy: true, or the proxy addresses (comma-separated IPs/CIDRs) whose X-Forwarded-For/-Proto are believed',
+    })),
+  })),
   store: Type.String({ pattern: '^(sqlite:|postgres(ql)?://)' }),
   rail: RailConfig,
   feeBps: Type.Integer({ minimum: 0, maximum: 10_000 }),

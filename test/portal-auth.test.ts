@@ -174,6 +174,9 @@ describe('accounts stay apart', () => {
   })
 })
 
+const nonceFrom = (url: string, forwardedFor: string) =>
+  fetch(`${url}/portal/api/nonce`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': forwardedFor }, body: '{}' })
+
 describe('sign-in attempts', () => {
   it('limits the nonces one client address may ask for, with Retry-After, and keeps the ones it gave', async () => {
     const limited = await startMarket({ edit: (c) => void (c.portal = { ...c.portal, signInsPerMinute: 3 }) })
@@ -185,8 +188,23 @@ describe('sign-in attempts', () => {
       // A nonce issued before the limit still signs in.
       const message = siweMessage(given[2]!, alice.address)
       expect((await postSession(limited.url, message, await alice.signMessage({ message }))).status).toBe(200)
+      // Without trustProxy a forwarded address is not believed: still the same client.
+      expect((await nonceFrom(limited.url, '203.0.113.7')).status).toBe(429)
     } finally {
       await limited.close()
+    }
+  })
+
+  it('counts each forwarded client on its own behind a trusted proxy', async () => {
+    const proxied = await startMarket({ edit: (c) => void ((c.portal = { ...c.portal, signInsPerMinute: 2 }), (c.listen = { ...c.listen, trustProxy: true })) })
+    try {
+      for (const client of ['203.0.113.7', '203.0.113.8']) {
+        expect((await nonceFrom(proxied.url, client)).status).toBe(200)
+        expect((await nonceFrom(proxied.url, client)).status).toBe(200)
+        expect((await nonceFrom(proxied.url, client)).status).toBe(429)
+      }
+    } finally {
+      await proxied.close()
     }
   })
 })

@@ -31,8 +31,9 @@ export async function issueKey(store: Store, accountId: number, name: string, no
   return { id: k.id, key: k.key, prefix: k.prefix, name, createdAt: now }
 }
 
-/** Largest balance or cap an account may hold: 10^12 USDC, far inside the store's 64-bit integers whatever is summed. */
-export const MAX_AMOUNT = 10n ** 18n
+/** Largest balance or cap an account may hold: 10^9 USDC (10^15 base units), so that sums over thousands of
+ * accounts (the world account's postings, audits) stay inside the store's 64-bit integers. */
+export const MAX_AMOUNT = 10n ** 15n
 
 export async function depositTo(store: Store, accountId: number, amount: bigint, now = Date.now()): Promise<Account> {
   if (amount <= 0n) throw new OperationError('a deposit must be positive')

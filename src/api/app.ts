@@ -23,6 +23,8 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     requestIdHeader: false,
     return503OnClosing: true,
     forceCloseConnections: true,
+    // Behind a reverse proxy: client addresses (the portal's sign-in limit) and https (Secure cookies) come from it.
+    trustProxy: gw.config.listen?.trustProxy ?? false,
     // A malformed URL or an over-long path parameter is answered before routing: same error shape, same request id.
     frameworkErrors: (err, req, reply) => {
       reply.header('x-request-id', req.id)

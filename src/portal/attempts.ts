@@ -21,11 +21,11 @@ export class AttemptLimiter {
     return null
   }
 
+  /** Drops ended windows; under a flood of distinct addresses also the oldest, down to 90 %, so pruning is rare. */
   private prune(now: number): void {
     for (const [client, w] of this.windows) if (now - w.start >= WINDOW_MS) this.windows.delete(client)
-    // Still full: a flood of distinct addresses; forget the oldest rather than grow.
     for (const client of this.windows.keys()) {
-      if (this.windows.size < MAX_TRACKED) break
+      if (this.windows.size < MAX_TRACKED * 0.9) break
       this.windows.delete(client)
     }
   }

@@ -62,7 +62,8 @@ export class OpenAICompatibleProvider implements Provider {
         body: requestBody(upstreamModel, request),
         signal: controller.signal,
         headersTimeout: budgetMs + 1000,
-        bodyTimeout: this.timeouts.idleTimeoutMs,
+        // A plain reply is bounded as a whole by the timer above; a stream, between its chunks.
+        bodyTimeout: request.stream ? this.timeouts.idleTimeoutMs : budgetMs + 1000,
       })
     } catch (err) {
       clearTimer()

@@ -45,38 +45,55 @@ interface CheckpointResult {
 
 type WorkerMessage = { report: CheckpointResult } | { now: CheckpointResult } | { stopped: true } | { error: string }
 
+/** Longest a writer is held for a tail checkpoint; past it the write goes ahead and the WAL starts over later. */
+const HOLD_LIMIT_MS = 1_000
+
+export interface CheckpointerOptions {
+  /** WAL frames past which the writer is held for a tail checkpoint. */
+  limitFrames: number
+  intervalMs?: number
+  onError?: (msg: string) => void
+  /** The worker stopped unexpectedly: the caller must checkpoint some other way (or the WAL grows without end). */
+  onGone?: () => void
+}
+
 export class Checkpointer {
   private readonly worker: Worker
   private resetDue = false
   private waiting: (() => void) | null = null
   private gone = false
+  private stopping = false
   /** Checkpoints that found the WAL past its limit, and tails checkpointed with the writer held (for tests and stats). */
   readonly stats = { oversized: 0, held: 0 }
 
-  /** `limitFrames`: WAL frames past which the writer is held for a tail checkpoint. */
-  constructor(path: string, betterSqlite3Module: string, private readonly limitFrames: number, intervalMs = 200, onError: (msg: string) => void = () => {}) {
-    this.worker = new Worker(WORKER, { eval: true, workerData: { path, module: betterSqlite3Module, intervalMs, limitFrames } })
+  constructor(path: string, betterSqlite3Module: string, private readonly opts: CheckpointerOptions) {
+    const onError = opts.onError ?? (() => {})
+    this.worker = new Worker(WORKER, { eval: true, workerData: { path, module: betterSqlite3Module, intervalMs: opts.intervalMs ?? 200, limitFrames: opts.limitFrames } })
     this.worker.on('message', (m: WorkerMessage) => {
       if ('error' in m) onError(m.error)
       else if ('report' in m) {
-        if (m.report.log >= this.limitFrames) {
+        if (m.report.log >= this.opts.limitFrames) {
           this.stats.oversized++
           this.resetDue = true
         }
       } else if ('now' in m) this.wake()
     })
+    this.worker.on('error', (err) => onError(`checkpoint worker failed: ${String(err)}`))
     this.worker.once('exit', () => {
       this.gone = true
       this.wake()
+      if (!this.stopping) opts.onGone?.()
     })
     this.worker.unref()
   }
 
   private wake(): void {
+    // Reports that arrived before this answer are older than it: the checkpoint just made supersedes them.
+    this.resetDue = false
     const w = this.waiting
     if (!w) return
     this.waiting = null
-    if (!this.gone) this.worker.unref()
+    if (!this.gone && !this.stopping) this.worker.unref()
     w()
   }
 
@@ -89,16 +106,21 @@ export class Checkpointer {
     if (!this.resetDue || this.gone) return
     this.resetDue = false
     this.stats.held++
+    let timer: NodeJS.Timeout | undefined
     await new Promise<void>((resolve) => {
       this.waiting = resolve
       // Referenced while the writer waits on it: nothing else may be keeping the process alive.
       this.worker.ref()
       this.worker.postMessage('now')
+      // A slow disk or a stalled worker must not stop every write: past the limit the write goes ahead.
+      timer = setTimeout(() => this.wake(), HOLD_LIMIT_MS)
     })
+    clearTimeout(timer)
   }
 
   async stop(): Promise<void> {
     if (this.gone) return
+    this.stopping = true
     const stopped = new Promise<void>((resolve) => {
       const onMessage = (m: WorkerMessage) => {
         if (!('stopped' in m)) return

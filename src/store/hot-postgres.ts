@@ -98,6 +98,9 @@ export class PostgresHotLedger implements HotLedger {
   release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
     return this.one('svc_release', RELEASE, [requestId, now, ...usageValues(usage)])
   }
+
+  /** Each operation is one statement its caller awaits: nothing is queued here, and the pool ends what runs. */
+  async drain(): Promise<void> {}
 }
 
 function param(v: unknown): unknown {

@@ -27,6 +27,8 @@ export class SqliteHotLedger implements HotLedger {
   private readonly captureOp
   private readonly releaseOp
   private queue: Pending[] = []
+  /** Groups scheduled or running. */
+  private flushes = 0
   private readonly group: BetterSqlite3.Transaction<(ops: Pending[]) => unknown[]>
   private readonly single: BetterSqlite3.Transaction<(op: Pending) => unknown>
 
@@ -95,7 +97,10 @@ export class SqliteHotLedger implements HotLedger {
   /** Queues an operation for the next group; settles once the group committed. */
   private enqueue<T>(run: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      if (this.queue.length === 0) setImmediate(() => void this.flush())
+      if (this.queue.length === 0) {
+        this.flushes++
+        setImmediate(() => void this.flush().finally(() => this.flushes--))
+      }
       this.queue.push({ run, resolve: resolve as (v: never) => void, reject })
     })
   }
@@ -132,6 +137,10 @@ export class SqliteHotLedger implements HotLedger {
         }
       })
     }
+  }
+
+  async drain(): Promise<void> {
+    while (this.flushes > 0) await new Promise((resolve) => setTimeout(resolve, 2))
   }
 
   hold(h: HoldRequest): Promise<HoldResult> {

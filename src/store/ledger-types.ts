@@ -37,6 +37,8 @@ export interface HotLedger {
   capture(c: CaptureRequest): Promise<boolean>
   /** Releases the whole hold (nothing charged) and records usage. False when already closed. */
   release(requestId: string, now: number, usage: UsageRecord): Promise<boolean>
+  /** Resolves once every operation queued so far is committed (or refused); the store closes after it. */
+  drain(): Promise<void>
 }
 
 export function refusalOf(account: Account | undefined): HoldResult {

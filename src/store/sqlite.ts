@@ -80,7 +80,14 @@ export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): Sqlite
     raw.pragma('wal_autocheckpoint = 0')
     raw.pragma(`journal_size_limit = ${walLimitBytes}`)
     const frameBytes = Number(raw.pragma('page_size', { simple: true })) + 24
-    checkpointer = new Checkpointer(resolve(path), createRequire(import.meta.url).resolve('better-sqlite3'), Math.max(1, Math.floor(walLimitBytes / frameBytes)))
+    checkpointer = new Checkpointer(resolve(path), createRequire(import.meta.url).resolve('better-sqlite3'), {
+      limitFrames: Math.max(1, Math.floor(walLimitBytes / frameBytes)),
+      onError: (msg) => console.error(`sqlite checkpoint: ${msg}`),
+      // Without its worker the WAL would grow for ever: the writer checkpoints itself again, as SQLite does by default.
+      onGone: () => {
+        if (raw.open) raw.pragma('wal_autocheckpoint = 1000')
+      },
+    })
   }
   const locks = new Set<string>()
   const backend: Backend = {

@@ -35,7 +35,7 @@ export class Store {
   readonly portal: PortalRepo
   readonly chain: ChainRepo
 
-  constructor(readonly db: Kysely<Database>, readonly dialect: Dialect, private readonly backend: Backend, hot: HotLedger) {
+  constructor(readonly db: Kysely<Database>, readonly dialect: Dialect, private readonly backend: Backend, private readonly hot: HotLedger) {
     this.accounts = new AccountRepo(db)
     this.keys = new KeyRepo(db)
     this.ledger = new LedgerRepo(db, hot)
@@ -55,6 +55,8 @@ export class Store {
   }
 
   async close(): Promise<void> {
+    // Queued holds, captures and releases commit first: closing under them would lose charges already served.
+    await this.hot.drain()
     await this.db.destroy()
     await this.backend.close()
   }

@@ -55,3 +55,18 @@ describe('the SQLite WAL under sustained writes', () => {
     }
   })
 })
+
+describe('closing the SQLite store', () => {
+  it('commits the ledger operations already queued before it closes', async () => {
+    const store = await openStore(freshSqliteUrl())
+    const id = (await store.accounts.ensure('0x000000000000000000000000000000000000a1a1', 'user', Date.now())).account.id
+    await store.accounts.deposit(id, 1_000_000n, 'dep_close', Date.now())
+    await store.accounts.approve(id, 1_000_000n)
+    const now = Date.now()
+    const holds = Array.from({ length: 20 }, (_, i) =>
+      store.ledger.hold({ requestId: `req_close_${i}`, accountId: id, keyId: 'k', model: 'm', amount: 10n, owner: 'test', now, expiresAt: now + 60_000 }))
+    await store.close()
+    const results = await Promise.allSettled(holds)
+    expect(results.every((r) => r.status === 'fulfilled' && r.value.ok)).toBe(true)
+  })
+})
