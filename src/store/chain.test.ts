@@ -1,19 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { openStore } from './open.js'
 import type { Store } from './store.js'
-import { SYSTEM_ACCOUNTS, spendableOf } from './accounts.js'
-import type { UsageRecord } from './usage.js'
-import { STORE_KINDS, dropSchema, freshStoreUrl, postgresReachable } from '../../test/helpers/stores.js'
+import { spendableOf } from './accounts.js'
+import { STORE_KINDS, postgresReachable } from '../../test/helpers/stores.js'
+import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
 
-const usage = (requestId: string, accountId: number, cost: bigint): UsageRecord => ({
-  requestId, accountId, keyId: 'key_1', model: 'svc/atlas@1', servedModel: 'svc/atlas@1', provider: '0xabc', stream: false,
-  promptTokens: 10, completionTokens: 5, upstreamPromptTokens: null, upstreamCompletionTokens: null, cost, outcome: 'completed', latencyMs: 3, createdAt: 1000,
-})
+const usage = (requestId: string, accountId: number, cost: bigint) => usageRecord(requestId, accountId, cost)
 
 /** The ledger side of the evm rail: wallets synced from chain reads, failed payers turned into debt. */
 describe.each(STORE_KINDS)('chain sync on %s', (kind) => {
+  let f: StoreFixture | undefined
   let store: Store
-  let url: string
   let alice: number
   let bob: number
   let payee: number
@@ -22,17 +18,10 @@ describe.each(STORE_KINDS)('chain sync on %s', (kind) => {
 
   beforeAll(async (ctx) => {
     if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
-    url = freshStoreUrl(kind)
-    store = await openStore(url, () => 1000)
-    alice = (await store.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
-    bob = (await store.accounts.ensure('0x3333333333333333333333333333333333333333', 'user', 1000)).account.id
-    payee = (await store.accounts.ensure('0x2222222222222222222222222222222222222222', 'provider', 1000)).account.id
-    fees = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
+    f = await openFixture(kind)
+    ;({ store, user: alice, other: bob, payee, fees } = f)
   })
-  afterAll(async () => {
-    await store?.close()
-    if (kind === 'postgres' && url) await dropSchema(url)
-  })
+  afterAll(() => closeFixture(f))
 
   const charge = async (accountId: number, cost: bigint) => {
     const requestId = `r${n++}`

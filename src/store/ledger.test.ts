@@ -1,36 +1,26 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { openStore } from './open.js'
 import type { Store } from './store.js'
-import { SYSTEM_ACCOUNTS, spendableOf } from './accounts.js'
-import type { UsageRecord } from './usage.js'
-import { STORE_KINDS, dropSchema, freshStoreUrl, postgresReachable } from '../../test/helpers/stores.js'
+import { spendableOf } from './accounts.js'
+import { STORE_KINDS, postgresReachable } from '../../test/helpers/stores.js'
+import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
 
-const usage = (requestId: string, accountId: number, cost: bigint): UsageRecord => ({
-  requestId, accountId, keyId: 'key_1', model: 'svc/atlas@1', servedModel: 'svc/atlas@1', provider: '0xabc', stream: false,
-  promptTokens: 10, completionTokens: 5, upstreamPromptTokens: 9, upstreamCompletionTokens: 5, cost, outcome: 'completed', latencyMs: 3, createdAt: 1000,
-})
+const usage = (requestId: string, accountId: number, cost: bigint) => usageRecord(requestId, accountId, cost, { upstreamPromptTokens: 9, upstreamCompletionTokens: 5 })
 
 describe.each(STORE_KINDS)('ledger on %s', (kind) => {
+  let f: StoreFixture | undefined
   let store: Store
-  let url: string
   let user: number
   let payee: number
   let fees: number
 
   beforeAll(async (ctx) => {
     if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
-    url = freshStoreUrl(kind)
-    store = await openStore(url, () => 1000)
-    user = (await store.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
-    payee = (await store.accounts.ensure('0x2222222222222222222222222222222222222222', 'provider', 1000)).account.id
-    fees = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
+    f = await openFixture(kind)
+    ;({ store, user, payee, fees } = f)
     await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
     await store.accounts.approve(user, 800n)
   })
-  afterAll(async () => {
-    await store?.close()
-    if (kind === 'postgres' && url) await dropSchema(url)
-  })
+  afterAll(() => closeFixture(f))
 
   const hold = (requestId: string, amount: bigint, expiresAt = 10_000) =>
     store.ledger.hold({ requestId, accountId: user, keyId: 'key_1', model: 'svc/atlas@1', amount, owner: 'i1', now: 1000, expiresAt })

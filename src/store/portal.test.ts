@@ -1,42 +1,32 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { openStore } from './open.js'
 import type { Store } from './store.js'
-import { SYSTEM_ACCOUNTS } from './accounts.js'
-import { DAY_MS, type UsageRecord } from './usage.js'
-import { STORE_KINDS, dropSchema, freshStoreUrl, postgresReachable } from '../../test/helpers/stores.js'
+import { DAY_MS } from './usage.js'
+import { STORE_KINDS, postgresReachable } from '../../test/helpers/stores.js'
+import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
 
 /** The portal's queries: nonces, sessions, usage totals and days, what a payee earned. */
 describe.each(STORE_KINDS)('portal store on %s', (kind) => {
+  let f: StoreFixture | undefined
   let store: Store
-  let url: string
   let user: number
   let other: number
   let payee: number
   let fees: number
   const day0 = 20_000 * DAY_MS
 
-  const record = (requestId: string, accountId: number, keyId: string, model: string, cost: bigint, createdAt: number): UsageRecord => ({
-    requestId, accountId, keyId, model, servedModel: model, provider: '0xabc', stream: false, promptTokens: 10, completionTokens: 5,
-    upstreamPromptTokens: null, upstreamCompletionTokens: null, cost, outcome: 'completed', latencyMs: 3, createdAt,
-  })
+  const record = (requestId: string, accountId: number, keyId: string, model: string, cost: bigint, createdAt: number) =>
+    usageRecord(requestId, accountId, cost, { keyId, model, servedModel: model, createdAt })
 
   beforeAll(async (ctx) => {
     if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
-    url = freshStoreUrl(kind)
-    store = await openStore(url, () => 1000)
-    user = (await store.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
-    other = (await store.accounts.ensure('0x3333333333333333333333333333333333333333', 'user', 1000)).account.id
-    payee = (await store.accounts.ensure('0x2222222222222222222222222222222222222222', 'provider', 1000)).account.id
-    fees = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
+    f = await openFixture(kind)
+    ;({ store, user, other, payee, fees } = f)
     await store.usage.insert(record('u1', user, 'key_a', 'svc/atlas@1', 100n, day0 + 5))
     await store.usage.insert(record('u2', user, 'key_a', 'svc/tern@2', 20n, day0 + DAY_MS - 1))
     await store.usage.insert(record('u3', user, 'key_b', 'svc/atlas@1', 3n, day0 + 2 * DAY_MS + 7))
     await store.usage.insert(record('u4', other, 'key_c', 'svc/atlas@1', 999n, day0 + 5))
   })
-  afterAll(async () => {
-    await store?.close()
-    if (kind === 'postgres' && url) await dropSchema(url)
-  })
+  afterAll(() => closeFixture(f))
 
   it('uses a nonce once, and refuses an expired or unknown one', async () => {
     await store.portal.issueNonce('n1', 1000, 2000)

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { openStore } from './open.js'
 import { SYSTEM_ACCOUNTS } from './accounts.js'
 import { freshSqliteUrl } from '../../test/helpers/stores.js'
+import { usageRecord } from '../../test/helpers/store-fixture.js'
 
 /** Sustained ledger writes with no pause between groups: the WAL must still start over, or it grows without bound. */
 describe('the SQLite WAL under sustained writes', () => {
@@ -34,7 +35,7 @@ describe('the SQLite WAL under sustained writes', () => {
           expect(held.ok).toBe(true)
           await store.ledger.capture({
             requestId, cost: 30n, payeeId: payee, fee: 1n, feeAccountId: fees, now,
-            usage: { requestId, accountId, keyId: 'k', model: 'm', servedModel: 'm', provider: '0xb2', stream: false, promptTokens: 1, completionTokens: 1, upstreamPromptTokens: null, upstreamCompletionTokens: null, cost: 30n, outcome: 'completed', latencyMs: 1, createdAt: now },
+            usage: usageRecord(requestId, accountId, 30n, { createdAt: now }),
           })
           written++
         }
