@@ -1,7 +1,7 @@
-import { sql, type Insertable, type Kysely, type Transaction } from 'kysely'
-import type { Database, PostingsTable } from './schema.js'
+import { sql, type Kysely, type SelectQueryBuilder } from 'kysely'
+import type { Database } from './schema.js'
 import { big, num } from './dialect.js'
-import { usageRow, type Outcome, type UsageRecord } from './usage.js'
+import type { Outcome, UsageRecord } from './usage.js'
 import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './ledger-types.js'
 
 export type { CaptureRequest, HoldRequest, HoldResult } from './ledger-types.js'
@@ -14,7 +14,7 @@ export interface LedgerAudit {
   openHolds: number
 }
 
-type Posting = Omit<Insertable<PostingsTable>, 'created_at'>
+type OpenHolds = SelectQueryBuilder<Database, 'holds', { request_id: string; account_id: number | bigint; key_id: string; model: string; created_at: number | bigint }>
 
 /**
  * Money movements of requests. Each is one transaction whose first statement is a conditional write,
@@ -40,14 +40,31 @@ export class LedgerRepo {
   }
 
   /** Releases open holds past their expiry. */
-  async releaseExpired(now: number): Promise<number> {
-    return this.db.transaction().execute((trx) => releaseWhere(trx, now, { expiredBefore: now }, 'expired'))
+  releaseExpired(now: number): Promise<number> {
+    return this.sweep(now, 'expired', (q) => q.where('expires_at', '<', BigInt(now)))
   }
 
   /** Releases the open holds of gateway instances that are gone. */
   async releaseOwnedBy(owners: string[], now: number): Promise<number> {
     if (owners.length === 0) return 0
-    return this.db.transaction().execute((trx) => releaseWhere(trx, now, { owners }, 'abandoned'))
+    return this.sweep(now, 'abandoned', (q) => q.where('owner', 'in', owners))
+  }
+
+  /**
+   * Releases the open holds a sweep picks through the same conditional release as a request's own, recording an
+   * empty usage row: a hold captured or released between the read and the release is left alone.
+   */
+  private async sweep(now: number, outcome: Outcome, pick: (q: OpenHolds) => OpenHolds): Promise<number> {
+    const holds = await pick(this.db.selectFrom('holds').select(['request_id', 'account_id', 'key_id', 'model', 'created_at']).where('status', '=', sql.lit('open'))).execute()
+    const released = await Promise.all(holds.map((h) => {
+      const created = num(h.created_at)
+      return this.hot.release(h.request_id, now, {
+        requestId: h.request_id, accountId: num(h.account_id), keyId: h.key_id, model: h.model, servedModel: null, provider: null, stream: false,
+        promptTokens: 0, completionTokens: 0, upstreamPromptTokens: null, upstreamCompletionTokens: null, cost: 0n,
+        outcome, latencyMs: now - created, createdAt: created,
+      })
+    }))
+    return released.filter(Boolean).length
   }
 
   /** Extends the leases of a live instance's open holds, so only holds of dead instances ever expire. */
@@ -85,40 +102,4 @@ export class LedgerRepo {
       .filter((r) => r.balance !== r.postedBalance || r.held !== r.postedHeld || r.balance < 0n || r.held < 0n)
     return { unbalanced: unbalanced.map((r) => ({ ref: r.ref, sum: big(r.sum) })), inconsistent, openHolds: await this.openHolds() }
   }
-}
-
-async function insertPostings(trx: Transaction<Database>, now: number, postings: Posting[]): Promise<void> {
-  if (postings.length === 0) return
-  const created_at = BigInt(now)
-  await trx.insertInto('postings').values(postings.map((p) => ({ ...p, created_at }))).execute()
-}
-
-/** Which open holds a release closes. */
-type HoldSelector = { requestId: string } | { expiredBefore: number } | { owners: string[] }
-
-/** Releases the open holds the selector picks, returning how many; writes usage for sweeps (`outcome`). */
-async function releaseWhere(trx: Transaction<Database>, now: number, which: HoldSelector, outcome?: Outcome): Promise<number> {
-  let q = trx.updateTable('holds').set({ status: 'released', closed_at: BigInt(now) }).where('status', '=', sql.lit('open'))
-  if ('requestId' in which) q = q.where('request_id', '=', which.requestId)
-  else if ('expiredBefore' in which) q = q.where('expires_at', '<', BigInt(which.expiredBefore))
-  else q = q.where('owner', 'in', which.owners)
-  const released = await q.returning(['request_id', 'account_id', 'amount', 'key_id', 'model', 'created_at']).execute()
-  const postings: Posting[] = []
-  for (const h of released) {
-    const accountId = num(h.account_id)
-    const amount = big(h.amount)
-    await trx.updateTable('accounts').set({ held: sql`held - ${amount}` }).where('id', '=', accountId).execute()
-    postings.push({ ref: h.request_id, account_id: accountId, book: 'held', kind: 'release', amount: -amount })
-    postings.push({ ref: h.request_id, account_id: accountId, book: 'available', kind: 'release', amount })
-    if (outcome) {
-      const created = num(h.created_at)
-      await trx.insertInto('usage').values(usageRow({
-        requestId: h.request_id, accountId, keyId: h.key_id, model: h.model, servedModel: null, provider: null, stream: false,
-        promptTokens: 0, completionTokens: 0, upstreamPromptTokens: null, upstreamCompletionTokens: null, cost: 0n,
-        outcome, latencyMs: now - created, createdAt: created,
-      })).onConflict((oc) => oc.column('request_id').doNothing()).execute()
-    }
-  }
-  await insertPostings(trx, now, postings)
-  return released.length
 }
