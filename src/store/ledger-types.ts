@@ -1,5 +1,5 @@
 import type { Account } from './accounts.js'
-import type { UsageRecord } from './usage.js'
+import { usageRow, type UsageRecord } from './usage.js'
 
 export interface HoldRequest {
   requestId: string
@@ -51,13 +51,10 @@ export function overCapture(requestId: string, cost: bigint, amount: bigint): Er
   return new Error(`capture of ${cost} exceeds hold ${amount} on ${requestId}`)
 }
 
-export const USAGE_COLUMNS =
-  'request_id, account_id, key_id, model, served_model, provider, stream, prompt_tokens, completion_tokens, upstream_prompt_tokens, upstream_completion_tokens, cost, outcome, latency_ms, created_at'
+/** Usage columns in the order of `usageRow`, for the dialects' raw statements. */
+export const USAGE_COLUMNS = Object.keys(usageRow({ createdAt: 0 } as UsageRecord)).join(', ')
 
-/** Usage values in USAGE_COLUMNS order. */
+/** Usage values in USAGE_COLUMNS order: the one mapping of a record to a row is `usageRow`. */
 export function usageValues(u: UsageRecord): unknown[] {
-  return [
-    u.requestId, u.accountId, u.keyId, u.model, u.servedModel, u.provider, u.stream ? 1 : 0, u.promptTokens, u.completionTokens,
-    u.upstreamPromptTokens, u.upstreamCompletionTokens, u.cost, u.outcome, u.latencyMs, u.createdAt,
-  ]
+  return Object.values(usageRow(u))
 }
