@@ -87,7 +87,6 @@ export class PostgresHotLedger implements HotLedger {
   }
 
   async capture(c: CaptureRequest): Promise<boolean> {
-    if (c.fee > c.cost || c.cost < 0n) throw overCapture(c.requestId, c.cost, -1n)
     const ok = await this.one('svc_capture', CAPTURE, [c.requestId, c.cost, c.payeeId, c.fee, c.now, c.feeAccountId, ...usageValues(c.usage)])
     if (ok) return true
     const r = await this.pool.query<{ amount: string | bigint }>(`SELECT amount FROM holds WHERE request_id = $1 AND status = 'open'`, [c.requestId])

@@ -63,7 +63,7 @@ export class SqliteHotLedger implements HotLedger {
       if (!hold) return false
       const accountId = num(hold.account_id)
       const amount = big(hold.amount)
-      if (c.cost > amount || c.fee > c.cost || c.cost < 0n) throw overCapture(c.requestId, c.cost, amount)
+      if (c.cost > amount) throw overCapture(c.requestId, c.cost, amount)
       s.captureHold.run(c.cost, c.payeeId, c.fee, c.now, c.requestId)
       s.captureAccount.run(c.cost, amount, c.cost, c.cost, accountId)
       const rest = amount - c.cost

@@ -37,6 +37,9 @@ describe.each(STORE_KINDS)('ledger on %s', (kind) => {
   })
 
   it('captures once, releases the rest, pays payee and fee', async () => {
+    // A fee above the cost, or a negative amount, is no charge: refused before any write, the hold stays open.
+    await expect(store.ledger.capture({ requestId: 'r1', cost: 5n, payeeId: payee, fee: 6n, feeAccountId: fees, now: 1001, usage: usage('r1', user, 5n) })).rejects.toThrow(/not a charge/)
+    await expect(store.ledger.capture({ requestId: 'r1', cost: -1n, payeeId: payee, fee: 0n, feeAccountId: fees, now: 1001, usage: usage('r1', user, 0n) })).rejects.toThrow(/not a charge/)
     expect(await store.ledger.capture({ requestId: 'r1', cost: 120n, payeeId: payee, fee: 6n, feeAccountId: fees, now: 1001, usage: usage('r1', user, 120n) })).toBe(true)
     expect(await store.ledger.capture({ requestId: 'r1', cost: 120n, payeeId: payee, fee: 6n, feeAccountId: fees, now: 1002, usage: usage('r1', user, 120n) })).toBe(false)
     const a = (await store.accounts.byId(user))!

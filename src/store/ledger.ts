@@ -31,6 +31,8 @@ export class LedgerRepo {
 
   /** Captures the cost of a finished request, releases the rest, credits payee and fee, records usage. Once only. */
   capture(c: CaptureRequest): Promise<boolean> {
+    // Checked here, once, before any dialect: a bad amount must not reach (and roll back) a group of other requests.
+    if (c.cost < 0n || c.fee < 0n || c.fee > c.cost) return Promise.reject(new Error(`capture of ${c.cost} with fee ${c.fee} on ${c.requestId} is not a charge`))
     return this.hot.capture(c)
   }
 
