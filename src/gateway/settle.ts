@@ -37,17 +37,22 @@ export type Finished =
 
 const RETRY_AFTER_INVALID = 1
 
+/** The usage record of a request as admitted: nothing served or charged yet; `extra` says what was. */
+export function requestUsage(requestId: string, caller: Caller, p: Prepared, startedAt: number, now: number, outcome: Outcome, extra: Partial<UsageRecord> = {}): UsageRecord {
+  return {
+    requestId, accountId: caller.accountId, keyId: caller.keyId, model: p.model, servedModel: null, provider: null,
+    stream: p.stream, promptTokens: p.inputTokens, completionTokens: 0, upstreamPromptTokens: null, upstreamCompletionTokens: null,
+    cost: 0n, outcome, latencyMs: now - startedAt, createdAt: startedAt, ...extra,
+  }
+}
+
 /**
  * Settles a request's money from its route outcome (DESIGN §4): capture the price of what was delivered and
  * release the rest; release everything when nothing was delivered or the stream broke. One usage record either way.
  */
 export async function settle(s: SettleContext, r: RequestContext, outcome: RouteOutcome): Promise<Finished> {
   const p = r.prepared
-  const base = (o: Outcome, extra: Partial<UsageRecord> = {}): UsageRecord => ({
-    requestId: r.requestId, accountId: r.caller.accountId, keyId: r.caller.keyId, model: p.model, servedModel: null, provider: null,
-    stream: p.stream, promptTokens: p.inputTokens, completionTokens: 0, upstreamPromptTokens: null, upstreamCompletionTokens: null,
-    cost: 0n, outcome: o, latencyMs: s.now() - r.startedAt, createdAt: r.startedAt, ...extra,
-  })
+  const base = (o: Outcome, extra: Partial<UsageRecord> = {}): UsageRecord => requestUsage(r.requestId, r.caller, p, r.startedAt, s.now(), o, extra)
   switch (outcome.kind) {
     case 'delivered': {
       const { usage, cost } = await capture(s, r, outcome.reply, outcome.servedModel, 'completed', base)

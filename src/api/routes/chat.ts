@@ -5,7 +5,7 @@ import { formatUsdc } from '../../ledger/money.js'
 import { admit, type Caller } from '../../gateway/admission.js'
 import type { Gateway } from '../../gateway/gateway.js'
 import { prepare, type Prepared } from '../../gateway/prepare.js'
-import { noCapacityBeforeWork, type Finished } from '../../gateway/settle.js'
+import { noCapacityBeforeWork, requestUsage, type Finished } from '../../gateway/settle.js'
 import { planOfferCount } from '../../routing/route.js'
 import type { Offer } from '../../routing/catalog.js'
 import { sendError } from '../errors.js'
@@ -141,22 +141,14 @@ function plainFinished(reply: FastifyReply, p: Prepared, f: Finished, identity: 
 }
 
 async function recordRefusal(gw: Gateway, caller: Caller, p: Prepared, requestId: string, startedAt: number, outcome: 'no_capacity' | 'insufficient_quota'): Promise<void> {
-  await gw.store.usage.insert({
-    requestId, accountId: caller.accountId, keyId: caller.keyId, model: p.model, servedModel: null, provider: null, stream: p.stream,
-    promptTokens: p.inputTokens, completionTokens: 0, upstreamPromptTokens: null, upstreamCompletionTokens: null, cost: 0n,
-    outcome, latencyMs: gw.now() - startedAt, createdAt: startedAt,
-  })
+  await gw.store.usage.insert(requestUsage(requestId, caller, p, startedAt, gw.now(), outcome))
 }
 
 /** A bug or an unreachable store interrupted the request: log it and release its hold (best effort), charging nothing. */
 async function failedInternally(gw: Gateway, err: unknown, caller: Caller, p: Prepared, requestId: string, startedAt: number): Promise<void> {
   gw.log(`request ${requestId} failed`, err)
   const now = gw.now()
-  await gw.store.ledger.release(requestId, now, {
-    requestId, accountId: caller.accountId, keyId: caller.keyId, model: p.model, servedModel: null, provider: null, stream: p.stream,
-    promptTokens: p.inputTokens, completionTokens: 0, upstreamPromptTokens: null, upstreamCompletionTokens: null, cost: 0n,
-    outcome: 'stream_interrupted', latencyMs: now - startedAt, createdAt: startedAt,
-  }).catch(() => {})
+  await gw.store.ledger.release(requestId, now, requestUsage(requestId, caller, p, startedAt, now, 'stream_interrupted')).catch(() => {})
 }
 
 export function internalError(requestId: string) {
