@@ -59,12 +59,16 @@ export function normalizeMessages(messages: readonly Message[]): NormalizedMessa
   return { metered, upstream, usesTools }
 }
 
-/** The upstream body without model and stream flags: standard parameters forwarded, unknown ones dropped. */
-export function upstreamBodyJson(req: ChatRequest, messages: Record<string, unknown>[], maxTokens: number): string {
+/**
+ * The upstream body without model and stream flags: standard parameters forwarded, unknown ones dropped.
+ * `toolsJson`, when given, is the request's tools already serialized (for metering): spliced in, not serialized again.
+ */
+export function upstreamBodyJson(req: ChatRequest, messages: Record<string, unknown>[], maxTokens: number, toolsJson?: string): string {
   const body: Record<string, unknown> = { messages, max_tokens: maxTokens }
   for (const k of FORWARDED_PARAMS) {
     const v = req[k]
-    if (v !== undefined && v !== null) body[k] = v
+    if (v !== undefined && v !== null && !(k === 'tools' && toolsJson !== undefined)) body[k] = v
   }
-  return JSON.stringify(body)
+  const json = JSON.stringify(body)
+  return toolsJson === undefined ? json : `${json.slice(0, -1)},"tools":${toolsJson}}`
 }

@@ -41,7 +41,8 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
   if (isApiError(messages)) return messages
   // Tool definitions and a response schema reach the model as input: they count, as their JSON.
   const schema = request.response_format?.type === 'json_schema' ? JSON.stringify(request.response_format.json_schema) : ''
-  const inputTokens = countInput(messages.metered, (request.tools?.length ? JSON.stringify(request.tools) : '') + schema)
+  const toolsJson = request.tools?.length ? JSON.stringify(request.tools) : undefined
+  const inputTokens = countInput(messages.metered, (toolsJson ?? '') + schema)
   const needs: Needs = {
     inputTokens,
     requestedMax: request.max_completion_tokens ?? request.max_tokens ?? undefined,
@@ -69,7 +70,7 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
     inputTokens,
     maxTokens,
     calls: callPolicyOf(request),
-    upstream: { bodyJson: upstreamBodyJson(request, messages.upstream, maxTokens), stream: needs.stream },
+    upstream: { bodyJson: upstreamBodyJson(request, messages.upstream, maxTokens, toolsJson), stream: needs.stream },
     plan,
   }
 }
