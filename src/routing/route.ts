@@ -44,7 +44,8 @@ export function planCortex(catalog: Catalog, health: Health, fitting: ModelConfi
   return { cortex: true, targets, ...(managed ? { managed } : {}), ceiling: ceilingOf(offers), allKeys }
 }
 
-function ceilingOf(offers: readonly Offer[]): Prices {
+/** The highest input and output prices among offers (the cortex's admission bound and its listed pricing). */
+export function ceilingOf(offers: readonly Offer[]): Prices {
   let input = 0n
   let output = 0n
   for (const o of offers) {

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { CORTEX_MODEL_ID, type WireModel, type WireModelList, type WirePricing } from '../../protocol/models.js'
 import type { Gateway } from '../../gateway/gateway.js'
 import { lowestLive } from '../../routing/plan.js'
+import { ceilingOf } from '../../routing/route.js'
 import type { Offer } from '../../routing/catalog.js'
 
 /** The model list (spec §2.1, §4.2): every configured model with its lowest live offer, then svc/cortex@1 with ceiling prices. */
@@ -29,8 +30,7 @@ export function modelList(gw: Gateway, created: number): WireModelList {
     if (catalog.managed && health.breaker(catalog.managed.key) !== 'open') live.push(catalog.managed)
     let pricing: WirePricing | undefined
     if (live.length) {
-      const input = live.reduce((a, o) => (o.prices.input > a ? o.prices.input : a), 0n)
-      const output = live.reduce((a, o) => (o.prices.output > a ? o.prices.output : a), 0n)
+      const { input, output } = ceilingOf(live)
       pricing = { input_price_per_mtok: input.toString(), output_price_per_mtok: output.toString(), basis: 'ceiling' }
     }
     data.push({
