@@ -1,5 +1,5 @@
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify'
-import { apiError } from '../protocol/errors.js'
+import { apiError, type ApiError } from '../protocol/errors.js'
 import type { Gateway } from '../gateway/gateway.js'
 import { sendError } from './errors.js'
 import { newRequestId } from './request-id.js'
@@ -28,8 +28,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     // A malformed URL or an over-long path parameter is answered before routing: same error shape, same request id.
     frameworkErrors: (err, req, reply) => {
       reply.header('x-request-id', req.id)
-      const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400
-      return sendError(reply, apiError('feature_not_supported', err.message, { param: null, status }))
+      return sendError(reply, clientError(err) ?? apiError('feature_not_supported', err.message, { param: null, status: 400 }))
     },
   })
 
@@ -53,13 +52,8 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   })
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
-    if (err.code === 'SVC_INVALID_JSON') return sendError(reply, apiError('feature_not_supported', err.message, { param: null }))
-    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      return sendError(reply, apiError('feature_not_supported', `The request body is larger than ${BODY_LIMIT / 1024 / 1024} MiB.`, { param: null, status: 413 }))
-    }
-    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
-      return sendError(reply, apiError('feature_not_supported', err.message, { param: null, status: err.statusCode }))
-    }
+    const client = clientError(err)
+    if (client) return sendError(reply, client)
     gw.log(`unexpected error on ${req.method} ${req.url} (${req.id})`, err)
     return sendError(reply, internalError(req.id))
   })
@@ -74,4 +68,13 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   usageRoutes(app, gw, key)
   for (const plugin of plugins) await plugin(app, gw)
   return app
+}
+
+/** What a client did wrong, as the one error shape (413 for an oversized body); null for our own failures. */
+function clientError(err: FastifyError): ApiError | null {
+  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return apiError('feature_not_supported', `The request body is larger than ${BODY_LIMIT / 1024 / 1024} MiB.`, { param: null, status: 413 })
+  }
+  if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) return apiError('feature_not_supported', err.message, { param: null, status: err.statusCode })
+  return null
 }
