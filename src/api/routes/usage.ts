@@ -3,6 +3,7 @@ import { apiError, isApiError, type ApiError } from '../../protocol/errors.js'
 import { formatUsdc } from '../../ledger/money.js'
 import type { Gateway } from '../../gateway/gateway.js'
 import type { UsageRecord } from '../../store/usage.js'
+import type { Store } from '../../store/store.js'
 import { sendError } from '../errors.js'
 import { callerOf, type keyCheck } from '../caller.js'
 
@@ -43,21 +44,25 @@ export function pageLimit(query: Record<string, unknown>, max: number, fallback:
   return limit
 }
 
+/** One page of an account's usage records, newest first, filtered by `model` and `key_id`, after `after`; or the refusal of the query. */
+export async function usagePage(store: Store, accountId: number, q: Record<string, string | undefined>, max: number, fallback: number) {
+  const limit = pageLimit(q, max, fallback)
+  if (isApiError(limit)) return limit
+  const rows = await store.usage.list(accountId, {
+    limit: limit + 1,
+    ...(q.after ? { after: q.after } : {}),
+    ...(q.model ? { model: q.model } : {}),
+    ...(q.key_id ? { keyId: q.key_id } : {}),
+  })
+  const page = rows.slice(0, limit)
+  return { object: 'list' as const, data: page.map(wireUsage), has_more: rows.length > limit, last_id: page.at(-1)?.requestId ?? null }
+}
+
 /** GET /v1/usage (newest first, paginated) and GET /v1/usage/{request_id}, for the key's owner. */
 export function usageRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnType<typeof keyCheck>): void {
   app.get<{ Querystring: Record<string, string | undefined> }>('/v1/usage', { onRequest }, async (req, reply) => {
-    const caller = callerOf(req)
-    const q = req.query
-    const limit = pageLimit(q, MAX_LIMIT, DEFAULT_LIMIT)
-    if (isApiError(limit)) return sendError(reply, limit)
-    const rows = await gw.store.usage.list(caller.accountId, {
-      limit: limit + 1,
-      ...(q.after ? { after: q.after } : {}),
-      ...(q.model ? { model: q.model } : {}),
-      ...(q.key_id ? { keyId: q.key_id } : {}),
-    })
-    const page = rows.slice(0, limit)
-    return { object: 'list', data: page.map(wireUsage), has_more: rows.length > limit, last_id: page.at(-1)?.requestId ?? null }
+    const page = await usagePage(gw.store, callerOf(req).accountId, req.query, MAX_LIMIT, DEFAULT_LIMIT)
+    return isApiError(page) ? sendError(reply, page) : page
   })
 
   app.get<{ Params: { id: string } }>('/v1/usage/:id', { onRequest }, async (req, reply) => {

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { apiError, isApiError } from '../../protocol/errors.js'
 import { sendError } from '../../api/errors.js'
 import { formatUsdc } from '../../ledger/money.js'
-import { pageLimit, repeatedParam, wireUsage } from '../../api/routes/usage.js'
+import { repeatedParam, usagePage } from '../../api/routes/usage.js'
 import { DAY_MS, type UsageFilter } from '../../store/usage.js'
 import { sessionOf } from '../guard.js'
 import type { PortalContext } from '../context.js'
@@ -20,12 +20,8 @@ export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
   const { gw } = ctx
 
   api.get<{ Querystring: Query }>('/usage', async (req, reply) => {
-    const q = req.query
-    const limit = pageLimit(q, MAX_LIMIT, DEFAULT_LIMIT)
-    if (isApiError(limit)) return sendError(reply, limit)
-    const rows = await gw.store.usage.list(sessionOf(req).accountId, { limit: limit + 1, ...filterOf(q), ...(q.after ? { after: q.after } : {}) })
-    const page = rows.slice(0, limit)
-    return { object: 'list', data: page.map(wireUsage), has_more: rows.length > limit, last_id: page.at(-1)?.requestId ?? null }
+    const page = await usagePage(gw.store, sessionOf(req).accountId, req.query, MAX_LIMIT, DEFAULT_LIMIT)
+    return isApiError(page) ? sendError(reply, page) : page
   })
 
   api.get<{ Querystring: Query }>('/usage/summary', async (req, reply) => {
