@@ -1,7 +1,7 @@
 import { createWalletClient, custom, getAddress, type Address, type Chain, type Hash, type PublicClient, type Transport, type WalletClient } from 'viem'
 import type { Account, LocalAccount } from 'viem/accounts'
 import { BatchSettler, TestUSDC } from './artifacts.js'
-import { settlerAbi, usdcAbi } from './contracts.js'
+import { usdcAbi } from './contracts.js'
 
 /** Contract deployment and the few token calls the CLI, the demo and the tests make. */
 
@@ -41,16 +41,8 @@ export async function approveSettler(client: PublicClient, payer: Wallet, usdc: 
   return receipt.blockNumber
 }
 
-export async function transferUsdc(client: PublicClient, from: Wallet, usdc: Address, to: Address, amount: bigint): Promise<void> {
-  await mined(client, await from.writeContract({ address: usdc, abi: usdcAbi, functionName: 'transfer', args: [to, amount] }), 'transfer')
-}
-
 export async function usdcBalance(client: PublicClient, usdc: Address, owner: Address): Promise<bigint> {
   return client.readContract({ address: usdc, abi: usdcAbi, functionName: 'balanceOf', args: [owner] })
-}
-
-export async function settlerOperator(client: PublicClient, settler: Address): Promise<Address> {
-  return client.readContract({ address: settler, abi: settlerAbi, functionName: 'operator' })
 }
 
 export interface Deployment {

@@ -2,8 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import type { Command } from 'commander'
 import type { Address } from 'viem'
 import type { Config } from '../../config.js'
-import { OperationError } from '../../accounts/operations.js'
-import { checksumAddress, isEvmAddress } from '../../accounts/address.js'
+import { normalizeWallet, OperationError } from '../../accounts/operations.js'
 import type { EvmRailConfig } from '../../chain/client.js'
 import { action, common, configPath, emit, readConfig, withStore, type CommonOptions } from '../context.js'
 
@@ -17,8 +16,12 @@ interface DeployOptions extends CommonOptions {
 
 const addressOption = (name: string, v: string | undefined): Address | undefined => {
   if (v === undefined) return undefined
-  if (!isEvmAddress(v)) throw new OperationError(`${name} must be an EVM address, got ${v}`)
-  return checksumAddress(v) as Address
+  // The same check as every --wallet: an address, and a valid EIP-55 checksum when mixed case.
+  try {
+    return normalizeWallet(v) as Address
+  } catch (err) {
+    throw new OperationError(`${name}: ${(err as Error).message}`)
+  }
 }
 
 /** The config when one is named or the default exists; deploy works without one. */
