@@ -46,7 +46,7 @@ export async function chainStatus(rail: EvmRailConfig, store: Store, env: NodeJS
     vendor_account: { address: vendor, usdc: await usdcOf(vendor) },
     confirmations: s.confirmations,
     pending_batches: pending.map((b) => ({ id: b.id, status: b.status, total: formatUsdc(b.total), tx_hash: b.txHash, nonce: b.nonce })),
-    settled_batches: (await store.settlement.batches(['settled'])).length,
+    settled_batches: await store.settlement.countBatches(['settled']),
     debtors: (await store.chain.debtors()).map((d) => ({ wallet: d.address, debt: formatUsdc(d.debt) })),
     problems,
   }

@@ -98,6 +98,11 @@ export class SettlementRepo {
     return rows.map(toBatch)
   }
 
+  async countBatches(statuses: BatchStatus[]): Promise<number> {
+    const r = await this.db.selectFrom('batches').select((eb) => eb.fn.countAll<number>().as('n')).where('status', 'in', statuses).executeTakeFirstOrThrow()
+    return num(r.n)
+  }
+
   /** Records that a batch's transaction went out; the tx hash lets a restart find it instead of sending again. */
   async markSent(batchId: string, txHash: string, nonce: number, now: number): Promise<void> {
     await this.db.updateTable('batches').set({ status: 'sent', tx_hash: txHash, nonce, sent_at: BigInt(now) }).where('id', '=', batchId).where('status', 'in', ['open', 'sent']).execute()
