@@ -41,9 +41,10 @@ export class SqliteHotLedger implements HotLedger {
       insertHold: p(`INSERT INTO holds (request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?)`),
       posting: p('INSERT INTO postings (ref, account_id, book, kind, amount, created_at) VALUES (?, ?, ?, ?, ?, ?)'),
       openHold: p(`SELECT account_id, amount FROM holds WHERE request_id = ? AND status = 'open'`),
-      captureHold: p(`UPDATE holds SET status = 'captured', cost = ?, payee_id = ?, fee = ?, closed_at = ? WHERE request_id = ? AND status = 'open'`),
+      // Closing a hold and reading what it held is one statement; the separate read is only for a refusal's reason.
+      captureHold: p(`UPDATE holds SET status = 'captured', cost = ?, payee_id = ?, fee = ?, closed_at = ? WHERE request_id = ? AND status = 'open' AND amount >= ? RETURNING account_id, amount`),
       captureAccount: p('UPDATE accounts SET balance = balance - ?, held = held - ?, cap = CASE WHEN cap > ? THEN cap - ? ELSE 0 END WHERE id = ?'),
-      releaseHold: p(`UPDATE holds SET status = 'released', closed_at = ? WHERE request_id = ? AND status = 'open'`),
+      releaseHold: p(`UPDATE holds SET status = 'released', closed_at = ? WHERE request_id = ? AND status = 'open' RETURNING account_id, amount`),
       releaseAccount: p('UPDATE accounts SET held = held - ? WHERE id = ?'),
       usage: p(`INSERT OR IGNORE INTO usage (${USAGE_COLUMNS}) VALUES (${USAGE_COLUMNS.split(',').map(() => '?').join(', ')})`),
     }
@@ -59,12 +60,14 @@ export class SqliteHotLedger implements HotLedger {
       return { ok: true }
     }
     this.captureOp = (c: CaptureRequest): boolean => {
-      const hold = s.openHold.get(c.requestId) as { account_id: bigint; amount: bigint } | undefined
-      if (!hold) return false
+      const hold = s.captureHold.get(c.cost, c.payeeId, c.fee, c.now, c.requestId, c.cost) as { account_id: bigint; amount: bigint } | undefined
+      if (!hold) {
+        const open = s.openHold.get(c.requestId) as { amount: bigint } | undefined
+        if (open) throw overCapture(c.requestId, c.cost, big(open.amount))
+        return false
+      }
       const accountId = num(hold.account_id)
       const amount = big(hold.amount)
-      if (c.cost > amount) throw overCapture(c.requestId, c.cost, amount)
-      s.captureHold.run(c.cost, c.payeeId, c.fee, c.now, c.requestId)
       s.captureAccount.run(c.cost, amount, c.cost, c.cost, accountId)
       const rest = amount - c.cost
       if (rest > 0n) {
@@ -80,9 +83,8 @@ export class SqliteHotLedger implements HotLedger {
       return true
     }
     this.releaseOp = (requestId: string, now: number, usage: UsageRecord): boolean => {
-      const hold = s.openHold.get(requestId) as { account_id: bigint; amount: bigint } | undefined
+      const hold = s.releaseHold.get(now, requestId) as { account_id: bigint; amount: bigint } | undefined
       if (hold) {
-        s.releaseHold.run(now, requestId)
         s.releaseAccount.run(hold.amount, hold.account_id)
         s.posting.run(requestId, hold.account_id, 'held', 'release', -hold.amount, now)
         s.posting.run(requestId, hold.account_id, 'available', 'release', hold.amount, now)

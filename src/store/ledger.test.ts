@@ -40,6 +40,8 @@ describe.each(STORE_KINDS)('ledger on %s', (kind) => {
     // A fee above the cost, or a negative amount, is no charge: refused before any write, the hold stays open.
     await expect(store.ledger.capture({ requestId: 'r1', cost: 5n, payeeId: payee, fee: 6n, feeAccountId: fees, now: 1001, usage: usage('r1', user, 5n) })).rejects.toThrow(/not a charge/)
     await expect(store.ledger.capture({ requestId: 'r1', cost: -1n, payeeId: payee, fee: 0n, feeAccountId: fees, now: 1001, usage: usage('r1', user, 0n) })).rejects.toThrow(/not a charge/)
+    // More than the hold is a bug upstream of the ledger: refused, the hold left open.
+    await expect(store.ledger.capture({ requestId: 'r1', cost: 501n, payeeId: payee, fee: 0n, feeAccountId: fees, now: 1001, usage: usage('r1', user, 501n) })).rejects.toThrow(/exceeds hold 500/)
     expect(await store.ledger.capture({ requestId: 'r1', cost: 120n, payeeId: payee, fee: 6n, feeAccountId: fees, now: 1001, usage: usage('r1', user, 120n) })).toBe(true)
     expect(await store.ledger.capture({ requestId: 'r1', cost: 120n, payeeId: payee, fee: 6n, feeAccountId: fees, now: 1002, usage: usage('r1', user, 120n) })).toBe(false)
     const a = (await store.accounts.byId(user))!
