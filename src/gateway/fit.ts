@@ -1,6 +1,6 @@
 import type { ModelConfig } from '../config.js'
 import type { ChatRequest } from '../protocol/chat.js'
-import { apiError, type ApiError } from '../protocol/errors.js'
+import { unsupported, type ApiError } from '../protocol/errors.js'
 import { responseFormatViolation, toolContractViolation } from '../tools/contract.js'
 
 /** What a request needs from a model, once metered. */
@@ -20,22 +20,21 @@ export function effectiveMax(model: Pick<ModelConfig, 'contextLimit' | 'capabili
 
 /** Why this model cannot serve the request, naming the field at fault; null when it fits. */
 export function fitViolation(model: ModelConfig, req: ChatRequest, needs: Needs): ApiError | null {
-  const refuse = (param: string, message: string) => apiError('feature_not_supported', message, { param })
   const caps = model.capabilities
-  if (caps.workload !== 'chat') return refuse('model', `${model.id} is an ${caps.workload} model; it does not serve chat completions.`)
-  if (needs.stream && !caps.streaming) return refuse('stream', `${model.id} does not support streaming; send stream false.`)
-  if (needs.usesTools && !caps.tools) return refuse('messages', `${model.id} does not support tools, and the conversation contains tool calls.`)
+  if (caps.workload !== 'chat') return unsupported('model', `${model.id} is an ${caps.workload} model; it does not serve chat completions.`)
+  if (needs.stream && !caps.streaming) return unsupported('stream', `${model.id} does not support streaming; send stream false.`)
+  if (needs.usesTools && !caps.tools) return unsupported('messages', `${model.id} does not support tools, and the conversation contains tool calls.`)
   const tools = toolContractViolation(model.id, caps, model.tool_contract, req)
   if (tools) return tools
   const format = responseFormatViolation(model.id, caps, model.tool_contract, req)
   if (format) return format
   if (needs.requestedMax !== undefined && needs.requestedMax > caps.maxOutputTokens) {
-    return refuse(needs.maxParam, `${needs.maxParam} ${needs.requestedMax} is above the maximum output of ${model.id} (${caps.maxOutputTokens} tokens).`)
+    return unsupported(needs.maxParam, `${needs.maxParam} ${needs.requestedMax} is above the maximum output of ${model.id} (${caps.maxOutputTokens} tokens).`)
   }
   const max = effectiveMax(model, needs)
   if (needs.inputTokens + Math.max(max, 1) > model.contextLimit) {
     const param = needs.requestedMax !== undefined ? needs.maxParam : 'messages'
-    return refuse(param, `The prompt (${needs.inputTokens} tokens) plus ${needs.requestedMax !== undefined ? `${needs.maxParam} ${needs.requestedMax}` : 'a reply'} exceeds the context window of ${model.id} (${model.contextLimit} tokens).`)
+    return unsupported(param, `The prompt (${needs.inputTokens} tokens) plus ${needs.requestedMax !== undefined ? `${needs.maxParam} ${needs.requestedMax}` : 'a reply'} exceeds the context window of ${model.id} (${model.contextLimit} tokens).`)
   }
   return null
 }

@@ -36,6 +36,11 @@ export function apiError(code: ErrorCode, message: string, extra: Omit<ApiError,
   return { code, message, ...extra }
 }
 
+/** 400 feature_not_supported naming the request field at fault: the refusal of most client input. */
+export function unsupported(param: string, message: string): ApiError {
+  return apiError('feature_not_supported', message, { param })
+}
+
 /** Distinguishes an ApiError from the value a check returns when it passes. */
 export function isApiError(v: unknown): v is ApiError {
   return typeof v === 'object' && v !== null && 'code' in v && 'message' in v && typeof (v as ApiError).code === 'string' && (v as ApiError).code in ERROR_TABLE

@@ -1,6 +1,6 @@
 import type { ChatRequest } from '../protocol/chat.js'
 import type { Capabilities, ToolChoiceMode, ToolContract } from '../protocol/models.js'
-import { apiError, type ApiError } from '../protocol/errors.js'
+import { unsupported, type ApiError } from '../protocol/errors.js'
 
 function choiceMode(choice: ChatRequest['tool_choice']): ToolChoiceMode | undefined {
   if (choice === undefined) return undefined
@@ -18,36 +18,35 @@ function listModes(modes: readonly string[]): string {
  * Returns null when the request fits.
  */
 export function toolContractViolation(modelId: string, caps: Capabilities, contract: ToolContract | undefined, req: ChatRequest): ApiError | null {
-  const refuse = (param: string, message: string) => apiError('feature_not_supported', message, { param })
   const tools = req.tools ?? []
   const mode = choiceMode(req.tool_choice)
-  if (tools.length > 0 && (!caps.tools || !contract)) return refuse('tools', `${modelId} does not support tools.`)
+  if (tools.length > 0 && (!caps.tools || !contract)) return unsupported('tools', `${modelId} does not support tools.`)
   if (tools.length === 0) {
-    if (mode !== undefined && mode !== 'none') return refuse('tool_choice', `tool_choice ${JSON.stringify(mode === 'named' ? req.tool_choice : mode)} needs tools; the request declares none.`)
-    if (req.parallel_tool_calls === true) return refuse('parallel_tool_calls', 'parallel_tool_calls needs tools; the request declares none.')
+    if (mode !== undefined && mode !== 'none') return unsupported('tool_choice', `tool_choice ${JSON.stringify(mode === 'named' ? req.tool_choice : mode)} needs tools; the request declares none.`)
+    if (req.parallel_tool_calls === true) return unsupported('parallel_tool_calls', 'parallel_tool_calls needs tools; the request declares none.')
     return null
   }
   const c = contract!
   const effective = mode ?? 'auto'
   if (!c.tool_choice.includes(effective)) {
     const shown = mode === undefined ? 'the default "auto"' : `"${effective}"`
-    return refuse('tool_choice', `${modelId} is certified for tool_choice ${listModes(c.tool_choice)}; ${shown} is outside its tool_contract.`)
+    return unsupported('tool_choice', `${modelId} is certified for tool_choice ${listModes(c.tool_choice)}; ${shown} is outside its tool_contract.`)
   }
   if (mode === 'named') {
     const name = (req.tool_choice as { function: { name: string } }).function.name
-    if (!tools.some((t) => t.function.name === name)) return refuse('tool_choice', `tool_choice names ${JSON.stringify(name)}, which is not among the declared tools.`)
+    if (!tools.some((t) => t.function.name === name)) return unsupported('tool_choice', `tool_choice names ${JSON.stringify(name)}, which is not among the declared tools.`)
   }
   if (req.parallel_tool_calls === true && !c.parallel_tool_calls) {
-    return refuse('parallel_tool_calls', `${modelId} is not certified for parallel tool calls; send parallel_tool_calls false or leave it out.`)
+    return unsupported('parallel_tool_calls', `${modelId} is not certified for parallel tool calls; send parallel_tool_calls false or leave it out.`)
   }
   for (const [i, t] of tools.entries()) {
     if (t.function.strict === true && !c.strict_schemas) {
-      return refuse(`tools[${i}].function.strict`, `${modelId} is not certified for strict tool schemas.`)
+      return unsupported(`tools[${i}].function.strict`, `${modelId} is not certified for strict tool schemas.`)
     }
   }
   const names = new Set<string>()
   for (const [i, t] of tools.entries()) {
-    if (names.has(t.function.name)) return refuse(`tools[${i}].function.name`, `tool name ${JSON.stringify(t.function.name)} is declared twice.`)
+    if (names.has(t.function.name)) return unsupported(`tools[${i}].function.name`, `tool name ${JSON.stringify(t.function.name)} is declared twice.`)
     names.add(t.function.name)
   }
   return null
@@ -58,10 +57,10 @@ export function responseFormatViolation(modelId: string, caps: Capabilities, con
   const format = req.response_format
   if (!format || format.type === 'text') return null
   if (!caps.structuredOutputs) {
-    return apiError('feature_not_supported', `${modelId} does not support structured outputs (response_format ${format.type}).`, { param: 'response_format' })
+    return unsupported('response_format', `${modelId} does not support structured outputs (response_format ${format.type}).`)
   }
   if (format.type === 'json_schema' && format.json_schema.strict === true && contract && !contract.strict_schemas) {
-    return apiError('feature_not_supported', `${modelId} is not certified for strict schemas.`, { param: 'response_format' })
+    return unsupported('response_format', `${modelId} is not certified for strict schemas.`)
   }
   return null
 }
