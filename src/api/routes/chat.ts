@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { ChatCompletion, ReplySvc } from '../../protocol/chat.js'
-import { apiError, isApiError } from '../../protocol/errors.js'
+import { apiError, isApiError, type ApiError, type ErrorCode } from '../../protocol/errors.js'
 import { formatUsdc } from '../../ledger/money.js'
 import { admit, type Caller } from '../../gateway/admission.js'
 import type { Gateway } from '../../gateway/gateway.js'
@@ -62,12 +62,7 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnT
         finished = await gw.run(caller, prepared, admitted.amount, requestId, startedAt, sse, abort.signal)
       } catch (err) {
         await failedInternally(gw, err, caller, prepared, requestId, startedAt)
-        if (!sse.headersSent) {
-          sse.stopKeepAlive()
-          return sendError(reply, internalError(requestId))
-        }
-        sse.end(sse.encoder.error('stream_interrupted', internalError(requestId).message) + DONE)
-        return reply
+        return failStream(reply, sse, internalError(requestId), 'stream_interrupted')
       }
       return streamFinished(reply, sse, prepared, finished, requestId)
     }
@@ -82,6 +77,16 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnT
   })
 }
 
+/** A failure before the stream's status line went out is a plain HTTP error; after it, an error chunk and [DONE]. */
+function failStream(reply: FastifyReply, sse: SseReply, err: ApiError, chunkCode: ErrorCode = err.code): FastifyReply {
+  if (!sse.headersSent) {
+    sse.stopKeepAlive()
+    return sendError(reply, err)
+  }
+  sse.end(sse.encoder.error(chunkCode, err.message) + DONE)
+  return reply
+}
+
 function streamFinished(reply: FastifyReply, sse: SseReply, p: Prepared, f: Finished, requestId: string): FastifyReply {
   const enc = sse.encoder
   switch (f.kind) {
@@ -94,12 +99,7 @@ function streamFinished(reply: FastifyReply, sse: SseReply, p: Prepared, f: Fini
       return reply
     }
     case 'refused':
-      if (!sse.headersSent) {
-        sse.stopKeepAlive()
-        return sendError(reply, f.error)
-      }
-      sse.end(enc.error(f.error.code, f.error.message) + DONE)
-      return reply
+      return failStream(reply, sse, f.error)
     case 'broken':
       sse.end(enc.error(f.code, f.message) + DONE)
       return reply
