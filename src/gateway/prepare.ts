@@ -61,7 +61,7 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
     maxTokens = needs.requestedMax ?? cortex!.capabilities.maxOutputTokens
     const bounded: Needs = { ...needs, requestedMax: maxTokens }
     const fitting = cortex!.candidates.map((id) => catalog.models.get(id)!).filter((m) => fitViolation(m, request, bounded) === null)
-    plan = planCortex(catalog, health, fitting, () => ({ inputTokens, maxOutputTokens: maxTokens }))
+    plan = planCortex(catalog, health, fitting, { inputTokens, maxOutputTokens: maxTokens })
   }
   return {
     request,

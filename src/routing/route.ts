@@ -34,8 +34,8 @@ export function planNamed(catalog: Catalog, health: Health, model: ModelConfig, 
 }
 
 /** Plans svc/cortex@1: the fitting candidates in preference order, then the managed vendor. */
-export function planCortex(catalog: Catalog, health: Health, fitting: ModelConfig[], est: (m: ModelConfig) => Estimate): RoutePlan {
-  const targets = fitting.map((model) => ({ model, offers: rankOffers(catalog.offers.get(model.id) ?? [], health, est(model)) }))
+export function planCortex(catalog: Catalog, health: Health, fitting: ModelConfig[], est: Estimate): RoutePlan {
+  const targets = fitting.map((model) => ({ model, offers: rankOffers(catalog.offers.get(model.id) ?? [], health, est) }))
   const offers = targets.flatMap((t) => t.offers)
   const managed = catalog.managed
   if (managed) offers.push(managed)
