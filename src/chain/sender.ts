@@ -105,13 +105,15 @@ export class BatchSender {
     const used = await this.o.client.getTransactionCount({ address: this.operator, blockTag: 'latest' })
     if (used > nonce) return null
     this.o.log(`batch ${batchId}: transaction ${hash} is unknown to the node; sending it again`)
-    const fees = await this.o.client.estimateFeesPerGas()
-    const gas = await this.estimateGas(data, legs)
-    return this.signAndSend(batchId, data, { nonce, gas, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas })
+    return this.sendAt(batchId, data, legs, nonce)
   }
 
   private async sendNew(batchId: string, data: Hex, legs: number): Promise<Signed> {
-    const nonce = await this.o.client.getTransactionCount({ address: this.operator, blockTag: 'pending' })
+    return this.sendAt(batchId, data, legs, await this.o.client.getTransactionCount({ address: this.operator, blockTag: 'pending' }))
+  }
+
+  /** Signs and sends the batch at `nonce` with fresh fee and gas estimates. */
+  private async sendAt(batchId: string, data: Hex, legs: number, nonce: number): Promise<Signed> {
     const [fees, gas] = await Promise.all([this.o.client.estimateFeesPerGas(), this.estimateGas(data, legs)])
     return this.signAndSend(batchId, data, { nonce, gas, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas })
   }
