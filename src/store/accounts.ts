@@ -1,4 +1,4 @@
-import { sql, type Kysely, type Selectable } from 'kysely'
+import { sql, type Kysely, type Selectable, type Transaction } from 'kysely'
 import type { AccountsTable, Database } from './schema.js'
 import { big, num } from './dialect.js'
 
@@ -15,6 +15,16 @@ export interface Account {
 }
 
 export { spendableOf } from '../ledger/spendable.js'
+
+/** Money entering (or, negative, leaving) the ledger for an account: two available-book postings against the world account. */
+export async function postFromWorld(trx: Transaction<Database>, ref: string, accountId: number, kind: 'deposit' | 'chain', amount: bigint, now: number): Promise<void> {
+  const world = await trx.selectFrom('accounts').select('id').where('address', '=', SYSTEM_ACCOUNTS.world).executeTakeFirstOrThrow()
+  const created_at = BigInt(now)
+  await trx.insertInto('postings').values([
+    { ref, account_id: accountId, book: 'available', kind, amount, created_at },
+    { ref, account_id: num(world.id), book: 'available', kind, amount: -amount, created_at },
+  ]).execute()
+}
 
 export function toAccount(r: Selectable<AccountsTable>): Account {
   return {
@@ -75,12 +85,7 @@ export class AccountRepo {
       if (max !== undefined) update = update.where('balance', '<=', max - amount)
       const r = await update.returningAll().executeTakeFirst()
       if (!r) return null
-      const world = await trx.selectFrom('accounts').select('id').where('address', '=', SYSTEM_ACCOUNTS.world).executeTakeFirstOrThrow()
-      const created_at = BigInt(now)
-      await trx.insertInto('postings').values([
-        { ref, account_id: id, book: 'available', kind: 'deposit', amount, created_at },
-        { ref, account_id: num(world.id), book: 'available', kind: 'deposit', amount: -amount, created_at },
-      ]).execute()
+      await postFromWorld(trx, ref, id, 'deposit', amount, now)
       return toAccount(r)
     })
   }

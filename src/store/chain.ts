@@ -1,7 +1,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely'
 import type { Database } from './schema.js'
 import type { Dialect } from './dialect.js'
-import { SYSTEM_ACCOUNTS, toAccount, type Account } from './accounts.js'
+import { postFromWorld, SYSTEM_ACCOUNTS, toAccount, type Account } from './accounts.js'
 import { big, num } from './dialect.js'
 
 /** Integer columns are signed 64-bit: an "unlimited" ERC-20 allowance (2^256 − 1) is stored as this. */
@@ -60,14 +60,7 @@ export class ChainRepo {
       const cap = clamp(read.allowance - owed)
       const delta = balance - before.balance
       const debtCleared = before.debt > 0n && read.balance >= owed && read.allowance >= owed
-      if (delta !== 0n) {
-        const world = await trx.selectFrom('accounts').select('id').where('address', '=', SYSTEM_ACCOUNTS.world).executeTakeFirstOrThrow()
-        const created_at = BigInt(now)
-        await trx.insertInto('postings').values([
-          { ref, account_id: accountId, book: 'available', kind: 'chain', amount: delta, created_at },
-          { ref, account_id: num(world.id), book: 'available', kind: 'chain', amount: -delta, created_at },
-        ]).execute()
-      }
+      if (delta !== 0n) await postFromWorld(trx, ref, accountId, 'chain', delta, now)
       const after = await trx
         .updateTable('accounts')
         .set({ balance: sql`balance + ${delta}`, cap, ...(debtCleared ? { debt: 0n } : {}) })
