@@ -1,7 +1,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely'
 import type { Database } from './schema.js'
 import type { Dialect } from './dialect.js'
-import { postFromWorld, SYSTEM_ACCOUNTS, toAccount, type Account } from './accounts.js'
+import { postFromWorld, toAccount, type Account } from './accounts.js'
 import { big, num } from './dialect.js'
 
 /** Integer columns are signed 64-bit: an "unlimited" ERC-20 allowance (2^256 − 1) is stored as this. */
