@@ -66,11 +66,10 @@ export class SettlementRepo {
       if (assigned.length === 0) return null
       const payouts = await trx
         .selectFrom('holds')
-        .select(['account_id', 'payee_id', sql<bigint>`sum(cost - fee)`.as('amount')])
+        .select(['account_id', 'payee_id', sql<bigint>`sum(cost - fee)`.as('amount'), sql<bigint>`sum(fee)`.as('fee')])
         .where('batch_id', '=', id)
         .groupBy(['account_id', 'payee_id'])
         .execute()
-      const fees = await trx.selectFrom('holds').select(['account_id', sql<bigint>`sum(fee)`.as('amount')]).where('batch_id', '=', id).groupBy('account_id').execute()
       const legs = new Map<string, Leg>()
       const add = (payerId: number, payeeId: number, amount: bigint) => {
         if (amount <= 0n) return
@@ -79,8 +78,10 @@ export class SettlementRepo {
         if (leg) leg.amount += amount
         else legs.set(k, { payerId, payeeId, amount })
       }
-      for (const p of payouts) add(num(p.account_id), num(p.payee_id), big(p.amount))
-      for (const f of fees) add(num(f.account_id), feeAccountId, big(f.amount))
+      for (const p of payouts) {
+        add(num(p.account_id), num(p.payee_id), big(p.amount))
+        add(num(p.account_id), feeAccountId, big(p.fee))
+      }
       const total = [...legs.values()].reduce((s, l) => s + l.amount, 0n)
       await trx.insertInto('batches').values({ id, status: 'open', total, created_at: BigInt(now), sent_at: null, settled_at: null, tx_hash: null, nonce: null }).execute()
       await trx.insertInto('batch_legs').values([...legs.values()].map((l) => ({ batch_id: id, payer_id: l.payerId, payee_id: l.payeeId, amount: l.amount }))).execute()
