@@ -39,8 +39,9 @@ function start(args, nodeArgs = []) {
   })
 }
 
-function cpuUs(pid) {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+/** User + system CPU of a process (all its threads), or of its main thread alone (the event loop). */
+function cpuUs(pid, mainThread = false) {
+  const f = readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
   return (Number(f[11]) + Number(f[12])) * TICK_US
 }
 const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024
@@ -59,10 +60,12 @@ async function measure(name, pid, url, body, c, stream, key) {
   const warmup = Number(o.warmup)
   const seconds = Number(o.seconds)
   // CPU is read around the whole load (warm-up included) and divided by all requests it served.
-  const before = pid ? cpuUs(pid) : 0
+  const before = pid ? [cpuUs(pid), cpuUs(pid, true)] : null
   const r = await load(url, { ...body, stream }, c, seconds, warmup, key)
-  const cpu = pid ? (cpuUs(pid) - before) / (r.requests * (1 + warmup / seconds)) : null
-  return { target: name, mode: stream ? 'stream' : 'plain', concurrency: c, ...r, cpu_us_per_req: cpu && Math.round(cpu) }
+  const served = r.requests * (1 + warmup / seconds)
+  const cpu = before ? (cpuUs(pid) - before[0]) / served : null
+  const loop = before ? (cpuUs(pid, true) - before[1]) / served : null
+  return { target: name, mode: stream ? 'stream' : 'plain', concurrency: c, ...r, cpu_us_per_req: cpu && Math.round(cpu), loop_cpu_us_per_req: loop && Math.round(loop) }
 }
 
 const tokens = Number(o.tokens)
@@ -103,7 +106,7 @@ const median = (xs) => {
   if (v.length === 0) return null
   return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2
 }
-const METRICS = ['errors', 'rps', 'p50_ms', 'p99_ms', 'ttfb_p50_ms', 'ttfb_p99_ms', 'cpu_us_per_req']
+const METRICS = ['errors', 'rps', 'p50_ms', 'p99_ms', 'ttfb_p50_ms', 'ttfb_p99_ms', 'cpu_us_per_req', 'loop_cpu_us_per_req']
 const same = (a, b) => a.mode === b.mode && a.concurrency === b.concurrency
 const rows = []
 for (const r of runs) {
@@ -112,7 +115,7 @@ for (const r of runs) {
   const row = { target: r.target, mode: r.mode, concurrency: r.concurrency, rounds: group.length }
   for (const m of METRICS) {
     const v = median(group.map((x) => x[m]))
-    row[m] = v === null ? null : +v.toFixed(m === 'rps' || m === 'errors' || m === 'cpu_us_per_req' ? 0 : 3)
+    row[m] = v === null ? null : +v.toFixed(m === 'rps' || m === 'errors' || m.endsWith('cpu_us_per_req') ? 0 : 3)
   }
   rows.push(row)
 }
@@ -150,6 +153,7 @@ for (const r of rows.filter((x) => x.target === 'gateway')) {
     'added ttfb p50 ms': med((g, b) => g.ttfb_p50_ms - b.ttfb_p50_ms),
     'cpu gateway/raw': med((g, b) => g.cpu_us_per_req / b.cpu_us_per_req, 2),
     'cpu µs/req gateway': r.cpu_us_per_req, 'cpu µs/req raw': rows.find((x) => x.target === 'raw-proxy' && same(x, r))?.cpu_us_per_req ?? null,
+    'event-loop cpu µs/req gateway': r.loop_cpu_us_per_req,
   })
 }
 console.log(`\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply, closed loop, medians of ${o.rounds} interleaved rounds`)

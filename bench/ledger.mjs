@@ -1,7 +1,7 @@
 // Admission + capture pairs per second on SQLite and Postgres, through the store the gateway uses.
 // Pairs on one account (every request contends for one row) and spread over as many accounts as workers.
-// Baseline, measured in the same run on the same store: one durable usage-record insert per request
-// (the least any durable per-request accounting could cost). Usage: npm run bench:ledger [-- --seconds 5 --concurrency 32]
+// Baseline, measured in the same run on the same store: one durable usage record per request, written by the same
+// grouped path (the least any durable per-request accounting could cost). Usage: npm run bench:ledger [-- --seconds 5 --concurrency 32]
 import { parseArgs } from 'node:util'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -53,7 +53,7 @@ async function bench(kind, url) {
     const payee = (await store.accounts.ensure('0x00000000000000000000000000000000000000b2', 'provider', Date.now())).account.id
     const fees = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees)).id
     const baseline = await run(async (id) => {
-      await store.usage.insert(usage(`b_${id}`, user, 30n))
+      await store.ledger.record(usage(`b_${id}`, user, 30n))
       await store.durable()
     })
     const pair = (spread) => async (id, worker) => {
@@ -61,8 +61,8 @@ async function bench(kind, url) {
       const now = Date.now()
       const held = await store.ledger.hold({ requestId: id, accountId, keyId: 'key_bench', model: 'svc/bench@1', amount: 100n, owner: 'bench', now, expiresAt: now + 600_000 })
       if (!held.ok) throw new Error('hold refused')
+      // Resolves once durable.
       await store.ledger.capture({ requestId: id, cost: 30n, payeeId: payee, fee: 1n, feeAccountId: fees, now, usage: usage(id, accountId, 30n) })
-      await store.durable()
     }
     const oneAccount = await run(pair(false))
     const manyAccounts = await run(pair(true))

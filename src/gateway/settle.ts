@@ -100,7 +100,6 @@ async function capture(
       upstreamPromptTokens: reply.upstreamUsage?.promptTokens ?? null, upstreamCompletionTokens: reply.upstreamUsage?.completionTokens ?? null,
     }),
   })
-  await s.store.durable()
   // The hold was already closed (a sweeper released it after its lease lapsed): nothing was charged, so the reply
   // must not claim a charge. The usage record is the sweeper's.
   if (!captured) s.log(`capture of ${r.requestId} found its hold closed; delivered without charge`)

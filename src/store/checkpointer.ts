@@ -53,8 +53,6 @@ export interface CheckpointerOptions {
   limitFrames: number
   intervalMs?: number
   onError?: (msg: string) => void
-  /** The worker stopped unexpectedly: the caller must checkpoint some other way (or the WAL grows without end). */
-  onGone?: () => void
 }
 
 export class Checkpointer {
@@ -65,8 +63,15 @@ export class Checkpointer {
   private stopping = false
   /** Checkpoints that found the WAL past its limit, and tails checkpointed with the writer held (for tests and stats). */
   readonly stats = { oversized: 0, held: 0 }
+  /**
+   * Settles if the worker stops unexpectedly: every writer must then checkpoint some other way (SQLite's automatic
+   * checkpoints), or the WAL grows without end.
+   */
+  readonly lost: Promise<void>
+  private onLost!: () => void
 
   constructor(path: string, betterSqlite3Module: string, private readonly opts: CheckpointerOptions) {
+    this.lost = new Promise((resolve) => (this.onLost = resolve))
     const onError = opts.onError ?? (() => {})
     this.worker = new Worker(WORKER, { eval: true, workerData: { path, module: betterSqlite3Module, intervalMs: opts.intervalMs ?? 200, limitFrames: opts.limitFrames } })
     this.worker.on('message', (m: WorkerMessage) => {
@@ -82,7 +87,7 @@ export class Checkpointer {
     this.worker.once('exit', () => {
       this.gone = true
       this.wake()
-      if (!this.stopping) opts.onGone?.()
+      if (!this.stopping) this.onLost()
     })
     this.worker.unref()
   }

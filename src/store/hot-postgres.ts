@@ -69,6 +69,8 @@ WITH h AS (
 )
 SELECT count(*)::int AS ok FROM h`
 
+const RECORD = `INSERT INTO usage (${USAGE_COLUMNS}) VALUES (${USAGE_PARAMS(1)}) ON CONFLICT (request_id) DO NOTHING`
+
 type Values = unknown[]
 
 export class PostgresHotLedger implements HotLedger {
@@ -98,8 +100,12 @@ export class PostgresHotLedger implements HotLedger {
     return this.one('svc_release', RELEASE, [requestId, now, ...usageValues(usage)])
   }
 
+  async record(usage: UsageRecord): Promise<void> {
+    await this.pool.query({ name: 'svc_record', text: RECORD, values: usageValues(usage).map(param) })
+  }
+
   /** Each operation is one statement its caller awaits: nothing is queued here, and the pool ends what runs. */
-  async drain(): Promise<void> {}
+  async close(): Promise<void> {}
 }
 
 function param(v: unknown): unknown {

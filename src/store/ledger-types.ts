@@ -33,12 +33,17 @@ export interface CaptureRequest {
 export interface HotLedger {
   /** Admission: holds `amount` when spendable covers it. */
   hold(h: HoldRequest): Promise<HoldResult>
-  /** Captures the cost, releases the rest, credits payee and fee, records usage. False when the hold was already closed. */
+  /**
+   * Captures the cost, releases the rest, credits payee and fee, records usage. False when the hold was already
+   * closed. Resolves only once the capture is durable: a reply may then tell the client it was charged.
+   */
   capture(c: CaptureRequest): Promise<boolean>
   /** Releases the whole hold (nothing charged) and records usage. False when already closed. */
   release(requestId: string, now: number, usage: UsageRecord): Promise<boolean>
-  /** Resolves once every operation queued so far is committed (or refused); the store closes after it. */
-  drain(): Promise<void>
+  /** Records the usage of a request that moved no money (refused before admission), with the same writes as the rest. */
+  record(usage: UsageRecord): Promise<void>
+  /** Resolves once every operation queued so far is committed (or refused) and the ledger let go of what it holds; the store closes after it. */
+  close(): Promise<void>
 }
 
 export function refusalOf(account: Account | undefined): HoldResult {

@@ -29,7 +29,7 @@ export class LedgerRepo {
     return this.hot.hold(h)
   }
 
-  /** Captures the cost of a finished request, releases the rest, credits payee and fee, records usage. Once only. */
+  /** Captures the cost of a finished request, releases the rest, credits payee and fee, records usage. Once only; resolves once durable. */
   capture(c: CaptureRequest): Promise<boolean> {
     // Checked here, once, before any dialect: a bad amount must not reach (and roll back) a group of other requests.
     if (c.cost < 0n || c.fee < 0n || c.fee > c.cost) return Promise.reject(new Error(`capture of ${c.cost} with fee ${c.fee} on ${c.requestId} is not a charge`))
@@ -39,6 +39,11 @@ export class LedgerRepo {
   /** Releases a request's whole hold (nothing charged) and records its usage. False when already closed. */
   release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
     return this.hot.release(requestId, now, usage)
+  }
+
+  /** Records the usage of a request refused before any money moved. */
+  record(usage: UsageRecord): Promise<void> {
+    return this.hot.record(usage)
   }
 
   /** Releases open holds past their expiry. */

@@ -5,6 +5,7 @@ import { openSqlite } from './sqlite.js'
 import { Store } from './store.js'
 import { SYSTEM_ACCOUNTS } from './accounts.js'
 import { SqliteHotLedger } from './hot-sqlite.js'
+import { SqliteLedgerThread } from './ledger-thread.js'
 import { PostgresHotLedger } from './hot-postgres.js'
 import type { Database } from './schema.js'
 import type { Dialect } from './dialect.js'
@@ -20,7 +21,8 @@ export async function openStore(url: string, now: () => number = Date.now, opts:
   if (url.startsWith('sqlite:')) {
     const h = openSqlite(url, opts.walLimitBytes)
     await migrated(h.db, 'sqlite', () => h.backend.close())
-    store = new Store(h.db, 'sqlite', h.backend, new SqliteHotLedger(h.raw, h.db, h.checkpointer))
+    // A file's ledger runs on its own thread; an in-memory database can only be reached from this one.
+    store = new Store(h.db, 'sqlite', h.backend, h.file ? new SqliteLedgerThread(h.file) : new SqliteHotLedger(h.raw, h.db))
   } else if (/^postgres(ql)?:\/\//.test(url)) {
     const h = await openPostgres(url)
     await migrated(h.db, 'postgres', () => h.backend.close())

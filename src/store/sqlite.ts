@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs'
 import { open, type FileHandle } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
-import { Kysely, SqliteDialect } from 'kysely'
+import { CompiledQuery, Kysely, SqliteDialect, SqliteDriver, type DatabaseConnection } from 'kysely'
 import type { Database } from './schema.js'
 import type { Backend, Lock } from './store.js'
 import { Checkpointer } from './checkpointer.js'
@@ -55,8 +55,23 @@ export interface SqliteHandle {
   db: Kysely<Database>
   backend: Backend
   raw: BetterSqlite3.Database
-  /** Absent for an in-memory database. */
-  checkpointer?: Checkpointer
+  /** The database file (absolute), its checkpointer and WAL limit; absent for an in-memory database. */
+  file?: { path: string; checkpointer: Checkpointer; walLimitBytes: number }
+}
+
+/**
+ * Kysely's transactions begin IMMEDIATE: the ledger thread writes through its own connection, and a deferred
+ * transaction that read before it wrote would fail (SQLITE_BUSY_SNAPSHOT) when the thread committed in between,
+ * where an immediate one waits its turn (busy_timeout) and then reads the latest state.
+ */
+class ImmediateSqliteDialect extends SqliteDialect {
+  override createDriver(): SqliteDriver {
+    const driver = super.createDriver() as SqliteDriver
+    driver.beginTransaction = async (connection: DatabaseConnection) => {
+      await connection.executeQuery(CompiledQuery.raw('begin immediate'))
+    }
+    return driver
+  }
 }
 
 /** Size the WAL is kept near under sustained writes (and truncated to when it starts over). */
@@ -83,10 +98,10 @@ export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): Sqlite
     checkpointer = new Checkpointer(resolve(path), createRequire(import.meta.url).resolve('better-sqlite3'), {
       limitFrames: Math.max(1, Math.floor(walLimitBytes / frameBytes)),
       onError: (msg) => console.error(`sqlite checkpoint: ${msg}`),
-      // Without its worker the WAL would grow for ever: the writer checkpoints itself again, as SQLite does by default.
-      onGone: () => {
-        if (raw.open) raw.pragma('wal_autocheckpoint = 1000')
-      },
+    })
+    // Without its worker the WAL would grow for ever: writers checkpoint themselves again, as SQLite does by default.
+    void checkpointer.lost.then(() => {
+      if (raw.open) raw.pragma('wal_autocheckpoint = 1000')
     })
   }
   const locks = new Set<string>()
@@ -103,5 +118,6 @@ export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): Sqlite
       await wal.close()
     },
   }
-  return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) }), backend, raw, ...(checkpointer ? { checkpointer } : {}) }
+  const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: raw }) })
+  return { db, backend, raw, ...(checkpointer ? { file: { path: resolve(path), checkpointer, walLimitBytes } } : {}) }
 }

@@ -56,7 +56,7 @@ export class Store {
 
   async close(): Promise<void> {
     // Queued holds, captures and releases commit first: closing under them would lose charges already served.
-    await this.hot.drain()
+    await this.hot.close()
     await this.db.destroy()
     await this.backend.close()
   }

@@ -113,10 +113,6 @@ function matching(accountId: number, f: UsageFilter) {
 export class UsageRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
-  async insert(u: UsageRecord): Promise<void> {
-    await this.db.insertInto('usage').values(usageRow(u)).onConflict((oc) => oc.column('request_id').doNothing()).execute()
-  }
-
   async get(accountId: number, requestId: string): Promise<UsageRecord | undefined> {
     const r = await this.db.selectFrom('usage').selectAll().where('request_id', '=', requestId).where('account_id', '=', accountId).executeTakeFirst()
     return r && toRecord(r)

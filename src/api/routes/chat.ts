@@ -141,7 +141,7 @@ function plainFinished(reply: FastifyReply, p: Prepared, f: Finished, identity: 
 }
 
 async function recordRefusal(gw: Gateway, caller: Caller, p: Prepared, requestId: string, startedAt: number, outcome: 'no_capacity' | 'insufficient_quota'): Promise<void> {
-  await gw.store.usage.insert(requestUsage(requestId, caller, p, startedAt, gw.now(), outcome))
+  await gw.store.ledger.record(requestUsage(requestId, caller, p, startedAt, gw.now(), outcome))
 }
 
 /** A bug or an unreachable store interrupted the request: log it and release its hold (best effort), charging nothing. */

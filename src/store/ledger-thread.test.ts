@@ -1,0 +1,61 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import type { Store } from './store.js'
+import type { SqliteLedgerThread } from './ledger-thread.js'
+import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
+
+/** The SQLite file's ledger runs on its own thread and connection, beside the event loop's connection. */
+describe('the ledger thread of a SQLite file', () => {
+  let f: StoreFixture | undefined
+  let store: Store
+  beforeEach(async () => {
+    f = await openFixture('sqlite')
+    store = f.store
+    for (const id of [f.user, f.other]) {
+      await store.accounts.deposit(id, 10n ** 9n, `dep_${id}`, 1000)
+      await store.accounts.approve(id, 10n ** 9n)
+    }
+  })
+  afterEach(() => closeFixture(f))
+
+  const serve = async (requestId: string, accountId: number) => {
+    const held = await store.ledger.hold({ requestId, accountId, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'i1', now: 1000, expiresAt: 10_000 })
+    if (!held.ok) throw new Error(`hold refused: ${held.reason}`)
+    return store.ledger.capture({ requestId, cost: 40n, payeeId: f!.payee, fee: 2n, feeAccountId: f!.fees, now: 1000, usage: usageRecord(requestId, accountId, 40n) })
+  }
+
+  it("commits beside the event loop's own transactions, which read before they write, without SQLITE_BUSY", async () => {
+    await serve('warm', f!.user)
+    const requests = Array.from({ length: 200 }, (_, i) => serve(`req_${i}`, i % 2 ? f!.user : f!.other))
+    // A transaction that reads, lets time pass (here: a timer; under load: the thread runs on another core), then
+    // writes. Begun deferred, it would fail with SQLITE_BUSY_SNAPSHOT once the thread committed in between.
+    const batch = store.db.transaction().execute(async (trx) => {
+      const before = await trx.selectFrom('accounts').select('id').where('id', '=', f!.user).executeTakeFirst()
+      await new Promise((resolve) => setTimeout(resolve, 30))
+      await trx.updateTable('accounts').set({ cap: 10n ** 9n }).where('id', '=', before!.id).execute()
+    })
+    const deposits = Array.from({ length: 20 }, (_, i) => store.accounts.deposit(f!.other, 1n, `dep_more_${i}`, 1000))
+    await batch
+    expect(await Promise.all(requests)).toEqual(requests.map(() => true))
+    await Promise.all(deposits)
+    expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+    const left = (await store.accounts.byId(f!.user))!.balance + (await store.accounts.byId(f!.other))!.balance
+    expect(left).toBe(2n * 10n ** 9n + 20n - 201n * 40n)
+  })
+
+  it('fails what was in flight when the thread dies, and serves later operations on a new one', async () => {
+    await serve('warm', f!.user)
+    const thread = (store as unknown as { hot: SqliteLedgerThread }).hot
+    const inFlight = Array.from({ length: 50 }, (_, i) => serve(`lost_${i}`, f!.user).then(() => 'served', (err: Error) => err.message))
+    await new Promise((resolve) => setImmediate(resolve))
+    await thread['worker']!.terminate()
+    const outcomes = await Promise.all(inFlight)
+    expect(outcomes.some((o) => o.startsWith('the ledger thread stopped'))).toBe(true)
+    expect(await serve('after', f!.user)).toBe(true)
+    // Whatever the dead thread committed is whole; holds it left open are released by their expiry.
+    expect(await store.ledger.releaseExpired(20_000)).toBeGreaterThanOrEqual(0)
+    const audit = await store.ledger.audit()
+    expect(audit.unbalanced).toEqual([])
+    expect(audit.inconsistent).toEqual([])
+    expect(audit.openHolds).toBe(0)
+  })
+})

@@ -1,0 +1,152 @@
+import { Worker } from 'node:worker_threads'
+import type { UsageRecord } from './usage.js'
+import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './ledger-types.js'
+import type { LedgerOp, Outcome } from './sqlite-ledger-ops.js'
+
+export interface LedgerThreadData {
+  /** The database file (absolute). */
+  path: string
+  /** The size SQLite truncates the WAL to when this connection starts it over. */
+  walLimitBytes: number
+  /** Whether the thread's connection checkpoints by itself (only when the checkpointer thread is gone). */
+  autocheckpoint: boolean
+}
+
+export interface ToLedgerThread {
+  ops?: [id: number, op: LedgerOp][]
+  autocheckpoint?: true
+  close?: true
+}
+
+export interface FromLedgerThread {
+  done: [id: number, outcome: Outcome][]
+}
+
+interface Waiter {
+  resolve: (v: never) => void
+  reject: (e: unknown) => void
+}
+
+/** What the thread needs from the checkpointer: a gate before writes, and word when it is gone. */
+export interface WalKeeper {
+  beforeWrite(): Promise<void>
+  readonly lost: Promise<void>
+}
+
+// Worker threads run JavaScript: under the test runner, which loads these sources as TypeScript, the thread is the
+// compiled copy that `npm run build` wrote (npm test builds first).
+const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? '../../dist/store/ledger-worker.js' : './ledger-worker.js', import.meta.url)
+
+/**
+ * The hot ledger on a SQLite file, run by a thread of its own (`ledger-worker.ts`) so that statements, commits and
+ * WAL syncs leave the event loop. Operations of one turn cross in one message; the thread groups whatever arrived
+ * while it was busy into one transaction. A capture resolves once it is on disk; a hold or release once committed.
+ * Admission stays one conditional UPDATE in the store, so other processes and connections remain safe beside it.
+ */
+export class SqliteLedgerThread implements HotLedger {
+  private worker: Worker | undefined
+  private readonly waiting = new Map<number, Waiter>()
+  private nextId = 0
+  private queue: [number, LedgerOp][] = []
+  /** Batches pass the WAL gate one after another, in order. */
+  private gated: Promise<void> = Promise.resolve()
+  private checkpointerLost = false
+  private closed = false
+
+  private readonly walKeeper: WalKeeper
+
+  constructor(private readonly file: { path: string; walLimitBytes: number; checkpointer: WalKeeper }, private readonly log: (msg: string) => void = (m) => console.error(m)) {
+    this.walKeeper = file.checkpointer
+    void this.walKeeper.lost.then(() => {
+      this.checkpointerLost = true
+      this.worker?.postMessage({ autocheckpoint: true } satisfies ToLedgerThread)
+    })
+  }
+
+  hold(h: HoldRequest): Promise<HoldResult> {
+    return this.enqueue({ kind: 'hold', hold: h })
+  }
+
+  capture(c: CaptureRequest): Promise<boolean> {
+    return this.enqueue({ kind: 'capture', capture: c })
+  }
+
+  release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
+    return this.enqueue({ kind: 'release', requestId, now, usage })
+  }
+
+  record(usage: UsageRecord): Promise<void> {
+    return this.enqueue({ kind: 'record', usage })
+  }
+
+  async close(): Promise<void> {
+    while (this.waiting.size > 0) await new Promise((resolve) => setTimeout(resolve, 2))
+    this.closed = true
+    const w = this.worker
+    if (!w) return
+    this.worker = undefined
+    const exited = new Promise<void>((resolve) => w.once('exit', () => resolve()))
+    w.ref()
+    w.postMessage({ close: true } satisfies ToLedgerThread)
+    await exited
+  }
+
+  private enqueue<T>(op: LedgerOp): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('the store is closed'))
+    const id = ++this.nextId
+    return new Promise<T>((resolve, reject) => {
+      // Referenced while answers are due: nothing else may be keeping the process alive.
+      if (this.waiting.size === 0) this.thread().ref()
+      this.waiting.set(id, { resolve: resolve as (v: never) => void, reject })
+      if (this.queue.length === 0) setImmediate(this.post)
+      this.queue.push([id, op])
+    })
+  }
+
+  private readonly post = () => {
+    const ops = this.queue
+    this.queue = []
+    const send = () => {
+      try {
+        this.thread().postMessage({ ops } satisfies ToLedgerThread)
+      } catch (err) {
+        for (const [id] of ops) this.answer(id, { ok: false, error: err })
+      }
+    }
+    this.gated = this.gated.then(() => this.walKeeper.beforeWrite()).then(send, send)
+  }
+
+  private thread(): Worker {
+    if (this.worker) return this.worker
+    const w = new Worker(WORKER_URL, { workerData: { path: this.file.path, walLimitBytes: this.file.walLimitBytes, autocheckpoint: this.checkpointerLost } satisfies LedgerThreadData })
+    w.on('message', (m: FromLedgerThread) => this.settle(m))
+    w.on('error', (err) => this.log(`ledger thread failed: ${String(err)}`))
+    w.once('exit', (code) => {
+      if (this.worker === w) this.worker = undefined
+      // Whatever was in flight is unknown: a hold left open is released by its expiry, nothing was acknowledged.
+      if (this.waiting.size > 0) this.lost(new Error(`the ledger thread stopped (exit code ${code}) with ${this.waiting.size} operations in flight`))
+    })
+    w.unref()
+    this.worker = w
+    return w
+  }
+
+  private settle(m: FromLedgerThread): void {
+    for (const [id, o] of m.done) this.answer(id, o)
+  }
+
+  private answer(id: number, o: Outcome): void {
+    const w = this.waiting.get(id)
+    if (!w) return
+    this.waiting.delete(id)
+    if (this.waiting.size === 0) this.worker?.unref()
+    if (o.ok) w.resolve(o.value as never)
+    else w.reject(o.error)
+  }
+
+  private lost(err: Error): void {
+    const waiters = [...this.waiting.values()]
+    this.waiting.clear()
+    for (const w of waiters) w.reject(err)
+  }
+}
