@@ -45,4 +45,24 @@ describe('an internal error while serving', () => {
     // A keep-alive timer left running would write headers again and throw (an uncaught exception ends the process).
     await sleep(100)
   })
+
+  it('releases a hold the store wrote before failing to answer for it', async () => {
+    const config = marketConfig(sims, freshStoreUrl('sqlite'), {})
+    store = await openStore(config.store)
+    server = await startServer(config, { store, log: () => {}, makeUpstream: () => broken })
+    const { account } = await openAccount(store, USER)
+    await depositTo(store, account.id, 1_000_000n)
+    await store.accounts.approve(account.id, 1_000_000n)
+    const { key } = await issueKey(store, account.id, 'test')
+    const ledger = store.ledger
+    const hold = ledger.hold.bind(ledger)
+    ledger.hold = async (h) => {
+      await hold(h)
+      throw new Error('the store went away after writing')
+    }
+    const res = await chat(server.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
+    expect(res.status).toBe(503)
+    expect((await res.json()).error.message).toContain(res.headers.get('x-request-id'))
+    expect((await store.accounts.byId(account.id))!.held).toBe(0n)
+  })
 })

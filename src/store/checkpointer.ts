@@ -103,9 +103,10 @@ export class Checkpointer {
   }
 
   /**
-   * Called by the writer, holding its connection, before a write transaction. When the last checkpoint found the
-   * WAL past its limit, the worker checkpoints what is left with no write in between, so that this transaction
-   * starts the WAL over (and SQLite truncates the file to journal_size_limit). At most once per checkpoint report.
+   * Called before the ledger's next batch of writes is handed to its thread. When the last checkpoint found the WAL
+   * past its limit, the worker checkpoints what is left while the ledger holds its writes (a group already handed over
+   * may still commit meanwhile, and only makes the tail longer), so that the next group starts the WAL over and
+   * SQLite truncates the file to journal_size_limit. At most once per checkpoint report.
    */
   async beforeWrite(): Promise<void> {
     if (!this.resetDue || this.gone) return

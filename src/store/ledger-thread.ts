@@ -20,11 +20,16 @@ export interface ToLedgerThread {
 
 export interface FromLedgerThread {
   done: [id: number, outcome: Outcome][]
+  /** The WAL could not be synced: the thread answered what it had and stops. */
+  fatal?: string
 }
 
 interface Waiter {
+  op: LedgerOp
   resolve: (v: never) => void
   reject: (e: unknown) => void
+  /** The thread the operation was sent to, once sent. */
+  sentTo?: Worker
 }
 
 /** What the thread needs from the checkpointer: a gate before writes, and word when it is gone. */
@@ -47,12 +52,13 @@ export class SqliteLedgerThread implements HotLedger {
   private worker: Worker | undefined
   private readonly waiting = new Map<number, Waiter>()
   private nextId = 0
-  private queue: [number, LedgerOp][] = []
+  private queue: number[] = []
   /** Batches pass the WAL gate one after another, in order. */
   private gated: Promise<void> = Promise.resolve()
   private checkpointerLost = false
   private closed = false
-
+  /** Set when the WAL could not be synced: nothing more is written until an operator restarts on a sound disk. */
+  private failed: Error | undefined
   private readonly walKeeper: WalKeeper
 
   constructor(private readonly file: { path: string; walLimitBytes: number; checkpointer: WalKeeper }, private readonly log: (msg: string) => void = (m) => console.error(m)) {
@@ -93,24 +99,37 @@ export class SqliteLedgerThread implements HotLedger {
 
   private enqueue<T>(op: LedgerOp): Promise<T> {
     if (this.closed) return Promise.reject(new Error('the store is closed'))
+    if (this.failed) return Promise.reject(this.failed)
     const id = ++this.nextId
     return new Promise<T>((resolve, reject) => {
-      // Referenced while answers are due: nothing else may be keeping the process alive.
-      if (this.waiting.size === 0) this.thread().ref()
-      this.waiting.set(id, { resolve: resolve as (v: never) => void, reject })
-      if (this.queue.length === 0) setImmediate(this.post)
-      this.queue.push([id, op])
+      this.waiting.set(id, { op, resolve: resolve as (v: never) => void, reject })
+      this.schedule(id)
     })
   }
 
+  private schedule(id: number): void {
+    if (this.queue.length === 0) setImmediate(this.post)
+    this.queue.push(id)
+    this.keepAlive()
+  }
+
+  /** Referenced while answers are due (nothing else may be keeping the process alive), unreferenced when idle. */
+  private keepAlive(): void {
+    if (this.waiting.size > 0) this.thread().ref()
+    else this.worker?.unref()
+  }
+
   private readonly post = () => {
-    const ops = this.queue
+    const ids = this.queue
     this.queue = []
     const send = () => {
+      const live = ids.filter((id) => this.waiting.has(id))
       try {
-        this.thread().postMessage({ ops } satisfies ToLedgerThread)
+        const worker = this.thread()
+        worker.postMessage({ ops: live.map((id) => [id, this.waiting.get(id)!.op]) } satisfies ToLedgerThread)
+        for (const id of live) this.waiting.get(id)!.sentTo = worker
       } catch (err) {
-        for (const [id] of ops) this.answer(id, { ok: false, error: err })
+        for (const id of live) this.answer(id, { ok: false, error: err })
       }
     }
     this.gated = this.gated.then(() => this.walKeeper.beforeWrite()).then(send, send)
@@ -118,20 +137,42 @@ export class SqliteLedgerThread implements HotLedger {
 
   private thread(): Worker {
     if (this.worker) return this.worker
+    if (this.failed) throw this.failed
     const w = new Worker(WORKER_URL, { workerData: { path: this.file.path, walLimitBytes: this.file.walLimitBytes, autocheckpoint: this.checkpointerLost } satisfies LedgerThreadData })
     w.on('message', (m: FromLedgerThread) => this.settle(m))
     w.on('error', (err) => this.log(`ledger thread failed: ${String(err)}`))
-    w.once('exit', (code) => {
-      if (this.worker === w) this.worker = undefined
-      // Whatever was in flight is unknown: a hold left open is released by its expiry, nothing was acknowledged.
-      if (this.waiting.size > 0) this.lost(new Error(`the ledger thread stopped (exit code ${code}) with ${this.waiting.size} operations in flight`))
-    })
+    w.once('exit', (code) => this.gone(w, code))
     w.unref()
     this.worker = w
     return w
   }
 
+  /**
+   * A thread died. What it had been sent and not answered may have committed: it goes once more to a new thread
+   * marked as a replay, which answers from what was written (or does it now). Twice lost is refused.
+   */
+  private gone(w: Worker, code: number): void {
+    if (this.worker === w) this.worker = undefined
+    let lost = 0
+    for (const [id, waiter] of this.waiting) {
+      if (waiter.sentTo !== w) continue
+      lost++
+      waiter.sentTo = undefined
+      if (waiter.op.replay || this.failed) this.answer(id, { ok: false, error: this.failed ?? new Error(`the ledger thread stopped twice (exit code ${code}) with this operation in flight`) })
+      else {
+        waiter.op = { ...waiter.op, replay: true }
+        this.schedule(id)
+      }
+    }
+    if (lost > 0 && !this.closed) this.log(`ledger thread stopped (exit code ${code}) with ${lost} operations in flight; ${this.failed ? 'refused' : 'sent to a new thread'}`)
+    this.keepAlive()
+  }
+
   private settle(m: FromLedgerThread): void {
+    if (m.fatal) {
+      this.failed = new Error(`the ledger cannot write to disk (${m.fatal}); nothing more is charged until the gateway restarts on a sound disk`)
+      this.log(this.failed.message)
+    }
     for (const [id, o] of m.done) this.answer(id, o)
   }
 
@@ -142,11 +183,5 @@ export class SqliteLedgerThread implements HotLedger {
     if (this.waiting.size === 0) this.worker?.unref()
     if (o.ok) w.resolve(o.value as never)
     else w.reject(o.error)
-  }
-
-  private lost(err: Error): void {
-    const waiters = [...this.waiting.values()]
-    this.waiting.clear()
-    for (const w of waiters) w.reject(err)
   }
 }

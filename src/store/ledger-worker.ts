@@ -58,13 +58,16 @@ port.on('message', (first: ToLedgerThread) => {
     })
     answer(now, nowOutcomes)
     if (durable.length > 0) {
-      let failed: Outcome | undefined
       try {
         syncWal()
       } catch (error) {
-        failed = { ok: false, error }
+        // After a failed fsync the kernel may have dropped the pages it could not write, and a later fsync succeed:
+        // frames chain their checksums, so captures acknowledged after the hole would be lost on recovery. Stop.
+        port.postMessage({ done: durable.map((id) => [id, { ok: false, error }]), fatal: String(error) } satisfies FromLedgerThread)
+        db.close()
+        process.exit(1)
       }
-      answer(durable, failed ? durable.map(() => failed) : durableOutcomes)
+      answer(durable, durableOutcomes)
     }
   }
   if (closing) {

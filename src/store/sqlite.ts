@@ -9,9 +9,9 @@ import { Checkpointer } from './checkpointer.js'
 import { createRequire } from 'node:module'
 
 /**
- * Group commit without blocking the event loop: transactions commit to the WAL without fsync
- * (synchronous=NORMAL), and a capture waits for one asynchronous fdatasync of the WAL that covers
- * every commit made before it started. Concurrent waiters share one sync.
+ * `Store.durable()` on SQLite: transactions commit to the WAL without fsync (synchronous=NORMAL); this waits for one
+ * asynchronous fdatasync of the WAL that covers every commit made before the call. Concurrent waiters share one sync.
+ * (The ledger thread syncs its own captures; this serves writes of the event loop's connection that must be on disk.)
  */
 export class WalSync {
   private handle: Promise<FileHandle | null> | null = null

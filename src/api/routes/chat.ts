@@ -42,7 +42,14 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnT
       await recordRefusal(gw, caller, prepared, requestId, startedAt, 'no_capacity')
       return sendError(reply, noCapacityBeforeWork(gw.health, prepared))
     }
-    const admitted = await admit(gw.store, caller, prepared, requestId, { owner: gw.lifecycle.id, now: startedAt, holdTtlMs: gw.tuning.holdTtlSeconds * 1000 })
+    let admitted: Awaited<ReturnType<typeof admit>>
+    try {
+      admitted = await admit(gw.store, caller, prepared, requestId, { owner: gw.lifecycle.id, now: startedAt, holdTtlMs: gw.tuning.holdTtlSeconds * 1000 })
+    } catch (err) {
+      // The hold may have been written before the store failed: release it, or the live instance would keep it.
+      await failedInternally(gw, err, caller, prepared, requestId, startedAt)
+      return sendError(reply, internalError(requestId))
+    }
     if (isApiError(admitted)) {
       if (admitted.code === 'insufficient_quota') await recordRefusal(gw, caller, prepared, requestId, startedAt, 'insufficient_quota')
       return sendError(reply, admitted)
