@@ -20,6 +20,8 @@ export interface ToLedgerThread {
 
 export interface FromLedgerThread {
   done: [id: number, outcome: Outcome][]
+  /** The thread finished what it was sent: the next batch may go. */
+  idle?: boolean
   /** The WAL could not be synced: the thread answered what it had and stops. */
   fatal?: string
 }
@@ -44,8 +46,8 @@ const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? '../../dist/store/l
 
 /**
  * The hot ledger on a SQLite file, run by a thread of its own (`ledger-worker.ts`) so that statements, commits and
- * WAL syncs leave the event loop. Operations of one turn cross in one message; the thread groups whatever arrived
- * while it was busy into one transaction. A capture resolves once it is on disk; a hold or release once committed.
+ * WAL syncs leave the event loop. One batch at a time is with the thread: what arrives meanwhile crosses as the next
+ * batch, in one message, and is one transaction there. A capture resolves once it is on disk; a hold or release once committed.
  * Admission stays one conditional UPDATE in the store, so other processes and connections remain safe beside it.
  */
 export class SqliteLedgerThread implements HotLedger {
@@ -53,6 +55,8 @@ export class SqliteLedgerThread implements HotLedger {
   private readonly waiting = new Map<number, Waiter>()
   private nextId = 0
   private queue: number[] = []
+  /** A batch is with the thread: what arrives meanwhile waits for it, and goes as one batch (one wake-up, one group). */
+  private busy = false
   /** Batches pass the WAL gate one after another, in order. */
   private gated: Promise<void> = Promise.resolve()
   private checkpointerLost = false
@@ -108,7 +112,7 @@ export class SqliteLedgerThread implements HotLedger {
   }
 
   private schedule(id: number): void {
-    if (this.queue.length === 0) setImmediate(this.post)
+    if (this.queue.length === 0 && !this.busy) setImmediate(this.post)
     this.queue.push(id)
     this.keepAlive()
   }
@@ -120,6 +124,8 @@ export class SqliteLedgerThread implements HotLedger {
   }
 
   private readonly post = () => {
+    if (this.busy || this.queue.length === 0) return
+    this.busy = true
     const ids = this.queue
     this.queue = []
     const send = () => {
@@ -130,6 +136,7 @@ export class SqliteLedgerThread implements HotLedger {
         for (const id of live) this.waiting.get(id)!.sentTo = worker
       } catch (err) {
         for (const id of live) this.answer(id, { ok: false, error: err })
+        this.idle()
       }
     }
     this.gated = this.gated.then(() => this.walKeeper.beforeWrite()).then(send, send)
@@ -152,7 +159,9 @@ export class SqliteLedgerThread implements HotLedger {
    * marked as a replay, which answers from what was written (or does it now). Twice lost is refused.
    */
   private gone(w: Worker, code: number): void {
-    if (this.worker === w) this.worker = undefined
+    if (this.worker !== w) return
+    this.worker = undefined
+    this.busy = false
     let lost = 0
     for (const [id, waiter] of this.waiting) {
       if (waiter.sentTo !== w) continue
@@ -166,6 +175,7 @@ export class SqliteLedgerThread implements HotLedger {
     }
     if (lost > 0 && !this.closed) this.log(`ledger thread stopped (exit code ${code}) with ${lost} operations in flight; ${this.failed ? 'refused' : 'sent to a new thread'}`)
     this.keepAlive()
+    this.post()
   }
 
   private settle(m: FromLedgerThread): void {
@@ -174,6 +184,12 @@ export class SqliteLedgerThread implements HotLedger {
       this.log(this.failed.message)
     }
     for (const [id, o] of m.done) this.answer(id, o)
+    if (m.idle) this.idle()
+  }
+
+  private idle(): void {
+    this.busy = false
+    this.post()
   }
 
   private answer(id: number, o: Outcome): void {

@@ -6,7 +6,7 @@ import type { LedgerThreadData, ToLedgerThread, FromLedgerThread } from './ledge
 
 /**
  * The ledger thread: its own connection to the store's file, running the hot ledger's groups off the event loop.
- * Everything queued while a group commits and syncs becomes the next group. Holds and releases are answered once
+ * Everything the event loop gathered while a group committed and synced becomes the next group. Holds and releases are answered once
  * committed; captures once the WAL that holds them is on disk (one fdatasync per group).
  */
 const port = parentPort!
@@ -28,8 +28,9 @@ function syncWal(): void {
   fdatasyncSync(wal)
 }
 
-function answer(ids: number[], outcomes: Outcome[]): void {
-  if (ids.length > 0) port.postMessage({ done: ids.map((id, i) => [id, outcomes[i]!]) } satisfies FromLedgerThread)
+/** `idle`: the last answer of this turn, after which the event loop may send what it gathered meanwhile. */
+function answer(ids: number[], outcomes: Outcome[], idle: boolean): void {
+  if (ids.length > 0 || idle) port.postMessage({ done: ids.map((id, i) => [id, outcomes[i]!]), idle } satisfies FromLedgerThread)
 }
 
 port.on('message', (first: ToLedgerThread) => {
@@ -56,7 +57,7 @@ port.on('message', (first: ToLedgerThread) => {
         nowOutcomes.push(o)
       }
     })
-    answer(now, nowOutcomes)
+    answer(now, nowOutcomes, durable.length === 0)
     if (durable.length > 0) {
       try {
         syncWal()
@@ -67,7 +68,7 @@ port.on('message', (first: ToLedgerThread) => {
         db.close()
         process.exit(1)
       }
-      answer(durable, durableOutcomes)
+      answer(durable, durableOutcomes, true)
     }
   }
   if (closing) {
