@@ -26,43 +26,42 @@ afterEach(async () => {
   await store?.close()
 })
 
+/** A gateway whose every upstream is the broken adapter, and a funded key. */
+async function serveBroken(tuning: Record<string, number>) {
+  const config = marketConfig(sims, freshStoreUrl('sqlite'), tuning)
+  store = await openStore(config.store)
+  server = await startServer(config, { store, log: () => {}, makeUpstream: () => broken })
+  const { account } = await openAccount(store, USER)
+  await depositTo(store, account.id, 1_000_000n)
+  await store.accounts.approve(account.id, 1_000_000n)
+  return { account, key: (await issueKey(store, account.id, 'test')).key }
+}
+
 describe('an internal error while serving', () => {
   it('answers 503 with the request id, releases the hold, and leaves no timer writing to the finished response', async () => {
-    const config = marketConfig(sims, freshStoreUrl('sqlite'), { keepAliveMs: 10 })
-    store = await openStore(config.store)
-    server = await startServer(config, { store, log: () => {}, makeUpstream: () => broken })
-    const { account } = await openAccount(store, USER)
-    await depositTo(store, account.id, 1_000_000n)
-    await store.accounts.approve(account.id, 1_000_000n)
-    const { key } = await issueKey(store, account.id, 'test')
+    const { account, key } = await serveBroken({ keepAliveMs: 10 })
     for (const stream of [false, true]) {
-      const res = await chat(server.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10, stream })
+      const res = await chat(server!.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10, stream })
       expect(res.status).toBe(503)
       expect(res.headers.get('x-request-id')).toMatch(/^req_/)
       expect((await res.json()).error.code).toBe('no_capacity')
     }
-    expect((await store.accounts.byId(account.id))!.held).toBe(0n)
+    expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
     // A keep-alive timer left running would write headers again and throw (an uncaught exception ends the process).
     await sleep(100)
   })
 
   it('releases a hold the store wrote before failing to answer for it', async () => {
-    const config = marketConfig(sims, freshStoreUrl('sqlite'), {})
-    store = await openStore(config.store)
-    server = await startServer(config, { store, log: () => {}, makeUpstream: () => broken })
-    const { account } = await openAccount(store, USER)
-    await depositTo(store, account.id, 1_000_000n)
-    await store.accounts.approve(account.id, 1_000_000n)
-    const { key } = await issueKey(store, account.id, 'test')
-    const ledger = store.ledger
+    const { account, key } = await serveBroken({})
+    const ledger = store!.ledger
     const hold = ledger.hold.bind(ledger)
     ledger.hold = async (h) => {
       await hold(h)
       throw new Error('the store went away after writing')
     }
-    const res = await chat(server.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
+    const res = await chat(server!.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
     expect(res.status).toBe(503)
     expect((await res.json()).error.message).toContain(res.headers.get('x-request-id'))
-    expect((await store.accounts.byId(account.id))!.held).toBe(0n)
+    expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
   })
 })

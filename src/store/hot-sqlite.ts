@@ -1,9 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3'
 import type { Kysely } from 'kysely'
 import type { Database } from './schema.js'
-import type { UsageRecord } from './usage.js'
-import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './ledger-types.js'
-import { sqliteLedgerOps, type LedgerOp, type Outcome } from './sqlite-ledger-ops.js'
+import { QueuedLedger, sqliteLedgerOps, type LedgerOp, type Outcome } from './sqlite-ledger-ops.js'
 
 interface Pending {
   op: LedgerOp
@@ -16,30 +14,15 @@ interface Pending {
  * the ledger thread, run on the event loop. Operations of one turn form one group, under Kysely's connection mutex
  * (never inside a Kysely transaction on the same connection). Nothing to sync: the database is not on disk.
  */
-export class SqliteHotLedger implements HotLedger {
+export class SqliteHotLedger extends QueuedLedger {
   private readonly ledger
   private queue: Pending[] = []
   /** Groups scheduled or running. */
   private flushes = 0
 
   constructor(raw: BetterSqlite3.Database, private readonly db: Kysely<Database>) {
+    super()
     this.ledger = sqliteLedgerOps(raw)
-  }
-
-  hold(h: HoldRequest): Promise<HoldResult> {
-    return this.enqueue({ kind: 'hold', hold: h })
-  }
-
-  capture(c: CaptureRequest): Promise<boolean> {
-    return this.enqueue({ kind: 'capture', capture: c })
-  }
-
-  release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
-    return this.enqueue({ kind: 'release', requestId, now, usage })
-  }
-
-  record(usage: UsageRecord): Promise<void> {
-    return this.enqueue({ kind: 'record', usage })
   }
 
   async close(): Promise<void> {
@@ -47,7 +30,7 @@ export class SqliteHotLedger implements HotLedger {
   }
 
   /** Queues an operation for the next group; settles once the group committed. */
-  private enqueue<T>(op: LedgerOp): Promise<T> {
+  protected enqueue<T>(op: LedgerOp): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       if (this.queue.length === 0) {
         this.flushes++

@@ -1,7 +1,5 @@
 import { Worker } from 'node:worker_threads'
-import type { UsageRecord } from './usage.js'
-import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './ledger-types.js'
-import type { LedgerOp, Outcome } from './sqlite-ledger-ops.js'
+import { QueuedLedger, type LedgerOp, type Outcome } from './sqlite-ledger-ops.js'
 
 export interface LedgerThreadData {
   /** The database file (absolute). */
@@ -50,7 +48,7 @@ const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? '../../dist/store/l
  * batch, in one message, and is one transaction there. A capture resolves once it is on disk; a hold or release once committed.
  * Admission stays one conditional UPDATE in the store, so other processes and connections remain safe beside it.
  */
-export class SqliteLedgerThread implements HotLedger {
+export class SqliteLedgerThread extends QueuedLedger {
   private worker: Worker | undefined
   private readonly waiting = new Map<number, Waiter>()
   private nextId = 0
@@ -66,27 +64,12 @@ export class SqliteLedgerThread implements HotLedger {
   private readonly walKeeper: WalKeeper
 
   constructor(private readonly file: { path: string; walLimitBytes: number; checkpointer: WalKeeper }, private readonly log: (msg: string) => void = (m) => console.error(m)) {
+    super()
     this.walKeeper = file.checkpointer
     void this.walKeeper.lost.then(() => {
       this.checkpointerLost = true
       this.worker?.postMessage({ autocheckpoint: true } satisfies ToLedgerThread)
     })
-  }
-
-  hold(h: HoldRequest): Promise<HoldResult> {
-    return this.enqueue({ kind: 'hold', hold: h })
-  }
-
-  capture(c: CaptureRequest): Promise<boolean> {
-    return this.enqueue({ kind: 'capture', capture: c })
-  }
-
-  release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
-    return this.enqueue({ kind: 'release', requestId, now, usage })
-  }
-
-  record(usage: UsageRecord): Promise<void> {
-    return this.enqueue({ kind: 'record', usage })
   }
 
   async close(): Promise<void> {
@@ -101,7 +84,7 @@ export class SqliteLedgerThread implements HotLedger {
     await exited
   }
 
-  private enqueue<T>(op: LedgerOp): Promise<T> {
+  protected enqueue<T>(op: LedgerOp): Promise<T> {
     if (this.closed) return Promise.reject(new Error('the store is closed'))
     if (this.failed) return Promise.reject(this.failed)
     const id = ++this.nextId

@@ -2,7 +2,7 @@ import type BetterSqlite3 from 'better-sqlite3'
 import { toAccount } from './accounts.js'
 import { big, num } from './dialect.js'
 import type { UsageRecord } from './usage.js'
-import { overCapture, refusalOf, usageValues, USAGE_COLUMNS, type CaptureRequest, type HoldRequest, type HoldResult } from './ledger-types.js'
+import { overCapture, refusalOf, usageValues, USAGE_COLUMNS, type CaptureRequest, type HoldRequest, type HoldResult, type HotLedger } from './ledger-types.js'
 
 /**
  * One hot-ledger operation as data: what crosses to the ledger thread, and what a group runs. `replay` marks an
@@ -129,5 +129,27 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: Le
         })
       }
     },
+  }
+}
+
+/** The hot ledger's operations as data, queued by the SQLite ledgers (on the event loop, or on their own thread). */
+export abstract class QueuedLedger implements HotLedger {
+  protected abstract enqueue<T>(op: LedgerOp): Promise<T>
+  abstract close(): Promise<void>
+
+  hold(h: HoldRequest): Promise<HoldResult> {
+    return this.enqueue({ kind: 'hold', hold: h })
+  }
+
+  capture(c: CaptureRequest): Promise<boolean> {
+    return this.enqueue({ kind: 'capture', capture: c })
+  }
+
+  release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
+    return this.enqueue({ kind: 'release', requestId, now, usage })
+  }
+
+  record(usage: UsageRecord): Promise<void> {
+    return this.enqueue({ kind: 'record', usage })
   }
 }
