@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { openStore } from './open.js'
-import { dropSchema, freshPostgresUrl, postgresReachable } from '../../test/helpers/stores.js'
+import BetterSqlite3 from 'better-sqlite3'
+import { dropSchema, freshPostgresUrl, freshSqliteUrl, postgresReachable } from '../../test/helpers/stores.js'
 
 describe('migrations on postgres', () => {
   it('migrate a fresh schema while another store of the same database is open', async (ctx) => {
@@ -16,5 +17,37 @@ describe('migrations on postgres', () => {
       await first.close()
       for (const url of urls) await dropSchema(url)
     }
+  })
+})
+
+describe('migration 006 on a SQLite file written before it', () => {
+  it('keeps every posting and its id, and appends after them without AUTOINCREMENT', async () => {
+    const url = freshSqliteUrl()
+    const raw = new BetterSqlite3(url.slice('sqlite:'.length))
+    // The schema as 001–005 left it, with postings in it.
+    let store = await openStore(url)
+    const user = (await store.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
+    await store.accounts.deposit(user, 500n, 'dep_1', 1000)
+    await store.close()
+    raw.exec(`
+      CREATE TABLE postings_old (id integer primary key autoincrement, ref text not null, account_id integer not null references accounts(id), book text not null, kind text not null, amount integer not null, created_at integer not null);
+      INSERT INTO postings_old SELECT * FROM postings; DROP TABLE postings; ALTER TABLE postings_old RENAME TO postings;
+      CREATE INDEX postings_account ON postings (account_id, book);
+      DELETE FROM kysely_migration WHERE name = '006_appended_postings';`)
+    const before = raw.prepare('SELECT * FROM postings ORDER BY id').all()
+    expect(before.length).toBe(2)
+
+    store = await openStore(url)
+    await store.accounts.deposit(user, 7n, 'dep_2', 2000)
+    const after = raw.prepare('SELECT * FROM postings ORDER BY id').all() as { id: number; ref: string }[]
+    expect(after.slice(0, 2)).toEqual(before)
+    expect(after.slice(2).map((p) => p.ref)).toEqual(['dep_2', 'dep_2'])
+    expect(after[2]!.id).toBeGreaterThan(after[1]!.id)
+    expect(raw.prepare(`SELECT sql FROM sqlite_schema WHERE name = 'postings'`).pluck().get()).not.toMatch(/autoincrement/i)
+    expect(raw.prepare(`SELECT name FROM pragma_index_info('postings_account')`).pluck().all()).toEqual(['account_id'])
+    expect((await store.accounts.books(user)).available).toBe(507n)
+    expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+    await store.close()
+    raw.close()
   })
 })

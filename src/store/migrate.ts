@@ -5,6 +5,7 @@ import * as m002 from './migrations/002_partial_hold_indexes.js'
 import * as m003 from './migrations/003_portal.js'
 import * as m004 from './migrations/004_chain.js'
 import * as m005 from './migrations/005_lean_request_rows.js'
+import * as m006 from './migrations/006_appended_postings.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -13,6 +14,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '003_portal': m003,
   '004_chain': m004,
   '005_lean_request_rows': m005,
+  '006_appended_postings': m006,
 }
 
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
