@@ -103,10 +103,11 @@ export class Checkpointer {
   }
 
   /**
-   * Called before the ledger's next batch of writes is handed to its thread. When the last checkpoint found the WAL
-   * past its limit, the worker checkpoints what is left while the ledger holds its writes (a group already handed over
-   * may still commit meanwhile, and only makes the tail longer), so that the next group starts the WAL over and
-   * SQLite truncates the file to journal_size_limit. At most once per checkpoint report.
+   * Called before the ledger's next batch of writes is handed to its thread (one batch at a time, so none of the
+   * ledger's is in flight then). When the last checkpoint found the WAL past its limit, the worker checkpoints what is
+   * left while the ledger holds its writes (writes of the event loop's own connection are not held: they only make the
+   * tail longer), so that the next group starts the WAL over and SQLite truncates the file to journal_size_limit.
+   * At most once per checkpoint report.
    */
   async beforeWrite(): Promise<void> {
     if (!this.resetDue || this.gone) return

@@ -1,4 +1,6 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import BetterSqlite3 from 'better-sqlite3'
+import { sqliteLedgerOps, type LedgerOp } from './sqlite-ledger-ops.js'
 import type { Store } from './store.js'
 import type { SqliteLedgerThread } from './ledger-thread.js'
 import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
@@ -46,6 +48,7 @@ describe('the ledger thread of a SQLite file', () => {
     await serve('warm', f!.user)
     const thread = (store as unknown as { hot: SqliteLedgerThread }).hot
     const before = (await store.accounts.byId(f!.user))!.balance
+    const logged = vi.spyOn(console, 'error').mockImplementation(() => {})
     let served = 0
     // Killed at different moments: before its group, inside it (rolled back), or after the commit but before the answer.
     for (const delayMs of [0, 1, 2, 3, 5, 8]) {
@@ -55,9 +58,36 @@ describe('the ledger thread of a SQLite file', () => {
       expect(await Promise.all(inFlight)).toEqual(inFlight.map(() => true))
       served += inFlight.length
     }
+    // At least one kill found operations in flight (the rest may have landed between batches).
+    expect(logged.mock.calls.some(([m]) => /operations in flight; sent to a new thread/.test(String(m)))).toBe(true)
+    logged.mockRestore()
     expect((await store.accounts.byId(f!.user))!.balance).toBe(before - BigInt(served) * 40n)
     const captured = await store.db.selectFrom('holds').select((eb) => eb.fn.countAll<number>().as('n')).where('request_id', 'like', 'kill_%').where('status', '=', 'captured').executeTakeFirstOrThrow()
     expect(Number(captured.n)).toBe(served)
     expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+  })
+
+  it('answers a replay of an operation that had committed from what it wrote, without doing it twice', async () => {
+    const raw = new BetterSqlite3(f!.url.slice('sqlite:'.length))
+    raw.defaultSafeIntegers(true)
+    try {
+      const ledger = sqliteLedgerOps(raw)
+      const hold: LedgerOp = { kind: 'hold', hold: { requestId: 'twice', accountId: f!.user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'i1', now: 1000, expiresAt: 10_000 } }
+      const capture: LedgerOp = { kind: 'capture', capture: { requestId: 'twice', cost: 40n, payeeId: f!.payee, fee: 2n, feeAccountId: f!.fees, now: 1000, usage: usageRecord('twice', f!.user, 40n) } }
+      const balance = async () => (await store.accounts.byId(f!.user))!
+      expect(ledger.runGroup([hold])).toEqual([{ ok: true, value: { ok: true } }])
+      expect(ledger.runGroup([{ ...hold, replay: true }])).toEqual([{ ok: true, value: { ok: true } }])
+      expect((await balance()).held).toBe(100n)
+      expect(ledger.runGroup([capture])).toEqual([{ ok: true, value: true }])
+      expect(ledger.runGroup([{ ...capture, replay: true }])).toEqual([{ ok: true, value: true }])
+      // Not replays: a second hold of the same request fails, a second capture finds its hold closed.
+      expect(ledger.runGroup([hold])[0]!.ok).toBe(false)
+      expect(ledger.runGroup([capture])).toEqual([{ ok: true, value: false }])
+      expect((await balance()).held).toBe(0n)
+      expect((await balance()).balance).toBe(10n ** 9n - 40n)
+      expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+    } finally {
+      raw.close()
+    }
   })
 })

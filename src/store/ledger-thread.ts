@@ -55,8 +55,6 @@ export class SqliteLedgerThread extends QueuedLedger {
   private queue: number[] = []
   /** A batch is with the thread: what arrives meanwhile waits for it, and goes as one batch (one wake-up, one group). */
   private busy = false
-  /** Batches pass the WAL gate one after another, in order. */
-  private gated: Promise<void> = Promise.resolve()
   private checkpointerLost = false
   private closed = false
   /** Set when the WAL could not be synced: nothing more is written until an operator restarts on a sound disk. */
@@ -94,16 +92,11 @@ export class SqliteLedgerThread extends QueuedLedger {
     })
   }
 
+  /** Queues an operation for the next batch. A pending setImmediate or a referenced thread keeps the process alive. */
   private schedule(id: number): void {
     if (this.queue.length === 0 && !this.busy) setImmediate(this.post)
     this.queue.push(id)
-    this.keepAlive()
-  }
-
-  /** Referenced while answers are due (nothing else may be keeping the process alive), unreferenced when idle. */
-  private keepAlive(): void {
-    if (this.waiting.size > 0) this.thread().ref()
-    else this.worker?.unref()
+    this.worker?.ref()
   }
 
   private readonly post = () => {
@@ -113,17 +106,23 @@ export class SqliteLedgerThread extends QueuedLedger {
     this.queue = []
     const send = () => {
       const live = ids.filter((id) => this.waiting.has(id))
+      if (live.length === 0) return this.idle()
       try {
         const worker = this.thread()
         worker.postMessage({ ops: live.map((id) => [id, this.waiting.get(id)!.op]) } satisfies ToLedgerThread)
         for (const id of live) this.waiting.get(id)!.sentTo = worker
+        this.batchWith = worker
       } catch (err) {
         for (const id of live) this.answer(id, { ok: false, error: err })
         this.idle()
       }
     }
-    this.gated = this.gated.then(() => this.walKeeper.beforeWrite()).then(send, send)
+    // One batch at a time reaches the gate, so batches leave it in order.
+    void this.walKeeper.beforeWrite().then(send, send)
   }
+
+  /** The thread the batch in flight went to; undefined while it waits at the WAL gate or none is in flight. */
+  private batchWith: Worker | undefined
 
   private thread(): Worker {
     if (this.worker) return this.worker
@@ -132,32 +131,41 @@ export class SqliteLedgerThread extends QueuedLedger {
     w.on('message', (m: FromLedgerThread) => this.settle(m))
     w.on('error', (err) => this.log(`ledger thread failed: ${String(err)}`))
     w.once('exit', (code) => this.gone(w, code))
-    w.unref()
+    // Referenced while answers are due: nothing else may be keeping the process alive.
+    if (this.waiting.size === 0) w.unref()
     this.worker = w
     return w
   }
 
   /**
    * A thread died. What it had been sent and not answered may have committed: it goes once more to a new thread
-   * marked as a replay, which answers from what was written (or does it now). Twice lost is refused.
+   * marked as a replay, which answers from what was written (or does it now). Twice lost is refused; after a failed
+   * WAL sync everything still waiting is.
    */
   private gone(w: Worker, code: number): void {
     if (this.worker !== w) return
     this.worker = undefined
-    this.busy = false
+    if (this.batchWith === w) {
+      this.batchWith = undefined
+      this.busy = false
+    }
+    if (this.failed) {
+      for (const id of [...this.waiting.keys()]) this.answer(id, { ok: false, error: this.failed })
+      this.queue = []
+      return
+    }
     let lost = 0
     for (const [id, waiter] of this.waiting) {
       if (waiter.sentTo !== w) continue
       lost++
       waiter.sentTo = undefined
-      if (waiter.op.replay || this.failed) this.answer(id, { ok: false, error: this.failed ?? new Error(`the ledger thread stopped twice (exit code ${code}) with this operation in flight`) })
+      if (waiter.op.replay) this.answer(id, { ok: false, error: new Error(`the ledger thread stopped twice (exit code ${code}) with this operation in flight`) })
       else {
         waiter.op = { ...waiter.op, replay: true }
         this.schedule(id)
       }
     }
-    if (lost > 0 && !this.closed) this.log(`ledger thread stopped (exit code ${code}) with ${lost} operations in flight; ${this.failed ? 'refused' : 'sent to a new thread'}`)
-    this.keepAlive()
+    if (lost > 0 && !this.closed) this.log(`ledger thread stopped (exit code ${code}) with ${lost} operations in flight; sent to a new thread`)
     this.post()
   }
 
@@ -171,6 +179,7 @@ export class SqliteLedgerThread extends QueuedLedger {
   }
 
   private idle(): void {
+    this.batchWith = undefined
     this.busy = false
     this.post()
   }

@@ -42,7 +42,10 @@ export interface HotLedger {
   release(requestId: string, now: number, usage: UsageRecord): Promise<boolean>
   /** Records the usage of a request that moved no money (refused before admission), with the same writes as the rest. */
   record(usage: UsageRecord): Promise<void>
-  /** Resolves once every operation queued so far is committed (or refused) and the ledger let go of what it holds; the store closes after it. */
+  /**
+   * Resolves once no operation is waiting (those queued meanwhile included: callers stop first) and the ledger let go
+   * of what it holds; the store closes after it.
+   */
   close(): Promise<void>
 }
 
