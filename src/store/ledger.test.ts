@@ -88,8 +88,4 @@ describe.each(STORE_KINDS)('ledger on %s', (kind) => {
     expect(await store.ledger.releaseExpired(2000)).toBe(0)
     expect(await store.ledger.releaseExpired(60_000)).toBe(1)
   })
-
-  it('keeps the durability barrier callable concurrently', async () => {
-    await Promise.all([store.durable(), store.durable(), store.durable()])
-  })
 })

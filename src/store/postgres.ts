@@ -31,8 +31,6 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
   if (schema) await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
   const backend: Backend = {
-    // A commit that returned is durable under synchronous_commit=on, and Postgres groups those commits itself.
-    durable: async () => {},
     async tryLock(name: string): Promise<Lock | null> {
       const client = await pool.connect()
       try {

@@ -1,5 +1,4 @@
 import { mkdirSync } from 'node:fs'
-import { open, type FileHandle } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
 import { CompiledQuery, Kysely, SqliteDialect, SqliteDriver, type DatabaseConnection } from 'kysely'
@@ -7,49 +6,6 @@ import type { Database } from './schema.js'
 import type { Backend, Lock } from './store.js'
 import { Checkpointer } from './checkpointer.js'
 import { createRequire } from 'node:module'
-
-/**
- * `Store.durable()` on SQLite: transactions commit to the WAL without fsync (synchronous=NORMAL); this waits for one
- * asynchronous fdatasync of the WAL that covers every commit made before the call. Concurrent waiters share one sync.
- * (The ledger thread syncs its own captures; this serves writes of the event loop's connection that must be on disk.)
- */
-export class WalSync {
-  private handle: Promise<FileHandle | null> | null = null
-  private running: Promise<void> | null = null
-  private next: Promise<void> | null = null
-
-  constructor(private readonly walPath: string | null) {}
-
-  sync(): Promise<void> {
-    if (!this.walPath) return Promise.resolve()
-    if (!this.running) {
-      this.running = this.run().finally(() => {
-        this.running = null
-      })
-      return this.running
-    }
-    // Commits made while a sync runs may have missed it: one more sync serves all of them, whether that one failed or not
-    // (a failure must not stay cached as the answer of every later waiter).
-    this.next ??= this.running.catch(() => {}).then(() => {
-      this.next = null
-      return this.sync()
-    })
-    return this.next
-  }
-
-  private async run(): Promise<void> {
-    this.handle ??= open(this.walPath!, 'r').catch(() => null)
-    const fh = await this.handle
-    if (fh) await fh.datasync()
-    else this.handle = null
-  }
-
-  async close(): Promise<void> {
-    await this.running
-    const fh = await this.handle
-    await fh?.close()
-  }
-}
 
 export interface SqliteHandle {
   db: Kysely<Database>
@@ -88,7 +44,6 @@ export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): Sqlite
   raw.pragma('busy_timeout = 5000')
   raw.pragma('foreign_keys = ON')
   raw.defaultSafeIntegers(true)
-  const wal = new WalSync(memory ? null : `${resolve(path)}-wal`)
   let checkpointer: Checkpointer | undefined
   if (!memory) {
     // Checkpoints leave the event loop for a worker thread; the WAL starts over near its limit and is truncated to it.
@@ -106,7 +61,6 @@ export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): Sqlite
   }
   const locks = new Set<string>()
   const backend: Backend = {
-    durable: () => wal.sync(),
     // One process owns an embedded database; the lock only keeps two loops of this process apart.
     async tryLock(name: string): Promise<Lock | null> {
       if (locks.has(name)) return null
@@ -115,7 +69,6 @@ export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): Sqlite
     },
     close: async () => {
       await checkpointer?.stop()
-      await wal.close()
     },
   }
   const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: raw }) })

@@ -17,8 +17,6 @@ export interface Lock {
 
 /** What differs between the embedded and the server database beyond SQL. */
 export interface Backend {
-  /** Resolves once every transaction committed before the call is on disk. */
-  durable(): Promise<void>
   /** A lock held across processes until released; null when another holder has it. */
   tryLock(name: string): Promise<Lock | null>
   close(): Promise<void>
@@ -44,10 +42,6 @@ export class Store {
     this.instances = new InstanceRepo(db)
     this.portal = new PortalRepo(db)
     this.chain = new ChainRepo(db, dialect)
-  }
-
-  durable(): Promise<void> {
-    return this.backend.durable()
   }
 
   tryLock(name: string): Promise<Lock | null> {
