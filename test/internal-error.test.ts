@@ -45,6 +45,8 @@ describe('an internal error while serving', () => {
       expect(res.status).toBe(503)
       expect(res.headers.get('x-request-id')).toMatch(/^req_/)
       expect((await res.json()).error.code).toBe('no_capacity')
+      // The record the client is pointed to says what it was answered.
+      expect(await store!.usage.get(account.id, res.headers.get('x-request-id')!)).toMatchObject({ outcome: 'no_capacity', cost: 0n })
     }
     expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
     // A keep-alive timer left running would write headers again and throw (an uncaught exception ends the process).
@@ -62,6 +64,7 @@ describe('an internal error while serving', () => {
     const res = await chat(server!.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
     expect(res.status).toBe(503)
     expect((await res.json()).error.message).toContain(res.headers.get('x-request-id'))
+    expect(await store!.usage.get(account.id, res.headers.get('x-request-id')!)).toMatchObject({ outcome: 'no_capacity', cost: 0n })
     expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
   })
 })

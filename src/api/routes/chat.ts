@@ -47,7 +47,7 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnT
       admitted = await admit(gw.store, caller, prepared, requestId, { owner: gw.lifecycle.id, now: startedAt, holdTtlMs: gw.tuning.holdTtlSeconds * 1000 })
     } catch (err) {
       // The hold may have been written before the store failed: release it, or the live instance would keep it.
-      await failedInternally(gw, err, caller, prepared, requestId, startedAt)
+      await failedInternally(gw, err, caller, prepared, requestId, startedAt, 'no_capacity')
       return sendError(reply, internalError(requestId))
     }
     if (isApiError(admitted)) {
@@ -68,7 +68,7 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnT
       try {
         finished = await gw.run(caller, prepared, admitted.amount, requestId, startedAt, sse, abort.signal)
       } catch (err) {
-        await failedInternally(gw, err, caller, prepared, requestId, startedAt)
+        await failedInternally(gw, err, caller, prepared, requestId, startedAt, sse.headersSent ? 'stream_interrupted' : 'no_capacity')
         return failStream(reply, sse, internalError(requestId), 'stream_interrupted')
       }
       return streamFinished(reply, sse, prepared, finished, requestId)
@@ -77,7 +77,7 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnT
     try {
       finished = await gw.run(caller, prepared, admitted.amount, requestId, startedAt, undefined, abort.signal)
     } catch (err) {
-      await failedInternally(gw, err, caller, prepared, requestId, startedAt)
+      await failedInternally(gw, err, caller, prepared, requestId, startedAt, 'no_capacity')
       return sendError(reply, internalError(requestId))
     }
     return plainFinished(reply, prepared, finished, identity, requestId)
@@ -151,11 +151,14 @@ async function recordRefusal(gw: Gateway, caller: Caller, p: Prepared, requestId
   await gw.store.ledger.record(requestUsage(requestId, caller, p, startedAt, gw.now(), outcome))
 }
 
-/** A bug or an unreachable store interrupted the request: log it and release its hold (best effort), charging nothing. */
-async function failedInternally(gw: Gateway, err: unknown, caller: Caller, p: Prepared, requestId: string, startedAt: number): Promise<void> {
+/**
+ * A bug or an unreachable store interrupted the request: log it and release its hold (best effort), charging
+ * nothing. The usage record (which the client is told to check) carries what the client was answered.
+ */
+async function failedInternally(gw: Gateway, err: unknown, caller: Caller, p: Prepared, requestId: string, startedAt: number, outcome: 'no_capacity' | 'stream_interrupted'): Promise<void> {
   gw.log(`request ${requestId} failed`, err)
   const now = gw.now()
-  await gw.store.ledger.release(requestId, now, requestUsage(requestId, caller, p, startedAt, now, 'stream_interrupted')).catch(() => {})
+  await gw.store.ledger.release(requestId, now, requestUsage(requestId, caller, p, startedAt, now, outcome)).catch(() => {})
 }
 
 export function internalError(requestId: string) {
