@@ -90,4 +90,21 @@ describe('the ledger thread of a SQLite file', () => {
       raw.close()
     }
   })
+
+  it("waits for a locked database on timers, not asleep on the event loop", async () => {
+    // Another connection of this thread holds the write lock and lets go on a timer: a busy handler sleeping on the
+    // event loop would keep that timer from ever firing, and the write would fail after its whole timeout.
+    const other = new BetterSqlite3(f!.url.slice('sqlite:'.length))
+    try {
+      other.exec('BEGIN IMMEDIATE')
+      const started = performance.now()
+      setTimeout(() => other.exec('COMMIT'), 50)
+      await store.accounts.approve(f!.user, 123n)
+      expect(performance.now() - started).toBeGreaterThanOrEqual(45)
+      expect((await store.accounts.byId(f!.user))!.cap).toBe(123n)
+    } finally {
+      if (other.inTransaction) other.exec('ROLLBACK')
+      other.close()
+    }
+  })
 })

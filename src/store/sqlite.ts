@@ -1,7 +1,8 @@
 import { mkdirSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
-import { CompiledQuery, Kysely, SqliteDialect, SqliteDriver, type DatabaseConnection } from 'kysely'
+import { Kysely } from 'kysely'
+import { PatientSqliteDialect } from './sqlite-dialect.js'
 import type { Database } from './schema.js'
 import type { Backend, Lock } from './store.js'
 import { Checkpointer } from './checkpointer.js'
@@ -15,25 +16,10 @@ export interface SqliteHandle {
   file?: { path: string; checkpointer: Checkpointer; walLimitBytes: number }
 }
 
-/**
- * Kysely's transactions begin IMMEDIATE: the ledger thread writes through its own connection, and a deferred
- * transaction that read before it wrote would fail (SQLITE_BUSY_SNAPSHOT) when the thread committed in between,
- * where an immediate one waits its turn (busy_timeout) and then reads the latest state.
- */
-class ImmediateSqliteDialect extends SqliteDialect {
-  override createDriver(): SqliteDriver {
-    const driver = super.createDriver() as SqliteDriver
-    driver.beginTransaction = async (connection: DatabaseConnection) => {
-      await connection.executeQuery(CompiledQuery.raw('begin immediate'))
-    }
-    return driver
-  }
-}
-
 /** Size the WAL is kept near under sustained writes (and truncated to when it starts over). */
 export const WAL_LIMIT_BYTES = 64 * 1024 * 1024
 
-/** Opens `sqlite:<path>` (or `sqlite::memory:`) with WAL, safe integers and a busy timeout for the CLI beside a server. */
+/** Opens `sqlite:<path>` (or `sqlite::memory:`) with WAL and safe integers, beside the ledger thread and a CLI process. */
 export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): SqliteHandle {
   const path = url.slice('sqlite:'.length)
   const memory = path === ':memory:' || path === ''
@@ -41,7 +27,8 @@ export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): Sqlite
   const raw = new BetterSqlite3(memory ? ':memory:' : path)
   raw.pragma('journal_mode = WAL')
   raw.pragma('synchronous = NORMAL')
-  raw.pragma('busy_timeout = 5000')
+  // Locked-database waits happen on timers (PatientSqliteDialect), never asleep on the event loop.
+  raw.pragma('busy_timeout = 0')
   raw.pragma('foreign_keys = ON')
   raw.defaultSafeIntegers(true)
   let checkpointer: Checkpointer | undefined
@@ -71,6 +58,6 @@ export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): Sqlite
       await checkpointer?.stop()
     },
   }
-  const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: raw }) })
+  const db = new Kysely<Database>({ dialect: new PatientSqliteDialect({ database: raw }) })
   return { db, backend, raw, ...(checkpointer ? { file: { path: resolve(path), checkpointer, walLimitBytes } } : {}) }
 }

@@ -1,0 +1,46 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { CompiledQuery, SqliteDialect, SqliteDriver, type DatabaseConnection } from 'kysely'
+
+/** How long a query of the event loop's connection waits for a locked database before it fails (SQLITE_BUSY). */
+export const BUSY_WAIT_MS = 5_000
+
+/**
+ * Kysely over the event loop's SQLite connection, beside the ledger thread (and a CLI process) writing the same file:
+ * - transactions begin IMMEDIATE: begun deferred, one that read before it wrote would fail (SQLITE_BUSY_SNAPSHOT)
+ *   when the thread committed in between, where an immediate one waits its turn and then reads the latest state;
+ * - a locked database is waited for on timers, never in SQLite's busy handler (the connection has busy_timeout 0):
+ *   better-sqlite3 is synchronous, and the handler's sleeps (1, 2, 5 … ms) would stop the whole event loop while
+ *   the thread commits a group.
+ */
+export class PatientSqliteDialect extends SqliteDialect {
+  override createDriver(): SqliteDriver {
+    const driver = super.createDriver() as SqliteDriver
+    const acquire = driver.acquireConnection.bind(driver)
+    driver.acquireConnection = async () => patient(await acquire())
+    driver.beginTransaction = async (connection: DatabaseConnection) => {
+      await connection.executeQuery(CompiledQuery.raw('begin immediate'))
+    }
+    return driver
+  }
+}
+
+const patientConnections = new WeakSet<DatabaseConnection>()
+
+/** Retries a query refused with SQLITE_BUSY after a short timer: it did nothing, so running it again is safe. */
+function patient(connection: DatabaseConnection): DatabaseConnection {
+  if (patientConnections.has(connection)) return connection
+  patientConnections.add(connection)
+  const execute = connection.executeQuery.bind(connection)
+  connection.executeQuery = async (query) => {
+    const deadline = Date.now() + BUSY_WAIT_MS
+    for (let delay = 1; ; delay = Math.min(delay * 2, 16)) {
+      try {
+        return await execute(query)
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() >= deadline) throw err
+        await sleep(delay)
+      }
+    }
+  }
+  return connection
+}
