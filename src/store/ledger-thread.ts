@@ -28,8 +28,6 @@ interface Waiter {
   op: LedgerOp
   resolve: (v: never) => void
   reject: (e: unknown) => void
-  /** The thread the operation was sent to, once sent. */
-  sentTo?: Worker
 }
 
 /** What the thread needs from the checkpointer: a gate before writes, and word when it is gone. */
@@ -55,6 +53,8 @@ export class SqliteLedgerThread extends QueuedLedger {
   private queue: number[] = []
   /** A batch is with the thread: what arrives meanwhile waits for it, and goes as one batch (one wake-up, one group). */
   private busy = false
+  /** The batch with a thread (sent, not wholly answered): what is replayed if that thread dies. */
+  private inFlight: { worker: Worker; ids: number[] } | undefined
   private checkpointerLost = false
   private closed = false
   /** Set when the WAL could not be synced: nothing more is written until an operator restarts on a sound disk. */
@@ -110,8 +110,7 @@ export class SqliteLedgerThread extends QueuedLedger {
       try {
         const worker = this.thread()
         worker.postMessage({ ops: live.map((id) => [id, this.waiting.get(id)!.op]) } satisfies ToLedgerThread)
-        for (const id of live) this.waiting.get(id)!.sentTo = worker
-        this.batchWith = worker
+        this.inFlight = { worker, ids: live }
       } catch (err) {
         for (const id of live) this.answer(id, { ok: false, error: err })
         this.idle()
@@ -120,9 +119,6 @@ export class SqliteLedgerThread extends QueuedLedger {
     // One batch at a time reaches the gate, so batches leave it in order.
     void this.walKeeper.beforeWrite().then(send, send)
   }
-
-  /** The thread the batch in flight went to; undefined while it waits at the WAL gate or none is in flight. */
-  private batchWith: Worker | undefined
 
   private thread(): Worker {
     if (this.worker) return this.worker
@@ -145,8 +141,9 @@ export class SqliteLedgerThread extends QueuedLedger {
   private gone(w: Worker, code: number): void {
     if (this.worker !== w) return
     this.worker = undefined
-    if (this.batchWith === w) {
-      this.batchWith = undefined
+    const sent = this.inFlight?.worker === w ? this.inFlight.ids : []
+    if (this.inFlight?.worker === w) {
+      this.inFlight = undefined
       this.busy = false
     }
     if (this.failed) {
@@ -155,10 +152,10 @@ export class SqliteLedgerThread extends QueuedLedger {
       return
     }
     let lost = 0
-    for (const [id, waiter] of this.waiting) {
-      if (waiter.sentTo !== w) continue
+    for (const id of sent) {
+      const waiter = this.waiting.get(id)
+      if (!waiter) continue
       lost++
-      waiter.sentTo = undefined
       if (waiter.op.replay) this.answer(id, { ok: false, error: new Error(`the ledger thread stopped twice (exit code ${code}) with this operation in flight`) })
       else {
         waiter.op = { ...waiter.op, replay: true }
@@ -179,7 +176,7 @@ export class SqliteLedgerThread extends QueuedLedger {
   }
 
   private idle(): void {
-    this.batchWith = undefined
+    this.inFlight = undefined
     this.busy = false
     this.post()
   }
