@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { apiError, isApiError, type ApiError } from '../../protocol/errors.js'
 import { formatUsdc } from '../../ledger/money.js'
 import type { Gateway } from '../../gateway/gateway.js'
-import type { UsageRecord } from '../../store/usage.js'
+import type { UsageFilter, UsageRecord } from '../../store/usage.js'
 import type { Store } from '../../store/store.js'
 import { sendError } from '../errors.js'
 import { callerOf, type keyCheck } from '../caller.js'
@@ -44,16 +44,16 @@ export function pageLimit(query: Record<string, unknown>, max: number, fallback:
   return limit
 }
 
+/** The `key_id` and `model` filters of a usage query. */
+export function usageFilterOf(q: Record<string, string | undefined>): UsageFilter {
+  return { ...(q.key_id ? { keyId: q.key_id } : {}), ...(q.model ? { model: q.model } : {}) }
+}
+
 /** One page of an account's usage records, newest first, filtered by `model` and `key_id`, after `after`; or the refusal of the query. */
 export async function usagePage(store: Store, accountId: number, q: Record<string, string | undefined>, max: number, fallback: number) {
   const limit = pageLimit(q, max, fallback)
   if (isApiError(limit)) return limit
-  const rows = await store.usage.list(accountId, {
-    limit: limit + 1,
-    ...(q.after ? { after: q.after } : {}),
-    ...(q.model ? { model: q.model } : {}),
-    ...(q.key_id ? { keyId: q.key_id } : {}),
-  })
+  const rows = await store.usage.list(accountId, { limit: limit + 1, ...usageFilterOf(q), ...(q.after ? { after: q.after } : {}) })
   const page = rows.slice(0, limit)
   return { object: 'list' as const, data: page.map(wireUsage), has_more: rows.length > limit, last_id: page.at(-1)?.requestId ?? null }
 }

@@ -2,8 +2,8 @@ import type { FastifyInstance } from 'fastify'
 import { apiError, isApiError } from '../../protocol/errors.js'
 import { sendError } from '../../api/errors.js'
 import { formatUsdc } from '../../ledger/money.js'
-import { repeatedParam, usagePage } from '../../api/routes/usage.js'
-import { DAY_MS, type UsageFilter } from '../../store/usage.js'
+import { repeatedParam, usageFilterOf, usagePage } from '../../api/routes/usage.js'
+import { DAY_MS } from '../../store/usage.js'
 import { sessionOf } from '../guard.js'
 import type { PortalContext } from '../context.js'
 
@@ -12,8 +12,6 @@ const DEFAULT_LIMIT = 50
 const MAX_DAYS = 90
 
 type Query = Record<string, string | undefined>
-
-const filterOf = (q: Query): UsageFilter => ({ ...(q.key_id ? { keyId: q.key_id } : {}), ...(q.model ? { model: q.model } : {}) })
 
 /** The signed-in account's requests (newest first, filtered by key and model), their totals and spend per day. */
 export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
@@ -33,7 +31,7 @@ export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
       return sendError(reply, apiError('feature_not_supported', `days must be an integer from 1 to ${MAX_DAYS}.`, { param: 'days' }))
     }
     const { accountId } = sessionOf(req)
-    const filter = filterOf(q)
+    const filter = usageFilterOf(q)
     const first = (Math.floor(gw.now() / DAY_MS) - days + 1) * DAY_MS
     const [totals, spent] = await Promise.all([gw.store.usage.totals(accountId, filter), gw.store.usage.daily(accountId, { ...filter, since: first })])
     const byDay = new Map(spent.map((d) => [d.day, d]))
