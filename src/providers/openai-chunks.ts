@@ -59,6 +59,49 @@ export function chunkEvents(chunk: unknown, out: UpstreamEvent[]): void {
   if (usage) out.push(usage)
 }
 
+/** A JSON string's body: unescaped characters and valid escapes only (the unrolled loop: linear, no backtracking). */
+const JSON_STRING_BODY = String.raw`[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*`
+const PLAIN = String.raw`"[^"\\\x00-\x1f]*"`
+
+/**
+ * The whole text of a content chunk in the usual key order (OpenAI's, and that of most compatible servers):
+ * `{"id":…,"object":"chat.completion.chunk","created":…,"model":…,["system_fingerprint":…,]"choices":[{"index":0,
+ * "delta":{["role":"assistant",]"content":…},["logprobs":null,]"finish_reason":null}]}`, without whitespace. Every
+ * text it matches is valid JSON that `chunkEvents` reads as content alone, so the envelope is checked as fully as by
+ * a parse; any other text (another order, spaces, more fields) takes the parse.
+ */
+const CONTENT_CHUNK = new RegExp(
+  String.raw`^\{"id":${PLAIN},"object":"chat\.completion\.chunk","created":\d+,"model":${PLAIN},(?:"system_fingerprint":(?:${PLAIN}|null),)?` +
+    String.raw`"choices":\[\{"index":0,"delta":\{(?:"role":"assistant",)?"content":"(${JSON_STRING_BODY})"\},(?:"logprobs":null,)?"finish_reason":null\}\]\}$`,
+)
+
+/**
+ * Events of one stream event's data. Most chunks of a stream carry a piece of content and nothing else: those are
+ * matched whole by `CONTENT_CHUNK` (about a tenth of the cost of `JSON.parse` here, which was the largest single cost
+ * of a streamed request); the rest are parsed and read by `chunkEvents`.
+ */
+export function dataEvents(data: string, out: UpstreamEvent[]): void {
+  const text = contentOfChunk(data)
+  if (text !== undefined) {
+    if (text.length > 0) out.push({ type: 'content', text })
+    return
+  }
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(data)
+  } catch {
+    return void out.push(...invalid('stream chunk is not JSON'))
+  }
+  chunkEvents(parsed, out)
+}
+
+/** The content of a chunk matched by `CONTENT_CHUNK` (escapes decoded), or undefined for any other text. */
+export function contentOfChunk(data: string): string | undefined {
+  const body = CONTENT_CHUNK.exec(data)?.[1]
+  if (body === undefined) return undefined
+  return body.includes('\\') ? (JSON.parse(`"${body}"`) as string) : body
+}
+
 /** Events of a whole (non-streamed) reply, in stream order. */
 export function replyEvents(reply: unknown): UpstreamEvent[] {
   if (!isObject(reply) || !Array.isArray(reply.choices)) return invalid('reply is not a chat completion')

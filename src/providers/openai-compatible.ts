@@ -1,7 +1,7 @@
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { SseParser } from './sse-parser.js'
-import { chunkEvents, replyEvents } from './openai-chunks.js'
+import { dataEvents, replyEvents } from './openai-chunks.js'
 import type { Failure, Provider, UpstreamEvent, UpstreamRequest } from './types.js'
 
 export interface UpstreamTimeouts {
@@ -33,7 +33,7 @@ export class OpenAICompatibleProvider implements Provider {
     if (apiKey) this.headers.authorization = `Bearer ${apiKey}`
   }
 
-  async *stream(upstreamModel: string, request: UpstreamRequest, signal: AbortSignal): AsyncIterable<UpstreamEvent> {
+  async *stream(upstreamModel: string, request: UpstreamRequest, signal: AbortSignal): AsyncIterable<UpstreamEvent[]> {
     const controller = new AbortController()
     const onAbort = () => controller.abort()
     signal.addEventListener('abort', onAbort, { once: true })
@@ -68,14 +68,14 @@ export class OpenAICompatibleProvider implements Provider {
     } catch (err) {
       clearTimer()
       signal.removeEventListener('abort', onAbort)
-      yield why(err)
+      yield [why(err)]
       return
     }
     try {
       if (res.statusCode !== 200) {
         clearTimer()
         const text = await readBounded(res.body)
-        yield failure('unavailable', `upstream answered ${res.statusCode}: ${text}`, res.statusCode)
+        yield [failure('unavailable', `upstream answered ${res.statusCode}: ${text}`, res.statusCode)]
         return
       }
       const type = String(res.headers['content-type'] ?? '')
@@ -84,7 +84,7 @@ export class OpenAICompatibleProvider implements Provider {
         try {
           text = await res.body.text()
         } catch (err) {
-          yield why(err)
+          yield [why(err)]
           return
         }
         clearTimer()
@@ -92,10 +92,10 @@ export class OpenAICompatibleProvider implements Provider {
         try {
           parsed = JSON.parse(text)
         } catch {
-          yield failure('invalid_output', 'reply is not JSON')
+          yield [failure('invalid_output', 'reply is not JSON')]
           return
         }
-        yield* replyEvents(parsed)
+        yield replyEvents(parsed)
         return
       }
       yield* this.readStream(res, clearTimer, why)
@@ -106,42 +106,33 @@ export class OpenAICompatibleProvider implements Provider {
     }
   }
 
-  private async *readStream(res: Dispatcher.ResponseData, firstByte: () => void, why: (err: unknown) => UpstreamEvent): AsyncIterable<UpstreamEvent> {
+  private async *readStream(res: Dispatcher.ResponseData, firstByte: () => void, why: (err: unknown) => UpstreamEvent): AsyncIterable<UpstreamEvent[]> {
     const parser = new SseParser()
-    const events: UpstreamEvent[] = []
     let finished = false
     res.body.setEncoding('utf8')
     try {
       for await (const text of res.body as AsyncIterable<string>) {
+        const events: UpstreamEvent[] = []
         for (const data of parser.push(text)) {
           if (data === '[DONE]') {
             finished = true
             continue
           }
-          let parsed: unknown
-          try {
-            parsed = JSON.parse(data)
-          } catch {
-            events.push(failure('invalid_output', 'stream chunk is not JSON'))
-            break
-          }
-          chunkEvents(parsed, events)
+          dataEvents(data, events)
+          if (events[events.length - 1]?.type === 'failure') break
         }
         if (events.length === 0) continue
+        if (!finished) finished = events.some((e) => e.type === 'finish')
         firstByte()
-        for (const e of events) {
-          if (e.type === 'finish') finished = true
-          yield e
-          if (e.type === 'failure') return
-        }
-        events.length = 0
+        yield events
+        if (events[events.length - 1]!.type === 'failure') return
       }
     } catch (err) {
-      yield why(err)
+      yield [why(err)]
       return
     }
     if (parser.end() === '[DONE]') finished = true
-    if (!finished) yield failure('unavailable', 'upstream closed the stream before it finished')
+    if (!finished) yield [failure('unavailable', 'upstream closed the stream before it finished')]
   }
 
   async close(): Promise<void> {

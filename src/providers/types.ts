@@ -28,7 +28,10 @@ export interface UpstreamRequest {
 
 /** One Provider interface, many configurations: an OpenAI-compatible upstream is data, not code. */
 export interface Provider {
-  /** Sends the request; yields events until the upstream finishes or fails. Never throws for upstream faults. */
-  stream(upstreamModel: string, request: UpstreamRequest, signal: AbortSignal): AsyncIterable<UpstreamEvent>
+  /**
+   * Sends the request; yields events until the upstream finishes or fails, those of one upstream read together
+   * (one generator step per read, not per event). A failure is the last event. Never throws for upstream faults.
+   */
+  stream(upstreamModel: string, request: UpstreamRequest, signal: AbortSignal): AsyncIterable<readonly UpstreamEvent[]>
   close(): Promise<void>
 }

@@ -76,30 +76,32 @@ async function attempt(offer: Offer, rules: ToolRules, ctx: AttemptContext): Pro
   const produced = (): Produced => ({ offer, content, toolCalls: tools.result(), finish: finish ?? 'stop', upstreamUsage })
   let health: 'success' | 'failure' | 'neutral' = 'failure'
   try {
-    for await (const ev of offer.upstream.stream(offer.upstreamModel, ctx.request, ctx.signal)) {
+    for await (const events of offer.upstream.stream(offer.upstreamModel, ctx.request, ctx.signal)) {
       firstEventMs ??= ctx.now() - started
-      switch (ev.type) {
-        case 'content':
-          content += ev.text
-          sink?.content(offer, ev.text)
-          break
-        case 'tool_delta':
-          tools.add(ev.index, ev.id, ev.name, ev.arguments)
-          break
-        case 'finish':
-          finish = ev.reason
-          break
-        case 'usage':
-          upstreamUsage = { promptTokens: ev.promptTokens, completionTokens: ev.completionTokens }
-          break
-        case 'failure': {
-          if (ev.failure.kind === 'aborted') {
-            health = 'neutral'
-            return { kind: 'client_closed', reply: sink?.committed ? produced() : undefined }
+      for (const ev of events) {
+        switch (ev.type) {
+          case 'content':
+            content += ev.text
+            sink?.content(offer, ev.text)
+            break
+          case 'tool_delta':
+            tools.add(ev.index, ev.id, ev.name, ev.arguments)
+            break
+          case 'finish':
+            finish = ev.reason
+            break
+          case 'usage':
+            upstreamUsage = { promptTokens: ev.promptTokens, completionTokens: ev.completionTokens }
+            break
+          case 'failure': {
+            if (ev.failure.kind === 'aborted') {
+              health = 'neutral'
+              return { kind: 'client_closed', reply: sink?.committed ? produced() : undefined }
+            }
+            if (sink?.committed) return { kind: 'broken', code: 'stream_interrupted', detail: ev.failure.detail, reply: produced() }
+            if (ev.failure.status !== undefined && REQUEST_REFUSED.has(ev.failure.status)) health = 'neutral'
+            return { kind: 'failed', attempts: [{ offer, failure: ev.failure }] }
           }
-          if (sink?.committed) return { kind: 'broken', code: 'stream_interrupted', detail: ev.failure.detail, reply: produced() }
-          if (ev.failure.status !== undefined && REQUEST_REFUSED.has(ev.failure.status)) health = 'neutral'
-          return { kind: 'failed', attempts: [{ offer, failure: ev.failure }] }
         }
       }
     }

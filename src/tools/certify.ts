@@ -124,10 +124,12 @@ async function exchange(upstream: Provider, model: string, body: Record<string, 
   const tools = new ToolCallAssembler()
   let content = ''
   const signal = new AbortController().signal
-  for await (const ev of upstream.stream(model, { bodyJson: JSON.stringify(body), stream }, signal)) {
-    if (ev.type === 'content') content += ev.text
-    else if (ev.type === 'tool_delta') tools.add(ev.index, ev.id, ev.name, ev.arguments)
-    else if (ev.type === 'failure') return { ok: false, detail: ev.failure.detail }
+  for await (const events of upstream.stream(model, { bodyJson: JSON.stringify(body), stream }, signal)) {
+    for (const ev of events) {
+      if (ev.type === 'content') content += ev.text
+      else if (ev.type === 'tool_delta') tools.add(ev.index, ev.id, ev.name, ev.arguments)
+      else if (ev.type === 'failure') return { ok: false, detail: ev.failure.detail }
+    }
   }
   return { ok: true, content, calls: tools.result() }
 }
