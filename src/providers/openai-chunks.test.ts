@@ -43,6 +43,8 @@ const SLOW = [
   chunk('"content":"a\tb"'),
   chunk('"content":"a"b"'),
   chunk('"content":"x"').replace('"created":1700000000', '"created":"1700000000"'),
+  chunk('"content":"x"').replace('"created":1700000000', '"created":01700000000'),
+  chunk('"content":"x"').replace('"created":1700000000', '"created":-1'),
   `${HEAD}"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}}`,
   '{"error":{"message":"overloaded"}}',
   'not json',

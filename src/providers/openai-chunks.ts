@@ -71,7 +71,7 @@ const PLAIN = String.raw`"[^"\\\x00-\x1f]*"`
  * a parse; any other text (another order, spaces, more fields) takes the parse.
  */
 const CONTENT_CHUNK = new RegExp(
-  String.raw`^\{"id":${PLAIN},"object":"chat\.completion\.chunk","created":\d+,"model":${PLAIN},(?:"system_fingerprint":(?:${PLAIN}|null),)?` +
+  String.raw`^\{"id":${PLAIN},"object":"chat\.completion\.chunk","created":(?:0|[1-9]\d*),"model":${PLAIN},(?:"system_fingerprint":(?:${PLAIN}|null),)?` +
     String.raw`"choices":\[\{"index":0,"delta":\{(?:"role":"assistant",)?"content":"(${JSON_STRING_BODY})"\},(?:"logprobs":null,)?"finish_reason":null\}\]\}$`,
 )
 
