@@ -27,6 +27,8 @@ const FAST = [
   chunk('"content":"x"', '"logprobs":null,"finish_reason":null'),
   chunk('"content":"x"', '"finish_reason":null', `${HEAD}"system_fingerprint":"fp_1",`),
   chunk('"content":"x"', '"finish_reason":null', `${HEAD}"system_fingerprint":null,`),
+  chunk('"content":"x"', '"logprobs":null,"finish_reason":null', `${HEAD}"service_tier":"default","system_fingerprint":"fp_1",`).replace(/\}$/, ',"usage":null,"obfuscation":"a1B"}'),
+  chunk('"content":"x"').replace(/\}$/, ',"usage":null}'),
 ]
 
 const SLOW = [
@@ -46,6 +48,8 @@ const SLOW = [
   chunk('"content":"x"').replace('"created":1700000000', '"created":01700000000'),
   chunk('"content":"x"').replace('"created":1700000000', '"created":-1'),
   `${HEAD}"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}}`,
+  chunk('"content":"x"').replace(/\}$/, ',"usage":{"prompt_tokens":1,"completion_tokens":2}}'),
+  chunk('"content":"x"').replace(/\}$/, ',"obfuscation":"a","usage":null}'),
   '{"error":{"message":"overloaded"}}',
   'not json',
 ]

@@ -65,14 +65,15 @@ const PLAIN = String.raw`"[^"\\\x00-\x1f]*"`
 
 /**
  * The whole text of a content chunk in the usual key order (OpenAI's, and that of most compatible servers):
- * `{"id":…,"object":"chat.completion.chunk","created":…,"model":…,["system_fingerprint":…,]"choices":[{"index":0,
- * "delta":{["role":"assistant",]"content":…},["logprobs":null,]"finish_reason":null}]}`, without whitespace. Every
+ * `{"id":…,"object":"chat.completion.chunk","created":…,"model":…,["service_tier":…,]["system_fingerprint":…,]
+ * "choices":[{"index":0,"delta":{["role":"assistant",]"content":…},["logprobs":null,]"finish_reason":null}]
+ * [,"usage":null][,"obfuscation":…]}`, without whitespace. Every
  * text it matches is valid JSON that `chunkEvents` reads as content alone, so the envelope is checked as fully as by
  * a parse; any other text (another order, spaces, more fields) takes the parse.
  */
 const CONTENT_CHUNK = new RegExp(
-  String.raw`^\{"id":${PLAIN},"object":"chat\.completion\.chunk","created":(?:0|[1-9]\d*),"model":${PLAIN},(?:"system_fingerprint":(?:${PLAIN}|null),)?` +
-    String.raw`"choices":\[\{"index":0,"delta":\{(?:"role":"assistant",)?"content":"(${JSON_STRING_BODY})"\},(?:"logprobs":null,)?"finish_reason":null\}\]\}$`,
+  String.raw`^\{"id":${PLAIN},"object":"chat\.completion\.chunk","created":(?:0|[1-9]\d*),"model":${PLAIN},(?:"service_tier":${PLAIN},)?(?:"system_fingerprint":(?:${PLAIN}|null),)?` +
+    String.raw`"choices":\[\{"index":0,"delta":\{(?:"role":"assistant",)?"content":"(${JSON_STRING_BODY})"\},(?:"logprobs":null,)?"finish_reason":null\}\](?:,"usage":null)?(?:,"obfuscation":${PLAIN})?\}$`,
 )
 
 /**

@@ -30,7 +30,8 @@ export interface UpstreamRequest {
 export interface Provider {
   /**
    * Sends the request; yields events until the upstream finishes or fails, those of one upstream read together
-   * (one generator step per read, not per event). A failure is the last event. Never throws for upstream faults.
+   * (one generator step per read, not per event); a batch is never empty. A failure is the last event. Never throws
+   * for upstream faults.
    */
   stream(upstreamModel: string, request: UpstreamRequest, signal: AbortSignal): AsyncIterable<readonly UpstreamEvent[]>
   close(): Promise<void>

@@ -48,7 +48,8 @@ export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): Sqlite
       limitFrames: Math.max(1, Math.floor(walLimitBytes / frameBytes)),
       onError: (msg) => console.error(`sqlite checkpoint: ${msg}`),
     })
-    // Without its worker the WAL would grow for ever: writers checkpoint themselves again, as SQLite does by default.
+    // Without its worker the WAL would grow for ever: writers checkpoint themselves again, as SQLite does by default
+    // (every 1000 pages: 1 MiB of 1 KiB pages).
     void checkpointer.lost.then(() => {
       if (raw.open) raw.pragma('wal_autocheckpoint = 1000')
     })
