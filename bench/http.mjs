@@ -5,11 +5,11 @@
 // and (c) is measured in --rounds interleaved rounds (raw, gateway, raw, gateway, …) and the table shows medians,
 // ratios being the median of the per-round ratios.
 // Usage: npm run bench [-- --seconds 5 --warmup 2 --rounds 3 --concurrency 16,64 --modes plain,stream --soak 60 --profile]
-import { spawn, execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import { benchGateway, BENCH_WALLET, cpuUs, load, MESSAGES, start } from './processes.mjs'
 
 const { values: o } = parseArgs({
   options: {
@@ -20,41 +20,7 @@ const { values: o } = parseArgs({
   },
 })
 const CLI = 'dist/cli/main.js'
-const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim())
-const children = []
-process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')))
-
-/** Starts a process and resolves with its first stdout line parsed as JSON. */
-function start(args, nodeArgs = []) {
-  const child = spawn(process.execPath, [...nodeArgs, ...args], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, DATABASE_URL: '', PORT: '' } })
-  children.push(child)
-  return new Promise((resolve, reject) => {
-    let out = ''
-    child.stdout.setEncoding('utf8').on('data', (d) => {
-      out += d
-      const nl = out.indexOf('\n')
-      if (nl >= 0) resolve({ child, info: JSON.parse(out.slice(0, nl)) })
-    })
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}`)))
-  })
-}
-
-/** User + system CPU of a process (all its threads), or of its main thread alone (the event loop). */
-function cpuUs(pid, mainThread = false) {
-  const f = readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
-  return (Number(f[11]) + Number(f[12])) * TICK_US
-}
 const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024
-
-function load(url, body, concurrency, seconds, warmup, key) {
-  const args = ['bench/loadgen.mjs', url, JSON.stringify(body), String(concurrency), String(seconds), String(warmup), ...(key ? [key] : [])]
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
-    let out = ''
-    child.stdout.setEncoding('utf8').on('data', (d) => (out += d))
-    child.once('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`loadgen exited ${code}`))))
-  })
-}
 
 async function measure(name, pid, url, body, c, stream, key) {
   const warmup = Number(o.warmup)
@@ -72,23 +38,14 @@ const tokens = Number(o.tokens)
 const sim = await start([CLI, 'sim-provider', '--port', '0', '--json', '--reply-tokens', String(tokens)])
 const raw = await start(['bench/raw-proxy.mjs', sim.info.base_url])
 const dir = mkdtempSync(join(tmpdir(), 'svc-bench-'))
+const { key, cli } = benchGateway('.', dir, sim.info.base_url)
 const config = join(dir, 'config.json')
-writeFileSync(config, JSON.stringify({
-  listen: { host: '127.0.0.1', port: 0 }, store: `sqlite:${join(dir, 'svc.db')}`, rail: { kind: 'local' }, feeBps: 500,
-  models: [{ id: 'svc/bench@1', owned_by: 'bench', contextLimit: 32768, capabilities: { workload: 'chat', tools: false, structuredOutputs: false, reasoning: false, streaming: true, maxOutputTokens: 4096 } }],
-  providers: [{ address: '0x00000000000000000000000000000000000000be', baseUrl: sim.info.base_url, bundle: 'bench', profile: 'sim', offers: [{ model: 'svc/bench@1', upstreamModel: 'bench', input_price_per_mtok: '150000', output_price_per_mtok: '600000', maxConcurrency: 4096 }] }],
-  tuning: { settleIntervalMs: 0 },
-}))
-const wallet = '0x00000000000000000000000000000000000000b0'
-const cli = (...args) => JSON.parse(execFileSync(process.execPath, [CLI, ...args, '--config', config, '--json'], { env: { ...process.env, DATABASE_URL: '' } }).toString())
-cli('deposit', '--wallet', wallet, '--amount', '1000000')
-cli('approve', '--wallet', wallet, '--amount', '1000000')
-const key = cli('key', 'create', '--wallet', wallet).api_key
+const wallet = BENCH_WALLET
 const profileDir = join('bench', 'results', 'profiles')
 if (o.profile) mkdirSync(profileDir, { recursive: true })
-const gw = await start([CLI, 'serve', '--config', config, '--json'], o.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])
+const gw = await start([CLI, 'serve', '--config', config, '--json'], { nodeArgs: o.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [] })
 
-const messages = [{ role: 'user', content: 'Tell me something about the river and the harbor.' }]
+const messages = MESSAGES
 const runs = []
 const want = o.targets.split(',')
 // A fresh process spends its first seconds compiling and filling caches (and the gateway starts its ledger thread):

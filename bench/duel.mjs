@@ -1,0 +1,76 @@
+// Two builds of the gateway side by side — this checkout and a git ref — loaded in turn in short slices, so that the
+// machine's drift (tens of percent from one minute to the next on this VM) falls on both alike. Rounds of whole
+// benchmarks one after the other could not tell a 5 % change from the drift; paired slices can.
+// Each slice: one gateway gets a closed loop of --concurrency connections for --slice seconds (after 0.5 s of
+// warm-up); the order alternates. Printed: medians per build, the median of the per-slice ratios this/base, and in
+// how many slices this checkout was faster.
+// Usage: npm run bench:duel -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2]
+import { execFileSync } from 'node:child_process'
+import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { parseArgs } from 'node:util'
+import { benchGateway, BENCH_MODEL, cpuUs, load, MESSAGES, start } from './processes.mjs'
+
+const { values: o } = parseArgs({
+  options: {
+    base: { type: 'string' }, mode: { type: 'string', default: 'plain' }, concurrency: { type: 'string', default: '16' },
+    slices: { type: 'string', default: '16' }, slice: { type: 'string', default: '2' }, tokens: { type: 'string', default: '64' },
+  },
+})
+if (!o.base) {
+  console.error('usage: npm run bench:duel -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2]')
+  process.exit(2)
+}
+
+/** A work tree of the base ref beside this checkout, built with this checkout's node_modules. */
+function buildBase(ref) {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-duel-base-'))
+  execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { stdio: 'ignore' })
+  process.on('exit', () => {
+    rmSync(dir, { recursive: true, force: true })
+    execFileSync('git', ['worktree', 'prune'], { stdio: 'ignore' })
+  })
+  symlinkSync(resolve('node_modules'), join(dir, 'node_modules'))
+  execFileSync(process.execPath, [resolve('node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir, stdio: 'inherit' })
+  // The portal's page is not on the request path: this checkout's bundle serves for both.
+  if (existsSync('dist/web')) cpSync('dist/web', join(dir, 'dist/web'), { recursive: true })
+  return dir
+}
+
+const base = buildBase(o.base)
+const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', o.tokens])
+async function gateway(name, root) {
+  const { config, key } = benchGateway(root, mkdtempSync(join(tmpdir(), 'svc-duel-')), sim.info.base_url)
+  const gw = await start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root })
+  return { name, key, pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions`, slices: [] }
+}
+const builds = [await gateway(`base ${o.base}`, base), await gateway('this checkout', '.')]
+const body = { model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' }
+const c = Number(o.concurrency)
+const seconds = Number(o.slice)
+for (const b of builds) await load(b.url, body, c, 4, 0, b.key)
+for (let i = 0; i < Number(o.slices); i++) {
+  for (const b of i % 2 ? [builds[1], builds[0]] : builds) {
+    const cpu = cpuUs(b.pid)
+    const loop = cpuUs(b.pid, true)
+    const r = await load(b.url, body, c, seconds, 0.5, b.key)
+    const served = r.requests * (1 + 0.5 / seconds)
+    b.slices.push({ rps: r.rps, p50: r.p50_ms, p99: r.p99_ms, cpu: (cpuUs(b.pid) - cpu) / served, loop: (cpuUs(b.pid, true) - loop) / served })
+  }
+}
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
+console.log(`\nDuel: ${o.mode}, concurrency ${c}, ${o.slices} slices of ${seconds} s per build, alternating`)
+console.table(builds.map((b) => ({
+  build: b.name, 'req/s': Math.round(median(b.slices.map((s) => s.rps))), 'p50 ms': +median(b.slices.map((s) => s.p50)).toFixed(2),
+  'p99 ms': +median(b.slices.map((s) => s.p99)).toFixed(2), 'CPU µs/req': Math.round(median(b.slices.map((s) => s.cpu))),
+  'event-loop CPU µs/req': Math.round(median(b.slices.map((s) => s.loop))),
+})))
+const [a, b] = builds
+const ratio = median(b.slices.map((s, i) => s.rps / a.slices[i].rps))
+const wins = b.slices.filter((s, i) => s.rps > a.slices[i].rps).length
+console.log(`req/s this/base: ${ratio.toFixed(3)} (median of per-slice ratios); this checkout faster in ${wins} of ${b.slices.length} slices`)
+process.exit(0)

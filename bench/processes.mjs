@@ -1,0 +1,66 @@
+// What the HTTP benchmarks share: starting a process that announces itself with a JSON line, reading its CPU time,
+// the gateway's config over the simulated upstream, a funded key, and the closed-loop load generator.
+import { spawn, execFileSync } from 'node:child_process'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim())
+const children = []
+process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')))
+
+/** Starts `node args` (in `cwd`) and resolves with its first stdout line parsed as JSON. */
+export function start(args, { nodeArgs = [], cwd } = {}) {
+  const child = spawn(process.execPath, [...nodeArgs, ...args], { cwd, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, DATABASE_URL: '', PORT: '' } })
+  children.push(child)
+  return new Promise((resolve, reject) => {
+    let out = ''
+    child.stdout.setEncoding('utf8').on('data', (d) => {
+      out += d
+      const nl = out.indexOf('\n')
+      if (nl >= 0) resolve({ child, info: JSON.parse(out.slice(0, nl)) })
+    })
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}`)))
+  })
+}
+
+/** User + system CPU (µs) of a process (all its threads), or of its main thread alone (the event loop). */
+export function cpuUs(pid, mainThread = false) {
+  const f = readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+  return (Number(f[11]) + Number(f[12])) * TICK_US
+}
+
+export const BENCH_MODEL = 'svc/bench@1'
+export const BENCH_WALLET = '0x00000000000000000000000000000000000000b0'
+
+/**
+ * Writes a gateway config in `dir` (SQLite file store, local rail, one provider: the simulated upstream at
+ * `upstreamUrl`), funds the bench wallet through the CLI of the build in `root`, and returns the config's path,
+ * the API key, and a function running that CLI against the config.
+ */
+export function benchGateway(root, dir, upstreamUrl) {
+  const config = join(dir, 'config.json')
+  writeFileSync(config, JSON.stringify({
+    listen: { host: '127.0.0.1', port: 0 }, store: `sqlite:${join(dir, 'svc.db')}`, rail: { kind: 'local' }, feeBps: 500,
+    models: [{ id: BENCH_MODEL, owned_by: 'bench', contextLimit: 32768, capabilities: { workload: 'chat', tools: false, structuredOutputs: false, reasoning: false, streaming: true, maxOutputTokens: 4096 } }],
+    providers: [{ address: '0x00000000000000000000000000000000000000be', baseUrl: upstreamUrl, bundle: 'bench', profile: 'sim', offers: [{ model: BENCH_MODEL, upstreamModel: 'bench', input_price_per_mtok: '150000', output_price_per_mtok: '600000', maxConcurrency: 4096 }] }],
+    tuning: { settleIntervalMs: 0 },
+  }))
+  const cli = (...args) => JSON.parse(execFileSync(process.execPath, ['dist/cli/main.js', ...args, '--config', config, '--json'], { cwd: root, env: { ...process.env, DATABASE_URL: '' } }).toString())
+  cli('deposit', '--wallet', BENCH_WALLET, '--amount', '1000000')
+  cli('approve', '--wallet', BENCH_WALLET, '--amount', '1000000')
+  const key = cli('key', 'create', '--wallet', BENCH_WALLET).api_key
+  return { config, key, cli }
+}
+
+/** Runs bench/loadgen.mjs (its own process) and resolves with its JSON figures. */
+export function load(url, body, concurrency, seconds, warmup, key) {
+  const args = [new URL('./loadgen.mjs', import.meta.url).pathname, url, JSON.stringify(body), String(concurrency), String(seconds), String(warmup), ...(key ? [key] : [])]
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    child.stdout.setEncoding('utf8').on('data', (d) => (out += d))
+    child.once('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`loadgen exited ${code}`))))
+  })
+}
+
+export const MESSAGES = [{ role: 'user', content: 'Tell me something about the river and the harbor.' }]
