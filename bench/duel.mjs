@@ -41,7 +41,9 @@ function buildBase(ref) {
 const base = buildBase(o.base)
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', o.tokens])
 async function gateway(name, root) {
-  const { config, key } = benchGateway(root, mkdtempSync(join(tmpdir(), 'svc-duel-')), sim.info.base_url)
+  const dir = mkdtempSync(join(tmpdir(), 'svc-duel-'))
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
+  const { config, key } = benchGateway(root, dir, sim.info.base_url)
   const gw = await start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root })
   return { name, key, pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions`, slices: [] }
 }
