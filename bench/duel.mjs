@@ -2,9 +2,9 @@
 // machine's drift (tens of percent from one minute to the next on this VM) falls on both alike. Rounds of whole
 // benchmarks one after the other could not tell a 5 % change from the drift; paired slices can.
 // Each slice: one gateway gets a closed loop of --concurrency connections for --slice seconds (after 0.5 s of
-// warm-up); the order alternates. Printed: medians per build, the median of the per-slice ratios this/base, and in
+// warm-up); the order alternates. Each build runs as --processes fresh processes in turn (see below). Printed: medians per build, the median of the per-slice ratios this/base, and in
 // how many slices this checkout was faster.
-// Usage: npm run bench:duel -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2]
+// Usage: npm run bench:duel -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 4]
 import { execFileSync } from 'node:child_process'
 import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -16,6 +16,7 @@ const { values: o } = parseArgs({
   options: {
     base: { type: 'string' }, mode: { type: 'string', default: 'plain' }, concurrency: { type: 'string', default: '16' },
     slices: { type: 'string', default: '16' }, slice: { type: 'string', default: '2' }, tokens: { type: 'string', default: '64' },
+    processes: { type: 'string', default: '4' },
   },
 })
 if (!o.base) {
@@ -40,32 +41,48 @@ function buildBase(ref) {
 
 const base = buildBase(o.base)
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', o.tokens])
-async function gateway(name, root) {
+/** A fresh gateway process of the build in `root`, over a fresh store. */
+async function gateway(root) {
   const dir = mkdtempSync(join(tmpdir(), 'svc-duel-'))
   process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
   const { config, key } = benchGateway(root, dir, sim.info.base_url)
   const gw = await start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root })
-  return { name, key, pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions`, slices: [] }
+  return { child: gw.child, key, pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions` }
 }
-const builds = [await gateway(`base ${o.base}`, base), await gateway('this checkout', '.')]
+const builds = [{ name: `base ${o.base}`, root: base, slices: [] }, { name: 'this checkout', root: '.', slices: [] }]
 const body = { model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' }
 const c = Number(o.concurrency)
 const seconds = Number(o.slice)
-for (const b of builds) await load(b.url, body, c, 4, 0, b.key)
-for (let i = 0; i < Number(o.slices); i++) {
-  for (const b of i % 2 ? [builds[1], builds[0]] : builds) {
-    const cpu = cpuUs(b.pid)
-    const loop = cpuUs(b.pid, true)
-    const r = await load(b.url, body, c, seconds, 0.5, b.key)
-    const served = r.requests * (1 + 0.5 / seconds)
-    b.slices.push({ rps: r.rps, p50: r.p50_ms, p99: r.p99_ms, cpu: (cpuUs(b.pid) - cpu) / served, loop: (cpuUs(b.pid, true) - loop) / served })
+const processes = Number(o.processes)
+const perProcess = Math.ceil(Number(o.slices) / processes)
+// A process has luck of its own (where its memory and threads land, what the JIT decides) that pairing slices does
+// not cancel: two processes of the same build differed by up to 7 % over 16 slices. Each build is started afresh
+// --processes times, in alternating order, and the slices are spread over those processes.
+for (let p = 0; p < processes; p++) {
+  const order = p % 2 ? [builds[1], builds[0]] : builds
+  const live = new Map()
+  for (const b of order) live.set(b, await gateway(b.root))
+  for (const b of order) await load(live.get(b).url, body, c, 3, 0, live.get(b).key)
+  for (let i = 0; i < perProcess; i++) {
+    for (const b of i % 2 ? [builds[1], builds[0]] : builds) {
+      const g = live.get(b)
+      const cpu = cpuUs(g.pid)
+      const loop = cpuUs(g.pid, true)
+      const r = await load(g.url, body, c, seconds, 0.5, g.key)
+      const served = r.requests * (1 + 0.5 / seconds)
+      b.slices.push({ rps: r.rps, p50: r.p50_ms, p99: r.p99_ms, cpu: (cpuUs(g.pid) - cpu) / served, loop: (cpuUs(g.pid, true) - loop) / served })
+    }
+  }
+  for (const g of live.values()) {
+    g.child.kill('SIGKILL')
+    await new Promise((resolve) => g.child.once('exit', resolve))
   }
 }
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b)
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
 }
-console.log(`\nDuel: ${o.mode}, concurrency ${c}, ${o.slices} slices of ${seconds} s per build, alternating`)
+console.log(`\nDuel: ${o.mode}, concurrency ${c}, ${builds[0].slices.length} slices of ${seconds} s per build over ${processes} processes each, alternating`)
 console.table(builds.map((b) => ({
   build: b.name, 'req/s': Math.round(median(b.slices.map((s) => s.rps))), 'p50 ms': +median(b.slices.map((s) => s.p50)).toFixed(2),
   'p99 ms': +median(b.slices.map((s) => s.p99)).toFixed(2), 'CPU µs/req': Math.round(median(b.slices.map((s) => s.cpu))),
