@@ -40,11 +40,13 @@ function buildBase(ref) {
 }
 
 const base = buildBase(o.base)
+const stores = []
+process.on('exit', () => stores.forEach((dir) => rmSync(dir, { recursive: true, force: true })))
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', o.tokens])
 /** A fresh gateway process of the build in `root`, over a fresh store. */
 async function gateway(root) {
   const dir = mkdtempSync(join(tmpdir(), 'svc-duel-'))
-  process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
+  stores.push(dir)
   const { config, key } = benchGateway(root, dir, sim.info.base_url)
   const gw = await start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root })
   return { child: gw.child, key, pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions` }

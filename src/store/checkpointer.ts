@@ -102,10 +102,15 @@ export class Checkpointer {
     w()
   }
 
+  /** The last checkpoint found the WAL past its limit: the ledger's next writes wait for `beforeWrite`. */
+  get tailDue(): boolean {
+    return this.resetDue && !this.gone
+  }
+
   /**
-   * Called before the ledger's next batch of writes is handed to its thread (one batch at a time, so none of the
-   * ledger's is in flight then). When the last checkpoint found the WAL past its limit, the worker checkpoints what is
-   * left while the ledger holds its writes (writes of the event loop's own connection are not held: they only make the
+   * Called before the ledger's next writes are handed to its thread, once none of the ledger's are in flight. When
+   * the last checkpoint found the WAL past its limit, the worker checkpoints what is left while the ledger holds its
+   * writes (writes of the event loop's own connection are not held: they only make the
    * tail longer), so that the next group starts the WAL over and SQLite truncates the file to journal_size_limit.
    * At most once per checkpoint report.
    */

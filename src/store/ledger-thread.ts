@@ -18,8 +18,6 @@ export interface ToLedgerThread {
 
 export interface FromLedgerThread {
   done: [id: number, outcome: Outcome][]
-  /** The thread finished what it was sent: the next batch may go. */
-  idle?: boolean
   /** The WAL could not be synced: the thread answered what it had and stops. */
   fatal?: string
 }
@@ -28,10 +26,14 @@ interface Waiter {
   op: LedgerOp
   resolve: (v: never) => void
   reject: (e: unknown) => void
+  /** The thread it was sent to, until answered: what is replayed if that thread dies. */
+  thread?: Worker
 }
 
 /** What the thread needs from the checkpointer: a gate before writes, and word when it is gone. */
 export interface WalKeeper {
+  /** A tail checkpoint is due: it must run with none of the ledger's writes under way. */
+  readonly tailDue: boolean
   beforeWrite(): Promise<void>
   readonly lost: Promise<void>
 }
@@ -42,19 +44,23 @@ const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? '../../dist/store/l
 
 /**
  * The hot ledger on a SQLite file, run by a thread of its own (`ledger-worker.ts`) so that statements, commits and
- * WAL syncs leave the event loop. One batch at a time is with the thread: what arrives meanwhile crosses as the next
- * batch, in one message, and is one transaction there. A capture resolves once it is on disk; a hold or release once committed.
- * Admission stays one conditional UPDATE in the store, so other processes and connections remain safe beside it.
+ * WAL syncs leave the event loop. The operations of one event-loop turn cross in one message; the thread makes one
+ * group (one transaction) of every message waiting when it is free, so the group grows with the load by itself and
+ * the thread never waits for the event loop to send more. A capture resolves once it is on disk; a hold or release
+ * once committed. Admission stays one conditional UPDATE in the store, so other processes and connections remain
+ * safe beside it.
  */
 export class SqliteLedgerThread extends QueuedLedger {
   private worker: Worker | undefined
   private readonly waiting = new Map<number, Waiter>()
   private nextId = 0
+  /** Operations of this turn, sent at its end. */
   private queue: number[] = []
-  /** A batch is with the thread: what arrives meanwhile waits for it, and goes as one batch (one wake-up, one group). */
-  private busy = false
-  /** The batch with a thread (sent, not wholly answered): what is replayed if that thread dies. */
-  private inFlight: { worker: Worker; ids: number[] } | undefined
+  private scheduled = false
+  /** Operations with a thread, not yet answered. */
+  private sent = 0
+  /** A tail checkpoint is running: nothing is sent until it ends. */
+  private gated = false
   private checkpointerLost = false
   private closed = false
   /** Set when the WAL could not be synced: nothing more is written until an operator restarts on a sound disk. */
@@ -92,32 +98,47 @@ export class SqliteLedgerThread extends QueuedLedger {
     })
   }
 
-  /** Queues an operation for the next batch. A pending setImmediate or a referenced thread keeps the process alive. */
+  /** Queues an operation for this turn's message. A pending setImmediate or a referenced thread keeps the process alive. */
   private schedule(id: number): void {
-    if (this.queue.length === 0 && !this.busy) setImmediate(this.post)
     this.queue.push(id)
+    if (!this.scheduled) {
+      this.scheduled = true
+      setImmediate(this.post)
+    }
     this.worker?.ref()
   }
 
   private readonly post = () => {
-    if (this.busy || this.queue.length === 0) return
-    this.busy = true
+    this.scheduled = false
+    if (this.gated || this.queue.length === 0) return
+    if (this.walKeeper.tailDue) {
+      // The tail is checkpointed while none of the ledger's writes is under way: once the thread answered all it
+      // has (`settle` posts again), the writes wait for the checkpoint.
+      if (this.sent > 0) return
+      this.gated = true
+      const go = () => {
+        this.gated = false
+        this.send()
+      }
+      void this.walKeeper.beforeWrite().then(go, go)
+      return
+    }
+    this.send()
+  }
+
+  private send(): void {
     const ids = this.queue
     this.queue = []
-    const send = () => {
-      const live = ids.filter((id) => this.waiting.has(id))
-      if (live.length === 0) return this.idle()
-      try {
-        const worker = this.thread()
-        worker.postMessage({ ops: live.map((id) => [id, this.waiting.get(id)!.op]) } satisfies ToLedgerThread)
-        this.inFlight = { worker, ids: live }
-      } catch (err) {
-        for (const id of live) this.answer(id, { ok: false, error: err })
-        this.idle()
-      }
+    const live = ids.filter((id) => this.waiting.has(id))
+    if (live.length === 0) return
+    try {
+      const worker = this.thread()
+      worker.postMessage({ ops: live.map((id) => [id, this.waiting.get(id)!.op]) } satisfies ToLedgerThread)
+      for (const id of live) this.waiting.get(id)!.thread = worker
+      this.sent += live.length
+    } catch (err) {
+      for (const id of live) this.answer(id, { ok: false, error: err })
     }
-    // One batch at a time reaches the gate, so batches leave it in order.
-    void this.walKeeper.beforeWrite().then(send, send)
   }
 
   private thread(): Worker {
@@ -141,20 +162,16 @@ export class SqliteLedgerThread extends QueuedLedger {
   private gone(w: Worker, code: number): void {
     if (this.worker !== w) return
     this.worker = undefined
-    const sent = this.inFlight?.worker === w ? this.inFlight.ids : []
-    if (this.inFlight?.worker === w) {
-      this.inFlight = undefined
-      this.busy = false
-    }
     if (this.failed) {
       for (const id of [...this.waiting.keys()]) this.answer(id, { ok: false, error: this.failed })
       this.queue = []
       return
     }
     let lost = 0
-    for (const id of sent) {
-      const waiter = this.waiting.get(id)
-      if (!waiter) continue
+    for (const [id, waiter] of this.waiting) {
+      if (waiter.thread !== w) continue
+      waiter.thread = undefined
+      this.sent--
       lost++
       if (waiter.op.replay) this.answer(id, { ok: false, error: new Error(`the ledger thread stopped twice (exit code ${code}) with this operation in flight`) })
       else {
@@ -163,7 +180,6 @@ export class SqliteLedgerThread extends QueuedLedger {
       }
     }
     if (lost > 0 && !this.closed) this.log(`ledger thread stopped (exit code ${code}) with ${lost} operations in flight; sent to a new thread`)
-    this.post()
   }
 
   private settle(m: FromLedgerThread): void {
@@ -172,19 +188,15 @@ export class SqliteLedgerThread extends QueuedLedger {
       this.log(this.failed.message)
     }
     for (const [id, o] of m.done) this.answer(id, o)
-    if (m.idle) this.idle()
-  }
-
-  private idle(): void {
-    this.inFlight = undefined
-    this.busy = false
-    this.post()
+    // Operations held back for a tail checkpoint go once the thread has answered everything it had.
+    if (this.sent === 0 && this.queue.length > 0 && !this.scheduled) this.post()
   }
 
   private answer(id: number, o: Outcome): void {
     const w = this.waiting.get(id)
     if (!w) return
     this.waiting.delete(id)
+    if (w.thread) this.sent--
     if (this.waiting.size === 0) this.worker?.unref()
     if (o.ok) w.resolve(o.value as never)
     else w.reject(o.error)

@@ -6,8 +6,9 @@ import type { LedgerThreadData, ToLedgerThread, FromLedgerThread } from './ledge
 
 /**
  * The ledger thread: its own connection to the store's file, running the hot ledger's groups off the event loop.
- * Everything the event loop gathered while a group committed and synced becomes the next group. Holds and releases are answered once
- * committed; captures once the WAL that holds them is on disk (one fdatasync per group).
+ * Every message waiting when a group is done (what the event loop sent while it committed and synced) becomes the
+ * next group. Holds and releases are answered once committed; captures once the WAL that holds them is on disk (one
+ * fdatasync per group).
  */
 const port = parentPort!
 const { path, walLimitBytes, autocheckpoint } = workerData as LedgerThreadData
@@ -28,9 +29,8 @@ function syncWal(): void {
   fdatasyncSync(wal)
 }
 
-/** `idle`: the last answer of this turn, after which the event loop may send what it gathered meanwhile. */
-function answer(ids: number[], outcomes: Outcome[], idle: boolean): void {
-  if (ids.length > 0 || idle) port.postMessage({ done: ids.map((id, i) => [id, outcomes[i]!]), idle } satisfies FromLedgerThread)
+function answer(ids: number[], outcomes: Outcome[]): void {
+  if (ids.length > 0) port.postMessage({ done: ids.map((id, i) => [id, outcomes[i]!]) } satisfies FromLedgerThread)
 }
 
 port.on('message', (first: ToLedgerThread) => {
@@ -57,7 +57,7 @@ port.on('message', (first: ToLedgerThread) => {
         nowOutcomes.push(o)
       }
     })
-    answer(now, nowOutcomes, durable.length === 0)
+    answer(now, nowOutcomes)
     if (durable.length > 0) {
       try {
         syncWal()
@@ -68,7 +68,7 @@ port.on('message', (first: ToLedgerThread) => {
         db.close()
         process.exit(1)
       }
-      answer(durable, durableOutcomes, true)
+      answer(durable, durableOutcomes)
     }
   }
   if (closing) {
