@@ -77,11 +77,13 @@ describe.skipIf(!hasAnvil)('batch transactions survive restarts and stuck fees (
     const pass = new Settler(m.store, rail).runOnce().finally(() => rail.close())
     pass.catch(() => {}) // awaited below; a failed assertion must not leave it unhandled
     const [first] = await until(() => m.store.settlement.batches(['sent']), (b) => b.length === 1)
-    const a = await c.client.getTransaction({ hash: first!.txHash as Hex })
+    // The hash is stored before the broadcast (a crash between them is the test above): wait for the node to have it.
+    const known = (hash: Hex) => c.client.getTransaction({ hash }).catch(() => undefined)
+    const a = (await until(() => known(first!.txHash as Hex), (t) => t !== undefined))!
     const [bumped] = await until(() => m.store.settlement.batches(['sent']), (b) => b.length === 1 && b[0]!.txHash !== first!.txHash)
     expect(bumped!.nonce).toBe(first!.nonce)
     // The node replaced the first transaction in its pool with the bumped one.
-    const b = await c.client.getTransaction({ hash: bumped!.txHash as Hex })
+    const b = (await until(() => known(bumped!.txHash as Hex), (t) => t !== undefined))!
     expect(b.nonce).toBe(a.nonce)
     expect(b.maxFeePerGas! * 100n).toBeGreaterThanOrEqual(a.maxFeePerGas! * 110n)
     expect(b.maxPriorityFeePerGas! * 100n).toBeGreaterThanOrEqual(a.maxPriorityFeePerGas! * 110n)
