@@ -1,4 +1,4 @@
-import { sql, type Kysely, type Selectable, type Transaction } from 'kysely'
+import { sql, type Kysely, type Selectable, type SqlBool, type Transaction } from 'kysely'
 import type { AccountsTable, Database } from './schema.js'
 import { big, num } from './dialect.js'
 
@@ -15,6 +15,12 @@ export interface Account {
 }
 
 export { spendableOf } from '../ledger/spendable.js'
+
+/**
+ * The postings indexed by account (`postings_uncached`, migration 007): the books no account row caches, a payee's
+ * pending earnings and settlements. A query by account must carry this condition, as written, to use the index.
+ */
+export const UNCACHED_POSTINGS = sql.raw<SqlBool>(`(book = 'pending' OR kind = 'settlement')`)
 
 /** Money entering (or, negative, leaving) the ledger for an account: two available-book postings against the world account. */
 export async function postFromWorld(trx: Transaction<Database>, ref: string, accountId: number, kind: 'deposit' | 'chain', amount: bigint, now: number): Promise<void> {
@@ -90,7 +96,11 @@ export class AccountRepo {
     })
   }
 
-  /** Sums of an account's books, derived from postings (payees are not cached: no hot row on every capture). */
+  /**
+   * Sums of an account's books, derived from postings (payees are not cached: no hot row on every capture). Reads
+   * every posting: only the uncached books are indexed by account (`UNCACHED_POSTINGS`). For audits and tests; a
+   * payee's figures come from `SettlementRepo.payeeTotals`.
+   */
   async books(id: number): Promise<Record<'available' | 'held' | 'pending', bigint>> {
     const rows = await this.db
       .selectFrom('postings')

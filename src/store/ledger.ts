@@ -93,19 +93,25 @@ export class LedgerRepo {
       .groupBy('ref')
       .having((eb) => eb.fn.sum('amount'), '<>', 0)
       .execute()
-    const derived = await this.db
-      .selectFrom('accounts')
-      .leftJoin('postings', 'postings.account_id', 'accounts.id')
+    // One pass over the postings (they are not indexed by account for the books an account row caches), then the
+    // users' cached figures beside them.
+    const posted = new Map<number, { balance: bigint; held: bigint }>()
+    const sums = await this.db
+      .selectFrom('postings')
       .select([
-        'accounts.address', 'accounts.balance', 'accounts.held',
-        sql<bigint>`coalesce(sum(case when postings.book in ('available','held') then postings.amount else 0 end), 0)`.as('posted_balance'),
-        sql<bigint>`coalesce(sum(case when postings.book = 'held' then postings.amount else 0 end), 0)`.as('posted_held'),
+        'account_id',
+        sql<bigint>`coalesce(sum(case when book in ('available','held') then amount else 0 end), 0)`.as('balance'),
+        sql<bigint>`coalesce(sum(case when book = 'held' then amount else 0 end), 0)`.as('held'),
       ])
-      .where('accounts.kind', '=', 'user')
-      .groupBy(['accounts.id', 'accounts.address', 'accounts.balance', 'accounts.held'])
+      .groupBy('account_id')
       .execute()
-    const inconsistent = derived
-      .map((r) => ({ address: r.address, balance: big(r.balance), held: big(r.held), postedBalance: big(r.posted_balance), postedHeld: big(r.posted_held) }))
+    for (const r of sums) posted.set(num(r.account_id), { balance: big(r.balance), held: big(r.held) })
+    const users = await this.db.selectFrom('accounts').select(['id', 'address', 'balance', 'held']).where('kind', '=', 'user').execute()
+    const inconsistent = users
+      .map((r) => {
+        const p = posted.get(num(r.id))
+        return { address: r.address, balance: big(r.balance), held: big(r.held), postedBalance: p?.balance ?? 0n, postedHeld: p?.held ?? 0n }
+      })
       .filter((r) => r.balance !== r.postedBalance || r.held !== r.postedHeld || r.balance < 0n || r.held < 0n)
     return { unbalanced: unbalanced.map((r) => ({ ref: r.ref, sum: big(r.sum) })), inconsistent, openHolds: await this.openHolds() }
   }

@@ -20,7 +20,7 @@ describe('migrations on postgres', () => {
   })
 })
 
-describe('migration 006 on a SQLite file written before it', () => {
+describe('migrations 006 and 007 on a SQLite file written before them', () => {
   it('keeps every posting and its id, and appends after them without AUTOINCREMENT', async () => {
     const url = freshSqliteUrl()
     const raw = new BetterSqlite3(url.slice('sqlite:'.length))
@@ -33,7 +33,7 @@ describe('migration 006 on a SQLite file written before it', () => {
       CREATE TABLE postings_old (id integer primary key autoincrement, ref text not null, account_id integer not null references accounts(id), book text not null, kind text not null, amount integer not null, created_at integer not null);
       INSERT INTO postings_old SELECT * FROM postings; DROP TABLE postings; ALTER TABLE postings_old RENAME TO postings;
       CREATE INDEX postings_account ON postings (account_id, book);
-      DELETE FROM kysely_migration WHERE name = '006_appended_postings';`)
+      DELETE FROM kysely_migration WHERE name IN ('006_appended_postings', '007_uncached_postings');`)
     const before = raw.prepare('SELECT * FROM postings ORDER BY id').all()
     expect(before.length).toBe(2)
 
@@ -44,7 +44,9 @@ describe('migration 006 on a SQLite file written before it', () => {
     expect(after.slice(2).map((p) => p.ref)).toEqual(['dep_2', 'dep_2'])
     expect(after[2]!.id).toBeGreaterThan(after[1]!.id)
     expect(raw.prepare(`SELECT sql FROM sqlite_schema WHERE name = 'postings'`).pluck().get()).not.toMatch(/autoincrement/i)
-    expect(raw.prepare(`SELECT name FROM pragma_index_info('postings_account')`).pluck().all()).toEqual(['account_id'])
+    // Migration 007 replaced 006's index on account_id by a partial one (the uncached books alone).
+    expect(raw.prepare(`SELECT name FROM pragma_index_info('postings_uncached')`).pluck().all()).toEqual(['account_id'])
+    expect(raw.prepare(`SELECT count(*) FROM sqlite_schema WHERE name = 'postings_account'`).pluck().get()).toBe(0)
     expect((await store.accounts.books(user)).available).toBe(507n)
     expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
     await store.close()

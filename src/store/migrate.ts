@@ -6,6 +6,7 @@ import * as m003 from './migrations/003_portal.js'
 import * as m004 from './migrations/004_chain.js'
 import * as m005 from './migrations/005_lean_request_rows.js'
 import * as m006 from './migrations/006_appended_postings.js'
+import * as m007 from './migrations/007_uncached_postings.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -15,6 +16,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '004_chain': m004,
   '005_lean_request_rows': m005,
   '006_appended_postings': m006,
+  '007_uncached_postings': m007,
 }
 
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

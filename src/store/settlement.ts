@@ -1,6 +1,7 @@
 import { sql, type Kysely, type Selectable } from 'kysely'
 import type { BatchesTable, BatchStatus, Database } from './schema.js'
 import { big, bigOrNull, num, numOrNull } from './dialect.js'
+import { UNCACHED_POSTINGS } from './accounts.js'
 
 export interface Batch {
   id: string
@@ -148,15 +149,20 @@ export class SettlementRepo {
 
   /** Payees' pending (earned, unsettled) and settled sums. */
   async payeeTotals(accountId: number): Promise<{ pending: bigint; settled: bigint }> {
-    const r = await this.db
+    const r = await this.payeeTotalsQuery(accountId).executeTakeFirstOrThrow()
+    return { pending: big(r.pending), settled: big(r.settled) }
+  }
+
+  /** The query behind `payeeTotals`: through the index of uncached postings, never every posting (a test reads its plan). */
+  payeeTotalsQuery(accountId: number) {
+    return this.db
       .selectFrom('postings')
       .select([
         sql<bigint>`coalesce(sum(case when book = 'pending' then amount else 0 end), 0)`.as('pending'),
         sql<bigint>`coalesce(sum(case when book = 'available' and kind = 'settlement' then amount else 0 end), 0)`.as('settled'),
       ])
       .where('account_id', '=', accountId)
-      .executeTakeFirstOrThrow()
-    return { pending: big(r.pending), settled: big(r.settled) }
+      .where(UNCACHED_POSTINGS)
   }
 
   /** What a payee earned from captured charges: requests served, gross charged and its share after fees. */
