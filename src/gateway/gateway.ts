@@ -14,6 +14,7 @@ import type { Caller } from './admission.js'
 import type { Prepared } from './prepare.js'
 import { InstanceLifecycle } from './lifecycle.js'
 import { checksumAddress } from '../accounts/address.js'
+import type { Cancel } from '../providers/cancel.js'
 
 export interface GatewayOptions {
   now?: () => number
@@ -67,9 +68,9 @@ export class Gateway {
   }
 
   /** Serves an admitted request through its plan and settles its money. */
-  async run(caller: Caller, prepared: Prepared, hold: bigint, requestId: string, startedAt: number, sink: StreamSink | undefined, signal: AbortSignal): Promise<Finished> {
+  async run(caller: Caller, prepared: Prepared, hold: bigint, requestId: string, startedAt: number, sink: StreamSink | undefined, cancel: Cancel): Promise<Finished> {
     const outcome = await executeRoute(prepared.plan, prepared.calls, {
-      request: prepared.upstream, signal, health: this.health, now: this.now, ...(sink ? { sink } : {}),
+      request: prepared.upstream, cancel, health: this.health, now: this.now, ...(sink ? { sink } : {}),
     })
     return settle(this.settleCtx, { requestId, caller, prepared, hold, startedAt }, outcome)
   }

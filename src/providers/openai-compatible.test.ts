@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Cancel } from './cancel.js'
 import { OpenAICompatibleProvider } from './openai-compatible.js'
 import type { UpstreamEvent } from './types.js'
 
@@ -32,7 +33,7 @@ async function batches(path: string): Promise<UpstreamEvent[][]> {
   const provider = new OpenAICompatibleProvider(`${base}/${path}`, undefined, { firstByteTimeoutMs: 2000, replyTimeoutMs: 2000, idleTimeoutMs: 2000 })
   const out: UpstreamEvent[][] = []
   try {
-    for await (const events of provider.stream('m', { bodyJson: '{}', stream: true }, new AbortController().signal)) out.push([...events])
+    for await (const events of provider.stream('m', { bodyJson: '{}', stream: true }, new Cancel())) out.push([...events])
   } finally {
     await provider.close()
   }

@@ -1,5 +1,6 @@
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
+import { Cancel } from './cancel.js'
 import { SseParser } from './sse-parser.js'
 import { dataEvents, replyEvents } from './openai-chunks.js'
 import type { Failure, Provider, UpstreamEvent, UpstreamRequest } from './types.js'
@@ -33,22 +34,24 @@ export class OpenAICompatibleProvider implements Provider {
     if (apiKey) this.headers.authorization = `Bearer ${apiKey}`
   }
 
-  async *stream(upstreamModel: string, request: UpstreamRequest, signal: AbortSignal): AsyncIterable<UpstreamEvent[]> {
-    const controller = new AbortController()
-    const onAbort = () => controller.abort()
-    signal.addEventListener('abort', onAbort, { once: true })
+  async *stream(upstreamModel: string, request: UpstreamRequest, client: Cancel): AsyncIterable<UpstreamEvent[]> {
+    // This attempt's own cancellation: the client's going away, or its time budget spent.
+    const attempt = new Cancel()
+    const onAbort = () => attempt.abort()
+    client.once('abort', onAbort)
+    if (client.aborted) attempt.abort()
     let timedOut = false
     const budgetMs = request.stream ? this.timeouts.firstByteTimeoutMs : this.timeouts.replyTimeoutMs
     let timer: NodeJS.Timeout | undefined = setTimeout(() => {
       timedOut = true
-      controller.abort()
+      attempt.abort()
     }, budgetMs)
     const clearTimer = () => {
       if (timer) clearTimeout(timer)
       timer = undefined
     }
     const why = (err: unknown): UpstreamEvent => {
-      if (signal.aborted) return failure('aborted', 'the client went away')
+      if (client.aborted) return failure('aborted', 'the client went away')
       if (timedOut) return failure('unavailable', request.stream ? `no first event within ${budgetMs} ms` : `no reply within ${budgetMs} ms`)
       const e = err as { code?: string; message?: string }
       return failure('unavailable', `upstream connection failed: ${e.code ?? e.message ?? String(err)}`)
@@ -60,14 +63,14 @@ export class OpenAICompatibleProvider implements Provider {
         method: 'POST',
         headers: this.headers,
         body: requestBody(upstreamModel, request),
-        signal: controller.signal,
+        signal: attempt,
         headersTimeout: budgetMs + 1000,
         // A plain reply is bounded as a whole by the timer above; a stream, between its chunks.
         bodyTimeout: request.stream ? this.timeouts.idleTimeoutMs : budgetMs + 1000,
       })
     } catch (err) {
       clearTimer()
-      signal.removeEventListener('abort', onAbort)
+      client.removeListener('abort', onAbort)
       yield [why(err)]
       return
     }
@@ -101,7 +104,7 @@ export class OpenAICompatibleProvider implements Provider {
       yield* this.readStream(res, clearTimer, why)
     } finally {
       clearTimer()
-      signal.removeEventListener('abort', onAbort)
+      client.removeListener('abort', onAbort)
       if (!res.body.destroyed) res.body.destroy()
     }
   }

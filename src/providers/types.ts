@@ -1,3 +1,4 @@
+import type { Cancel } from './cancel.js'
 import type { FinishReason } from '../protocol/chat.js'
 
 /**
@@ -33,6 +34,6 @@ export interface Provider {
    * (one generator step per read, not per event); a batch is never empty. A failure is the last event. Never throws
    * for upstream faults.
    */
-  stream(upstreamModel: string, request: UpstreamRequest, signal: AbortSignal): AsyncIterable<readonly UpstreamEvent[]>
+  stream(upstreamModel: string, request: UpstreamRequest, cancel: Cancel): AsyncIterable<readonly UpstreamEvent[]>
   close(): Promise<void>
 }

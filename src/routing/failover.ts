@@ -1,5 +1,6 @@
 import type { FinishReason, ToolCall } from '../protocol/chat.js'
 import type { Failure, UpstreamRequest } from '../providers/types.js'
+import type { Cancel } from '../providers/cancel.js'
 import { ToolCallAssembler, invalidToolCall, type ToolRules } from '../tools/assemble.js'
 import type { Offer } from './catalog.js'
 import type { Health } from './health.js'
@@ -35,7 +36,8 @@ export type TargetOutcome =
 
 export interface AttemptContext {
   request: UpstreamRequest
-  signal: AbortSignal
+  /** The client's going away. */
+  cancel: Cancel
   health: Health
   /** Present for streaming requests. */
   sink?: StreamSink
@@ -52,7 +54,7 @@ const REQUEST_REFUSED = new Set([400, 413, 422])
 export async function tryOffers(offers: readonly Offer[], rules: ToolRules, ctx: AttemptContext): Promise<TargetOutcome> {
   const attempts: Attempt[] = []
   for (const offer of offers) {
-    if (ctx.signal.aborted) return { kind: 'client_closed' }
+    if (ctx.cancel.aborted) return { kind: 'client_closed' }
     if (!ctx.health.acquire(offer.key, offer.maxConcurrency)) continue
     const outcome = await attempt(offer, rules, ctx)
     if (outcome.kind === 'failed') {
@@ -76,7 +78,7 @@ async function attempt(offer: Offer, rules: ToolRules, ctx: AttemptContext): Pro
   const produced = (): Produced => ({ offer, content, toolCalls: tools.result(), finish: finish ?? 'stop', upstreamUsage })
   let health: 'success' | 'failure' | 'neutral' = 'failure'
   try {
-    for await (const events of offer.upstream.stream(offer.upstreamModel, ctx.request, ctx.signal)) {
+    for await (const events of offer.upstream.stream(offer.upstreamModel, ctx.request, ctx.cancel)) {
       firstEventMs ??= ctx.now() - started
       for (const ev of events) {
         switch (ev.type) {
@@ -105,7 +107,7 @@ async function attempt(offer: Offer, rules: ToolRules, ctx: AttemptContext): Pro
         }
       }
     }
-    if (ctx.signal.aborted) {
+    if (ctx.cancel.aborted) {
       health = 'neutral'
       return { kind: 'client_closed', reply: sink?.committed ? produced() : undefined }
     }

@@ -80,14 +80,14 @@ export async function executeRoute(plan: RoutePlan, calls: CallPolicy, ctx: Atte
     return withModel(out, target.model.id, failedTargets)
   }
   const invalidSeen = attempts.some((a) => a.failure.kind === 'invalid_output')
-  if (plan.managed && !ctx.signal.aborted) {
+  if (plan.managed && !ctx.cancel.aborted) {
     const managedWhy: ManagedWhy = plan.targets.length === 0 ? 'no_candidate' : invalidSeen ? 'provider_output_invalid' : 'no_capacity'
     const out = await tryOffers([plan.managed], { ...calls, maxArgumentBytes: 0 }, ctx)
     if (out.kind !== 'failed') return withModel(out, plan.managed.modelId, failedTargets, managedWhy)
     attempts.push(...out.attempts)
     return { kind: 'failed', code: 'no_capacity', attempts }
   }
-  if (ctx.signal.aborted) return { kind: 'client_closed' }
+  if (ctx.cancel.aborted) return { kind: 'client_closed' }
   return { kind: 'failed', code: invalidSeen && !plan.cortex ? 'provider_output_invalid' : 'no_capacity', attempts }
 }
 

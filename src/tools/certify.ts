@@ -3,6 +3,7 @@ import { TOOL_CHOICE_MODES, type ToolContract } from '../protocol/models.js'
 import { METERING_VERSION } from '../metering/tokens.js'
 import { OpenAICompatibleProvider } from '../providers/openai-compatible.js'
 import type { Provider } from '../providers/types.js'
+import { Cancel } from '../providers/cancel.js'
 import { ToolCallAssembler } from './assemble.js'
 import {
   agentLoopProbe, argumentsProbe, concurrencyProbe, parallelProbe, strictFormatProbe, strictToolProbe, toolChoiceProbe,
@@ -123,8 +124,7 @@ export function certificationId(probes: readonly ProbeResult[]): string {
 async function exchange(upstream: Provider, model: string, body: Record<string, unknown>, stream: boolean): Promise<Exchange> {
   const tools = new ToolCallAssembler()
   let content = ''
-  const signal = new AbortController().signal
-  for await (const events of upstream.stream(model, { bodyJson: JSON.stringify(body), stream }, signal)) {
+  for await (const events of upstream.stream(model, { bodyJson: JSON.stringify(body), stream }, new Cancel())) {
     for (const ev of events) {
       if (ev.type === 'content') content += ev.text
       else if (ev.type === 'tool_delta') tools.add(ev.index, ev.id, ev.name, ev.arguments)

@@ -12,6 +12,7 @@ import { sendError } from '../errors.js'
 import { DONE, SseReply } from '../sse.js'
 import { completionId } from '../request-id.js'
 import { callerOf, type keyCheck } from '../caller.js'
+import { Cancel } from '../../providers/cancel.js'
 
 type Delivered = Extract<Finished, { kind: 'delivered' }>
 
@@ -54,9 +55,9 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnT
       if (admitted.code === 'insufficient_quota') await recordRefusal(gw, caller, prepared, requestId, startedAt, 'insufficient_quota')
       return sendError(reply, admitted)
     }
-    const abort = new AbortController()
+    const cancel = new Cancel()
     const onClose = () => {
-      if (!reply.raw.writableFinished) abort.abort()
+      if (!reply.raw.writableFinished) cancel.abort()
     }
     reply.raw.once('close', onClose)
     // A client that left while the request was checked and admitted closed the response before this listener.
@@ -66,7 +67,7 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnT
       const sse = new SseReply(reply, identity, requestId, fingerprintFor(prepared), gw.tuning.keepAliveMs)
       let finished: Finished
       try {
-        finished = await gw.run(caller, prepared, admitted.amount, requestId, startedAt, sse, abort.signal)
+        finished = await gw.run(caller, prepared, admitted.amount, requestId, startedAt, sse, cancel)
       } catch (err) {
         await failedInternally(gw, err, caller, prepared, requestId, startedAt, sse.headersSent ? 'stream_interrupted' : 'no_capacity')
         return failStream(reply, sse, internalError(requestId), 'stream_interrupted')
@@ -75,7 +76,7 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnT
     }
     let finished: Finished
     try {
-      finished = await gw.run(caller, prepared, admitted.amount, requestId, startedAt, undefined, abort.signal)
+      finished = await gw.run(caller, prepared, admitted.amount, requestId, startedAt, undefined, cancel)
     } catch (err) {
       await failedInternally(gw, err, caller, prepared, requestId, startedAt, 'no_capacity')
       return sendError(reply, internalError(requestId))
