@@ -67,3 +67,110 @@ describe('the OpenAI-compatible adapter reading a stream', () => {
     ])
   })
 })
+
+/** Plain (non-stream) replies go through undici's dispatcher, gathered whole (`plain-exchange.ts`). */
+describe('the OpenAI-compatible adapter reading a plain reply', () => {
+  const REPLY = { id: 'c', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'hello there' }, finish_reason: 'stop' }], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } }
+  let plain: Server
+  let url: string
+  let seen: { body: string; closed: boolean }[] = []
+  beforeAll(async () => {
+    plain = createServer((req, res) => {
+      let body = ''
+      const record = { body, closed: false }
+      seen.push(record)
+      req.on('data', (d) => (record.body = body += d))
+      res.on('close', () => (record.closed = !res.writableFinished))
+      req.on('end', () => {
+        if (req.url === '/ok/chat/completions') {
+          res.writeHead(200, { 'content-type': 'application/json' })
+          // In pieces: the reply is gathered whole before it is read.
+          const text = JSON.stringify(REPLY)
+          res.write(text.slice(0, 40))
+          setTimeout(() => res.end(text.slice(40)), 20)
+        } else if (req.url === '/refused/chat/completions') {
+          res.writeHead(422, { 'content-type': 'application/json' })
+          res.end(`{"error":\n  {"message":"bad ${'x'.repeat(5000)}"}}`)
+        } else if (req.url === '/refused-cut/chat/completions') {
+          res.writeHead(503, { 'content-type': 'text/plain' })
+          res.write('overloaded, try later')
+          setTimeout(() => res.destroy(), 20)
+        } else if (req.url === '/not-json/chat/completions') {
+          res.writeHead(200, { 'content-type': 'application/json' })
+          res.end('<html>oops</html>')
+        } else if (req.url === '/slow/chat/completions') {
+          setTimeout(() => res.end(JSON.stringify(REPLY)), 5000).unref()
+        }
+      })
+    })
+    await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve))
+    url = `http://127.0.0.1:${(plain.address() as AddressInfo).port}`
+  })
+  afterAll(() => new Promise<void>((resolve) => {
+    plain.closeAllConnections()
+    plain.close(() => resolve())
+  }))
+
+  async function reply(path: string, cancel = new Cancel(), replyTimeoutMs = 2000): Promise<UpstreamEvent[][]> {
+    const provider = new OpenAICompatibleProvider(`${url}/${path}`, 'sk-test', { firstByteTimeoutMs: 2000, replyTimeoutMs, idleTimeoutMs: 2000 })
+    const out: UpstreamEvent[][] = []
+    try {
+      for await (const events of provider.stream('up-model', { bodyJson: '{"messages":[]}', stream: false }, cancel)) out.push([...events])
+    } finally {
+      await provider.close()
+    }
+    return out
+  }
+
+  it('sends the request body and reads the whole reply as one batch', async () => {
+    seen = []
+    const [batch, ...rest] = await reply('ok')
+    expect(rest).toEqual([])
+    expect(batch!.find((e) => e.type === 'content')).toEqual({ type: 'content', text: 'hello there' })
+    expect(batch!.at(-1)).toMatchObject({ type: 'usage' })
+    expect(JSON.parse(seen[0]!.body)).toEqual({ model: 'up-model', stream: false, messages: [] })
+  })
+
+  it('reports a refusal with its status and the start of its body on one line', async () => {
+    const [[failure]] = (await reply('refused')) as [[Extract<UpstreamEvent, { type: 'failure' }>]]
+    expect(failure.failure.kind).toBe('unavailable')
+    expect(failure.failure.status).toBe(422)
+    expect(failure.failure.detail).toMatch(/^upstream answered 422: \{"error": \{"message":"bad x+$/)
+    expect(failure.failure.detail.length).toBeLessThan(240)
+  })
+
+  it('keeps the status of a refusal whose body was cut short', async () => {
+    expect(await reply('refused-cut')).toEqual([[{ type: 'failure', failure: { kind: 'unavailable', status: 503, detail: 'upstream answered 503: overloaded, try later' } }]])
+  })
+
+  it('refuses a reply that is not JSON', async () => {
+    expect(await reply('not-json')).toEqual([[{ type: 'failure', failure: { kind: 'invalid_output', detail: 'reply is not JSON' } }]])
+  })
+
+  it('gives up past its time budget, and drops the request', async () => {
+    seen = []
+    const started = performance.now()
+    expect(await reply('slow', new Cancel(), 150)).toEqual([[{ type: 'failure', failure: { kind: 'unavailable', detail: 'no reply within 150 ms' } }]])
+    expect(performance.now() - started).toBeLessThan(1500)
+    await expect.poll(() => seen[0]?.closed).toBe(true)
+  })
+
+  it('stops when the client goes away, before or during the request', async () => {
+    const gone = new Cancel()
+    gone.abort()
+    expect(await reply('slow', gone)).toEqual([[{ type: 'failure', failure: { kind: 'aborted', detail: 'the client went away' } }]])
+    seen = []
+    const leaving = new Cancel()
+    setTimeout(() => leaving.abort(), 100)
+    expect(await reply('slow', leaving)).toEqual([[{ type: 'failure', failure: { kind: 'aborted', detail: 'the client went away' } }]])
+    await expect.poll(() => seen[0]?.closed).toBe(true)
+  })
+
+  it('reports a connection that fails', async () => {
+    const provider = new OpenAICompatibleProvider('http://127.0.0.1:9/v1', undefined, { firstByteTimeoutMs: 2000, replyTimeoutMs: 2000, idleTimeoutMs: 2000 })
+    const out: UpstreamEvent[][] = []
+    for await (const events of provider.stream('m', { bodyJson: '{}', stream: false }, new Cancel())) out.push([...events])
+    await provider.close()
+    expect(out).toEqual([[{ type: 'failure', failure: { kind: 'unavailable', detail: 'upstream connection failed: ECONNREFUSED' } }]])
+  })
+})

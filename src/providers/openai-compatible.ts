@@ -1,6 +1,7 @@
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Cancel } from './cancel.js'
+import { plainExchange, type PlainReply } from './plain-exchange.js'
 import { SseParser } from './sse-parser.js'
 import { dataEvents, replyEvents } from './openai-chunks.js'
 import type { Failure, Provider, UpstreamEvent, UpstreamRequest } from './types.js'
@@ -56,6 +57,22 @@ export class OpenAICompatibleProvider implements Provider {
       const e = err as { code?: string; message?: string }
       return failure('unavailable', `upstream connection failed: ${e.code ?? e.message ?? String(err)}`)
     }
+    if (!request.stream) {
+      let events: UpstreamEvent[]
+      try {
+        const body = requestBody(upstreamModel, request)
+        // The reply is bounded as a whole by the timer above.
+        const reply = await plainExchange(this.pool, { path: this.path, headers: this.headers, body, headersTimeout: budgetMs + 1000, bodyTimeout: budgetMs + 1000 }, attempt, MAX_ERROR_BODY)
+        events = plainEvents(reply)
+      } catch (err) {
+        events = [why(err)]
+      } finally {
+        clearTimer()
+        client.removeListener('abort', onAbort)
+      }
+      yield events
+      return
+    }
     let res: Dispatcher.ResponseData
     try {
       res = await this.pool.request({
@@ -65,8 +82,8 @@ export class OpenAICompatibleProvider implements Provider {
         body: requestBody(upstreamModel, request),
         signal: attempt,
         headersTimeout: budgetMs + 1000,
-        // A plain reply is bounded as a whole by the timer above; a stream, between its chunks.
-        bodyTimeout: request.stream ? this.timeouts.idleTimeoutMs : budgetMs + 1000,
+        // Bounded between its chunks.
+        bodyTimeout: this.timeouts.idleTimeoutMs,
       })
     } catch (err) {
       clearTimer()
@@ -82,7 +99,8 @@ export class OpenAICompatibleProvider implements Provider {
         return
       }
       const type = String(res.headers['content-type'] ?? '')
-      if (!request.stream || !type.includes('text/event-stream')) {
+      // An upstream may answer a stream request with a plain reply.
+      if (!type.includes('text/event-stream')) {
         let text: string
         try {
           text = await res.body.text()
@@ -149,6 +167,23 @@ export function requestBody(upstreamModel: string, request: UpstreamRequest): st
   return request.bodyJson === '{}' ? `${head}}` : `${head},${request.bodyJson.slice(1)}`
 }
 
+/** The events of a plain reply: its content, or why it cannot be used. */
+function plainEvents(reply: PlainReply): UpstreamEvent[] {
+  if (reply.status !== 200) return [failure('unavailable', `upstream answered ${reply.status}: ${errorSummary(reply.text)}`, reply.status)]
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(reply.text)
+  } catch {
+    return [failure('invalid_output', 'reply is not JSON')]
+  }
+  return replyEvents(parsed)
+}
+
+/** The start of an upstream's error body, on one line. */
+function errorSummary(text: string): string {
+  return text.slice(0, 200).replace(/\s+/g, ' ')
+}
+
 async function readBounded(body: Dispatcher.ResponseData['body']): Promise<string> {
   let text = ''
   try {
@@ -160,5 +195,5 @@ async function readBounded(body: Dispatcher.ResponseData['body']): Promise<strin
   } catch {
     // The status already says what matters.
   }
-  return text.slice(0, 200).replace(/\s+/g, ' ')
+  return errorSummary(text)
 }

@@ -1,0 +1,65 @@
+import type { Dispatcher } from 'undici'
+import type { Cancel } from './cancel.js'
+
+export interface PlainReply {
+  status: number
+  /** The whole body of a 200; the first bytes of any other. */
+  text: string
+}
+
+export interface PlainRequest {
+  path: string
+  headers: Record<string, string>
+  body: string
+  headersTimeout: number
+  bodyTimeout: number
+}
+
+/**
+ * One plain (non-stream) POST through undici's dispatcher, its reply gathered whole: no body stream and no async
+ * resource per request, about 15 µs less CPU per request here than `request()` and `body.text()`. Rejects on a
+ * connection failure or undici's timeouts, and when `cancel` fires (a request still queued for a connection is
+ * dropped when it reaches one, as `request()` does). Only the first `maxErrorBytes` of a non-200 body are kept, and
+ * a non-200 reply cut short resolves with what arrived.
+ */
+export function plainExchange(pool: Dispatcher, req: PlainRequest, cancel: Cancel, maxErrorBytes: number): Promise<PlainReply> {
+  return new Promise<PlainReply>((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    let status = 0
+    let controller: Dispatcher.DispatchController | undefined
+    const cancelled = () => new Error('request cancelled')
+    const onCancel = () => controller?.abort(cancelled())
+    cancel.once('abort', onCancel)
+    const handler: Dispatcher.DispatchHandler = {
+      onRequestStart(c) {
+        controller = c
+        if (cancel.aborted) c.abort(cancelled())
+      },
+      onResponseStart(_c, statusCode) {
+        status = statusCode
+      },
+      onResponseData(_c, chunk) {
+        if (status !== 200 && size >= maxErrorBytes) return
+        chunks.push(chunk)
+        size += chunk.length
+      },
+      onResponseEnd() {
+        cancel.removeListener('abort', onCancel)
+        resolve({ status, text: Buffer.concat(chunks, size).toString('utf8') })
+      },
+      onResponseError(_c, err) {
+        cancel.removeListener('abort', onCancel)
+        // A refusal cut short still refused: its status says what matters.
+        if (status !== 0 && status !== 200) resolve({ status, text: Buffer.concat(chunks, size).toString('utf8') })
+        else reject(err)
+      },
+    }
+    try {
+      pool.dispatch({ path: req.path, method: 'POST', headers: req.headers, body: req.body, headersTimeout: req.headersTimeout, bodyTimeout: req.bodyTimeout }, handler)
+    } catch (err) {
+      cancel.removeListener('abort', onCancel)
+      reject(err)
+    }
+  })
+}
