@@ -29,47 +29,49 @@ function syncWal(): void {
   fdatasyncSync(wal)
 }
 
-function answer(ids: number[], outcomes: Outcome[]): void {
-  if (ids.length > 0) port.postMessage({ done: ids.map((id, i) => [id, outcomes[i]!]) } satisfies FromLedgerThread)
-}
+/** Groups committed before one WAL sync at most: operations that arrive while a group commits join its sync. */
+const GROUPS_PER_SYNC = 4
+let closing = false
 
-port.on('message', (first: ToLedgerThread) => {
+/** The operations of every message waiting (`first`: the one the event delivered). */
+function take(first?: ToLedgerThread): NonNullable<ToLedgerThread['ops']> {
   const ops: NonNullable<ToLedgerThread['ops']> = []
-  let closing = false
-  for (let m: ToLedgerThread | undefined = first; m; m = receiveMessageOnPort(port)?.message as ToLedgerThread | undefined) {
+  for (let m = first ?? next(); m; m = next()) {
     if (m.ops) ops.push(...m.ops)
     if (m.autocheckpoint) db.pragma('wal_autocheckpoint = 1000')
     if (m.close) closing = true
   }
-  if (ops.length > 0) {
+  return ops
+}
+
+function next(): ToLedgerThread | undefined {
+  return receiveMessageOnPort(port)?.message as ToLedgerThread | undefined
+}
+
+port.on('message', (first: ToLedgerThread) => {
+  const durable: [id: number, outcome: Outcome][] = []
+  let ops = take(first)
+  // Each group answers its holds and releases once committed. Before the sync that its captures wait for, what
+  // arrived meanwhile commits too (a group of its own), and shares that sync instead of waiting for the next cycle.
+  for (let groups = 0; ops.length > 0; groups++) {
     const outcomes = ledger.runGroup(ops.map(([, op]) => op))
-    const now: number[] = []
-    const nowOutcomes: Outcome[] = []
-    const durable: number[] = []
-    const durableOutcomes: Outcome[] = []
-    ops.forEach(([id, op], i) => {
-      const o = outcomes[i]!
-      if (op.kind === 'capture' && o.ok) {
-        durable.push(id)
-        durableOutcomes.push(o)
-      } else {
-        now.push(id)
-        nowOutcomes.push(o)
-      }
-    })
-    answer(now, nowOutcomes)
-    if (durable.length > 0) {
-      try {
-        syncWal()
-      } catch (error) {
-        // After a failed fsync the kernel may have dropped the pages it could not write, and a later fsync succeed:
-        // frames chain their checksums, so captures acknowledged after the hole would be lost on recovery. Stop.
-        port.postMessage({ done: durable.map((id) => [id, { ok: false, error }]), fatal: String(error) } satisfies FromLedgerThread)
-        db.close()
-        process.exit(1)
-      }
-      answer(durable, durableOutcomes)
+    const now: [id: number, outcome: Outcome][] = []
+    ops.forEach(([id, op], i) => (op.kind === 'capture' && outcomes[i]!.ok ? durable : now).push([id, outcomes[i]!]))
+    if (now.length > 0) port.postMessage({ done: now } satisfies FromLedgerThread)
+    if (durable.length === 0 || groups + 1 >= GROUPS_PER_SYNC) break
+    ops = take()
+  }
+  if (durable.length > 0) {
+    try {
+      syncWal()
+    } catch (error) {
+      // After a failed fsync the kernel may have dropped the pages it could not write, and a later fsync succeed:
+      // frames chain their checksums, so captures acknowledged after the hole would be lost on recovery. Stop.
+      port.postMessage({ done: durable.map(([id]) => [id, { ok: false, error }]), fatal: String(error) } satisfies FromLedgerThread)
+      db.close()
+      process.exit(1)
     }
+    port.postMessage({ done: durable } satisfies FromLedgerThread)
   }
   if (closing) {
     db.close()
