@@ -174,3 +174,53 @@ describe('the OpenAI-compatible adapter reading a plain reply', () => {
     expect(out).toEqual([[{ type: 'failure', failure: { kind: 'unavailable', detail: 'upstream connection failed: ECONNREFUSED' } }]])
   })
 })
+
+/** A broken upstream cannot make the gateway hold an unbounded reply in memory. */
+describe('the OpenAI-compatible adapter facing a reply without end', () => {
+  let huge: Server
+  let url: string
+  beforeAll(async () => {
+    huge = createServer((req, res) => {
+      req.resume()
+      req.on('end', () => {
+        const stream = req.url === '/stream/chat/completions'
+        res.writeHead(200, { 'content-type': stream ? 'text/event-stream' : 'application/json' })
+        // 17 MiB in 1 MiB writes: one JSON string, or one event's data line that never ends.
+        const piece = 'x'.repeat(1024 * 1024)
+        res.write(stream ? `data: {"choices":[{"index":0,"delta":{"content":"` : '{"choices":[{"message":{"content":"')
+        let sent = 0
+        const more = () => {
+          while (sent < 17 && res.write(piece)) sent++
+          if (sent < 17) res.once('drain', () => { sent++; more() })
+          else res.end('"}}]}')
+        }
+        more()
+      })
+    })
+    await new Promise<void>((resolve) => huge.listen(0, '127.0.0.1', resolve))
+    url = `http://127.0.0.1:${(huge.address() as AddressInfo).port}`
+  })
+  afterAll(() => new Promise<void>((resolve) => {
+    huge.closeAllConnections()
+    huge.close(() => resolve())
+  }))
+
+  async function read(path: string, stream: boolean): Promise<UpstreamEvent[]> {
+    const provider = new OpenAICompatibleProvider(`${url}/${path}`, undefined, { firstByteTimeoutMs: 5000, replyTimeoutMs: 5000, idleTimeoutMs: 5000 })
+    const out: UpstreamEvent[] = []
+    try {
+      for await (const events of provider.stream('m', { bodyJson: '{}', stream }, new Cancel())) out.push(...events)
+    } finally {
+      await provider.close()
+    }
+    return out
+  }
+
+  it('drops a plain reply past 16 MiB as invalid output', async () => {
+    expect(await read('plain', false)).toEqual([{ type: 'failure', failure: { kind: 'invalid_output', detail: 'reply larger than 16 MiB' } }])
+  })
+
+  it('ends a stream whose event passes 16 MiB as invalid output', async () => {
+    expect(await read('stream', true)).toEqual([{ type: 'failure', failure: { kind: 'invalid_output', detail: 'stream event larger than 16 MiB' } }])
+  })
+})

@@ -1,7 +1,7 @@
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Cancel } from './cancel.js'
-import { plainExchange, type PlainReply } from './plain-exchange.js'
+import { plainExchange, ReplyTooLarge, type PlainReply } from './plain-exchange.js'
 import { SseParser } from './sse-parser.js'
 import { dataEvents, replyEvents } from './openai-chunks.js'
 import type { Failure, Provider, UpstreamEvent, UpstreamRequest } from './types.js'
@@ -16,6 +16,8 @@ export interface UpstreamTimeouts {
 }
 
 const MAX_ERROR_BODY = 2048
+/** What a plain reply, or one event of a stream, may weigh: far above any completion, a bound on a broken upstream. */
+const MAX_REPLY_BYTES = 16 * 1024 * 1024
 
 function failure(kind: Failure['kind'], detail: string, status?: number): UpstreamEvent {
   return { type: 'failure', failure: status === undefined ? { kind, detail } : { kind, detail, status } }
@@ -62,10 +64,10 @@ export class OpenAICompatibleProvider implements Provider {
       try {
         const body = requestBody(upstreamModel, request)
         // The reply is bounded as a whole by the timer above.
-        const reply = await plainExchange(this.pool, { path: this.path, headers: this.headers, body, headersTimeout: budgetMs + 1000, bodyTimeout: budgetMs + 1000 }, attempt, MAX_ERROR_BODY)
+        const reply = await plainExchange(this.pool, { path: this.path, headers: this.headers, body, headersTimeout: budgetMs + 1000, bodyTimeout: budgetMs + 1000 }, attempt, { errorBytes: MAX_ERROR_BODY, replyBytes: MAX_REPLY_BYTES })
         events = plainEvents(reply)
       } catch (err) {
-        events = [why(err)]
+        events = [err instanceof ReplyTooLarge ? failure('invalid_output', err.message) : why(err)]
       } finally {
         clearTimer()
         client.removeListener('abort', onAbort)
@@ -141,6 +143,9 @@ export class OpenAICompatibleProvider implements Provider {
           }
           dataEvents(data, events)
           if (events[events.length - 1]?.type === 'failure') break
+        }
+        if (parser.buffered > MAX_REPLY_BYTES && events[events.length - 1]?.type !== 'failure') {
+          events.push(failure('invalid_output', `stream event larger than ${MAX_REPLY_BYTES / 1024 / 1024} MiB`))
         }
         if (events.length === 0) continue
         if (!finished) finished = events.some((e) => e.type === 'finish')

@@ -25,4 +25,15 @@ describe('SseParser', () => {
     const lines = Array.from({ length: 50 }, (_, i) => `data: ${i}\n\n`).join('')
     expect(all([`${lines}data: last\r\r`])).toEqual([...Array.from({ length: 50 }, (_, i) => String(i)), 'last'])
   })
+
+  it('reads a long line that came in many reads, and counts what it holds until the line ends', () => {
+    const p = new SseParser()
+    const piece = 'y'.repeat(1000)
+    expect(p.push('data: {"a":"')).toEqual([])
+    for (let i = 0; i < 2000; i++) expect(p.push(piece)).toEqual([])
+    expect(p.buffered).toBe('data: {"a":"'.length + 2_000_000)
+    expect(p.push('"}\r')).toEqual([])
+    expect(p.push('\n\r\n')).toEqual([`{"a":"${piece.repeat(2000)}"}`])
+    expect(p.buffered).toBe(0)
+  })
 })

@@ -7,15 +7,28 @@ export class SseParser {
   private data: string[] = []
   /** Next CR at or after the last search start; -1 none in the buffer; -2 not searched since the buffer changed. */
   private cr = -2
+  /**
+   * Reads without a line end, after the buffer: most of a long line. Kept aside and joined once the line ends, for
+   * appending each to the buffer and searching it again would cost the whole line on every read.
+   */
+  private parts: string[] = []
+  private partsLength = 0
 
   /** Feeds decoded text; returns the payloads of the events it completed. */
   push(text: string): string[] {
+    if (text.indexOf('\n') < 0 && text.indexOf('\r') < 0 && !this.buffer.endsWith('\r')) {
+      this.parts.push(text)
+      this.partsLength += text.length
+      return []
+    }
     const out: string[] = []
-    this.buffer += text
+    // What was held has no line end, but for a CR at its very end (the first half of a CRLF, perhaps).
+    const scanFrom = Math.max(0, this.buffer.length + this.partsLength - 1)
+    this.buffer += this.takeParts() + text
     this.cr = -2
     let start = 0
     for (;;) {
-      const nl = this.nextLineEnd(start)
+      const nl = this.nextLineEnd(Math.max(start, scanFrom))
       if (nl < 0) break
       const line = this.buffer.slice(start, nl)
       start = nl + (this.buffer[nl] === '\r' && this.buffer[nl + 1] === '\n' ? 2 : 1)
@@ -31,14 +44,30 @@ export class SseParser {
     return out
   }
 
+  /** Characters held for the event under way (its data lines so far and the unfinished line). */
+  get buffered(): number {
+    let n = this.buffer.length + this.partsLength
+    for (const d of this.data) n += d.length
+    return n
+  }
+
   /** Payload of an event left unterminated when the stream ended, if any. */
   end(): string | undefined {
+    this.buffer += this.takeParts()
     if (this.buffer.startsWith('data:')) this.data.push(this.buffer.slice(this.buffer.charCodeAt(5) === 32 ? 6 : 5))
     this.buffer = ''
     this.cr = -2
     const last = this.data.length ? this.data.join('\n') : undefined
     this.data = []
     return last
+  }
+
+  private takeParts(): string {
+    if (this.parts.length === 0) return ''
+    const text = this.parts.join('')
+    this.parts = []
+    this.partsLength = 0
+    return text
   }
 
   private nextLineEnd(from: number): number {
