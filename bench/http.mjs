@@ -5,7 +5,7 @@
 // and (c) is measured in --rounds interleaved rounds (raw, gateway, raw, gateway, …) and the table shows medians,
 // ratios being the median of the per-round ratios.
 // Usage: npm run bench [-- --seconds 5 --warmup 2 --rounds 3 --concurrency 16,64 --modes plain,stream --soak 60 --profile]
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -129,9 +129,35 @@ if (soak) {
 }
 gw.child.kill('SIGTERM')
 await new Promise((r) => gw.child.once('exit', r))
+
+/**
+ * What the disk alone adds to a charged reply: the wall time of an fdatasync after a 4 KiB overwrite in the store's
+ * directory (a group's WAL frames, rewritten in place), with nothing else running. Every capture acknowledged to a
+ * client waits for one, so no added p50 can be below this one's.
+ */
+function syncFloor(directory) {
+  const path = join(directory, 'sync-floor')
+  const fd = openSync(path, 'w+')
+  const page = Buffer.alloc(4096, 1)
+  for (let i = 0; i < 64; i++) writeSync(fd, page, 0, page.length, i * page.length)
+  fdatasyncSync(fd)
+  const ms = []
+  for (let i = 0; i < 400; i++) {
+    writeSync(fd, page, 0, page.length, (i % 64) * page.length)
+    const t0 = performance.now()
+    fdatasyncSync(fd)
+    ms.push(performance.now() - t0)
+  }
+  closeSync(fd)
+  rmSync(path)
+  ms.sort((a, b) => a - b)
+  return { p50_ms: +ms[200].toFixed(3), p99_ms: +ms[396].toFixed(3) }
+}
+const floor = syncFloor(dir)
+console.log(`disk floor of a durable capture: fdatasync after a 4 KiB overwrite in the store's directory, p50 ${floor.p50_ms} ms, p99 ${floor.p99_ms} ms (nothing else running)`)
 const usage = cli('usage', '--wallet', wallet, '--limit', '1')
 mkdirSync(join('bench', 'results'), { recursive: true })
 const out = join('bench', 'results', `http-${new Date().toISOString().replace(/[:.]/g, '-')}.json`)
-writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), options: o, rows, ratios, runs, soak, last_usage: usage.data[0] ?? null }, null, 2))
+writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), options: o, rows, ratios, runs, soak, sync_floor: floor, last_usage: usage.data[0] ?? null }, null, 2))
 console.log(`written ${out}`)
 process.exit(0)
