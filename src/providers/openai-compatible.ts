@@ -96,8 +96,7 @@ export class OpenAICompatibleProvider implements Provider {
     try {
       if (res.statusCode !== 200) {
         clearTimer()
-        const text = await readBounded(res.body)
-        yield [failure('unavailable', `upstream answered ${res.statusCode}: ${text}`, res.statusCode)]
+        yield plainEvents({ status: res.statusCode, text: await readBounded(res.body) })
         return
       }
       const type = String(res.headers['content-type'] ?? '')
@@ -111,14 +110,7 @@ export class OpenAICompatibleProvider implements Provider {
           return
         }
         clearTimer()
-        let parsed: unknown
-        try {
-          parsed = JSON.parse(text)
-        } catch {
-          yield [failure('invalid_output', 'reply is not JSON')]
-          return
-        }
-        yield replyEvents(parsed)
+        yield plainEvents({ status: 200, text })
         return
       }
       yield* this.readStream(res, clearTimer, why)
@@ -172,7 +164,7 @@ export function requestBody(upstreamModel: string, request: UpstreamRequest): st
   return request.bodyJson === '{}' ? `${head}}` : `${head},${request.bodyJson.slice(1)}`
 }
 
-/** The events of a plain reply: its content, or why it cannot be used. */
+/** The events of a whole reply (a plain one, or a refusal): its content, or why it cannot be used. */
 function plainEvents(reply: PlainReply): UpstreamEvent[] {
   if (reply.status !== 200) return [failure('unavailable', `upstream answered ${reply.status}: ${errorSummary(reply.text)}`, reply.status)]
   let parsed: unknown
@@ -189,6 +181,7 @@ function errorSummary(text: string): string {
   return text.slice(0, 200).replace(/\s+/g, ' ')
 }
 
+/** The start of a refusal's body: reading stops past MAX_ERROR_BODY characters. */
 async function readBounded(body: Dispatcher.ResponseData['body']): Promise<string> {
   let text = ''
   try {
@@ -200,5 +193,5 @@ async function readBounded(body: Dispatcher.ResponseData['body']): Promise<strin
   } catch {
     // The status already says what matters.
   }
-  return errorSummary(text)
+  return text
 }
