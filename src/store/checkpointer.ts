@@ -108,10 +108,9 @@ export class Checkpointer {
   }
 
   /**
-   * Called before the ledger's next writes are handed to its thread, once none of the ledger's are in flight. When
+   * Called before the ledger's next group of writes (none of the ledger's are under way then). When
    * the last checkpoint found the WAL past its limit, the worker checkpoints what is left while the ledger holds its
-   * writes (writes of the event loop's own connection are not held: they only make the
-   * tail longer), so that the next group starts the WAL over and SQLite truncates the file to journal_size_limit.
+   * writes (the store's other writes are not held: they only make the tail longer), so that the next group starts the WAL over and SQLite truncates the file to journal_size_limit.
    * At most once per checkpoint report.
    */
   async beforeWrite(): Promise<void> {

@@ -1,59 +1,173 @@
 import type BetterSqlite3 from 'better-sqlite3'
 import type { Kysely } from 'kysely'
 import type { Database } from './schema.js'
-import { QueuedLedger, sqliteLedgerOps, type LedgerOp, type Outcome } from './sqlite-ledger-ops.js'
+import { sqliteLedgerOps, type LedgerOp, type Outcome } from './sqlite-ledger-ops.js'
+import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './ledger-types.js'
+import type { UsageRecord } from './usage.js'
+import { BUSY_WAIT_MS } from './sqlite-dialect.js'
+import { WalSync, type SyncFile } from './wal-sync.js'
+
+/** What the ledger needs from the checkpointer: a gate before its writes. */
+export interface WalKeeper {
+  /** A tail checkpoint is due: the ledger's next writes wait for `beforeWrite`. */
+  readonly tailDue: boolean
+  beforeWrite(): Promise<void>
+}
+
+/** The database file a ledger writes: the WAL beside it is what a capture waits for. */
+export interface SqliteFile {
+  path: string
+  checkpointer: WalKeeper
+}
 
 interface Pending {
   op: LedgerOp
   resolve: (v: never) => void
   reject: (e: unknown) => void
+  /** When the database was first found locked by another process for this operation. */
+  lockedSince?: number
 }
 
+const isBusy = (o: Outcome) => !o.ok && (o.error as { code?: string }).code === 'SQLITE_BUSY'
+
 /**
- * The hot ledger of an in-memory SQLite database, which no other thread can open: the same grouped statements as
- * the ledger thread, run on the event loop. Operations of one turn form one group, under Kysely's connection mutex
- * (never inside a Kysely transaction on the same connection). Nothing to sync: the database is not on disk.
+ * The hot ledger of a SQLite store: holds, captures, releases and refusals' usage records, on the event loop's own
+ * connection, the one writer of this process. The operations of one event-loop turn run as one group (one IMMEDIATE
+ * transaction of prepared statements, `sqliteLedgerOps`), so a request's hold commits in the turn that asked for it,
+ * with no thread to cross. Holds and releases resolve once committed (`synchronous = NORMAL`: commits write the WAL
+ * but do not sync it); captures once the WAL that holds them is on disk (`WalSync`, one fdatasync on libuv's pool
+ * shared by every capture committed before it began). Captures that arrive while a sync is on the disk could only
+ * be covered by the next one: they wait for it uncommitted and commit together as it begins, which costs them no
+ * time and writes fewer pages per request. An in-memory database has nothing to sync.
+ *
+ * Admission stays one conditional UPDATE in the store, so another process writing the file (the `svc` CLI) stays
+ * safe beside it. Such a process may hold the write lock: the connection has busy_timeout 0 (the event loop never
+ * sleeps in SQLite), and a group refused as locked did nothing and is retried on a timer, for up to BUSY_WAIT_MS.
+ * Groups run under Kysely's connection lock, never inside one of its transactions on the same connection.
  */
-export class SqliteHotLedger extends QueuedLedger {
+export class SqliteHotLedger implements HotLedger {
   private readonly ledger
+  private readonly wal: WalSync | undefined
   private queue: Pending[] = []
-  /** Groups scheduled or running. */
-  private flushes = 0
+  private scheduled = false
+  private running = false
+  private backoff: NodeJS.Timeout | undefined
+  private backoffMs = 0
+  /** Operations enqueued and not yet settled; `close` waits for none. */
+  private unsettled = 0
+  private drained: (() => void)[] = []
+  private closed = false
 
-  constructor(raw: BetterSqlite3.Database, private readonly db: Kysely<Database>) {
-    super()
+  constructor(raw: BetterSqlite3.Database, private readonly db: Kysely<Database>, private readonly file?: SqliteFile, syncFile?: SyncFile) {
     this.ledger = sqliteLedgerOps(raw)
+    this.wal = file && new WalSync(`${file.path}-wal`, () => this.schedule(), syncFile)
   }
 
-  async close(): Promise<void> {
-    while (this.flushes > 0) await new Promise((resolve) => setTimeout(resolve, 2))
+  hold(h: HoldRequest): Promise<HoldResult> {
+    return this.enqueue({ kind: 'hold', hold: h })
   }
 
-  /** Queues an operation for the next group; settles once the group committed. */
-  protected enqueue<T>(op: LedgerOp): Promise<T> {
+  capture(c: CaptureRequest): Promise<boolean> {
+    return this.enqueue({ kind: 'capture', capture: c })
+  }
+
+  release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
+    return this.enqueue({ kind: 'release', requestId, now, usage })
+  }
+
+  record(usage: UsageRecord): Promise<void> {
+    return this.enqueue({ kind: 'record', usage })
+  }
+
+  private enqueue<T>(op: LedgerOp): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('the store is closed'))
+    if (this.wal?.failure) return Promise.reject(this.wal.failure)
+    this.unsettled++
     return new Promise<T>((resolve, reject) => {
-      if (this.queue.length === 0) {
-        this.flushes++
-        setImmediate(() => void this.flush().finally(() => this.flushes--))
-      }
-      this.queue.push({ op, resolve: resolve as (v: never) => void, reject })
+      this.queue.push({ op, resolve: this.settling(resolve as (v: never) => void), reject: this.settling(reject) })
+      this.schedule()
     })
   }
 
-  private async flush(): Promise<void> {
-    const pending = this.queue
-    this.queue = []
+  private settling<A>(fn: (a: A) => void): (a: A) => void {
+    return (a) => {
+      fn(a)
+      if (--this.unsettled === 0) for (const done of this.drained.splice(0)) done()
+    }
+  }
+
+  /** Runs what is queued at the end of this turn (unless a group is running or the database is locked). */
+  private schedule(): void {
+    if (this.scheduled || this.running || this.backoff || this.queue.length === 0) return
+    this.scheduled = true
+    setImmediate(this.flush)
+  }
+
+  private readonly flush = async (): Promise<void> => {
+    this.scheduled = false
+    const syncing = this.wal?.syncing ?? false
+    const group = syncing ? this.queue.filter((p) => p.op.kind !== 'capture') : this.queue
+    if (group.length === 0) return
+    this.queue = syncing ? this.queue.filter((p) => p.op.kind === 'capture') : []
+    this.running = true
+    try {
+      await this.commit(group)
+    } finally {
+      this.running = false
+      this.schedule()
+    }
+  }
+
+  private async commit(group: Pending[]): Promise<void> {
+    if (this.file?.checkpointer.tailDue) await this.file.checkpointer.beforeWrite()
+    const failure = this.wal?.failure
+    if (failure) return group.forEach((p) => p.reject(failure))
     let outcomes: Outcome[]
     try {
-      outcomes = await this.db.connection().execute(async () => this.ledger.runGroup(pending.map((p) => p.op)))
+      outcomes = await this.db.connection().execute(async () => this.ledger.runGroup(group.map((p) => p.op)))
     } catch (err) {
-      for (const p of pending) p.reject(err)
+      for (const p of group) p.reject(err)
       return
     }
-    pending.forEach((p, i) => {
+    const durable: [Pending, unknown][] = []
+    const locked: Pending[] = []
+    group.forEach((p, i) => {
       const o = outcomes[i]!
-      if (o.ok) p.resolve(o.value as never)
-      else p.reject(o.error)
+      if (isBusy(o) && this.stillPatient(p)) locked.push(p)
+      else if (!o.ok) p.reject(o.error)
+      else if (this.wal && p.op.kind === 'capture') durable.push([p, o.value])
+      else p.resolve(o.value as never)
     })
+    if (durable.length > 0) {
+      this.wal!.durable().then(
+        () => durable.forEach(([p, value]) => p.resolve(value as never)),
+        (err) => durable.forEach(([p]) => p.reject(err)),
+      )
+    }
+    if (locked.length > 0) this.retryLater(locked)
+    else this.backoffMs = 0
+  }
+
+  private stillPatient(p: Pending): boolean {
+    const now = Date.now()
+    p.lockedSince ??= now
+    return now - p.lockedSince < BUSY_WAIT_MS
+  }
+
+  /** Another process holds the write lock: these go first once a timer (1, 2, 4 … 16 ms) has let it finish. */
+  private retryLater(locked: Pending[]): void {
+    this.queue = [...locked, ...this.queue]
+    this.backoffMs = Math.min(Math.max(1, this.backoffMs * 2), 16)
+    this.backoff = setTimeout(() => {
+      this.backoff = undefined
+      this.schedule()
+    }, this.backoffMs)
+  }
+
+  /** Resolves once every operation enqueued has settled (callers stop first) and the WAL is let go. */
+  async close(): Promise<void> {
+    if (this.unsettled > 0) await new Promise<void>((resolve) => this.drained.push(resolve))
+    this.closed = true
+    await this.wal?.close()
   }
 }

@@ -5,12 +5,12 @@ import { CompiledQuery, SqliteDialect, SqliteDriver, type DatabaseConnection } f
 export const BUSY_WAIT_MS = 5_000
 
 /**
- * Kysely over the event loop's SQLite connection, beside the ledger thread (and a CLI process) writing the same file:
+ * Kysely over the event loop's SQLite connection, which other processes (the `svc` CLI) may write beside:
  * - transactions begin IMMEDIATE: begun deferred, one that read before it wrote would fail (SQLITE_BUSY_SNAPSHOT)
- *   when the thread committed in between, where an immediate one waits its turn and then reads the latest state;
+ *   when another process committed in between, where an immediate one waits its turn and then reads the latest state;
  * - a locked database is waited for on timers, never in SQLite's busy handler (the connection has busy_timeout 0):
  *   better-sqlite3 is synchronous, and the handler's sleeps (1, 2, 5 … ms) would stop the whole event loop while
- *   the thread commits a group.
+ *   another process commits.
  */
 export class PatientSqliteDialect extends SqliteDialect {
   override createDriver(): SqliteDriver {

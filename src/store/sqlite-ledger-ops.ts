@@ -2,19 +2,14 @@ import type BetterSqlite3 from 'better-sqlite3'
 import { toAccount } from './accounts.js'
 import { big, num } from './dialect.js'
 import type { UsageRecord } from './usage.js'
-import { overCapture, refusalOf, usageValues, USAGE_COLUMNS, type CaptureRequest, type HoldRequest, type HoldResult, type HotLedger } from './ledger-types.js'
+import { overCapture, refusalOf, usageValues, USAGE_COLUMNS, type CaptureRequest, type HoldRequest, type HoldResult } from './ledger-types.js'
 
-/**
- * One hot-ledger operation as data: what crosses to the ledger thread, and what a group runs. `replay` marks an
- * operation sent again because the thread that had it died before answering: it may have committed already, and is
- * then answered from what it wrote instead of being refused as a closed (or duplicate) hold.
- */
-export type LedgerOp = (
+/** One hot-ledger operation as data: what a group runs. */
+export type LedgerOp =
   | { kind: 'hold'; hold: HoldRequest }
   | { kind: 'capture'; capture: CaptureRequest }
   | { kind: 'release'; requestId: string; now: number; usage: UsageRecord }
   | { kind: 'record'; usage: UsageRecord }
-) & { replay?: true }
 
 export type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown }
 
@@ -22,8 +17,8 @@ export type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown
  * The hold, capture and release of a request as prepared statements on one SQLite connection, and the group commit
  * that runs many of them in ONE immediate transaction (page writes to the WAL are shared by the group instead of
  * paid per request). Operations only throw on bugs; then the group rolls back and each operation is replayed in its
- * own transaction, so one failure never takes the others with it (unless the database is locked: then all fail). Used by the ledger thread and, for an in-memory
- * database, on the event loop.
+ * own transaction, so one failure never takes the others with it. A database locked by another process fails every
+ * operation with SQLITE_BUSY, having done nothing (the caller retries).
  */
 export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: LedgerOp[]): Outcome[] } {
   const p = (sql: string) => raw.prepare(sql)
@@ -33,7 +28,6 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: Le
     insertHold: p(`INSERT INTO holds (request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?)`),
     posting: p('INSERT INTO postings (ref, account_id, book, kind, amount, created_at) VALUES (?, ?, ?, ?, ?, ?)'),
     openHold: p(`SELECT account_id, amount FROM holds WHERE request_id = ? AND status = 'open'`),
-    holdStatus: p('SELECT status FROM holds WHERE request_id = ?').pluck(),
     // Closing a hold and reading what it held is one statement; the separate read is only for a refusal's reason.
     captureHold: p(`UPDATE holds SET status = 'captured', cost = ?, payee_id = ?, fee = ?, closed_at = ? WHERE request_id = ? AND status = 'open' AND amount >= ? RETURNING account_id, amount`),
     captureAccount: p('UPDATE accounts SET balance = balance - ?, held = held - ?, cap = CASE WHEN cap > ? THEN cap - ? ELSE 0 END WHERE id = ?'),
@@ -88,21 +82,7 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: Le
     return held !== undefined
   }
 
-  /** What an operation that may have committed before its thread died already did; undefined when it did not. */
-  const replayed = (op: LedgerOp): unknown => {
-    if (op.kind === 'record') return undefined
-    const status = s.holdStatus.get(op.kind === 'hold' ? op.hold.requestId : op.kind === 'capture' ? op.capture.requestId : op.requestId) as string | undefined
-    if (op.kind === 'hold' && status !== undefined) return { ok: true }
-    if (op.kind === 'capture' && status === 'captured') return true
-    if (op.kind === 'release' && status === 'released') return true
-    return undefined
-  }
-
   const run = (op: LedgerOp): unknown => {
-    if (op.replay) {
-      const done = replayed(op)
-      if (done !== undefined) return done
-    }
     switch (op.kind) {
       case 'hold': return hold(op.hold)
       case 'capture': return capture(op.capture)
@@ -118,7 +98,7 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: Le
       try {
         return group.immediate(ops).map((value) => ({ ok: true, value }))
       } catch (error) {
-        // Locked out (busy_timeout spent): every operation alone would wait as long again.
+        // Locked by another process: every operation alone would find it locked too.
         if ((error as { code?: string }).code === 'SQLITE_BUSY') return ops.map(() => ({ ok: false, error }))
         return ops.map((op) => {
           try {
@@ -129,27 +109,5 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: Le
         })
       }
     },
-  }
-}
-
-/** The hot ledger's operations as data, queued by the SQLite ledgers (on the event loop, or on their own thread). */
-export abstract class QueuedLedger implements HotLedger {
-  protected abstract enqueue<T>(op: LedgerOp): Promise<T>
-  abstract close(): Promise<void>
-
-  hold(h: HoldRequest): Promise<HoldResult> {
-    return this.enqueue({ kind: 'hold', hold: h })
-  }
-
-  capture(c: CaptureRequest): Promise<boolean> {
-    return this.enqueue({ kind: 'capture', capture: c })
-  }
-
-  release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
-    return this.enqueue({ kind: 'release', requestId, now, usage })
-  }
-
-  record(usage: UsageRecord): Promise<void> {
-    return this.enqueue({ kind: 'record', usage })
   }
 }

@@ -1,0 +1,162 @@
+import { fdatasync } from 'node:fs'
+import { afterEach, describe, expect, it } from 'vitest'
+import BetterSqlite3 from 'better-sqlite3'
+import { openStore } from './open.js'
+import type { Store } from './store.js'
+import { SYSTEM_ACCOUNTS } from './accounts.js'
+import type { SyncFile } from './wal-sync.js'
+import { freshSqliteUrl } from '../../test/helpers/stores.js'
+import { usageRecord } from '../../test/helpers/store-fixture.js'
+
+/** A WAL sync the test finishes by hand: `syncs` counts those begun, `finish` ends the oldest (or fails it). */
+function manualSync() {
+  const pending: ((err: NodeJS.ErrnoException | null) => void)[] = []
+  const sync = {
+    syncs: 0,
+    syncFile: ((fd, done) => {
+      sync.syncs++
+      pending.push((err) => (err ? done(err) : fdatasync(fd, done)))
+    }) as SyncFile,
+    get waiting() {
+      return pending.length
+    },
+    finish(err: NodeJS.ErrnoException | null = null) {
+      pending.shift()!(err)
+    },
+  }
+  return sync
+}
+
+const tick = () => new Promise((resolve) => setImmediate(resolve))
+const settled = async <T>(p: Promise<T>): Promise<'pending' | 'resolved' | 'rejected'> => {
+  let state: 'pending' | 'resolved' | 'rejected' = 'pending'
+  p.then(() => (state = 'resolved'), () => (state = 'rejected'))
+  for (let i = 0; i < 5; i++) await tick()
+  return state
+}
+
+/** The SQLite file's ledger runs on the event loop's connection; captures wait for the WAL's sync on libuv's pool. */
+describe('the hot ledger of a SQLite file', () => {
+  let store: Store | undefined
+  let url: string
+  let ids: { user: number; other: number; payee: number; fees: number }
+  afterEach(async () => {
+    await store?.close()
+    store = undefined
+  })
+
+  async function open(syncFile?: SyncFile): Promise<Store> {
+    url = freshSqliteUrl()
+    store = await openStore(url, () => 1000, syncFile ? { syncFile } : {})
+    const id = async (address: string, kind: 'user' | 'provider') => (await store!.accounts.ensure(address, kind, 1000)).account.id
+    ids = {
+      user: await id('0x1111111111111111111111111111111111111111', 'user'),
+      other: await id('0x3333333333333333333333333333333333333333', 'user'),
+      payee: await id('0x2222222222222222222222222222222222222222', 'provider'),
+      fees: (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id,
+    }
+    for (const account of [ids.user, ids.other]) {
+      await store.accounts.deposit(account, 10n ** 9n, `dep_${account}`, 1000)
+      await store.accounts.approve(account, 10n ** 9n)
+    }
+    return store
+  }
+
+  const hold = (s: Store, requestId: string, accountId = ids.user) =>
+    s.ledger.hold({ requestId, accountId, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'i1', now: 1000, expiresAt: 10_000 })
+  const capture = (s: Store, requestId: string, accountId = ids.user) =>
+    s.ledger.capture({ requestId, cost: 40n, payeeId: ids.payee, fee: 2n, feeAccountId: ids.fees, now: 1000, usage: usageRecord(requestId, accountId, 40n) })
+  const serve = async (s: Store, requestId: string, accountId = ids.user) => {
+    const held = await hold(s, requestId, accountId)
+    if (!held.ok) throw new Error(`hold refused: ${held.reason}`)
+    return capture(s, requestId, accountId)
+  }
+  const status = (requestId: string) => {
+    const other = new BetterSqlite3(url.slice('sqlite:'.length), { readonly: true })
+    try {
+      return (other.prepare('SELECT status FROM holds WHERE request_id = ?').pluck().get(requestId) as string | undefined) ?? null
+    } finally {
+      other.close()
+    }
+  }
+
+  it('answers a hold once committed, and a capture only once a WAL sync that began after its commit has ended', async () => {
+    const sync = manualSync()
+    const s = await open(sync.syncFile)
+    expect(await hold(s, 'r1')).toEqual({ ok: true })
+    expect(sync.syncs).toBe(0)
+    const first = capture(s, 'r1')
+    expect(await settled(first)).toBe('pending')
+    expect(status('r1')).toBe('captured')
+    expect(sync.syncs).toBe(1)
+    // Held while the first sync is on the disk: the second capture commits only once it ended, then waits for its own.
+    expect(await hold(s, 'r2')).toEqual({ ok: true })
+    const second = capture(s, 'r2')
+    expect(await settled(second)).toBe('pending')
+    expect(status('r2')).toBe('open')
+    sync.finish()
+    expect(await first).toBe(true)
+    expect(await settled(second)).toBe('pending')
+    expect(status('r2')).toBe('captured')
+    expect(sync.syncs).toBe(2)
+    sync.finish()
+    expect(await second).toBe(true)
+    expect(await s.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+  })
+
+  it('refuses the captures a failed sync covered, and every operation after it', async () => {
+    const sync = manualSync()
+    const s = await open(sync.syncFile)
+    expect(await hold(s, 'r1')).toEqual({ ok: true })
+    expect(await hold(s, 'r2')).toEqual({ ok: true })
+    const first = capture(s, 'r1')
+    expect(await settled(first)).toBe('pending')
+    const second = capture(s, 'r2')
+    sync.finish(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }))
+    await expect(first).rejects.toThrow(/cannot write to disk \(EIO/)
+    await expect(second).rejects.toThrow(/cannot write to disk/)
+    await expect(hold(s, 'r3')).rejects.toThrow(/cannot write to disk/)
+    expect(sync.waiting).toBe(0)
+    expect(status('r3')).toBe(null)
+  })
+
+  it("commits beside the event loop's own transactions, which read before they write", async () => {
+    const s = await open()
+    await serve(s, 'warm')
+    const requests = Array.from({ length: 200 }, (_, i) => serve(s, `req_${i}`, i % 2 ? ids.user : ids.other))
+    // A transaction that reads, lets time pass, then writes: the ledger's groups wait for it, then go on.
+    const batch = s.db.transaction().execute(async (trx) => {
+      const before = await trx.selectFrom('accounts').select('id').where('id', '=', ids.user).executeTakeFirst()
+      await new Promise((resolve) => setTimeout(resolve, 30))
+      await trx.updateTable('accounts').set({ cap: 10n ** 9n }).where('id', '=', before!.id).execute()
+    })
+    const deposits = Array.from({ length: 20 }, (_, i) => s.accounts.deposit(ids.other, 1n, `dep_more_${i}`, 1000))
+    await batch
+    expect(await Promise.all(requests)).toEqual(requests.map(() => true))
+    await Promise.all(deposits)
+    expect(await s.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+    const left = (await s.accounts.byId(ids.user))!.balance + (await s.accounts.byId(ids.other))!.balance
+    expect(left).toBe(2n * 10n ** 9n + 20n - 201n * 40n)
+  })
+
+  it('waits on timers while another process holds the write lock, not asleep on the event loop', async () => {
+    const s = await open()
+    // Another connection holds the write lock and lets go on a timer: a busy handler sleeping on the event loop
+    // would keep that timer from ever firing, and the writes would fail after their whole timeout. The ledger and
+    // the store's own queries meet the lock one after the other (they share one connection).
+    const other = new BetterSqlite3(url.slice('sqlite:'.length))
+    try {
+      for (const write of [() => serve(s, 'locked'), () => s.accounts.approve(ids.user, 10n ** 8n)]) {
+        other.exec('BEGIN IMMEDIATE')
+        const started = performance.now()
+        setTimeout(() => other.exec('COMMIT'), 50)
+        await write()
+        expect(performance.now() - started).toBeGreaterThanOrEqual(45)
+      }
+      expect((await s.accounts.byId(ids.user))!).toMatchObject({ balance: 10n ** 9n - 40n, cap: 10n ** 8n })
+    } finally {
+      if (other.inTransaction) other.exec('ROLLBACK')
+      other.close()
+    }
+  })
+})

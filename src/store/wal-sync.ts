@@ -1,0 +1,80 @@
+import { closeSync, fdatasync, openSync } from 'node:fs'
+
+/** How the WAL reaches the disk: `fs.fdatasync`, run on libuv's pool; injected by tests. */
+export type SyncFile = (fd: number, done: (err: NodeJS.ErrnoException | null) => void) => void
+
+interface Waiter {
+  resolve: () => void
+  reject: (err: unknown) => void
+}
+
+/**
+ * Makes committed WAL frames durable: one `fdatasync` of the WAL at a time, on libuv's pool, so the event loop goes on
+ * serving while the disk flushes. A commit asks for durability after it returned; the first sync that begins after
+ * that covers it, and one sync covers every commit made before it began (group commit without holding anything back).
+ *
+ * A failed sync is final: Linux may drop the pages it could not write and let a later sync succeed, and the WAL's
+ * checksum chain would then discard every later frame on recovery, acknowledged ones included. Everything waiting
+ * is refused and so is everything after (`failure`), until the gateway restarts on a sound disk.
+ */
+export class WalSync {
+  private fd: number | undefined
+  /** Committed, waiting for the next sync to begin. */
+  private next: Waiter[] = []
+  private running = false
+  private idle: (() => void)[] = []
+  failure: Error | undefined
+
+  constructor(
+    private readonly walPath: string,
+    /** Called when a sync ended: what waited for it to commit can commit now. */
+    private readonly onSynced: () => void = () => {},
+    private readonly syncFile: SyncFile = fdatasync,
+  ) {}
+
+  /** A sync is on the disk now: what commits meanwhile waits for the next one. */
+  get syncing(): boolean {
+    return this.running
+  }
+
+  /** Resolves once everything committed before this call is on disk. */
+  durable(): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure)
+    return new Promise((resolve, reject) => {
+      this.next.push({ resolve, reject })
+      if (!this.running) this.start()
+    })
+  }
+
+  private start(): void {
+    const covered = this.next
+    this.next = []
+    this.running = true
+    try {
+      this.fd ??= openSync(this.walPath, 'r')
+      this.syncFile(this.fd, (err) => this.ended(covered, err))
+    } catch (err) {
+      this.ended(covered, err as NodeJS.ErrnoException)
+    }
+  }
+
+  private ended(covered: Waiter[], err: NodeJS.ErrnoException | null): void {
+    this.running = false
+    if (err && !this.failure) this.failure = new Error(`the ledger cannot write to disk (${err.message}); nothing more is charged until the gateway restarts on a sound disk`)
+    if (this.failure) {
+      for (const w of [...covered, ...this.next.splice(0)]) w.reject(this.failure)
+    } else {
+      for (const w of covered) w.resolve()
+      if (this.next.length > 0) this.start()
+    }
+    if (!this.running) for (const done of this.idle.splice(0)) done()
+    this.onSynced()
+  }
+
+  /** Waits for the sync under way (if any), then lets go of the WAL. */
+  async close(): Promise<void> {
+    if (this.running) await new Promise<void>((resolve) => this.idle.push(resolve))
+    if (this.fd !== undefined) closeSync(this.fd)
+    this.fd = undefined
+  }
+}
