@@ -3,8 +3,9 @@
 // path (key check, admission hold, metering, capture, usage record, durable SQLite ledger). Ratios are gateway/(b).
 // This machine is a shared VM whose speed drifts by tens of percent from one minute to the next: each figure of (b)
 // and (c) is measured in --rounds interleaved rounds (raw, gateway, raw, gateway, …) and the table shows medians,
-// ratios being the median of the per-round ratios.
-// Usage: npm run bench [-- --seconds 5 --warmup 2 --rounds 3 --concurrency 16,64 --modes plain,stream --soak 60 --profile]
+// ratios being the median of the per-round ratios. In a closed loop at concurrency 16 or 64 latency is mostly
+// queueing (concurrency over throughput); concurrency 1 shows what a request adds on a machine with room to spare.
+// Usage: npm run bench [-- --seconds 5 --warmup 2 --rounds 3 --concurrency 1,16,64 --modes plain,stream --soak 60 --profile]
 import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -13,7 +14,7 @@ import { benchGateway, BENCH_WALLET, cpuUs, load, MESSAGES, start } from './proc
 
 const { values: o } = parseArgs({
   options: {
-    seconds: { type: 'string', default: '5' }, warmup: { type: 'string', default: '2' }, concurrency: { type: 'string', default: '16,64' },
+    seconds: { type: 'string', default: '5' }, warmup: { type: 'string', default: '2' }, concurrency: { type: 'string', default: '1,16,64' },
     modes: { type: 'string', default: 'plain,stream' }, tokens: { type: 'string', default: '64' }, soak: { type: 'string', default: '0' },
     profile: { type: 'boolean', default: false }, targets: { type: 'string', default: 'upstream,raw-proxy,gateway' },
     rounds: { type: 'string', default: '3' }, settle: { type: 'string', default: '5' },
@@ -47,7 +48,7 @@ const gw = await start([CLI, 'serve', '--config', config, '--json'], { nodeArgs:
 const messages = MESSAGES
 const runs = []
 const want = o.targets.split(',')
-// A fresh process spends its first seconds compiling and filling caches (and the gateway starts its ledger thread):
+// A fresh process spends its first seconds compiling and filling caches:
 // each proxy is run through every mode once before any figure is taken, or the first figure measures start-up.
 for (const mode of o.modes.split(',')) {
   const body = { messages, max_tokens: tokens, stream: mode === 'stream' }

@@ -1,4 +1,4 @@
-// CPU per request of each thread of the gateway under load — the event loop, the ledger thread, the checkpointer,
+// CPU per request of each thread of the gateway under load — the event loop (which runs the ledger), the checkpointer,
 // V8's and libuv's helpers — beside the raw pass-through's whole CPU per request measured in the same run (the
 // baseline). Usage: npm run bench:threads [-- --mode plain|stream --concurrency 16 --seconds 8]
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -53,7 +53,7 @@ for (const [tid, a] of after) {
   const b = before.get(tid) ?? { us: 0, sys: 0 }
   const us = (a.us - b.us) / run.requests
   if (us <= 0) continue
-  // The event loop is the process's main thread; the busiest other thread under this load is the ledger's.
+  // The event loop is the process's main thread; the others are V8's helpers, libuv's pool (WAL syncs), the checkpointer.
   rows.push({ thread: tid === String(gw.child.pid) ? 'event loop' : `thread ${tid}`, cpu_us_per_req: +us.toFixed(1), sys_us_per_req: +((a.sys - b.sys) / run.requests).toFixed(1), 'of raw proxy': +(us / rawPerReq).toFixed(2) })
 }
 rows.sort((x, y) => y.cpu_us_per_req - x.cpu_us_per_req)
