@@ -84,16 +84,16 @@ export class SqliteHotLedger implements HotLedger {
     if (this.wal?.failure) return Promise.reject(this.wal.failure)
     this.unsettled++
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ op, resolve: this.settling(resolve as (v: never) => void), reject: this.settling(reject) })
+      let open = true
+      const once = <A>(fn: (a: A) => void) => (a: A) => {
+        if (!open) return
+        open = false
+        fn(a)
+        if (--this.unsettled === 0) for (const done of this.drained.splice(0)) done()
+      }
+      this.queue.push({ op, resolve: once(resolve as (v: never) => void), reject: once(reject) })
       this.schedule()
     })
-  }
-
-  private settling<A>(fn: (a: A) => void): (a: A) => void {
-    return (a) => {
-      fn(a)
-      if (--this.unsettled === 0) for (const done of this.drained.splice(0)) done()
-    }
   }
 
   /** Runs what is queued at the end of this turn (unless a group is running or the database is locked). */
@@ -112,6 +112,9 @@ export class SqliteHotLedger implements HotLedger {
     this.running = true
     try {
       await this.commit(group)
+    } catch (err) {
+      // A bug past the group's own handling: what it has not answered fails, and the ledger goes on.
+      for (const p of group) p.reject(err)
     } finally {
       this.running = false
       this.schedule()
