@@ -129,6 +129,16 @@ export class Checkpointer {
     clearTimeout(timer)
   }
 
+  /**
+   * Stops the worker at once, without the last checkpoint `stop` makes: after a failed WAL sync the WAL's pages on
+   * disk are not to be trusted, and copying them into the database would spread the damage.
+   */
+  async halt(): Promise<void> {
+    if (this.gone) return
+    this.stopping = true
+    await this.worker.terminate()
+  }
+
   async stop(): Promise<void> {
     if (this.gone) return
     this.stopping = true

@@ -1,5 +1,5 @@
 import { fdatasync } from 'node:fs'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import BetterSqlite3 from 'better-sqlite3'
 import { openStore } from './open.js'
 import type { Store } from './store.js'
@@ -8,13 +8,18 @@ import type { SyncFile } from './wal-sync.js'
 import { freshSqliteUrl } from '../../test/helpers/stores.js'
 import { usageRecord } from '../../test/helpers/store-fixture.js'
 
-/** A WAL sync the test finishes by hand: `syncs` counts those begun, `finish` ends the oldest (or fails it). */
+/**
+ * A WAL sync the test finishes by hand: `syncs` counts those begun, `onStart` runs as each begins, `finish` ends the
+ * oldest (with a real fdatasync, or failing it).
+ */
 function manualSync() {
   const pending: ((err: NodeJS.ErrnoException | null) => void)[] = []
   const sync = {
     syncs: 0,
+    onStart: () => {},
     syncFile: ((fd, done) => {
       sync.syncs++
+      sync.onStart()
       pending.push((err) => (err ? done(err) : fdatasync(fd, done)))
     }) as SyncFile,
     get waiting() {
@@ -83,12 +88,14 @@ describe('the hot ledger of a SQLite file', () => {
   it('answers a hold once committed, and a capture only once a WAL sync that began after its commit has ended', async () => {
     const sync = manualSync()
     const s = await open(sync.syncFile)
+    // What each sync found committed as it began.
+    const seen: (string | null)[][] = []
+    sync.onStart = () => seen.push([status('r1'), status('r2')])
     expect(await hold(s, 'r1')).toEqual({ ok: true })
     expect(sync.syncs).toBe(0)
     const first = capture(s, 'r1')
     expect(await settled(first)).toBe('pending')
-    expect(status('r1')).toBe('captured')
-    expect(sync.syncs).toBe(1)
+    expect(seen).toEqual([['captured', null]])
     // Held while the first sync is on the disk: the second capture commits only once it ended, then waits for its own.
     expect(await hold(s, 'r2')).toEqual({ ok: true })
     const second = capture(s, 'r2')
@@ -97,62 +104,114 @@ describe('the hot ledger of a SQLite file', () => {
     sync.finish()
     expect(await first).toBe(true)
     expect(await settled(second)).toBe('pending')
-    expect(status('r2')).toBe('captured')
-    expect(sync.syncs).toBe(2)
+    expect(seen).toEqual([['captured', null], ['captured', 'captured']])
     sync.finish()
     expect(await second).toBe(true)
     expect(await s.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
   })
 
-  it('refuses the captures a failed sync covered, and every operation after it', async () => {
+  it('keeps a release behind a capture of the same hold queued before it while a sync is on the disk', async () => {
     const sync = manualSync()
     const s = await open(sync.syncFile)
-    expect(await hold(s, 'r1')).toEqual({ ok: true })
-    expect(await hold(s, 'r2')).toEqual({ ok: true })
-    const first = capture(s, 'r1')
+    for (const id of ['r0', 'r1']) expect(await hold(s, id)).toEqual({ ok: true })
+    const first = capture(s, 'r0')
     expect(await settled(first)).toBe('pending')
-    const second = capture(s, 'r2')
-    sync.finish(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }))
-    await expect(first).rejects.toThrow(/cannot write to disk \(EIO/)
-    await expect(second).rejects.toThrow(/cannot write to disk/)
-    await expect(hold(s, 'r3')).rejects.toThrow(/cannot write to disk/)
-    expect(sync.waiting).toBe(0)
-    expect(status('r3')).toBe(null)
+    // A sweeper's release of r1 queued after r1's capture: the capture wins, the release finds the hold closed.
+    const captured = capture(s, 'r1')
+    const released = s.ledger.release('r1', 1000, usageRecord('r1', ids.user, 0n, { outcome: 'expired' }))
+    sync.finish()
+    await first
+    expect(await released).toBe(false)
+    sync.finish()
+    expect(await captured).toBe(true)
+    expect(status('r1')).toBe('captured')
   })
 
-  it("commits beside the event loop's own transactions, which read before they write", async () => {
+  it('closes once every operation settled, captures held back for a sync included', async () => {
+    const sync = manualSync()
+    const s = await open(sync.syncFile)
+    for (const id of ['r0', 'r1']) expect(await hold(s, id)).toEqual({ ok: true })
+    const first = capture(s, 'r0')
+    expect(await settled(first)).toBe('pending')
+    const second = capture(s, 'r1')
+    const closed = s.close()
+    store = undefined
+    expect(await settled(closed)).toBe('pending')
+    sync.finish()
+    expect(await first).toBe(true)
+    expect(await settled(closed)).toBe('pending')
+    sync.finish()
+    expect(await second).toBe(true)
+    await closed
+    expect(status('r1')).toBe('captured')
+  })
+
+  it('refuses the captures a failed sync covered, and every write after it', async () => {
+    const sync = manualSync()
+    const s = await open(sync.syncFile)
+    const logged = vi.spyOn(console, 'error').mockImplementation(() => {})
+    try {
+      expect(await hold(s, 'r1')).toEqual({ ok: true })
+      expect(await hold(s, 'r2')).toEqual({ ok: true })
+      const first = capture(s, 'r1')
+      expect(await settled(first)).toBe('pending')
+      const second = capture(s, 'r2')
+      sync.finish(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }))
+      await expect(first).rejects.toThrow(/cannot write to disk \(EIO/)
+      await expect(second).rejects.toThrow(/cannot write to disk/)
+      expect(status('r2')).toBe('open')
+      await expect(hold(s, 'r3')).rejects.toThrow(/cannot write to disk/)
+      // The store's other writes stop too; reads go on.
+      const cap = (await s.accounts.byId(ids.user))!.cap
+      await expect(s.accounts.approve(ids.user, 1n)).rejects.toThrow(/readonly/)
+      expect((await s.accounts.byId(ids.user))!.cap).toBe(cap)
+      expect(sync.waiting).toBe(0)
+      expect(logged).toHaveBeenCalledWith(expect.stringMatching(/cannot write to disk/))
+    } finally {
+      logged.mockRestore()
+    }
+  })
+
+  it("commits beside the event loop's own transactions, never inside them", async () => {
     const s = await open()
     await serve(s, 'warm')
     const requests = Array.from({ length: 200 }, (_, i) => serve(s, `req_${i}`, i % 2 ? ids.user : ids.other))
-    // A transaction that reads, lets time pass, then writes: the ledger's groups wait for it, then go on.
+    // A transaction that reads, lets time pass, writes, then fails: the ledger's groups wait for it and are not
+    // rolled back with it.
     const batch = s.db.transaction().execute(async (trx) => {
       const before = await trx.selectFrom('accounts').select('id').where('id', '=', ids.user).executeTakeFirst()
       await new Promise((resolve) => setTimeout(resolve, 30))
-      await trx.updateTable('accounts').set({ cap: 10n ** 9n }).where('id', '=', before!.id).execute()
+      await trx.updateTable('accounts').set({ debt: 1n }).where('id', '=', before!.id).execute()
+      throw new Error('rolled back')
     })
     const deposits = Array.from({ length: 20 }, (_, i) => s.accounts.deposit(ids.other, 1n, `dep_more_${i}`, 1000))
-    await batch
+    await expect(batch).rejects.toThrow('rolled back')
     expect(await Promise.all(requests)).toEqual(requests.map(() => true))
     await Promise.all(deposits)
     expect(await s.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+    expect((await s.accounts.byId(ids.user))!.debt).toBe(0n)
     const left = (await s.accounts.byId(ids.user))!.balance + (await s.accounts.byId(ids.other))!.balance
     expect(left).toBe(2n * 10n ** 9n + 20n - 201n * 40n)
+    const captured = await s.db.selectFrom('holds').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'captured').executeTakeFirstOrThrow()
+    expect(Number(captured.n)).toBe(201)
   })
 
   it('waits on timers while another process holds the write lock, not asleep on the event loop', async () => {
     const s = await open()
     // Another connection holds the write lock and lets go on a timer: a busy handler sleeping on the event loop
-    // would keep that timer from ever firing, and the writes would fail after their whole timeout. The ledger and
-    // the store's own queries meet the lock one after the other (they share one connection).
+    // would keep that timer from ever firing, and the writes would fail after their whole timeout. The hold, the
+    // capture and the store's own queries meet the lock in turn (they share one connection).
     const other = new BetterSqlite3(url.slice('sqlite:'.length))
     try {
-      for (const write of [() => serve(s, 'locked'), () => s.accounts.approve(ids.user, 10n ** 8n)]) {
+      const writes = [() => hold(s, 'locked'), () => capture(s, 'locked'), () => s.accounts.approve(ids.user, 10n ** 8n)]
+      for (const write of writes) {
         other.exec('BEGIN IMMEDIATE')
         const started = performance.now()
         setTimeout(() => other.exec('COMMIT'), 50)
-        await write()
+        expect(await write()).not.toEqual({ ok: false })
         expect(performance.now() - started).toBeGreaterThanOrEqual(45)
       }
+      expect(status('locked')).toBe('captured')
       expect((await s.accounts.byId(ids.user))!).toMatchObject({ balance: 10n ** 9n - 40n, cap: 10n ** 8n })
     } finally {
       if (other.inTransaction) other.exec('ROLLBACK')

@@ -4,14 +4,15 @@ import type { Database } from './schema.js'
 import { sqliteLedgerOps, type LedgerOp, type Outcome } from './sqlite-ledger-ops.js'
 import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './ledger-types.js'
 import type { UsageRecord } from './usage.js'
-import { BUSY_WAIT_MS } from './sqlite-dialect.js'
+import { BUSY_WAIT_MS, isBusyError } from './sqlite-dialect.js'
 import { WalSync, type SyncFile } from './wal-sync.js'
 
-/** What the ledger needs from the checkpointer: a gate before its writes. */
+/** What the ledger needs from the checkpointer: a gate before its writes, and a stop without a last checkpoint. */
 export interface WalKeeper {
   /** A tail checkpoint is due: the ledger's next writes wait for `beforeWrite`. */
   readonly tailDue: boolean
   beforeWrite(): Promise<void>
+  halt(): Promise<void>
 }
 
 /** The database file a ledger writes: the WAL beside it is what a capture waits for. */
@@ -28,7 +29,13 @@ interface Pending {
   lockedSince?: number
 }
 
-const isBusy = (o: Outcome) => !o.ok && (o.error as { code?: string }).code === 'SQLITE_BUSY'
+const isBusy = (o: Outcome) => !o.ok && isBusyError(o.error)
+
+/**
+ * What waits for a sync under way instead of committing in its turn: captures (they could not be acknowledged before
+ * the next sync anyway), and releases, so that a release never overtakes a capture of the same hold queued before it.
+ */
+const waitsForSync = (p: Pending) => p.op.kind === 'capture' || p.op.kind === 'release'
 
 /**
  * The hot ledger of a SQLite store: holds, captures, releases and refusals' usage records, on the event loop's own
@@ -38,7 +45,8 @@ const isBusy = (o: Outcome) => !o.ok && (o.error as { code?: string }).code === 
  * but do not sync it); captures once the WAL that holds them is on disk (`WalSync`, one fdatasync on libuv's pool
  * shared by every capture committed before it began). Captures that arrive while a sync is on the disk could only
  * be covered by the next one: they wait for it uncommitted and commit together as it begins, which costs them no
- * time and writes fewer pages per request. An in-memory database has nothing to sync.
+ * time and writes fewer pages per request (releases wait with them, in order). An in-memory database has nothing
+ * to sync. A failed sync stops every write of the store (`stopWrites`).
  *
  * Admission stays one conditional UPDATE in the store, so another process writing the file (the `svc` CLI) stays
  * safe beside it. Such a process may hold the write lock: the connection has busy_timeout 0 (the event loop never
@@ -58,9 +66,20 @@ export class SqliteHotLedger implements HotLedger {
   private drained: (() => void)[] = []
   private closed = false
 
-  constructor(raw: BetterSqlite3.Database, private readonly db: Kysely<Database>, private readonly file?: SqliteFile, syncFile?: SyncFile) {
+  constructor(private readonly raw: BetterSqlite3.Database, private readonly db: Kysely<Database>, private readonly file?: SqliteFile, syncFile?: SyncFile) {
     this.ledger = sqliteLedgerOps(raw)
-    this.wal = file && new WalSync(`${file.path}-wal`, () => this.schedule(), syncFile)
+    this.wal = file && new WalSync(`${file.path}-wal`, { synced: () => this.schedule(), failed: (f) => this.stopWrites(f) }, syncFile)
+  }
+
+  /**
+   * The WAL could not be synced: nothing more may be written through this connection (its other writes, deposits or
+   * settlement, would be no more durable than the charges), and the checkpointer must not copy WAL pages of unknown
+   * state into the database. Reads go on; a restart on a sound disk recovers from what the WAL holds.
+   */
+  private stopWrites(failure: Error): void {
+    console.error(failure.message)
+    this.raw.pragma('query_only = ON')
+    void this.file?.checkpointer.halt()
   }
 
   hold(h: HoldRequest): Promise<HoldResult> {
@@ -106,9 +125,9 @@ export class SqliteHotLedger implements HotLedger {
   private readonly flush = async (): Promise<void> => {
     this.scheduled = false
     const syncing = this.wal?.syncing ?? false
-    const group = syncing ? this.queue.filter((p) => p.op.kind !== 'capture') : this.queue
+    const group = syncing ? this.queue.filter((p) => !waitsForSync(p)) : this.queue
     if (group.length === 0) return
-    this.queue = syncing ? this.queue.filter((p) => p.op.kind === 'capture') : []
+    this.queue = syncing ? this.queue.filter(waitsForSync) : []
     this.running = true
     try {
       await this.commit(group)

@@ -24,6 +24,11 @@ export class PatientSqliteDialect extends SqliteDialect {
   }
 }
 
+/** SQLite's "database is locked" (SQLITE_BUSY and its extended codes): the statement did nothing and can run again. */
+export function isBusyError(err: unknown): boolean {
+  return (err as { code?: unknown })?.code?.toString().startsWith('SQLITE_BUSY') ?? false
+}
+
 const patientConnections = new WeakSet<DatabaseConnection>()
 
 /** Retries a query refused with SQLITE_BUSY after a short timer: it did nothing, so running it again is safe. */
@@ -37,7 +42,7 @@ function patient(connection: DatabaseConnection): DatabaseConnection {
       try {
         return await execute(query)
       } catch (err) {
-        if ((err as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() >= deadline) throw err
+        if (!isBusyError(err) || Date.now() >= deadline) throw err
         await sleep(delay)
       }
     }

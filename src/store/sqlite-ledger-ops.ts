@@ -1,6 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3'
 import { toAccount } from './accounts.js'
 import { big, num } from './dialect.js'
+import { isBusyError } from './sqlite-dialect.js'
 import type { UsageRecord } from './usage.js'
 import { overCapture, refusalOf, usageValues, USAGE_COLUMNS, type CaptureRequest, type HoldRequest, type HoldResult } from './ledger-types.js'
 
@@ -99,7 +100,7 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: Le
         return group.immediate(ops).map((value) => ({ ok: true, value }))
       } catch (error) {
         // Locked by another process: every operation alone would find it locked too.
-        if ((error as { code?: string }).code === 'SQLITE_BUSY') return ops.map(() => ({ ok: false, error }))
+        if (isBusyError(error)) return ops.map(() => ({ ok: false, error }))
         return ops.map((op) => {
           try {
             return { ok: true, value: single.immediate(op) }

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, realpathSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
 import { Kysely } from 'kysely'
@@ -39,12 +39,14 @@ export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): Sqlite
   raw.pragma('foreign_keys = ON')
   raw.defaultSafeIntegers(true)
   let checkpointer: Checkpointer | undefined
+  // SQLite follows a symbolic link to the database and keeps the WAL beside the file it leads to.
+  const file = memory ? '' : realpathSync(resolve(path))
   if (!memory) {
     // Checkpoints leave the event loop for a worker thread; the WAL starts over near its limit and is truncated to it.
     raw.pragma('wal_autocheckpoint = 0')
     raw.pragma(`journal_size_limit = ${walLimitBytes}`)
     const frameBytes = Number(raw.pragma('page_size', { simple: true })) + 24
-    checkpointer = new Checkpointer(resolve(path), createRequire(import.meta.url).resolve('better-sqlite3'), {
+    checkpointer = new Checkpointer(file, createRequire(import.meta.url).resolve('better-sqlite3'), {
       limitFrames: Math.max(1, Math.floor(walLimitBytes / frameBytes)),
       onError: (msg) => console.error(`sqlite checkpoint: ${msg}`),
     })
@@ -67,5 +69,5 @@ export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): Sqlite
     },
   }
   const db = new Kysely<Database>({ dialect: new PatientSqliteDialect({ database: raw }) })
-  return { db, backend, raw, ...(checkpointer ? { file: { path: resolve(path), checkpointer, walLimitBytes } } : {}) }
+  return { db, backend, raw, ...(checkpointer ? { file: { path: file, checkpointer, walLimitBytes } } : {}) }
 }

@@ -15,22 +15,31 @@ interface Waiter {
  *
  * A failed sync is final: Linux may drop the pages it could not write and let a later sync succeed, and the WAL's
  * checksum chain would then discard every later frame on recovery, acknowledged ones included. Everything waiting
- * is refused and so is everything after (`failure`), until the gateway restarts on a sound disk.
+ * is refused and so is everything after (`failure`), until the gateway restarts on a sound disk; `on.failed` lets
+ * the owner stop the store's other writers.
  */
 export class WalSync {
-  private fd: number | undefined
+  /** Opened at once: a WAL that cannot be opened is a start-up error, not a disk failure found by the first charge. */
+  private readonly fd: number
   /** Committed, waiting for the next sync to begin. */
   private next: Waiter[] = []
   private running = false
+  private closed = false
   private idle: (() => void)[] = []
   failure: Error | undefined
 
   constructor(
-    private readonly walPath: string,
-    /** Called when a sync ended: what waited for it to commit can commit now. */
-    private readonly onSynced: () => void = () => {},
+    walPath: string,
+    private readonly on: {
+      /** A sync ended: what waited for it to commit can commit now. */
+      synced: () => void
+      /** The first sync failed: called once, before anything waiting is refused. */
+      failed: (failure: Error) => void
+    },
     private readonly syncFile: SyncFile = fdatasync,
-  ) {}
+  ) {
+    this.fd = openSync(walPath, 'r')
+  }
 
   /** A sync is on the disk now: what commits meanwhile waits for the next one. */
   get syncing(): boolean {
@@ -40,6 +49,7 @@ export class WalSync {
   /** Resolves once everything committed before this call is on disk. */
   durable(): Promise<void> {
     if (this.failure) return Promise.reject(this.failure)
+    if (this.closed) return Promise.reject(new Error('the store is closed'))
     return new Promise((resolve, reject) => {
       this.next.push({ resolve, reject })
       if (!this.running) this.start()
@@ -51,7 +61,6 @@ export class WalSync {
     this.next = []
     this.running = true
     try {
-      this.fd ??= openSync(this.walPath, 'r')
       this.syncFile(this.fd, (err) => this.ended(covered, err))
     } catch (err) {
       this.ended(covered, err as NodeJS.ErrnoException)
@@ -60,7 +69,10 @@ export class WalSync {
 
   private ended(covered: Waiter[], err: NodeJS.ErrnoException | null): void {
     this.running = false
-    if (err && !this.failure) this.failure = new Error(`the ledger cannot write to disk (${err.message}); nothing more is charged until the gateway restarts on a sound disk`)
+    if (err && !this.failure) {
+      this.failure = new Error(`the ledger cannot write to disk (${err.message}); nothing more is written until the gateway restarts on a sound disk`)
+      this.on.failed(this.failure)
+    }
     if (this.failure) {
       for (const w of [...covered, ...this.next.splice(0)]) w.reject(this.failure)
     } else {
@@ -68,13 +80,14 @@ export class WalSync {
       if (this.next.length > 0) this.start()
     }
     if (!this.running) for (const done of this.idle.splice(0)) done()
-    this.onSynced()
+    this.on.synced()
   }
 
   /** Waits for the sync under way (if any), then lets go of the WAL. */
   async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
     if (this.running) await new Promise<void>((resolve) => this.idle.push(resolve))
-    if (this.fd !== undefined) closeSync(this.fd)
-    this.fd = undefined
+    closeSync(this.fd)
   }
 }
