@@ -70,11 +70,16 @@ describe.each<[StoreKind, number]>([['sqlite', 1], ['postgres', 2]])('concurrent
     // Admitted requests wait at the provider until every one of the 4N is decided, so no capture frees room early.
     for (const s of [sims.atlasCheap, sims.atlasDear]) s.setFault({ kind: 'stall' })
     let refused = 0
-    const pending = Array.from({ length: 4 * N }, (_, i) => ask(gws[i % gws.length]!.url, key, body).then((r) => {
+    const send = (i: number) => ask(gws[i % gws.length]!.url, key, body).then((r) => {
       if (r.status === 402) refused++
       return r
-    }))
+    })
     const waiting = () => sims.atlasCheap.stats.active + sims.atlasDear.stats.active
+    // One request per process first, admitted before the rest are sent: otherwise one process could take every
+    // unit before the other's first request arrived, and the test could not show that both admit from one store.
+    const pending = gws.map((_, i) => send(i))
+    await expect.poll(waiting, { timeout: 20_000 }).toBe(gws.length)
+    pending.push(...Array.from({ length: 4 * N - gws.length }, (_, i) => send(i)))
     await expect.poll(() => refused + waiting(), { timeout: 20_000 }).toBe(4 * N)
     expect(waiting()).toBe(N)
     for (const s of [sims.atlasCheap, sims.atlasDear]) s.setFault({ kind: 'none' })
