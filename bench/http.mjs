@@ -118,6 +118,8 @@ for (const r of rows.filter((x) => x.target === 'gateway')) {
     'cpu gateway/raw': med((g, b) => g.cpu_us_per_req / b.cpu_us_per_req, 2),
     'cpu µs/req gateway': r.cpu_us_per_req, 'cpu µs/req raw': rows.find((x) => x.target === 'raw-proxy' && same(x, r))?.cpu_us_per_req ?? null,
     'event-loop cpu µs/req gateway': r.loop_cpu_us_per_req,
+    // How much of a core the gateway's event loop used: near 100 %, it is the bound; well below, requests wait elsewhere.
+    'event-loop busy % gateway': r.loop_cpu_us_per_req && Math.round((r.loop_cpu_us_per_req * r.rps) / 1e4),
   })
 }
 console.log(`\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply, closed loop, medians of ${o.rounds} interleaved rounds`)
