@@ -110,12 +110,19 @@ describe('the hot ledger of a SQLite file', () => {
     expect(await s.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
   })
 
-  it('keeps a release behind a capture of the same hold queued before it while a sync is on the disk', async () => {
+  /** Holds r0 and r1, and captures r0: its sync is on the disk (unfinished) when this resolves. */
+  async function syncUnderWay() {
     const sync = manualSync()
     const s = await open(sync.syncFile)
     for (const id of ['r0', 'r1']) expect(await hold(s, id)).toEqual({ ok: true })
     const first = capture(s, 'r0')
     expect(await settled(first)).toBe('pending')
+    expect(sync.syncs).toBe(1)
+    return { sync, s, first }
+  }
+
+  it('keeps a release behind a capture of the same hold queued before it while a sync is on the disk', async () => {
+    const { sync, s, first } = await syncUnderWay()
     // A sweeper's release of r1 queued after r1's capture: the capture wins, the release finds the hold closed.
     const captured = capture(s, 'r1')
     const released = s.ledger.release('r1', 1000, usageRecord('r1', ids.user, 0n, { outcome: 'expired' }))
@@ -128,11 +135,7 @@ describe('the hot ledger of a SQLite file', () => {
   })
 
   it('closes once every operation settled, captures held back for a sync included', async () => {
-    const sync = manualSync()
-    const s = await open(sync.syncFile)
-    for (const id of ['r0', 'r1']) expect(await hold(s, id)).toEqual({ ok: true })
-    const first = capture(s, 'r0')
-    expect(await settled(first)).toBe('pending')
+    const { sync, s, first } = await syncUnderWay()
     const second = capture(s, 'r1')
     const closed = s.close()
     store = undefined
