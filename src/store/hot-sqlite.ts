@@ -4,7 +4,7 @@ import type { Database } from './schema.js'
 import { sqliteLedgerOps, type LedgerOp, type Outcome } from './sqlite-ledger-ops.js'
 import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './ledger-types.js'
 import type { UsageRecord } from './usage.js'
-import { BUSY_WAIT_MS, isBusyError } from './sqlite-dialect.js'
+import { BUSY_WAIT_MS, busyDelay, isBusyError } from './sqlite-dialect.js'
 import { WalSync, type SyncFile } from './wal-sync.js'
 
 /** What the ledger needs from the checkpointer: a gate before its writes, and a stop without a last checkpoint. */
@@ -179,7 +179,7 @@ export class SqliteHotLedger implements HotLedger {
   /** Another process holds the write lock: these go first once a timer (1, 2, 4 … 16 ms) has let it finish. */
   private retryLater(locked: Pending[]): void {
     this.queue = [...locked, ...this.queue]
-    this.backoffMs = Math.min(Math.max(1, this.backoffMs * 2), 16)
+    this.backoffMs = busyDelay(this.backoffMs)
     this.backoff = setTimeout(() => {
       this.backoff = undefined
       this.schedule()

@@ -24,6 +24,11 @@ export class PatientSqliteDialect extends SqliteDialect {
   }
 }
 
+/** The wait before the next try at a locked database: 1, 2, 4 … 16 ms (for up to BUSY_WAIT_MS in all). */
+export function busyDelay(previousMs: number): number {
+  return Math.min(Math.max(1, previousMs * 2), 16)
+}
+
 /** SQLite's "database is locked" (SQLITE_BUSY and its extended codes): the statement did nothing and can run again. */
 export function isBusyError(err: unknown): boolean {
   return (err as { code?: unknown })?.code?.toString().startsWith('SQLITE_BUSY') ?? false
@@ -38,7 +43,7 @@ function patient(connection: DatabaseConnection): DatabaseConnection {
   const execute = connection.executeQuery.bind(connection)
   connection.executeQuery = async (query) => {
     const deadline = Date.now() + BUSY_WAIT_MS
-    for (let delay = 1; ; delay = Math.min(delay * 2, 16)) {
+    for (let delay = busyDelay(0); ; delay = busyDelay(delay)) {
       try {
         return await execute(query)
       } catch (err) {
