@@ -1,27 +1,30 @@
-import { fdatasync } from 'node:fs'
+import { fdatasync, fdatasyncSync } from 'node:fs'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import BetterSqlite3 from 'better-sqlite3'
 import { openStore } from './open.js'
 import type { Store } from './store.js'
 import { SYSTEM_ACCOUNTS } from './accounts.js'
-import type { SyncFile } from './wal-sync.js'
+import type { SyncWays } from './wal-sync.js'
 import { freshSqliteUrl } from '../../test/helpers/stores.js'
 import { usageRecord } from '../../test/helpers/store-fixture.js'
 
 /**
- * A WAL sync the test finishes by hand: `syncs` counts those begun, `onStart` runs as each begins, `finish` ends the
- * oldest (with a real fdatasync, or failing it).
+ * A WAL sync the test finishes by hand, never on the event loop: `syncs` counts those begun, `onStart` runs as each
+ * begins, `finish` ends the oldest (with a real fdatasync, or failing it).
  */
 function manualSync() {
   const pending: ((err: NodeJS.ErrnoException | null) => void)[] = []
   const sync = {
     syncs: 0,
     onStart: () => {},
-    syncFile: ((fd, done) => {
-      sync.syncs++
-      sync.onStart()
-      pending.push((err) => (err ? done(err) : fdatasync(fd, done)))
-    }) as SyncFile,
+    ways: {
+      background: (fd, done) => {
+        sync.syncs++
+        sync.onStart()
+        pending.push((err) => (err ? done(err) : fdatasync(fd, done)))
+      },
+      inline: null,
+    } as SyncWays,
     get waiting() {
       return pending.length
     },
@@ -50,9 +53,9 @@ describe('the hot ledger of a SQLite file', () => {
     store = undefined
   })
 
-  async function open(syncFile?: SyncFile): Promise<Store> {
+  async function open(sync?: SyncWays): Promise<Store> {
     url = freshSqliteUrl()
-    store = await openStore(url, () => 1000, syncFile ? { syncFile } : {})
+    store = await openStore(url, () => 1000, sync ? { sync } : {})
     const id = async (address: string, kind: 'user' | 'provider') => (await store!.accounts.ensure(address, kind, 1000)).account.id
     ids = {
       user: await id('0x1111111111111111111111111111111111111111', 'user'),
@@ -87,7 +90,7 @@ describe('the hot ledger of a SQLite file', () => {
 
   it('answers a hold once committed, and a capture only once a WAL sync that began after its commit has ended', async () => {
     const sync = manualSync()
-    const s = await open(sync.syncFile)
+    const s = await open(sync.ways)
     // What each sync found committed as it began.
     const seen: (string | null)[][] = []
     sync.onStart = () => seen.push([status('r1'), status('r2')])
@@ -110,10 +113,47 @@ describe('the hot ledger of a SQLite file', () => {
     expect(await s.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
   })
 
+  it('syncs a capture on the event loop when no other request is in flight, on the pool otherwise', async () => {
+    const used = { inline: 0, background: 0 }
+    const s = await open({
+      inline: (fd) => (used.inline++, fdatasyncSync(fd)),
+      background: (fd, done) => (used.background++, fdatasync(fd, done)),
+    })
+    expect(await serve(s, 'alone')).toBe(true)
+    expect(used).toEqual({ inline: 1, background: 0 })
+    // Another request admitted and not yet settled: its reply could arrive while the disk flushes.
+    expect(await hold(s, 'beside')).toEqual({ ok: true })
+    expect(await serve(s, 'second')).toBe(true)
+    expect(used).toEqual({ inline: 1, background: 1 })
+    expect(await capture(s, 'beside')).toBe(true)
+    expect(used).toEqual({ inline: 2, background: 1 })
+    // A hold past its expiry was swept, not captured here: it is no longer in flight.
+    expect(await s.ledger.hold({ requestId: 'swept', accountId: ids.user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'i1', now: 500, expiresAt: 900 })).toEqual({ ok: true })
+    expect(await serve(s, 'third')).toBe(true)
+    expect(used).toEqual({ inline: 3, background: 1 })
+  })
+
+  it('refuses a capture whose sync on the event loop failed, and every write after it', async () => {
+    const s = await open({
+      inline: () => {
+        throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' })
+      },
+      background: fdatasync,
+    })
+    const logged = vi.spyOn(console, 'error').mockImplementation(() => {})
+    try {
+      await expect(serve(s, 'r1')).rejects.toThrow(/cannot write to disk \(EIO/)
+      await expect(hold(s, 'r2')).rejects.toThrow(/cannot write to disk/)
+      await expect(s.accounts.approve(ids.user, 1n)).rejects.toThrow(/readonly/)
+    } finally {
+      logged.mockRestore()
+    }
+  })
+
   /** Holds r0 and r1, and captures r0: its sync is on the disk (unfinished) when this resolves. */
   async function syncUnderWay() {
     const sync = manualSync()
-    const s = await open(sync.syncFile)
+    const s = await open(sync.ways)
     for (const id of ['r0', 'r1']) expect(await hold(s, id)).toEqual({ ok: true })
     const first = capture(s, 'r0')
     expect(await settled(first)).toBe('pending')
@@ -151,7 +191,7 @@ describe('the hot ledger of a SQLite file', () => {
 
   it('refuses the captures a failed sync covered, and every write after it', async () => {
     const sync = manualSync()
-    const s = await open(sync.syncFile)
+    const s = await open(sync.ways)
     const logged = vi.spyOn(console, 'error').mockImplementation(() => {})
     try {
       expect(await hold(s, 'r1')).toEqual({ ok: true })

@@ -5,7 +5,7 @@ import { openSqlite } from './sqlite.js'
 import { Store } from './store.js'
 import { SYSTEM_ACCOUNTS } from './accounts.js'
 import { SqliteHotLedger } from './hot-sqlite.js'
-import type { SyncFile } from './wal-sync.js'
+import type { SyncWays } from './wal-sync.js'
 import { PostgresHotLedger } from './hot-postgres.js'
 import type { Database } from './schema.js'
 import type { Dialect } from './dialect.js'
@@ -13,8 +13,8 @@ import type { Dialect } from './dialect.js'
 export interface StoreOptions {
   /** SQLite: the size the WAL is kept near under sustained writes (default 64 MiB). */
   walLimitBytes?: number
-  /** SQLite: how the WAL is synced (default `fs.fdatasync`; tests inject theirs). */
-  syncFile?: SyncFile
+  /** SQLite: how the WAL is synced (default `fs.fdatasync` and `fs.fdatasyncSync`; tests inject theirs). */
+  sync?: SyncWays
 }
 
 /** Opens the store named by a `sqlite:` or `postgres://` URL, migrated and with the system accounts present. */
@@ -23,7 +23,7 @@ export async function openStore(url: string, now: () => number = Date.now, opts:
   if (url.startsWith('sqlite:')) {
     const h = openSqlite(url, opts.walLimitBytes)
     await migrated(h.db, 'sqlite', () => h.backend.close())
-    store = new Store(h.db, 'sqlite', h.backend, new SqliteHotLedger(h.raw, h.db, h.file, opts.syncFile))
+    store = new Store(h.db, 'sqlite', h.backend, new SqliteHotLedger(h.raw, h.db, h.file, opts.sync))
   } else if (/^postgres(ql)?:\/\//.test(url)) {
     const h = await openPostgres(url)
     await migrated(h.db, 'postgres', () => h.backend.close())

@@ -1,7 +1,14 @@
-import { closeSync, fdatasync, openSync } from 'node:fs'
+import { closeSync, fdatasync, fdatasyncSync, openSync } from 'node:fs'
 
-/** How the WAL reaches the disk: `fs.fdatasync`, run on libuv's pool; injected by tests. */
-export type SyncFile = (fd: number, done: (err: NodeJS.ErrnoException | null) => void) => void
+/** How the WAL reaches the disk; tests inject theirs. */
+export interface SyncWays {
+  /** On libuv's pool: `fs.fdatasync`. */
+  background: (fd: number, done: (err: NodeJS.ErrnoException | null) => void) => void
+  /** On the calling thread, when the caller says nothing waits behind it: `fs.fdatasyncSync` (null: never). */
+  inline: ((fd: number) => void) | null
+}
+
+const DISK: SyncWays = { background: fdatasync, inline: fdatasyncSync }
 
 interface Waiter {
   resolve: () => void
@@ -10,8 +17,9 @@ interface Waiter {
 
 /**
  * Makes committed WAL frames durable: one `fdatasync` of the WAL at a time, on libuv's pool, so the event loop goes on
- * serving while the disk flushes. A commit asks for durability after it returned; the first sync that begins after
- * that covers it, and one sync covers every commit made before it began (group commit without holding anything back).
+ * serving while the disk flushes (or on the event loop itself when nothing else waits for it: `durable`). A commit
+ * asks for durability after it returned; the first sync that begins after that covers it, and one sync covers every
+ * commit made before it began (group commit without holding anything back).
  *
  * A failed sync is final: Linux may drop the pages it could not write and let a later sync succeed, and the WAL's
  * checksum chain would then discard every later frame on recovery, acknowledged ones included. Everything waiting
@@ -36,7 +44,7 @@ export class WalSync {
       /** The first sync failed: called once, before anything waiting is refused. */
       failed: (failure: Error) => void
     },
-    private readonly syncFile: SyncFile = fdatasync,
+    private readonly ways: SyncWays = DISK,
   ) {
     this.fd = openSync(walPath, 'r')
   }
@@ -46,25 +54,33 @@ export class WalSync {
     return this.running
   }
 
-  /** Resolves once everything committed before this call is on disk. */
-  durable(): Promise<void> {
+  /**
+   * Resolves once everything committed before this call is on disk. `alone`: nothing else of this process waits for
+   * the event loop, so a sync on it (when none is under way) delays no one and spares the two thread wake-ups of a
+   * sync on the pool.
+   */
+  durable(alone = false): Promise<void> {
     if (this.failure) return Promise.reject(this.failure)
     if (this.closed) return Promise.reject(new Error('the store is closed'))
     return new Promise((resolve, reject) => {
       this.next.push({ resolve, reject })
-      if (!this.running) this.start()
+      if (!this.running) this.start(alone)
     })
   }
 
-  private start(): void {
+  private start(alone = false): void {
     const covered = this.next
     this.next = []
     this.running = true
+    const inline = alone ? this.ways.inline : null
+    let failed: NodeJS.ErrnoException | null = null
     try {
-      this.syncFile(this.fd, (err) => this.ended(covered, err))
+      if (inline) inline(this.fd)
+      else this.ways.background(this.fd, (err) => this.ended(covered, err))
     } catch (err) {
-      this.ended(covered, err as NodeJS.ErrnoException)
+      failed = err as NodeJS.ErrnoException
     }
+    if (inline || failed) this.ended(covered, failed)
   }
 
   private ended(covered: Waiter[], err: NodeJS.ErrnoException | null): void {
