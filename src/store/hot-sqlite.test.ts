@@ -5,6 +5,7 @@ import { openStore } from './open.js'
 import type { Store } from './store.js'
 import { SYSTEM_ACCOUNTS } from './accounts.js'
 import type { SyncWays } from './wal-sync.js'
+import { ONE_AT_A_TIME } from './hot-sqlite.js'
 import { freshSqliteUrl } from '../../test/helpers/stores.js'
 import { usageRecord } from '../../test/helpers/store-fixture.js'
 
@@ -113,29 +114,45 @@ describe('the hot ledger of a SQLite file', () => {
     expect(await s.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
   })
 
-  it('syncs a capture on the event loop when its request had the gateway to itself, on the pool otherwise', async () => {
+  it('syncs a capture on the event loop while requests come one at a time, on the pool otherwise', async () => {
     const used = { inline: 0, background: 0 }
     const s = await open({
       inline: (fd) => (used.inline++, fdatasyncSync(fd)),
       background: (fd, done) => (used.background++, fdatasync(fd, done)),
     })
-    expect(await serve(s, 'alone')).toBe(true)
-    expect(used).toEqual({ inline: 1, background: 0 })
+    let n = 0
+    const oneAtATime = async (count: number) => {
+      for (let i = 0; i < count; i++) expect(await serve(s, `one_${n++}`)).toBe(true)
+    }
+    await oneAtATime(ONE_AT_A_TIME)
+    expect(used).toEqual({ inline: 0, background: ONE_AT_A_TIME })
+    await oneAtATime(2)
+    expect(used).toEqual({ inline: 2, background: ONE_AT_A_TIME })
+    const since = (before: typeof used) => ({ inline: used.inline - before.inline, background: used.background - before.background })
+    const company = async (what: () => Promise<unknown>) => {
+      const before = { ...used }
+      await what()
+      expect(since(before)).toEqual({ inline: 0, background: 1 })
+      await oneAtATime(ONE_AT_A_TIME)
+      expect(since(before)).toEqual({ inline: 0, background: 1 + ONE_AT_A_TIME })
+      await oneAtATime(1)
+      expect(since(before)).toEqual({ inline: 1, background: 1 + ONE_AT_A_TIME })
+    }
     // Another request admitted and not yet settled: its reply could arrive while the disk flushes.
     expect(await hold(s, 'first')).toEqual({ ok: true })
+    const before = { ...used }
     expect(await serve(s, 'second')).toBe(true)
-    expect(used).toEqual({ inline: 1, background: 1 })
+    expect(since(before)).toEqual({ inline: 0, background: 1 })
     // None in flight any more, but another was admitted during its life: more may be on their way.
-    expect(await capture(s, 'first')).toBe(true)
-    expect(used).toEqual({ inline: 1, background: 2 })
+    await company(() => capture(s, 'first'))
     // Two captures of one group, the last admitted first.
     expect(await Promise.all([hold(s, 'a'), hold(s, 'b')])).toEqual([{ ok: true }, { ok: true }])
-    expect(await Promise.all([capture(s, 'b'), capture(s, 'a')])).toEqual([true, true])
-    expect(used).toEqual({ inline: 1, background: 3 })
+    await company(() => Promise.all([capture(s, 'b'), capture(s, 'a')]))
     // A hold past its expiry was swept, not captured here: it is no longer in flight.
     expect(await s.ledger.hold({ requestId: 'swept', accountId: ids.user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'i1', now: 500, expiresAt: 900 })).toEqual({ ok: true })
-    expect(await serve(s, 'third')).toBe(true)
-    expect(used).toEqual({ inline: 2, background: 3 })
+    const last = { ...used }
+    await oneAtATime(1)
+    expect(since(last)).toEqual({ inline: 1, background: 0 })
   })
 
   it('refuses a capture whose sync on the event loop failed, and every write after it', async () => {
@@ -145,6 +162,7 @@ describe('the hot ledger of a SQLite file', () => {
       },
       background: fdatasync,
     })
+    for (let i = 0; i < ONE_AT_A_TIME; i++) expect(await serve(s, `one_${i}`)).toBe(true)
     const logged = vi.spyOn(console, 'error').mockImplementation(() => {})
     try {
       await expect(serve(s, 'r1')).rejects.toThrow(/cannot write to disk \(EIO/)
