@@ -57,7 +57,7 @@ const waitsForSync = (p: Pending) => p.op.kind === 'capture' || p.op.kind === 'r
  * Admission stays one conditional UPDATE in the store, so another process writing the file (the `svc` CLI) stays
  * safe beside it. Such a process may hold the write lock: the connection has busy_timeout 0 (the event loop never
  * sleeps in SQLite), and a group refused as locked did nothing and is retried on a timer, for up to BUSY_WAIT_MS.
- * Groups run under Kysely's connection lock, never inside one of its transactions on the same connection.
+ * Groups never run inside one of Kysely's transactions on the same connection.
  */
 export class SqliteHotLedger implements HotLedger {
   private readonly ledger
@@ -158,9 +158,12 @@ export class SqliteHotLedger implements HotLedger {
     if (this.file?.checkpointer.tailDue) await this.file.checkpointer.beforeWrite()
     const failure = this.wal?.failure
     if (failure) return group.forEach((p) => p.reject(failure))
+    const ops = group.map((p) => p.op)
     let outcomes: Outcome[]
     try {
-      outcomes = await this.db.connection().execute(async () => this.ledger.runGroup(group.map((p) => p.op)))
+      // Inside a transaction of Kysely's on this connection, the group waits for its end (for Kysely's connection);
+      // otherwise nothing can come between the group's statements and it runs at once.
+      outcomes = this.raw.inTransaction ? await this.db.connection().execute(async () => this.ledger.runGroup(ops)) : this.ledger.runGroup(ops)
     } catch (err) {
       for (const p of group) p.reject(err)
       return
