@@ -33,7 +33,13 @@ interface Pending {
 
 const isBusy = (o: Outcome) => !o.ok && isBusyError(o.error)
 
-/** Captures in a row, each of a request that had the gateway to itself, before a sync may run on the event loop. */
+/**
+ * Lone captures in a row (each of a request that had the gateway to itself, from its admission to its capture) before
+ * the WAL's sync runs on the event loop: requests come one at a time then, and a sync there spares the capture the two
+ * thread wake-ups of a sync on libuv's pool (about 0.1 ms on this project's VM) and delays no one. Under any
+ * concurrency it would delay requests on their way (not yet admitted, unseen here); a lone capture now and then (8 %
+ * of them at concurrency 4) is no sign of their absence, and syncing those inline cost 13 % of throughput there.
+ */
 export const ONE_AT_A_TIME = 8
 
 /**
@@ -48,11 +54,11 @@ const waitsForSync = (p: Pending) => p.op.kind === 'capture' || p.op.kind === 'r
  * transaction of prepared statements, `sqliteLedgerOps`), so a request's hold commits in the turn that asked for it,
  * with no thread to cross. Holds and releases resolve once committed (`synchronous = NORMAL`: commits write the WAL
  * but do not sync it); captures once the WAL that holds them is on disk (`WalSync`, one fdatasync on libuv's pool
- * shared by every capture committed before it began; on the event loop itself when no other request is in flight,
- * as nothing waits behind it then). Captures that arrive while a sync is on the disk could only be covered by the
- * next one: they wait for it uncommitted and commit together as it begins, which costs them no time and writes fewer
- * pages per request (releases wait with them, in order). An in-memory database has nothing to sync. A failed sync
- * stops every write of the store (`stopWrites`).
+ * shared by every capture committed before it began; on the event loop itself while requests come one at a time,
+ * `ONE_AT_A_TIME`). Captures that arrive while a sync is on the disk could only be covered by the next one: they wait
+ * for it uncommitted and commit together as it begins, which costs them no time and writes fewer pages per request
+ * (releases wait with them, in order). An in-memory database has nothing to sync. A failed sync stops every write of
+ * the store (`stopWrites`).
  *
  * Admission stays one conditional UPDATE in the store, so another process writing the file (the `svc` CLI) stays
  * safe beside it. Such a process may hold the write lock: the connection has busy_timeout 0 (the event loop never
@@ -197,13 +203,8 @@ export class SqliteHotLedger implements HotLedger {
   }
 
   /**
-   * No other request of this process is in flight and nothing is queued. A capture whose request had the gateway to
-   * itself from its admission on is lone; while requests come one at a time (more than ONE_AT_A_TIME lone captures
-   * in a row), the WAL's sync runs on the event loop: it spares the capture the two thread wake-ups of a sync on
-   * libuv's pool (about 0.1 ms on this project's VM) and delays no one. Under any concurrency it would: requests on
-   * their way (not yet admitted, unseen here) would wait for the disk. A lone capture now and then (8 % of them at
-   * concurrency 4) is no sign of their absence, and inline syncs on those cost 13 % of throughput there.
-   * Holds found past their expiry were swept without a word to this ledger: they are let go here.
+   * No other request of this process is in flight and nothing is queued. Holds found past their expiry were swept
+   * without a word to this ledger: they are let go here.
    */
   private alone(now: number): boolean {
     if (this.queue.length > 0) return false

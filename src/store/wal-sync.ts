@@ -55,9 +55,9 @@ export class WalSync {
   }
 
   /**
-   * Resolves once everything committed before this call is on disk. `alone`: nothing else of this process waits for
-   * the event loop, so a sync on it (when none is under way) delays no one and spares the two thread wake-ups of a
-   * sync on the pool.
+   * Resolves once everything committed before this call is on disk. `alone`: the caller expects nothing else to need
+   * the event loop meanwhile, so a sync on it (when none is under way) delays no one and spares the two thread
+   * wake-ups of a sync on the pool.
    */
   durable(alone = false): Promise<void> {
     if (this.failure) return Promise.reject(this.failure)
