@@ -5,7 +5,7 @@ import { openStore } from './open.js'
 import type { Store } from './store.js'
 import { SYSTEM_ACCOUNTS } from './accounts.js'
 import type { SyncWays } from './wal-sync.js'
-import { ONE_AT_A_TIME } from './hot-sqlite.js'
+import { ONE_AT_A_TIME } from './one-at-a-time.js'
 import { freshSqliteUrl } from '../../test/helpers/stores.js'
 import { usageRecord } from '../../test/helpers/store-fixture.js'
 

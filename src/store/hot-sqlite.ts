@@ -6,6 +6,7 @@ import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './ledge
 import type { UsageRecord } from './usage.js'
 import { BUSY_WAIT_MS, busyDelay, isBusyError } from './sqlite-dialect.js'
 import { WalSync, type SyncWays } from './wal-sync.js'
+import { OneAtATime } from './one-at-a-time.js'
 
 /** What the ledger needs from the checkpointer: a gate before its writes, and a stop without a last checkpoint. */
 export interface WalKeeper {
@@ -34,15 +35,6 @@ interface Pending {
 const isBusy = (o: Outcome) => !o.ok && isBusyError(o.error)
 
 /**
- * Lone captures in a row (each of a request that had the gateway to itself, from its admission to its capture) before
- * the WAL's sync runs on the event loop: requests come one at a time then, and a sync there spares the capture the two
- * thread wake-ups of a sync on libuv's pool (about 0.1 ms on this project's VM) and delays no one. Under any
- * concurrency it would delay requests on their way (not yet admitted, unseen here); a lone capture now and then (8 %
- * of them at concurrency 4) is no sign of their absence, and syncing those inline cost 13 % of throughput there.
- */
-export const ONE_AT_A_TIME = 8
-
-/**
  * What waits for a sync under way instead of committing in its turn: captures (they could not be acknowledged before
  * the next sync anyway), and releases, so that a release never overtakes a capture of the same hold queued before it.
  */
@@ -55,7 +47,7 @@ const waitsForSync = (p: Pending) => p.op.kind === 'capture' || p.op.kind === 'r
  * with no thread to cross. Holds and releases resolve once committed (`synchronous = NORMAL`: commits write the WAL
  * but do not sync it); captures once the WAL that holds them is on disk (`WalSync`, one fdatasync on libuv's pool
  * shared by every capture committed before it began; on the event loop itself while requests come one at a time,
- * `ONE_AT_A_TIME`). Captures that arrive while a sync is on the disk could only be covered by the next one: they wait
+ * `OneAtATime`). Captures that arrive while a sync is on the disk could only be covered by the next one: they wait
  * for it uncommitted and commit together as it begins, which costs them no time and writes fewer pages per request
  * (releases wait with them, in order). An in-memory database has nothing to sync. A failed sync stops every write of
  * the store (`stopWrites`).
@@ -77,11 +69,7 @@ export class SqliteHotLedger implements HotLedger {
   private unsettled = 0
   private drained: (() => void)[] = []
   private closed = false
-  /** Holds committed here whose request was not captured or released here yet: the requests in flight. */
-  private readonly open = new Map<string, { expiresAt: number; admission: number }>()
-  private admissions = 0
-  /** Captures in a row whose request had the gateway to itself. */
-  private lonely = 0
+  private readonly pace = new OneAtATime()
 
   constructor(private readonly raw: BetterSqlite3.Database, private readonly db: Kysely<Database>, private readonly file?: SqliteFile, sync?: SyncWays) {
     this.ledger = sqliteLedgerOps(raw)
@@ -104,13 +92,11 @@ export class SqliteHotLedger implements HotLedger {
   }
 
   capture(c: CaptureRequest): Promise<boolean> {
-    const lone = this.open.get(c.requestId)?.admission === this.admissions
-    this.open.delete(c.requestId)
-    return this.enqueue({ kind: 'capture', capture: c }, lone)
+    return this.enqueue({ kind: 'capture', capture: c }, this.pace.leaves(c.requestId))
   }
 
   release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
-    this.open.delete(requestId)
+    this.pace.leaves(requestId)
     return this.enqueue({ kind: 'release', requestId, now, usage })
   }
 
@@ -186,33 +172,19 @@ export class SqliteHotLedger implements HotLedger {
         durable.push([p, o.value])
         now = Math.max(now, op.capture.now)
       } else {
-        if (op.kind === 'hold' && (o.value as HoldResult).ok) this.open.set(op.hold.requestId, { expiresAt: op.hold.expiresAt, admission: ++this.admissions })
+        if (op.kind === 'hold' && (o.value as HoldResult).ok) this.pace.admitted(op.hold.requestId, op.hold.expiresAt)
         p.resolve(o.value as never)
       }
     })
     if (durable.length > 0) {
-      const lone = durable.length === 1 && durable[0]![0].lone === true && locked.length === 0 && this.alone(now)
-      this.lonely = lone ? this.lonely + 1 : 0
-      this.wal!.durable(this.lonely > ONE_AT_A_TIME).then(
+      const lone = durable.length === 1 && durable[0]![0].lone === true
+      this.wal!.durable(this.pace.syncInline(lone, now)).then(
         () => durable.forEach(([p, value]) => p.resolve(value as never)),
         (err) => durable.forEach(([p]) => p.reject(err)),
       )
     }
     if (locked.length > 0) this.retryLater(locked)
     else this.backoffMs = 0
-  }
-
-  /**
-   * No other request of this process is in flight and nothing is queued. Holds found past their expiry were swept
-   * without a word to this ledger: they are let go here.
-   */
-  private alone(now: number): boolean {
-    if (this.queue.length > 0) return false
-    for (const [requestId, { expiresAt }] of this.open) {
-      if (expiresAt > now) return false
-      this.open.delete(requestId)
-    }
-    return true
   }
 
   private stillPatient(p: Pending): boolean {
