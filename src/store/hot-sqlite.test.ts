@@ -1,6 +1,7 @@
 import { fdatasync, fdatasyncSync } from 'node:fs'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import BetterSqlite3 from 'better-sqlite3'
+import { sql } from 'kysely'
 import { openStore } from './open.js'
 import type { Store } from './store.js'
 import { SYSTEM_ACCOUNTS } from './accounts.js'
@@ -116,13 +117,16 @@ describe('the hot ledger of a SQLite file', () => {
 
   it('syncs a capture on the event loop while requests come one at a time, on the pool otherwise', async () => {
     const used = { inline: 0, background: 0 }
+    let serving = ''
+    // What each inline sync found committed of the capture it makes durable.
+    const found: (string | null)[] = []
     const s = await open({
-      inline: (fd) => (used.inline++, fdatasyncSync(fd)),
+      inline: (fd) => (used.inline++, found.push(status(serving)), fdatasyncSync(fd)),
       background: (fd, done) => (used.background++, fdatasync(fd, done)),
     })
     let n = 0
     const oneAtATime = async (count: number) => {
-      for (let i = 0; i < count; i++) expect(await serve(s, `one_${n++}`)).toBe(true)
+      for (let i = 0; i < count; i++) expect(await serve(s, (serving = `one_${n++}`))).toBe(true)
     }
     await oneAtATime(ONE_AT_A_TIME)
     expect(used).toEqual({ inline: 0, background: ONE_AT_A_TIME })
@@ -148,11 +152,15 @@ describe('the hot ledger of a SQLite file', () => {
     // Two captures of one group, the last admitted first.
     expect(await Promise.all([hold(s, 'a'), hold(s, 'b')])).toEqual([{ ok: true }, { ok: true }])
     await company(() => Promise.all([capture(s, 'b'), capture(s, 'a')]))
-    // A hold past its expiry was swept, not captured here: it is no longer in flight.
-    expect(await s.ledger.hold({ requestId: 'swept', accountId: ids.user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'i1', now: 500, expiresAt: 900 })).toEqual({ ok: true })
+    // A hold released (by a sweep, say) is no longer in flight.
+    expect(await hold(s, 'swept')).toEqual({ ok: true })
+    expect(await s.ledger.release('swept', 1000, usageRecord('swept', ids.user, 0n, { outcome: 'expired' }))).toBe(true)
     const last = { ...used }
     await oneAtATime(1)
     expect(since(last)).toEqual({ inline: 1, background: 0 })
+    // Each inline sync began after its capture had committed.
+    expect(found).toEqual(found.map(() => 'captured'))
+    expect(found.length).toBe(used.inline)
   })
 
   it('refuses a capture whose sync on the event loop failed, and every write after it', async () => {
@@ -168,6 +176,7 @@ describe('the hot ledger of a SQLite file', () => {
       await expect(serve(s, 'r1')).rejects.toThrow(/cannot write to disk \(EIO/)
       await expect(hold(s, 'r2')).rejects.toThrow(/cannot write to disk/)
       await expect(s.accounts.approve(ids.user, 1n)).rejects.toThrow(/readonly/)
+      expect(logged).toHaveBeenCalledTimes(1)
     } finally {
       logged.mockRestore()
     }
@@ -260,6 +269,17 @@ describe('the hot ledger of a SQLite file', () => {
     expect(left).toBe(2n * 10n ** 9n + 20n - 201n * 40n)
     const captured = await s.db.selectFrom('holds').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'captured').executeTakeFirstOrThrow()
     expect(Number(captured.n)).toBe(201)
+  })
+
+  it('refuses to run a group inside a transaction left open on its connection', async () => {
+    const s = await open()
+    // Begun outside Kysely's transactions (as a failed rollback would leave one): a group nested in it would be a
+    // savepoint, committed only with it, and its captures acknowledged as if they were on disk.
+    await sql`BEGIN`.execute(s.db)
+    await expect(hold(s, 'nested')).rejects.toThrow(/transaction open on its connection/)
+    await sql`ROLLBACK`.execute(s.db)
+    expect(await serve(s, 'after')).toBe(true)
+    expect(status('nested')).toBe(null)
   })
 
   it('waits on timers while another process holds the write lock, not asleep on the event loop', async () => {

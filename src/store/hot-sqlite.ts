@@ -151,34 +151,37 @@ export class SqliteHotLedger implements HotLedger {
     const failure = this.wal?.failure
     if (failure) return group.forEach((p) => p.reject(failure))
     const ops = group.map((p) => p.op)
+    const run = () => {
+      // Nested in an open transaction the group would be a savepoint, committed only with it: its captures must not
+      // be synced and acknowledged as if committed.
+      if (this.raw.inTransaction) throw new Error('the ledger found a transaction open on its connection')
+      return this.ledger.runGroup(ops)
+    }
     let outcomes: Outcome[]
     try {
       // Inside a transaction of Kysely's on this connection, the group waits for its end (for Kysely's connection);
       // otherwise nothing can come between the group's statements and it runs at once.
-      outcomes = this.raw.inTransaction ? await this.db.connection().execute(async () => this.ledger.runGroup(ops)) : this.ledger.runGroup(ops)
+      outcomes = this.raw.inTransaction ? await this.db.connection().execute(async () => run()) : run()
     } catch (err) {
       for (const p of group) p.reject(err)
       return
     }
     const durable: [Pending, unknown][] = []
     const locked: Pending[] = []
-    let now = 0
     group.forEach((p, i) => {
       const o = outcomes[i]!
       const op = p.op
       if (isBusy(o) && this.stillPatient(p)) locked.push(p)
       else if (!o.ok) p.reject(o.error)
-      else if (this.wal && op.kind === 'capture') {
-        durable.push([p, o.value])
-        now = Math.max(now, op.capture.now)
-      } else {
-        if (op.kind === 'hold' && (o.value as HoldResult).ok) this.pace.admitted(op.hold.requestId, op.hold.expiresAt)
+      else if (this.wal && op.kind === 'capture') durable.push([p, o.value])
+      else {
+        if (op.kind === 'hold' && (o.value as HoldResult).ok) this.pace.admitted(op.hold.requestId)
         p.resolve(o.value as never)
       }
     })
     if (durable.length > 0) {
       const lone = durable.length === 1 && durable[0]![0].lone === true
-      this.wal!.durable(this.pace.syncInline(lone, now)).then(
+      this.wal!.durable(this.pace.syncInline(lone)).then(
         () => durable.forEach(([p, value]) => p.resolve(value as never)),
         (err) => durable.forEach(([p]) => p.reject(err)),
       )

@@ -7,22 +7,26 @@
  */
 export const ONE_AT_A_TIME = 8
 
-/** Tells the hot ledger whether requests come one at a time, from the holds it commits and the closes it is asked for. */
+/**
+ * Tells the hot ledger whether requests come one at a time, from the holds it commits and the captures and releases
+ * it is asked for. Every hold of this process leaves through one of them (a request's own, or a sweep's release), so
+ * what is open here is exactly what is in flight.
+ */
 export class OneAtATime {
-  /** Holds committed whose request was not captured or released yet: the requests in flight. */
-  private readonly open = new Map<string, { expiresAt: number; admission: number }>()
+  /** Open holds by request id, with the number of their admission. */
+  private readonly open = new Map<string, number>()
   private admissions = 0
   /** Lone captures in a row. */
   private lonely = 0
 
   /** A hold committed: its request is in flight. */
-  admitted(requestId: string, expiresAt: number): void {
-    this.open.set(requestId, { expiresAt, admission: ++this.admissions })
+  admitted(requestId: string): void {
+    this.open.set(requestId, ++this.admissions)
   }
 
   /** Its capture or release was asked for. True when no other request was admitted after it: it was alone. */
   leaves(requestId: string): boolean {
-    const alone = this.open.get(requestId)?.admission === this.admissions
+    const alone = this.open.get(requestId) === this.admissions
     this.open.delete(requestId)
     return alone
   }
@@ -31,17 +35,8 @@ export class OneAtATime {
    * A group committed captures; `lone`: it was one capture, of a request that was alone. True when the sync that makes
    * them durable may run on the event loop.
    */
-  syncInline(lone: boolean, now: number): boolean {
-    this.lonely = lone && this.noneInFlight(now) ? this.lonely + 1 : 0
+  syncInline(lone: boolean): boolean {
+    this.lonely = lone && this.open.size === 0 ? this.lonely + 1 : 0
     return this.lonely > ONE_AT_A_TIME
-  }
-
-  /** Holds found past their expiry were swept without a word to the ledger: they are let go here. */
-  private noneInFlight(now: number): boolean {
-    for (const [requestId, { expiresAt }] of this.open) {
-      if (expiresAt > now) return false
-      this.open.delete(requestId)
-    }
-    return true
   }
 }

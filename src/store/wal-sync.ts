@@ -78,7 +78,7 @@ export class WalSync {
       if (inline) inline(this.fd)
       else this.ways.background(this.fd, (err) => this.ended(covered, err))
     } catch (err) {
-      failed = err as NodeJS.ErrnoException
+      failed = err instanceof Error ? err : new Error(`the WAL sync failed: ${String(err)}`)
     }
     if (inline || failed) this.ended(covered, failed)
   }
