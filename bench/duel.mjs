@@ -5,6 +5,7 @@
 // warm-up); the order alternates. Each build runs as --processes fresh processes in turn (see below). Printed: medians per build, the median of the per-slice ratios this/base, and in
 // how many slices this checkout was faster.
 // Usage: npm run bench:duel -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 4]
+// [--node-args "--flag …"] (node flags for this checkout's gateways only: a duel of runtime flags against --base HEAD)
 import { execFileSync } from 'node:child_process'
 import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -16,7 +17,7 @@ const { values: o } = parseArgs({
   options: {
     base: { type: 'string' }, mode: { type: 'string', default: 'plain' }, concurrency: { type: 'string', default: '16' },
     slices: { type: 'string', default: '16' }, slice: { type: 'string', default: '2' }, tokens: { type: 'string', default: '64' },
-    processes: { type: 'string', default: '4' },
+    processes: { type: 'string', default: '4' }, 'node-args': { type: 'string', default: '' },
   },
 })
 if (!o.base) {
@@ -44,14 +45,18 @@ const stores = []
 process.on('exit', () => stores.forEach((dir) => rmSync(dir, { recursive: true, force: true })))
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', o.tokens])
 /** A fresh gateway process of the build in `root`, over a fresh store. */
-async function gateway(root) {
+async function gateway(root, nodeArgs = []) {
   const dir = mkdtempSync(join(tmpdir(), 'svc-duel-'))
   stores.push(dir)
   const { config, key } = benchGateway(root, dir, sim.info.base_url)
-  const gw = await start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root })
+  const gw = await start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root, nodeArgs })
   return { child: gw.child, key, pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions` }
 }
-const builds = [{ name: `base ${o.base}`, root: base, slices: [] }, { name: 'this checkout', root: '.', slices: [] }]
+const thisArgs = o['node-args'].split(' ').filter(Boolean)
+const builds = [
+  { name: `base ${o.base}`, root: base, slices: [] },
+  { name: `this checkout${thisArgs.length ? ` (node ${thisArgs.join(' ')})` : ''}`, root: '.', nodeArgs: thisArgs, slices: [] },
+]
 const body = { model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' }
 const c = Number(o.concurrency)
 const seconds = Number(o.slice)
@@ -63,7 +68,7 @@ const perProcess = Math.ceil(Number(o.slices) / processes)
 for (let p = 0; p < processes; p++) {
   const order = p % 2 ? [builds[1], builds[0]] : builds
   const live = new Map()
-  for (const b of order) live.set(b, await gateway(b.root))
+  for (const b of order) live.set(b, await gateway(b.root, b.nodeArgs))
   for (const b of order) await load(live.get(b).url, body, c, 3, 0, live.get(b).key)
   for (let i = 0; i < perProcess; i++) {
     for (const b of i % 2 ? [builds[1], builds[0]] : builds) {
