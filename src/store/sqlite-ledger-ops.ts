@@ -27,7 +27,14 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: Le
     hold: p(`UPDATE accounts SET held = held + ? WHERE id = ? AND status = 'active' AND debt = 0 AND balance - held >= ? AND cap - held >= ?`),
     account: p('SELECT * FROM accounts WHERE id = ?'),
     insertHold: p(`INSERT INTO holds (request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?)`),
-    posting: p('INSERT INTO postings (ref, account_id, book, kind, amount, created_at) VALUES (?, ?, ?, ?, ?, ?)'),
+    // A request's postings are one statement each time, not one per row: each statement run from JS costs its call
+    // and its reset, more than the row. A capture's zero amounts are the postings it does not make (the ledger lets
+    // only charges through: 0 ≤ fee ≤ cost ≤ held, so no amount here is of the wrong sign).
+    pair: p(`INSERT INTO postings (ref, account_id, book, kind, amount, created_at) VALUES (?, ?, 'held', ?, ?, ?), (?, ?, 'available', ?, ?, ?)`),
+    capturePostings: p(`INSERT INTO postings (ref, account_id, book, kind, amount, created_at)
+      SELECT ?, column1, column2, column3, column4, ? FROM (VALUES
+        (?, 'held', 'release', ?), (?, 'available', 'release', ?), (?, 'held', 'capture', ?), (?, 'pending', 'payout', ?), (?, 'pending', 'fee', ?)
+      ) WHERE column4 <> 0`),
     openHold: p(`SELECT account_id, amount FROM holds WHERE request_id = ? AND status = 'open'`),
     // Closing a hold and reading what it held is one statement; the separate read is only for a refusal's reason.
     captureHold: p(`UPDATE holds SET status = 'captured', cost = ?, payee_id = ?, fee = ?, closed_at = ? WHERE request_id = ? AND status = 'open' AND amount >= ? RETURNING account_id, amount`),
@@ -43,8 +50,7 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: Le
       return refusalOf(row && toAccount(row))
     }
     s.insertHold.run(h.requestId, h.accountId, h.keyId, h.model, h.amount, h.owner, h.now, h.expiresAt)
-    s.posting.run(h.requestId, h.accountId, 'held', 'hold', h.amount, h.now)
-    s.posting.run(h.requestId, h.accountId, 'available', 'hold', -h.amount, h.now)
+    s.pair.run(h.requestId, h.accountId, 'hold', h.amount, h.now, h.requestId, h.accountId, 'hold', -h.amount, h.now)
     return { ok: true }
   }
 
@@ -59,15 +65,7 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: Le
     const amount = big(held.amount)
     s.captureAccount.run(c.cost, amount, c.cost, c.cost, accountId)
     const rest = amount - c.cost
-    if (rest > 0n) {
-      s.posting.run(c.requestId, accountId, 'held', 'release', -rest, c.now)
-      s.posting.run(c.requestId, accountId, 'available', 'release', rest, c.now)
-    }
-    if (c.cost > 0n) {
-      s.posting.run(c.requestId, accountId, 'held', 'capture', -c.cost, c.now)
-      if (c.cost > c.fee) s.posting.run(c.requestId, c.payeeId, 'pending', 'payout', c.cost - c.fee, c.now)
-      if (c.fee > 0n) s.posting.run(c.requestId, c.feeAccountId, 'pending', 'fee', c.fee, c.now)
-    }
+    s.capturePostings.run(c.requestId, c.now, accountId, -rest, accountId, rest, accountId, -c.cost, c.payeeId, c.cost - c.fee, c.feeAccountId, c.fee)
     s.usage.run(...usageValues(c.usage))
     return true
   }
@@ -76,8 +74,7 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: Le
     const held = s.releaseHold.get(now, requestId) as { account_id: bigint; amount: bigint } | undefined
     if (held) {
       s.releaseAccount.run(held.amount, held.account_id)
-      s.posting.run(requestId, held.account_id, 'held', 'release', -held.amount, now)
-      s.posting.run(requestId, held.account_id, 'available', 'release', held.amount, now)
+      s.pair.run(requestId, held.account_id, 'release', -held.amount, now, requestId, held.account_id, 'release', held.amount, now)
     }
     s.usage.run(...usageValues(usage))
     return held !== undefined
