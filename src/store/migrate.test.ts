@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { openStore } from './open.js'
 import BetterSqlite3 from 'better-sqlite3'
 import { dropSchema, freshPostgresUrl, freshSqliteUrl, postgresReachable } from '../../test/helpers/stores.js'
+import { usageRecord } from '../../test/helpers/store-fixture.js'
 
 describe('migrations on postgres', () => {
   it('migrate a fresh schema while another store of the same database is open', async (ctx) => {
@@ -33,7 +34,7 @@ describe('migrations 006 and 007 on a SQLite file written before them', () => {
       CREATE TABLE postings_old (id integer primary key autoincrement, ref text not null, account_id integer not null references accounts(id), book text not null, kind text not null, amount integer not null, created_at integer not null);
       INSERT INTO postings_old SELECT * FROM postings; DROP TABLE postings; ALTER TABLE postings_old RENAME TO postings;
       CREATE INDEX postings_account ON postings (account_id, book);
-      DELETE FROM kysely_migration WHERE name IN ('006_appended_postings', '007_uncached_postings');`)
+      DELETE FROM kysely_migration WHERE name IN ('006_appended_postings', '007_uncached_postings', '008_rowid_request_rows');`)
     const before = raw.prepare('SELECT * FROM postings ORDER BY id').all()
     expect(before.length).toBe(2)
 
@@ -48,6 +49,46 @@ describe('migrations 006 and 007 on a SQLite file written before them', () => {
     expect(raw.prepare(`SELECT name FROM pragma_index_info('postings_uncached')`).pluck().all()).toEqual(['account_id'])
     expect(raw.prepare(`SELECT count(*) FROM sqlite_schema WHERE name = 'postings_account'`).pluck().get()).toBe(0)
     expect((await store.accounts.books(user)).available).toBe(507n)
+    expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+    await store.close()
+    raw.close()
+  })
+})
+
+describe('migration 008 on a SQLite file written before it', () => {
+  it('keeps every hold and usage row in rowid tables, with the same indexes, and the ledger goes on', async () => {
+    const url = freshSqliteUrl()
+    const raw = new BetterSqlite3(url.slice('sqlite:'.length))
+    raw.defaultSafeIntegers(true)
+    let store = await openStore(url)
+    const user = (await store.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
+    const payee = (await store.accounts.ensure('0x2222222222222222222222222222222222222222', 'provider', 1000)).account.id
+    const fees = (await store.accounts.byAddress('svc:fees'))!.id
+    await store.accounts.deposit(user, 500n, 'dep_1', 1000)
+    await store.accounts.approve(user, 500n)
+    const hold = (requestId: string) => store.ledger.hold({ requestId, accountId: user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'i1', now: 1000, expiresAt: 10_000 })
+    const capture = (requestId: string, cost: bigint) => store.ledger.capture({ requestId, cost, payeeId: payee, fee: 1n, feeAccountId: fees, now: 1001, usage: usageRecord(requestId, user, cost) })
+    for (const id of ['r1', 'r2', 'r3']) expect(await hold(id)).toEqual({ ok: true })
+    expect(await capture('r1', 40n)).toBe(true)
+    await store.close()
+    // The two tables as migration 005 left them (WITHOUT ROWID), with the rows above in them.
+    const indexes = (table: string) => raw.prepare(`SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL ORDER BY name`).all(table)
+    const rows = (table: string) => raw.prepare(`SELECT * FROM ${table} ORDER BY request_id`).all()
+    const before = { holds: rows('holds'), usage: rows('usage'), holdIndexes: indexes('holds'), usageIndexes: indexes('usage') }
+    for (const table of ['holds', 'usage']) {
+      const shape = (raw.prepare(`SELECT sql FROM sqlite_schema WHERE name = ?`).pluck().get(table) as string).replace(/^CREATE TABLE "?\w+"?/, '')
+      raw.exec(`CREATE TABLE ${table}_old ${shape} WITHOUT ROWID; INSERT INTO ${table}_old SELECT * FROM ${table}; DROP TABLE ${table}; ALTER TABLE ${table}_old RENAME TO ${table};`)
+    }
+    for (const { sql } of [...before.holdIndexes, ...before.usageIndexes] as { sql: string }[]) raw.exec(sql)
+    raw.exec(`DELETE FROM kysely_migration WHERE name = '008_rowid_request_rows'`)
+    expect(raw.prepare(`SELECT sql FROM sqlite_schema WHERE name = 'holds'`).pluck().get()).toMatch(/without rowid/i)
+
+    store = await openStore(url)
+    for (const table of ['holds', 'usage']) expect(raw.prepare(`SELECT sql FROM sqlite_schema WHERE name = ?`).pluck().get(table)).not.toMatch(/without rowid/i)
+    expect({ holds: rows('holds'), usage: rows('usage'), holdIndexes: indexes('holds'), usageIndexes: indexes('usage') }).toEqual(before)
+    expect(await capture('r2', 30n)).toBe(true)
+    expect(await store.ledger.release('r3', 1002, usageRecord('r3', user, 0n))).toBe(true)
+    expect((await store.accounts.books(user)).available).toBe(430n)
     expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
     await store.close()
     raw.close()

@@ -7,6 +7,7 @@ import * as m004 from './migrations/004_chain.js'
 import * as m005 from './migrations/005_lean_request_rows.js'
 import * as m006 from './migrations/006_appended_postings.js'
 import * as m007 from './migrations/007_uncached_postings.js'
+import * as m008 from './migrations/008_rowid_request_rows.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -17,6 +18,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '005_lean_request_rows': m005,
   '006_appended_postings': m006,
   '007_uncached_postings': m007,
+  '008_rowid_request_rows': m008,
 }
 
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
