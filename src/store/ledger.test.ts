@@ -91,24 +91,24 @@ describe.each(STORE_KINDS)('ledger on %s', (kind) => {
 
   it('posts what each request moved, in order, and no posting of nothing', async () => {
     const postings = async (ref: string) =>
-      (await store.db.selectFrom('postings').select(['account_id', 'book', 'kind', 'amount']).where('ref', '=', ref).orderBy('id').execute())
-        .map((p) => [Number(p.account_id), p.book, p.kind, BigInt(p.amount)])
+      (await store.db.selectFrom('postings').select(['account_id', 'book', 'kind', 'amount', 'created_at']).where('ref', '=', ref).orderBy('id').execute())
+        .map((p) => [Number(p.account_id), p.book, p.kind, BigInt(p.amount), Number(p.created_at)])
     expect(await postings('r1')).toEqual([
-      [user, 'held', 'hold', 500n], [user, 'available', 'hold', -500n],
-      [user, 'held', 'release', -380n], [user, 'available', 'release', 380n],
-      [user, 'held', 'capture', -120n], [payee, 'pending', 'payout', 114n], [fees, 'pending', 'fee', 6n],
+      [user, 'held', 'hold', 500n, 1000], [user, 'available', 'hold', -500n, 1000],
+      [user, 'held', 'release', -380n, 1001], [user, 'available', 'release', 380n, 1001],
+      [user, 'held', 'capture', -120n, 1001], [payee, 'pending', 'payout', 114n, 1001], [fees, 'pending', 'fee', 6n, 1001],
     ])
     expect(await postings('r2')).toEqual([
-      [user, 'held', 'hold', 300n], [user, 'available', 'hold', -300n], [user, 'held', 'release', -300n], [user, 'available', 'release', 300n],
+      [user, 'held', 'hold', 300n, 1000], [user, 'available', 'hold', -300n, 1000], [user, 'held', 'release', -300n, 1003], [user, 'available', 'release', 300n, 1003],
     ])
     // Captured whole and without a fee: nothing released, nothing to the fee account.
     expect(await hold('r6', 50n)).toEqual({ ok: true })
     expect(await store.ledger.capture({ requestId: 'r6', cost: 50n, payeeId: payee, fee: 0n, feeAccountId: fees, now: 1005, usage: usage('r6', user, 50n) })).toBe(true)
-    expect(await postings('r6')).toEqual([[user, 'held', 'hold', 50n], [user, 'available', 'hold', -50n], [user, 'held', 'capture', -50n], [payee, 'pending', 'payout', 50n]])
+    expect(await postings('r6')).toEqual([[user, 'held', 'hold', 50n, 1000], [user, 'available', 'hold', -50n, 1000], [user, 'held', 'capture', -50n, 1005], [payee, 'pending', 'payout', 50n, 1005]])
     // Nothing charged: the whole hold released, nothing captured or paid.
     expect(await hold('r7', 20n)).toEqual({ ok: true })
     expect(await store.ledger.capture({ requestId: 'r7', cost: 0n, payeeId: payee, fee: 0n, feeAccountId: fees, now: 1006, usage: usage('r7', user, 0n) })).toBe(true)
-    expect(await postings('r7')).toEqual([[user, 'held', 'hold', 20n], [user, 'available', 'hold', -20n], [user, 'held', 'release', -20n], [user, 'available', 'release', 20n]])
+    expect(await postings('r7')).toEqual([[user, 'held', 'hold', 20n, 1000], [user, 'available', 'hold', -20n, 1000], [user, 'held', 'release', -20n, 1006], [user, 'available', 'release', 20n, 1006]])
     expect(await store.ledger.audit()).toMatchObject({ unbalanced: [], inconsistent: [] })
   })
 })

@@ -56,7 +56,32 @@ describe('migrations 006 and 007 on a SQLite file written before them', () => {
 })
 
 describe('migration 008 on a SQLite file written before it', () => {
-  it('keeps every hold and usage row in rowid tables, with the same indexes, and the ledger goes on', async () => {
+  // The two tables and their indexes as migrations 001–007 left them, written out: what 008 must turn them from.
+  const BEFORE_008 = `
+    CREATE TABLE holds_old (
+      request_id text NOT NULL PRIMARY KEY, account_id integer NOT NULL REFERENCES accounts(id), key_id text NOT NULL,
+      model text NOT NULL, amount integer NOT NULL, status text NOT NULL, owner text NOT NULL, created_at integer NOT NULL,
+      expires_at integer NOT NULL, closed_at integer, cost integer, payee_id integer, fee integer, batch_id text
+    ) WITHOUT ROWID;
+    INSERT INTO holds_old SELECT request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at, closed_at, cost, payee_id, fee, batch_id FROM holds;
+    DROP TABLE holds; ALTER TABLE holds_old RENAME TO holds;
+    CREATE TABLE usage_old (
+      request_id text NOT NULL PRIMARY KEY, account_id integer NOT NULL REFERENCES accounts(id), key_id text NOT NULL,
+      model text NOT NULL, served_model text, provider text, stream integer NOT NULL, prompt_tokens integer NOT NULL,
+      completion_tokens integer NOT NULL, upstream_prompt_tokens integer, upstream_completion_tokens integer,
+      cost integer NOT NULL, outcome text NOT NULL, latency_ms integer NOT NULL, created_at integer NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO usage_old SELECT request_id, account_id, key_id, model, served_model, provider, stream, prompt_tokens, completion_tokens, upstream_prompt_tokens, upstream_completion_tokens, cost, outcome, latency_ms, created_at FROM usage;
+    DROP TABLE usage; ALTER TABLE usage_old RENAME TO usage;`
+  const INDEXES = [
+    `CREATE INDEX "holds_batched" on "holds" ("batch_id") where "batch_id" is not null`,
+    `CREATE INDEX "holds_open" on "holds" ("owner", "expires_at") where "status" = 'open'`,
+    `CREATE INDEX "holds_payee" on "holds" ("payee_id") where "payee_id" is not null`,
+    `CREATE INDEX "holds_unbatched" on "holds" ("account_id") where ("status" = 'captured' and "batch_id" is null)`,
+    `CREATE INDEX "usage_account_time" on "usage" ("account_id", "created_at")`,
+  ]
+
+  it('keeps every hold and usage row in rowid tables, with the same indexes and keys, and the ledger goes on', async () => {
     const url = freshSqliteUrl()
     const raw = new BetterSqlite3(url.slice('sqlite:'.length))
     raw.defaultSafeIntegers(true)
@@ -71,21 +96,23 @@ describe('migration 008 on a SQLite file written before it', () => {
     for (const id of ['r1', 'r2', 'r3']) expect(await hold(id)).toEqual({ ok: true })
     expect(await capture('r1', 40n)).toBe(true)
     await store.close()
-    // The two tables as migration 005 left them (WITHOUT ROWID), with the rows above in them.
-    const indexes = (table: string) => raw.prepare(`SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL ORDER BY name`).all(table)
-    const rows = (table: string) => raw.prepare(`SELECT * FROM ${table} ORDER BY request_id`).all()
-    const before = { holds: rows('holds'), usage: rows('usage'), holdIndexes: indexes('holds'), usageIndexes: indexes('usage') }
-    for (const table of ['holds', 'usage']) {
-      const shape = (raw.prepare(`SELECT sql FROM sqlite_schema WHERE name = ?`).pluck().get(table) as string).replace(/^CREATE TABLE "?\w+"?/, '')
-      raw.exec(`CREATE TABLE ${table}_old ${shape} WITHOUT ROWID; INSERT INTO ${table}_old SELECT * FROM ${table}; DROP TABLE ${table}; ALTER TABLE ${table}_old RENAME TO ${table};`)
-    }
-    for (const { sql } of [...before.holdIndexes, ...before.usageIndexes] as { sql: string }[]) raw.exec(sql)
+    raw.exec(BEFORE_008)
+    for (const sql of INDEXES) raw.exec(sql)
     raw.exec(`DELETE FROM kysely_migration WHERE name = '008_rowid_request_rows'`)
-    expect(raw.prepare(`SELECT sql FROM sqlite_schema WHERE name = 'holds'`).pluck().get()).toMatch(/without rowid/i)
+    const tableSql = (table: string) => raw.prepare(`SELECT sql FROM sqlite_schema WHERE name = ?`).pluck().get(table) as string
+    const rows = (table: string) => raw.prepare(`SELECT * FROM ${table} ORDER BY request_id`).all()
+    const keys = (table: string) => raw.prepare(`SELECT "from", "table", "to" FROM pragma_foreign_key_list(?)`).all(table)
+    const before = { holds: rows('holds'), usage: rows('usage') }
+    expect(before.holds).toHaveLength(3)
+    expect(tableSql('holds')).toMatch(/without rowid/i)
 
     store = await openStore(url)
-    for (const table of ['holds', 'usage']) expect(raw.prepare(`SELECT sql FROM sqlite_schema WHERE name = ?`).pluck().get(table)).not.toMatch(/without rowid/i)
-    expect({ holds: rows('holds'), usage: rows('usage'), holdIndexes: indexes('holds'), usageIndexes: indexes('usage') }).toEqual(before)
+    for (const table of ['holds', 'usage']) {
+      expect(tableSql(table)).not.toMatch(/without rowid/i)
+      expect(keys(table)).toEqual([{ from: 'account_id', table: 'accounts', to: 'id' }])
+    }
+    expect({ holds: rows('holds'), usage: rows('usage') }).toEqual(before)
+    expect(raw.prepare(`SELECT sql FROM sqlite_schema WHERE type = 'index' AND tbl_name IN ('holds', 'usage') AND sql IS NOT NULL ORDER BY name`).pluck().all()).toEqual(INDEXES)
     expect(await capture('r2', 30n)).toBe(true)
     expect(await store.ledger.release('r3', 1002, usageRecord('r3', user, 0n))).toBe(true)
     expect((await store.accounts.books(user)).available).toBe(430n)
