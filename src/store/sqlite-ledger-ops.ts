@@ -44,13 +44,17 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: Le
     usage: p(`INSERT OR IGNORE INTO usage (${USAGE_COLUMNS}) VALUES (${USAGE_COLUMNS.split(',').map(() => '?').join(', ')})`),
   }
 
+  /** Moves `amount` into the held book from the available one (a negative amount moves it back), in one statement. */
+  const heldPair = (ref: string, accountId: number | bigint, kind: 'hold' | 'release', amount: bigint, now: number) =>
+    s.pair.run(ref, accountId, kind, amount, now, ref, accountId, kind, -amount, now)
+
   const hold = (h: HoldRequest): HoldResult => {
     if (s.hold.run(h.amount, h.accountId, h.amount, h.amount).changes === 0) {
       const row = s.account.get(h.accountId) as Parameters<typeof toAccount>[0] | undefined
       return refusalOf(row && toAccount(row))
     }
     s.insertHold.run(h.requestId, h.accountId, h.keyId, h.model, h.amount, h.owner, h.now, h.expiresAt)
-    s.pair.run(h.requestId, h.accountId, 'hold', h.amount, h.now, h.requestId, h.accountId, 'hold', -h.amount, h.now)
+    heldPair(h.requestId, h.accountId, 'hold', h.amount, h.now)
     return { ok: true }
   }
 
@@ -74,7 +78,7 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: Le
     const held = s.releaseHold.get(now, requestId) as { account_id: bigint; amount: bigint } | undefined
     if (held) {
       s.releaseAccount.run(held.amount, held.account_id)
-      s.pair.run(requestId, held.account_id, 'release', -held.amount, now, requestId, held.account_id, 'release', held.amount, now)
+      heldPair(requestId, held.account_id, 'release', -big(held.amount), now)
     }
     s.usage.run(...usageValues(usage))
     return held !== undefined
