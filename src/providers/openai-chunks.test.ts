@@ -1,5 +1,7 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { chunkEvents, contentOfChunk, dataEvents } from './openai-chunks.js'
+import { ChunkStream } from './chunk-stream.js'
+import { SseParser } from './sse-parser.js'
 import type { UpstreamEvent } from './types.js'
 
 const HEAD = '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m",'
@@ -82,5 +84,91 @@ describe('stream chunk data', () => {
     const started = performance.now()
     expect(contentOfChunk(long)).toBeUndefined()
     expect(performance.now() - started).toBeLessThan(500)
+  })
+})
+
+/** What the SSE parser and `dataEvents` make of a stream cut into pieces: the reference for `ChunkStream`. */
+function reference(pieces: string[]): { events: UpstreamEvent[]; done: boolean } {
+  const parser = new SseParser()
+  const events: UpstreamEvent[] = []
+  let done = false
+  for (const piece of pieces) {
+    for (const data of parser.push(piece)) {
+      if (data === '[DONE]') done = true
+      else dataEvents(data, events)
+    }
+  }
+  if (parser.end() === '[DONE]') done = true
+  return { events, done }
+}
+
+function read(pieces: string[]): { events: UpstreamEvent[]; done: boolean } {
+  const reader = new ChunkStream()
+  const events: UpstreamEvent[] = []
+  for (const piece of pieces) reader.push(piece, events)
+  reader.end()
+  return { events, done: reader.done }
+}
+
+describe('ChunkStream', () => {
+  const valid = SLOW.filter((d) => !parsed(d).some((e) => e.type === 'failure'))
+  // Content events between the others, in every framing the parser reads: `data:` without its space, CRLF and CR
+  // line ends, comments and other fields, an event of two data lines, and [DONE] left without its blank line.
+  const text = [
+    ...FAST.map((d) => `data: ${d}\n\n`),
+    ...valid.map((d, i) => `data: ${d}\n\ndata: ${FAST[i % FAST.length]}\n\n`),
+    `data:${FAST[0]}\n\n`,
+    `data: ${FAST[0]}\r\n\r\n`,
+    `data: ${FAST[4]}\r\r`,
+    `: keep-alive\n\nevent: chunk\ndata: ${FAST[5]}\n\n`,
+    `data: ${FAST[6]!.replace(',"choices"', ',\ndata: "choices"')}\n\n`,
+    `data: ${FAST[7]}\n\n`,
+    'data: [DONE]',
+  ].join('')
+
+  it('reads a stream to the same events as the SSE parser and a parse of each chunk, however the network cuts it', () => {
+    const whole = reference([text])
+    expect(whole.done).toBe(true)
+    expect(whole.events.some((e) => e.type === 'failure')).toBe(false)
+    expect(whole.events.filter((e) => e.type === 'content').length).toBeGreaterThan(FAST.length)
+    expect(read([text])).toEqual(whole)
+    for (let i = 1; i < text.length; i++) expect(read([text.slice(0, i), text.slice(i)]), `cut at ${i}`).toEqual(whole)
+    let seed = 7
+    const next = () => (seed = (seed * 48271) % 2147483647)
+    for (let round = 0; round < 200; round++) {
+      const pieces: string[] = []
+      for (let at = 0; at < text.length; ) {
+        const size = 1 + (next() % 400)
+        pieces.push(text.slice(at, at + size))
+        at += size
+      }
+      expect(read(pieces), `round ${round}`).toEqual(whole)
+    }
+  })
+
+  it('matches whole content events in place, without the SSE parser', () => {
+    const push = vi.spyOn(SseParser.prototype, 'push')
+    try {
+      const events: UpstreamEvent[] = []
+      new ChunkStream().push(FAST.map((d) => `data: ${d}\n\n`).join(''), events)
+      expect(events).toEqual(FAST.flatMap((d) => parsed(d)))
+      expect(push).not.toHaveBeenCalled()
+    } finally {
+      push.mockRestore()
+    }
+  })
+
+  it('leaves a piece that begins inside an event to the parser, even when the piece looks like a whole event', () => {
+    for (const first of [`data: ${FAST[1]}\n`, `data: ${FAST[1]}\r`, 'event: x\ndata: 1\r\n']) {
+      const pieces = [first, `data: ${FAST[0]}\n\n`]
+      expect(read(pieces), JSON.stringify(first)).toEqual(reference(pieces))
+      expect(read(pieces).events, JSON.stringify(first)).toEqual([{ type: 'failure', failure: { kind: 'invalid_output', detail: 'stream chunk is not JSON' } }])
+    }
+  })
+
+  it('stops reading a piece at its first failure', () => {
+    const events: UpstreamEvent[] = []
+    new ChunkStream().push(`data: ${FAST[0]}\n\ndata: not json\n\ndata: ${FAST[0]}\n\n`, events)
+    expect(events).toEqual([...parsed(FAST[0]!), { type: 'failure', failure: { kind: 'invalid_output', detail: 'stream chunk is not JSON' } }])
   })
 })

@@ -64,17 +64,17 @@ const JSON_STRING_BODY = String.raw`[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-f
 const PLAIN = String.raw`"[^"\\\x00-\x1f]*"`
 
 /**
- * The whole text of a content chunk in the usual key order (OpenAI's, and that of most compatible servers):
- * `{"id":…,"object":"chat.completion.chunk","created":…,"model":…,["service_tier":…,]["system_fingerprint":…,]
+ * The whole text of a content chunk in the usual key order (OpenAI's, and that of most compatible servers), its one
+ * group the content's JSON string body: `{"id":…,"object":"chat.completion.chunk","created":…,"model":…,["service_tier":…,]["system_fingerprint":…,]
  * "choices":[{"index":0,"delta":{["role":"assistant",]"content":…},["logprobs":null,]"finish_reason":null}]
  * [,"usage":null][,"obfuscation":…]}`, without whitespace. Every
  * text it matches is valid JSON that `chunkEvents` reads as content alone, so the envelope is checked as fully as by
- * a parse; any other text (another order, spaces, more fields) takes the parse.
+ * a parse; any other text (another order, spaces, more fields) takes the parse. Unanchored, for `ChunkStream`.
  */
-const CONTENT_CHUNK = new RegExp(
-  String.raw`^\{"id":${PLAIN},"object":"chat\.completion\.chunk","created":(?:0|[1-9]\d*),"model":${PLAIN},(?:"service_tier":${PLAIN},)?(?:"system_fingerprint":(?:${PLAIN}|null),)?` +
-    String.raw`"choices":\[\{"index":0,"delta":\{(?:"role":"assistant",)?"content":"(${JSON_STRING_BODY})"\},(?:"logprobs":null,)?"finish_reason":null\}\](?:,"usage":null)?(?:,"obfuscation":${PLAIN})?\}$`,
-)
+export const CONTENT_CHUNK_SOURCE =
+  String.raw`\{"id":${PLAIN},"object":"chat\.completion\.chunk","created":(?:0|[1-9]\d*),"model":${PLAIN},(?:"service_tier":${PLAIN},)?(?:"system_fingerprint":(?:${PLAIN}|null),)?` +
+  String.raw`"choices":\[\{"index":0,"delta":\{(?:"role":"assistant",)?"content":"(${JSON_STRING_BODY})"\},(?:"logprobs":null,)?"finish_reason":null\}\](?:,"usage":null)?(?:,"obfuscation":${PLAIN})?\}`
+const CONTENT_CHUNK = new RegExp(`^${CONTENT_CHUNK_SOURCE}$`)
 
 /**
  * Events of one stream event's data. Most chunks of a stream carry a piece of content and nothing else: those are
@@ -99,7 +99,11 @@ export function dataEvents(data: string, out: UpstreamEvent[]): void {
 /** The content of a chunk matched by `CONTENT_CHUNK` (escapes decoded), or undefined for any other text. */
 export function contentOfChunk(data: string): string | undefined {
   const body = CONTENT_CHUNK.exec(data)?.[1]
-  if (body === undefined) return undefined
+  return body === undefined ? undefined : decodeContent(body)
+}
+
+/** The text of a JSON string body matched by `CONTENT_CHUNK_SOURCE`: escapes decoded. */
+export function decodeContent(body: string): string {
   return body.includes('\\') ? (JSON.parse(`"${body}"`) as string) : body
 }
 

@@ -16,12 +16,21 @@ const BODIES: Record<string, string> = {
   '/cut-short/chat/completions': chunk('"content":"a"') + chunk('"content":"b"'),
 }
 
+const SPLIT_BODY = chunk('"content":"é 😀 ü"') + chunk('"content":"ß"') + 'data: [DONE]\n\n'
+
 let server: Server
 let base: string
 beforeAll(async () => {
   server = createServer((req, res) => {
     req.resume()
     res.writeHead(200, { 'content-type': 'text/event-stream' })
+    if (req.url === '/split-character/chat/completions') {
+      // Two network reads, the second beginning inside a character's UTF-8 bytes.
+      const bytes = Buffer.from(SPLIT_BODY)
+      const cut = bytes.indexOf(Buffer.from('😀')) + 2
+      res.write(bytes.subarray(0, cut))
+      return void setTimeout(() => res.end(bytes.subarray(cut)), 50)
+    }
     res.end(BODIES[req.url ?? ''] ?? '')
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -54,6 +63,11 @@ describe('the OpenAI-compatible adapter reading a stream', () => {
     expect(rest).toEqual([])
     expect(first!.map((e) => e.type)).toEqual(['content', 'failure'])
     expect(first![1]).toMatchObject({ failure: { kind: 'unavailable', detail: 'upstream error in stream: overloaded' } })
+  })
+
+  it('decodes a character whose bytes two network reads split', async () => {
+    const read = await batches('split-character')
+    expect(read.flat()).toEqual([{ type: 'content', text: 'é 😀 ü' }, { type: 'content', text: 'ß' }])
   })
 
   it('takes a finish chunk as the end when [DONE] does not follow', async () => {

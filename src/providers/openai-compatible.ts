@@ -1,9 +1,10 @@
+import { StringDecoder } from 'node:string_decoder'
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Cancel } from './cancel.js'
 import { plainExchange, ReplyTooLarge, type PlainReply } from './plain-exchange.js'
-import { SseParser } from './sse-parser.js'
-import { dataEvents, replyEvents } from './openai-chunks.js'
+import { ChunkStream } from './chunk-stream.js'
+import { replyEvents } from './openai-chunks.js'
 import type { Failure, Provider, UpstreamEvent, UpstreamRequest } from './types.js'
 
 export interface UpstreamTimeouts {
@@ -122,21 +123,16 @@ export class OpenAICompatibleProvider implements Provider {
   }
 
   private async *readStream(res: Dispatcher.ResponseData, firstByte: () => void, why: (err: unknown) => UpstreamEvent): AsyncIterable<UpstreamEvent[]> {
-    const parser = new SseParser()
+    const reader = new ChunkStream()
+    // undici's body ignores setEncoding: it yields Buffers, and a character cut between two reads needs a decoder.
+    const utf8 = new StringDecoder('utf8')
+    // A finish reason or [DONE]: the upstream closing the stream after either is its end, not a break.
     let finished = false
-    res.body.setEncoding('utf8')
     try {
-      for await (const text of res.body as AsyncIterable<string>) {
+      for await (const bytes of res.body as AsyncIterable<Buffer>) {
         const events: UpstreamEvent[] = []
-        for (const data of parser.push(text)) {
-          if (data === '[DONE]') {
-            finished = true
-            continue
-          }
-          dataEvents(data, events)
-          if (events[events.length - 1]?.type === 'failure') break
-        }
-        if (parser.buffered > MAX_REPLY_BYTES && events[events.length - 1]?.type !== 'failure') {
+        reader.push(utf8.write(bytes), events)
+        if (reader.buffered > MAX_REPLY_BYTES && events[events.length - 1]?.type !== 'failure') {
           events.push(failure('invalid_output', `stream event larger than ${MAX_REPLY_BYTES / 1024 / 1024} MiB`))
         }
         if (events.length === 0) continue
@@ -149,8 +145,9 @@ export class OpenAICompatibleProvider implements Provider {
       yield [why(err)]
       return
     }
-    if (parser.end() === '[DONE]') finished = true
-    if (!finished) yield [failure('unavailable', 'upstream closed the stream before it finished')]
+    // What the decoder may still hold, the start of a character cut off at the end, could complete no event.
+    reader.end()
+    if (!reader.done && !finished) yield [failure('unavailable', 'upstream closed the stream before it finished')]
   }
 
   async close(): Promise<void> {
@@ -183,11 +180,11 @@ function errorSummary(text: string): string {
 
 /** The start of a refusal's body: reading stops past MAX_ERROR_BODY characters. */
 async function readBounded(body: Dispatcher.ResponseData['body']): Promise<string> {
+  const utf8 = new StringDecoder('utf8')
   let text = ''
   try {
-    body.setEncoding('utf8')
-    for await (const chunk of body as AsyncIterable<string>) {
-      text += chunk
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      text += utf8.write(chunk)
       if (text.length > MAX_ERROR_BODY) break
     }
   } catch {

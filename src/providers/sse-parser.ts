@@ -44,6 +44,11 @@ export class SseParser {
     return out
   }
 
+  /** Between events, at the start of a line: nothing held. */
+  get idle(): boolean {
+    return this.buffer === '' && this.partsLength === 0 && this.data.length === 0
+  }
+
   /** Characters held for the event under way (its data lines so far and the unfinished line). */
   get buffered(): number {
     let n = this.buffer.length + this.partsLength
