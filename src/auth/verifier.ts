@@ -21,19 +21,28 @@ export class KeyVerifier {
 
   constructor(private readonly store: Store, private readonly ttlMs: number, private readonly now: () => number = Date.now) {}
 
-  async verify(authorization: string | undefined): Promise<Caller | ApiError> {
+  /**
+   * The caller behind an Authorization header, or why it is refused. Answered at once (no promise) when the store need
+   * not be read: no key, a key of another network, or a cached answer — every request of a key in use.
+   */
+  verify(authorization: string | undefined): Caller | ApiError | Promise<Caller | ApiError> {
     const key = bearer(authorization)
     if (!key) return apiError('invalid_api_key', 'Missing API key. Send it as "Authorization: Bearer svc_test_…"; keys are created in the account portal.')
     if (!key.startsWith(KEY_PREFIX)) return apiError('invalid_api_key', `Unknown API key: keys of this network start with ${KEY_PREFIX}.`)
-    const now = this.now()
     // Keyed by the presented key itself, so a cached answer costs no hashing.
-    let entry = this.cache.get(key)
-    if (!entry || entry.until <= now) {
-      entry = { owner: (await this.store.keys.ownerOf(hashKey(key))) ?? null, until: now + this.ttlMs }
-      if (this.cache.size >= MAX_CACHED) this.cache.clear()
-      if (this.ttlMs > 0) this.cache.set(key, entry)
-    }
-    const owner = entry.owner
+    const entry = this.cache.get(key)
+    const now = this.now()
+    return entry && entry.until > now ? this.answer(entry.owner) : this.lookUp(key, now)
+  }
+
+  private async lookUp(key: string, now: number): Promise<Caller | ApiError> {
+    const entry = { owner: (await this.store.keys.ownerOf(hashKey(key))) ?? null, until: now + this.ttlMs }
+    if (this.cache.size >= MAX_CACHED) this.cache.clear()
+    if (this.ttlMs > 0) this.cache.set(key, entry)
+    return this.answer(entry.owner)
+  }
+
+  private answer(owner: KeyOwner | null): Caller | ApiError {
     if (!owner || owner.revoked) return apiError('invalid_api_key', 'Unknown or revoked API key.')
     if (owner.accountStatus !== 'active') return apiError('account_suspended', 'This account is suspended; its keys cannot make requests.')
     this.touched.add(owner.keyId)
