@@ -53,6 +53,26 @@ describe('an internal error while serving', () => {
     await sleep(100)
   })
 
+  it('answers 503 with the request id when the store fails to look a key up, and serves once it is back', async () => {
+    const { account, key } = await serveBroken({ keyCacheMs: 0 })
+    const keys = store!.keys
+    const ownerOf = keys.ownerOf.bind(keys)
+    keys.ownerOf = async () => {
+      throw new Error('the store went away')
+    }
+    const body = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 }
+    const res = await chat(server!.url, key, body)
+    expect(res.status).toBe(503)
+    const error = (await res.json()).error
+    expect(error.code).toBe('no_capacity')
+    expect(error.message).toContain(res.headers.get('x-request-id'))
+    expect(await store!.usage.list(account.id, { limit: 10 })).toEqual([])
+    keys.ownerOf = ownerOf
+    // Looked up again (nothing cached), the key passes: the broken adapter answers, through the whole path.
+    expect((await chat(server!.url, key, body)).status).toBe(503)
+    expect((await store!.usage.list(account.id, { limit: 10 })).length).toBe(1)
+  })
+
   it('releases a hold the store wrote before failing to answer for it', async () => {
     const { account, key } = await serveBroken({})
     const ledger = store!.ledger

@@ -26,8 +26,9 @@ export function keyCheck(app: FastifyInstance, gw: Gateway) {
       done()
     }
     const caller = gw.keys.verify(req.headers.authorization)
-    if (caller instanceof Promise) caller.then(admit, done)
-    else admit(caller)
+    if (!(caller instanceof Promise)) return admit(caller)
+    // A failure past the lookup (the store's, or the refusal's own) goes to Fastify's error path, as from a hook.
+    caller.then(admit, done).catch(done)
   }
 }
 

@@ -159,11 +159,20 @@ describe('ChunkStream', () => {
   })
 
   it('leaves a piece that begins inside an event to the parser, even when the piece looks like a whole event', () => {
+    const notJson = { type: 'failure', failure: { kind: 'invalid_output', detail: 'stream chunk is not JSON' } }
     for (const first of [`data: ${FAST[1]}\n`, `data: ${FAST[1]}\r`, 'event: x\ndata: 1\r\n']) {
       const pieces = [first, `data: ${FAST[0]}\n\n`]
       expect(read(pieces), JSON.stringify(first)).toEqual(reference(pieces))
-      expect(read(pieces).events, JSON.stringify(first)).toEqual([{ type: 'failure', failure: { kind: 'invalid_output', detail: 'stream chunk is not JSON' } }])
+      expect(read(pieces).events, JSON.stringify(first)).toEqual([notJson])
     }
+    // An unfinished line held back (a comment here): what follows belongs to it.
+    const comment = [': ping ', `data: ${FAST[0]}\n\n`]
+    expect(read(comment)).toEqual(reference(comment))
+    expect(read(comment).events).toEqual([])
+    // Two data lines are one event, even when the first is a whole chunk.
+    const twoLines = [`data: ${FAST[0]}\ndata: ${FAST[0]}\n\n`]
+    expect(read(twoLines)).toEqual(reference(twoLines))
+    expect(read(twoLines).events).toEqual([notJson])
   })
 
   it('stops reading a piece at its first failure', () => {

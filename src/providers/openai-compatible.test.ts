@@ -16,21 +16,26 @@ const BODIES: Record<string, string> = {
   '/cut-short/chat/completions': chunk('"content":"a"') + chunk('"content":"b"'),
 }
 
-const SPLIT_BODY = chunk('"content":"é 😀 ü"') + chunk('"content":"ß"') + 'data: [DONE]\n\n'
+const SPLIT: Record<string, { status: number; body: string }> = {
+  '/split-character/chat/completions': { status: 200, body: chunk('"content":"é 😀 ü"') + chunk('"content":"ß"') + 'data: [DONE]\n\n' },
+  '/split-refusal/chat/completions': { status: 503, body: '{"error":{"message":"überlastet 😀 bitte später"}}' },
+}
 
 let server: Server
 let base: string
 beforeAll(async () => {
   server = createServer((req, res) => {
     req.resume()
-    res.writeHead(200, { 'content-type': 'text/event-stream' })
-    if (req.url === '/split-character/chat/completions') {
+    const split = SPLIT[req.url ?? '']
+    if (split) {
       // Two network reads, the second beginning inside a character's UTF-8 bytes.
-      const bytes = Buffer.from(SPLIT_BODY)
+      res.writeHead(split.status, { 'content-type': split.status === 200 ? 'text/event-stream' : 'application/json' })
+      const bytes = Buffer.from(split.body)
       const cut = bytes.indexOf(Buffer.from('😀')) + 2
       res.write(bytes.subarray(0, cut))
       return void setTimeout(() => res.end(bytes.subarray(cut)), 50)
     }
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
     res.end(BODIES[req.url ?? ''] ?? '')
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -68,6 +73,12 @@ describe('the OpenAI-compatible adapter reading a stream', () => {
   it('decodes a character whose bytes two network reads split', async () => {
     const read = await batches('split-character')
     expect(read.flat()).toEqual([{ type: 'content', text: 'é 😀 ü' }, { type: 'content', text: 'ß' }])
+  })
+
+  it('decodes a refusal whose bytes two network reads split', async () => {
+    expect(await batches('split-refusal')).toEqual([[
+      { type: 'failure', failure: { kind: 'unavailable', status: 503, detail: 'upstream answered 503: {"error":{"message":"überlastet 😀 bitte später"}}' } },
+    ]])
   })
 
   it('takes a finish chunk as the end when [DONE] does not follow', async () => {

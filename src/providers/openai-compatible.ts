@@ -145,7 +145,8 @@ export class OpenAICompatibleProvider implements Provider {
       yield [why(err)]
       return
     }
-    // What the decoder may still hold, the start of a character cut off at the end, could complete no event.
+    // The start of a character cut off at the very end: it completes no event, but belongs to the last one.
+    reader.push(utf8.end(), [])
     reader.end()
     if (!reader.done && !finished) yield [failure('unavailable', 'upstream closed the stream before it finished')]
   }
