@@ -6,12 +6,11 @@
 // how many slices this checkout was faster.
 // Usage: npm run bench:duel -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 4]
 // [--node-args "--flag …"] (node flags for this checkout's gateways only: a duel of runtime flags against --base HEAD)
-import { execFileSync } from 'node:child_process'
-import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { benchGateway, BENCH_MODEL, cpuUs, load, MESSAGES, start } from './processes.mjs'
+import { benchGateway, BENCH_MODEL, buildBase, cpuUs, load, MESSAGES, start } from './processes.mjs'
 
 const { values: o } = parseArgs({
   options: {
@@ -23,21 +22,6 @@ const { values: o } = parseArgs({
 if (!o.base) {
   console.error('usage: npm run bench:duel -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2]')
   process.exit(2)
-}
-
-/** A work tree of the base ref beside this checkout, built with this checkout's node_modules. */
-function buildBase(ref) {
-  const dir = mkdtempSync(join(tmpdir(), 'svc-duel-base-'))
-  execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { stdio: 'ignore' })
-  process.on('exit', () => {
-    rmSync(dir, { recursive: true, force: true })
-    execFileSync('git', ['worktree', 'prune'], { stdio: 'ignore' })
-  })
-  symlinkSync(resolve('node_modules'), join(dir, 'node_modules'))
-  execFileSync(process.execPath, [resolve('node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir, stdio: 'inherit' })
-  // The portal's page is not on the request path: this checkout's bundle serves for both.
-  if (existsSync('dist/web')) cpSync('dist/web', join(dir, 'dist/web'), { recursive: true })
-  return dir
 }
 
 const base = buildBase(o.base)

@@ -1,8 +1,9 @@
 // What the HTTP benchmarks share: starting a process that announces itself with a JSON line, reading its CPU time,
 // the gateway's config over the simulated upstream, a funded key, and the closed-loop load generator.
 import { spawn, execFileSync } from 'node:child_process'
-import { readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
 
 const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim())
 const children = []
@@ -64,3 +65,18 @@ export function load(url, body, concurrency, seconds, warmup, key) {
 }
 
 export const MESSAGES = [{ role: 'user', content: 'Tell me something about the river and the harbor.' }]
+
+/** A work tree of the base ref beside this checkout, built with this checkout's node_modules. */
+export function buildBase(ref) {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-duel-base-'))
+  execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { stdio: 'ignore' })
+  process.on('exit', () => {
+    rmSync(dir, { recursive: true, force: true })
+    execFileSync('git', ['worktree', 'prune'], { stdio: 'ignore' })
+  })
+  symlinkSync(resolve('node_modules'), join(dir, 'node_modules'))
+  execFileSync(process.execPath, [resolve('node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir, stdio: 'inherit' })
+  // The portal's page is not on the request path: this checkout's bundle serves for both.
+  if (existsSync('dist/web')) cpSync('dist/web', join(dir, 'dist/web'), { recursive: true })
+  return dir
+}
