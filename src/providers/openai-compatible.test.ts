@@ -14,6 +14,7 @@ const BODIES: Record<string, string> = {
   '/error-in-the-middle/chat/completions': chunk('"content":"a"') + 'data: {"error":{"message":"overloaded"}}\n\n' + chunk('"content":"b"'),
   '/finish-without-done/chat/completions': chunk('"content":"a"') + chunk('', '"stop"'),
   '/cut-short/chat/completions': chunk('"content":"a"') + chunk('"content":"b"'),
+  '/byte-order-mark/chat/completions': '\uFEFF' + chunk('"content":"a"') + '\uFEFF' + chunk('"content":"b"') + 'data: [DONE]\n\n',
 }
 
 const SPLIT: Record<string, { status: number; body: string }> = {
@@ -79,6 +80,11 @@ describe('the OpenAI-compatible adapter reading a stream', () => {
     expect(await batches('split-refusal')).toEqual([[
       { type: 'failure', failure: { kind: 'unavailable', status: 503, detail: 'upstream answered 503: {"error":{"message":"überlastet 😀 bitte später"}}' } },
     ]])
+  })
+
+  it('drops a byte order mark that opens the stream, and only that one', async () => {
+    // A second mark is no mark: it begins a line that is no field, as the SSE spec reads it.
+    expect(await batches('byte-order-mark')).toEqual([[{ type: 'content', text: 'a' }]])
   })
 
   it('takes a finish chunk as the end when [DONE] does not follow', async () => {

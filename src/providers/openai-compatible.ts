@@ -126,12 +126,19 @@ export class OpenAICompatibleProvider implements Provider {
     const reader = new ChunkStream()
     // undici's body ignores setEncoding: it yields Buffers, and a character cut between two reads needs a decoder.
     const utf8 = new StringDecoder('utf8')
+    // A byte order mark may open the stream; decoding drops it (the SSE spec's UTF-8 decode), or it would hide the first line.
+    let begun = false
     // A finish reason or [DONE]: the upstream closing the stream after either is its end, not a break.
     let finished = false
     try {
       for await (const bytes of res.body as AsyncIterable<Buffer>) {
         const events: UpstreamEvent[] = []
-        reader.push(utf8.write(bytes), events)
+        let text = utf8.write(bytes)
+        if (!begun && text !== '') {
+          begun = true
+          if (text.charCodeAt(0) === 0xfeff) text = text.slice(1)
+        }
+        reader.push(text, events)
         if (reader.buffered > MAX_REPLY_BYTES && events[events.length - 1]?.type !== 'failure') {
           events.push(failure('invalid_output', `stream event larger than ${MAX_REPLY_BYTES / 1024 / 1024} MiB`))
         }
