@@ -102,10 +102,10 @@ function reference(pieces: string[]): { events: UpstreamEvent[]; done: boolean }
   return { events, done }
 }
 
-function read(pieces: string[]): { events: UpstreamEvent[]; done: boolean } {
+function read(pieces: (string | Buffer)[]): { events: UpstreamEvent[]; done: boolean } {
   const reader = new ChunkStream()
   const events: UpstreamEvent[] = []
-  for (const piece of pieces) reader.push(piece, events)
+  for (const piece of pieces) reader.push(typeof piece === 'string' ? Buffer.from(piece) : piece, events)
   reader.end()
   return { events, done: reader.done }
 }
@@ -131,26 +131,37 @@ describe('ChunkStream', () => {
     expect(whole.done).toBe(true)
     expect(whole.events.some((e) => e.type === 'failure')).toBe(false)
     expect(whole.events.filter((e) => e.type === 'content').length).toBeGreaterThan(FAST.length)
-    expect(read([text])).toEqual(whole)
-    for (let i = 1; i < text.length; i++) expect(read([text.slice(0, i), text.slice(i)]), `cut at ${i}`).toEqual(whole)
+    // Cut between bytes, so inside characters too (the text holds two-, three- and four-byte ones).
+    const bytes = Buffer.from(text)
+    expect(bytes.length).toBeGreaterThan(text.length)
+    expect(read([bytes])).toEqual(whole)
+    for (let i = 1; i < bytes.length; i++) expect(read([bytes.subarray(0, i), bytes.subarray(i)]), `cut at ${i}`).toEqual(whole)
     let seed = 7
     const next = () => (seed = (seed * 48271) % 2147483647)
     for (let round = 0; round < 200; round++) {
-      const pieces: string[] = []
-      for (let at = 0; at < text.length; ) {
+      const pieces: Buffer[] = []
+      for (let at = 0; at < bytes.length; ) {
         const size = 1 + (next() % 400)
-        pieces.push(text.slice(at, at + size))
+        pieces.push(bytes.subarray(at, at + size))
         at += size
       }
       expect(read(pieces), `round ${round}`).toEqual(whole)
     }
   })
 
+  it('drops a byte order mark that opens the stream, and only that one', () => {
+    const event = `data: ${FAST[0]}\n\n`
+    // A second mark is no mark: it begins a line that is no field, as the SSE spec reads it.
+    expect(read(['\uFEFF' + event + '\uFEFF' + event])).toEqual({ events: parsed(FAST[0]!), done: false })
+    const mark = Buffer.from('\uFEFF')
+    expect(read([mark.subarray(0, 1), Buffer.concat([mark.subarray(1), Buffer.from(event)])])).toEqual({ events: parsed(FAST[0]!), done: false })
+  })
+
   it('matches whole content events in place, without the SSE parser', () => {
     const push = vi.spyOn(SseParser.prototype, 'push')
     try {
       const events: UpstreamEvent[] = []
-      new ChunkStream().push(FAST.map((d) => `data: ${d}\n\n`).join(''), events)
+      new ChunkStream().push(Buffer.from(FAST.map((d) => `data: ${d}\n\n`).join('')), events)
       expect(events).toEqual(FAST.flatMap((d) => parsed(d)))
       expect(push).not.toHaveBeenCalled()
     } finally {
@@ -177,7 +188,7 @@ describe('ChunkStream', () => {
 
   it('stops reading a piece at its first failure', () => {
     const events: UpstreamEvent[] = []
-    new ChunkStream().push(`data: ${FAST[0]}\n\ndata: not json\n\ndata: ${FAST[0]}\n\n`, events)
+    new ChunkStream().push(Buffer.from(`data: ${FAST[0]}\n\ndata: not json\n\ndata: ${FAST[0]}\n\n`), events)
     expect(events).toEqual([...parsed(FAST[0]!), { type: 'failure', failure: { kind: 'invalid_output', detail: 'stream chunk is not JSON' } }])
   })
 })

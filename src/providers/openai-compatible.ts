@@ -124,21 +124,12 @@ export class OpenAICompatibleProvider implements Provider {
 
   private async *readStream(res: Dispatcher.ResponseData, firstByte: () => void, why: (err: unknown) => UpstreamEvent): AsyncIterable<UpstreamEvent[]> {
     const reader = new ChunkStream()
-    // undici's body ignores setEncoding: it yields Buffers, and a character cut between two reads needs a decoder.
-    const utf8 = new StringDecoder('utf8')
-    // A byte order mark may open the stream; decoding drops it (the SSE spec's UTF-8 decode), or it would hide the first line.
-    let begun = false
     // A finish reason or [DONE]: the upstream closing the stream after either is its end, not a break.
     let finished = false
     try {
       for await (const bytes of res.body as AsyncIterable<Buffer>) {
         const events: UpstreamEvent[] = []
-        let text = utf8.write(bytes)
-        if (!begun && text !== '') {
-          begun = true
-          if (text.charCodeAt(0) === 0xfeff) text = text.slice(1)
-        }
-        reader.push(text, events)
+        reader.push(bytes, events)
         if (reader.buffered > MAX_REPLY_BYTES && events[events.length - 1]?.type !== 'failure') {
           events.push(failure('invalid_output', `stream event larger than ${MAX_REPLY_BYTES / 1024 / 1024} MiB`))
         }
@@ -152,8 +143,6 @@ export class OpenAICompatibleProvider implements Provider {
       yield [why(err)]
       return
     }
-    // The start of a character cut off at the very end: it completes no event, but belongs to the last one.
-    reader.push(utf8.end(), [])
     reader.end()
     if (!reader.done && !finished) yield [failure('unavailable', 'upstream closed the stream before it finished')]
   }
@@ -188,6 +177,7 @@ function errorSummary(text: string): string {
 
 /** The start of a refusal's body: reading stops past MAX_ERROR_BODY characters. */
 async function readBounded(body: Dispatcher.ResponseData['body']): Promise<string> {
+  // undici's body ignores setEncoding: it yields bytes, and a character may be cut between two reads.
   const utf8 = new StringDecoder('utf8')
   let text = ''
   try {
