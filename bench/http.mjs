@@ -5,7 +5,8 @@
 // and (c) is measured in --rounds interleaved rounds (raw, gateway, raw, gateway, …) and the table shows medians,
 // ratios being the median of the per-round ratios. In a closed loop at concurrency 16 or 64 latency is mostly
 // queueing (concurrency over throughput); concurrency 1 shows what a request adds on a machine with room to spare.
-// Usage: npm run bench [-- --seconds 5 --warmup 2 --rounds 3 --concurrency 1,16,64 --modes plain,stream --soak 60 --profile]
+// Usage: npm run bench [-- --seconds 5 --warmup 2 --rounds 3 --concurrency 1,16,64 --modes plain,stream --soak 60 --profile
+//   --chunk-delay 1]
 import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -17,7 +18,7 @@ const { values: o } = parseArgs({
     seconds: { type: 'string', default: '5' }, warmup: { type: 'string', default: '2' }, concurrency: { type: 'string', default: '1,16,64' },
     modes: { type: 'string', default: 'plain,stream' }, tokens: { type: 'string', default: '64' }, soak: { type: 'string', default: '0' },
     profile: { type: 'boolean', default: false }, targets: { type: 'string', default: 'upstream,raw-proxy,gateway' },
-    rounds: { type: 'string', default: '3' }, settle: { type: 'string', default: '5' },
+    rounds: { type: 'string', default: '3' }, settle: { type: 'string', default: '5' }, 'chunk-delay': { type: 'string', default: '0' },
   },
 })
 const CLI = 'dist/cli/main.js'
@@ -36,7 +37,9 @@ async function measure(name, pid, url, body, c, stream, key) {
 }
 
 const tokens = Number(o.tokens)
-const sim = await start([CLI, 'sim-provider', '--port', '0', '--json', '--reply-tokens', String(tokens)])
+// --chunk-delay N: the upstream pauses N ms between a stream's chunks, so each arrives in a read of its own, as a real
+// upstream's tokens do; throughput is then the pauses', and CPU per stream is the figure to read.
+const sim = await start([CLI, 'sim-provider', '--port', '0', '--json', '--reply-tokens', String(tokens), '--chunk-delay-ms', o['chunk-delay']])
 const raw = await start(['bench/raw-proxy.mjs', sim.info.base_url])
 const dir = mkdtempSync(join(tmpdir(), 'svc-bench-'))
 const { config, key, cli } = benchGateway('.', dir, sim.info.base_url)
@@ -122,7 +125,7 @@ for (const r of rows.filter((x) => x.target === 'gateway')) {
     'event-loop busy % gateway': r.loop_cpu_us_per_req && Math.round((r.loop_cpu_us_per_req * r.rps) / 1e4),
   })
 }
-console.log(`\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply, closed loop, medians of ${o.rounds} interleaved rounds`)
+console.log(`\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply${o['chunk-delay'] !== '0' ? ` (streamed ${o['chunk-delay']} ms apart)` : ''}, closed loop, medians of ${o.rounds} interleaved rounds`)
 console.table(rows.map(({ requests, ...r }) => r))
 console.table(ratios)
 if (soak) {
