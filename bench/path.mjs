@@ -9,8 +9,8 @@
 // the ratio understates a change's size, and the difference in µs is the change itself.
 // The build started first in a process ran 5–10 % cheaper in runs of a build against itself (code shared by the two,
 // Fastify's, undici's and node's, meets the first one's objects first). So the slices are spread over --processes
-// processes (default 2), half of them starting each build first.
-// Usage: npm run bench:path -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 2]
+// processes (default 4), half of them starting each build first.
+// Usage: npm run bench:path -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 4]
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -22,13 +22,13 @@ const { values: o } = parseArgs({
   options: {
     base: { type: 'string' }, mode: { type: 'string', default: 'plain' }, concurrency: { type: 'string', default: '16' },
     slices: { type: 'string', default: '16' }, slice: { type: 'string', default: '2' }, tokens: { type: 'string', default: '64' },
-    warmup: { type: 'string', default: '3' }, processes: { type: 'string', default: '2' },
+    warmup: { type: 'string', default: '3' }, processes: { type: 'string', default: '4' },
     // Internal: a child process measuring the builds in `root` (the base's work tree) and '.', `first` started first.
     child: { type: 'string' }, first: { type: 'string' },
   },
 })
 if (!o.base) {
-  console.error('usage: npm run bench:path -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 2]')
+  console.error('usage: npm run bench:path -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 4]')
   process.exit(2)
 }
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
