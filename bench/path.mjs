@@ -3,10 +3,11 @@
 // store whose captures wait for the WAL's sync) started in the same process, driven in turn through Fastify's inject
 // (no client sockets, no load-generator process) against one simulated upstream, also in that process.
 // Duels of separate processes on this VM resolve about ±8 %: each slice there shares two cores with a load generator
-// and an upstream, and the processes' own luck differs. Here one process's CPU per request (process.cpuUsage, all its
-// threads) is read around each slice and the builds alternate slice by slice, so what the machine does falls on both
-// alike. The figure is the whole path's CPU, the upstream's and inject's share included (the same for both builds):
-// the ratio understates a change's size, and the difference in µs is the change itself.
+// and an upstream, and the processes' own luck differs. Here the event loop's CPU per request (the main thread's, from
+// /proc: the WAL syncs on libuv's pool varied more than the code) is read around each slice and the builds alternate
+// slice by slice, so what the machine does falls on both alike. The figure is the whole path's CPU, the upstream's and
+// inject's share included (the same for both builds): the ratio understates a change's size, and the difference in µs
+// is the change itself. A build against itself came out within about ±2 %.
 // The build started first in a process ran 5–10 % cheaper in runs of a build against itself (code shared by the two,
 // Fastify's, undici's and node's, meets the first one's objects first). So the slices are spread over --processes
 // processes (default 4), half of them starting each build first.
