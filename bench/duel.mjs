@@ -9,20 +9,15 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
 import { benchGateway, BENCH_MODEL, buildBase, cpuUs, load, MESSAGES, start } from './processes.mjs'
+import { benchOptions, usageError } from './options.mjs'
 
-const { values: o } = parseArgs({
-  options: {
-    base: { type: 'string' }, mode: { type: 'string', default: 'plain' }, concurrency: { type: 'string', default: '16' },
-    slices: { type: 'string', default: '16' }, slice: { type: 'string', default: '2' }, tokens: { type: 'string', default: '64' },
-    processes: { type: 'string', default: '4' }, 'node-args': { type: 'string', default: '' },
-  },
+const o = benchOptions(import.meta.url, {
+  base: { type: 'string' }, mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] }, concurrency: { type: 'string', default: '16' },
+  slices: { type: 'string', default: '16' }, slice: { type: 'string', default: '2' }, tokens: { type: 'string', default: '64' },
+  processes: { type: 'string', default: '4' }, 'node-args': { type: 'string', default: '' },
 })
-if (!o.base) {
-  console.error('usage: npm run bench:duel -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2]')
-  process.exit(2)
-}
+if (!o.base) usageError(import.meta.url, '--base <git ref> is required: the build to measure this checkout against')
 
 const base = buildBase(o.base)
 const stores = []

@@ -10,16 +10,14 @@
 import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
 import { benchGateway, BENCH_WALLET, cpuUs, load, MESSAGES, start } from './processes.mjs'
+import { benchOptions } from './options.mjs'
 
-const { values: o } = parseArgs({
-  options: {
-    seconds: { type: 'string', default: '5' }, warmup: { type: 'string', default: '2' }, concurrency: { type: 'string', default: '1,16,64' },
-    modes: { type: 'string', default: 'plain,stream' }, tokens: { type: 'string', default: '64' }, soak: { type: 'string', default: '0' },
-    profile: { type: 'boolean', default: false }, targets: { type: 'string', default: 'upstream,raw-proxy,gateway' },
-    rounds: { type: 'string', default: '3' }, settle: { type: 'string', default: '5' }, 'chunk-delay': { type: 'string', default: '0' },
-  },
+const o = benchOptions(import.meta.url, {
+  seconds: { type: 'string', default: '5' }, warmup: { type: 'string', default: '2' }, concurrency: { type: 'string', default: '1,16,64' },
+  modes: { type: 'string', default: 'plain,stream', choices: ['plain', 'stream'], list: true }, tokens: { type: 'string', default: '64' }, soak: { type: 'string', default: '0' },
+  profile: { type: 'boolean', default: false }, targets: { type: 'string', default: 'upstream,raw-proxy,gateway', choices: ['upstream', 'raw-proxy', 'gateway'], list: true },
+  rounds: { type: 'string', default: '3' }, settle: { type: 'string', default: '5' }, 'chunk-delay': { type: 'string', default: '0' },
 })
 const CLI = 'dist/cli/main.js'
 const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024

@@ -2,15 +2,15 @@
 // Pairs on one account (every request contends for one row) and spread over as many accounts as workers.
 // Baseline, measured in the same run on the same store: one usage record per request through the same grouped path,
 // committed (the pairs' captures also wait for the WAL sync): the least any per-request accounting could cost. Usage: npm run bench:ledger [-- --seconds 5 --concurrency 32]
-import { parseArgs } from 'node:util'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import { openStore } from '../dist/store/open.js'
 import { SYSTEM_ACCOUNTS } from '../dist/store/accounts.js'
+import { benchOptions } from './options.mjs'
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '4' }, concurrency: { type: 'string', default: '32' } } })
+const values = benchOptions(import.meta.url, { seconds: { type: 'string', default: '4' }, concurrency: { type: 'string', default: '32' } })
 const seconds = Number(values.seconds)
 const concurrency = Number(values.concurrency)
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'

@@ -16,22 +16,17 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { parseArgs } from 'node:util'
 import { benchGateway, BENCH_MODEL, buildBase, cpuUs, MESSAGES } from './processes.mjs'
+import { benchOptions, usageError } from './options.mjs'
 
-const { values: o } = parseArgs({
-  options: {
-    base: { type: 'string' }, mode: { type: 'string', default: 'plain' }, concurrency: { type: 'string', default: '16' },
-    slices: { type: 'string', default: '16' }, slice: { type: 'string', default: '2' }, tokens: { type: 'string', default: '64' },
-    warmup: { type: 'string', default: '3' }, processes: { type: 'string', default: '4' },
-    // Internal: a child process measuring the builds in `root` (the base's work tree) and '.', `first` started first.
-    child: { type: 'string' }, first: { type: 'string' },
-  },
+const o = benchOptions(import.meta.url, {
+  base: { type: 'string' }, mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] }, concurrency: { type: 'string', default: '16' },
+  slices: { type: 'string', default: '16' }, slice: { type: 'string', default: '2' }, tokens: { type: 'string', default: '64' },
+  warmup: { type: 'string', default: '3' }, processes: { type: 'string', default: '4' },
+  // Internal: a child process measuring the builds in `root` (the base's work tree) and '.', `first` started first.
+  child: { type: 'string' }, first: { type: 'string' },
 })
-if (!o.base) {
-  console.error('usage: npm run bench:path -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 4]')
-  process.exit(2)
-}
+if (!o.base) usageError(import.meta.url, '--base <git ref> is required: the build to measure this checkout against')
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
 
 if (o.child) {

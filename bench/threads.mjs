@@ -5,10 +5,10 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { execFileSync } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
 import { start, benchGateway, load, cpuUs, BENCH_MODEL, MESSAGES } from './processes.mjs'
+import { benchOptions } from './options.mjs'
 
-const { values: o } = parseArgs({ options: { mode: { type: 'string', default: 'plain' }, concurrency: { type: 'string', default: '16' }, seconds: { type: 'string', default: '8' }, tokens: { type: 'string', default: '64' } } })
+const o = benchOptions(import.meta.url, { mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] }, concurrency: { type: 'string', default: '16' }, seconds: { type: 'string', default: '8' }, tokens: { type: 'string', default: '64' } })
 const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim())
 
 /** CPU (user + system, and system alone) of every thread of `pid`, by thread id. */
