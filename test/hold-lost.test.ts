@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, it } from 'vitest'
 import { chat, marketPerTest, sseEvents } from './helpers/market.js'
 import { parseUsdc } from '../src/ledger/money.js'
@@ -21,5 +22,22 @@ describe('a hold released by a sweep while its request is served', () => {
     expect((await mk.store.accounts.byId(mk.accountId))!).toMatchObject({ balance: 10_000_000n, held: 0n })
     const audit = await mk.store.ledger.audit()
     expect(audit.unbalanced).toEqual([])
+  })
+})
+
+describe('the lease of a hold whose request is in flight', () => {
+  it('is extended by the heartbeat for as long as the request is served', async () => {
+    const mk = await market()
+    mk.sims.atlasCheap.setFault({ kind: 'stall' })
+    const pending = chat(mk.url, mk.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 20 })
+    await expect.poll(() => mk.sims.atlasCheap.stats.active).toBe(1)
+    const lease = async () => Number((await mk.store.db.selectFrom('holds').select('expires_at').where('status', '=', 'open').executeTakeFirstOrThrow()).expires_at)
+    const before = await lease()
+    await sleep(5)
+    await mk.server.gateway.lifecycle.heartbeat()
+    expect(await lease()).toBeGreaterThan(before)
+    mk.sims.atlasCheap.setFault({ kind: 'none' })
+    expect((await pending).status).toBe(200)
+    expect(await mk.store.ledger.openHolds()).toBe(0)
   })
 })

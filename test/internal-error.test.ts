@@ -87,4 +87,25 @@ describe('an internal error while serving', () => {
     expect(await store!.usage.get(account.id, res.headers.get('x-request-id')!)).toMatchObject({ outcome: 'no_capacity', cost: 0n })
     expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
   })
+
+  it('lets a hold whose release failed run out its lease instead of keeping it alive', async () => {
+    const { account, key } = await serveBroken({ holdTtlSeconds: 5 })
+    const ledger = store!.ledger
+    const release = ledger.release.bind(ledger)
+    ledger.release = async () => {
+      ledger.release = release
+      throw new Error('the store went away again')
+    }
+    const res = await chat(server!.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
+    expect(res.status).toBe(503)
+    const requestId = res.headers.get('x-request-id')!
+    const lease = async () => Number((await store!.db.selectFrom('holds').select('expires_at').where('request_id', '=', requestId).executeTakeFirstOrThrow()).expires_at)
+    const before = await lease()
+    await sleep(5)
+    // The heartbeat extends the leases of the requests the gateway is serving: this one is over.
+    await server!.gateway.lifecycle.heartbeat()
+    expect(await lease()).toBe(before)
+    expect(await store!.ledger.releaseExpired(before + 1)).toBe(1)
+    expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
+  })
 })

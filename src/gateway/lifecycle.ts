@@ -34,12 +34,16 @@ export function deadInstances(all: Instance[], self: { id: string; host: string;
 }
 
 /**
- * The gateway's presence in the store: registers, heartbeats, extends its holds' leases, and releases the holds
- * of instances that died (a restart after kill -9 frees them at once) and of any hold past its expiry.
+ * The gateway's presence in the store: registers, heartbeats, extends the leases of the holds of requests it is
+ * serving, and releases the holds of instances that died (a restart after kill -9 frees them at once) and of any hold
+ * past its expiry. A hold its request left open (its release failed with the store) is no longer extended, so it
+ * expires and the sweep releases it.
  */
 export class InstanceLifecycle {
   readonly host = hostIdentity()
   private timers: NodeJS.Timeout[] = []
+  /** Requests admitted and not yet settled: the holds whose leases the heartbeat extends. */
+  private readonly serving = new Set<string>()
 
   constructor(
     private readonly store: Store,
@@ -52,15 +56,28 @@ export class InstanceLifecycle {
   async start(): Promise<void> {
     await this.store.instances.register({ id: this.id, host: this.host, pid: process.pid, startedAt: this.now() })
     await this.sweep()
-    this.every(HEARTBEAT_MS, async () => {
-      const now = this.now()
-      // Removed by a peer that took a long pause for death: register again, or a later death would go unnoticed.
-      if (!(await this.store.instances.heartbeat(this.id, now))) {
-        await this.store.instances.register({ id: this.id, host: this.host, pid: process.pid, startedAt: now })
-      }
-      await this.store.ledger.extendLeases(this.id, now + this.holdTtlMs)
-    })
+    this.every(HEARTBEAT_MS, () => this.heartbeat())
     this.every(SWEEP_MS, () => this.sweep())
+  }
+
+  /** Tells peers this instance lives, and extends the leases of the holds of the requests it is serving. */
+  async heartbeat(): Promise<void> {
+    const now = this.now()
+    // Removed by a peer that took a long pause for death: register again, or a later death would go unnoticed.
+    if (!(await this.store.instances.heartbeat(this.id, now))) {
+      await this.store.instances.register({ id: this.id, host: this.host, pid: process.pid, startedAt: now })
+    }
+    await this.store.ledger.extendLeases(this.id, [...this.serving], now + this.holdTtlMs)
+  }
+
+  /** A request holds money until `settled`: its hold's lease is extended meanwhile. */
+  admitted(requestId: string): void {
+    this.serving.add(requestId)
+  }
+
+  /** The request's hold was captured or released, or its release was tried and failed: its lease runs out. */
+  settled(requestId: string): void {
+    this.serving.delete(requestId)
   }
 
   /** Releases expired holds and the holds of dead instances; returns how many were released. */

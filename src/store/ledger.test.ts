@@ -82,11 +82,17 @@ describe.each(STORE_KINDS)('ledger on %s', (kind) => {
     expect(audit.inconsistent).toEqual([])
   })
 
-  it('extends the leases of a live owner so only the holds of dead owners expire', async () => {
-    await hold('r5', 10n, 1500)
-    await store.ledger.extendLeases('i1', 50_000)
-    expect(await store.ledger.releaseExpired(2000)).toBe(0)
-    expect(await store.ledger.releaseExpired(60_000)).toBe(1)
+  it("extends the leases of the requests a live owner serves, and of no one else's", async () => {
+    await hold('lease_1', 10n, 1500)
+    await hold('lease_2', 10n, 1500)
+    await hold('lease_3', 10n, 1500)
+    // lease_2's request left it open (its release failed); another owner's list never reaches i1's holds. The list
+    // is long enough to take several statements, lease_3 in the last.
+    const serving = Array.from({ length: 1200 }, (_, i) => `req_${i}`)
+    await store.ledger.extendLeases('i1', ['lease_1', ...serving, 'lease_3'], 50_000)
+    await store.ledger.extendLeases('i2', ['lease_2'], 50_000)
+    expect(await store.ledger.releaseExpired(2000)).toBe(1)
+    expect(await store.ledger.releaseExpired(60_000)).toBe(2)
   })
 
   it('posts what each request moved, in order, and no posting of nothing', async () => {

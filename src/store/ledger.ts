@@ -14,6 +14,9 @@ export interface LedgerAudit {
   openHolds: number
 }
 
+/** Request ids per lease extension: far below either dialect's limit on bound parameters. */
+const LEASES_PER_STATEMENT = 500
+
 type OpenHolds = SelectQueryBuilder<Database, 'holds', { request_id: string; account_id: number | bigint; key_id: string; model: string; created_at: number | bigint }>
 
 /**
@@ -74,9 +77,20 @@ export class LedgerRepo {
     return released.filter(Boolean).length
   }
 
-  /** Extends the leases of a live instance's open holds, so only holds of dead instances ever expire. */
-  async extendLeases(owner: string, expiresAt: number): Promise<void> {
-    await this.db.updateTable('holds').set({ expires_at: BigInt(expiresAt) }).where('owner', '=', owner).where('status', '=', sql.lit('open')).execute()
+  /**
+   * Extends the leases of the open holds of requests a live instance is serving. Its other open holds (a request
+   * whose release failed) and a dead instance's expire.
+   */
+  async extendLeases(owner: string, requestIds: readonly string[], expiresAt: number): Promise<void> {
+    for (let i = 0; i < requestIds.length; i += LEASES_PER_STATEMENT) {
+      await this.db
+        .updateTable('holds')
+        .set({ expires_at: BigInt(expiresAt) })
+        .where('request_id', 'in', requestIds.slice(i, i + LEASES_PER_STATEMENT))
+        .where('owner', '=', owner)
+        .where('status', '=', sql.lit('open'))
+        .execute()
+    }
   }
 
   async openHolds(accountId?: number): Promise<number> {

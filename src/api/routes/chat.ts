@@ -55,34 +55,45 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnT
       if (admitted.code === 'insufficient_quota') await recordRefusal(gw, caller, prepared, requestId, startedAt, 'insufficient_quota')
       return sendError(reply, admitted)
     }
-    const cancel = new Cancel()
-    const onClose = () => {
-      if (!reply.raw.writableFinished) cancel.abort()
+    // Its hold's lease is extended while it is served; a hold its request leaves open (a failed release) expires.
+    gw.lifecycle.admitted(requestId)
+    try {
+      return await serveAdmitted(gw, reply, caller, prepared, admitted.amount, requestId, startedAt)
+    } finally {
+      gw.lifecycle.settled(requestId)
     }
-    reply.raw.once('close', onClose)
-    // A client that left while the request was checked and admitted closed the response before this listener.
-    if (reply.raw.destroyed) onClose()
-    const identity = { id: completionId(requestId), created: Math.floor(startedAt / 1000), model: prepared.model }
-    if (prepared.stream) {
-      const sse = new SseReply(reply, identity, requestId, fingerprintFor(prepared), gw.tuning.keepAliveMs)
-      let finished: Finished
-      try {
-        finished = await gw.run(caller, prepared, admitted.amount, requestId, startedAt, sse, cancel)
-      } catch (err) {
-        await failedInternally(gw, err, caller, prepared, requestId, startedAt, sse.headersSent ? 'stream_interrupted' : 'no_capacity')
-        return failStream(reply, sse, internalError(requestId), 'stream_interrupted')
-      }
-      return streamFinished(reply, sse, prepared, finished, requestId)
-    }
+  })
+}
+
+/** Serves an admitted request and settles it: capture or release, then the reply (DESIGN §4, §6). */
+async function serveAdmitted(gw: Gateway, reply: FastifyReply, caller: Caller, prepared: Prepared, held: bigint, requestId: string, startedAt: number): Promise<FastifyReply> {
+  const cancel = new Cancel()
+  const onClose = () => {
+    if (!reply.raw.writableFinished) cancel.abort()
+  }
+  reply.raw.once('close', onClose)
+  // A client that left while the request was checked and admitted closed the response before this listener.
+  if (reply.raw.destroyed) onClose()
+  const identity = { id: completionId(requestId), created: Math.floor(startedAt / 1000), model: prepared.model }
+  if (prepared.stream) {
+    const sse = new SseReply(reply, identity, requestId, fingerprintFor(prepared), gw.tuning.keepAliveMs)
     let finished: Finished
     try {
-      finished = await gw.run(caller, prepared, admitted.amount, requestId, startedAt, undefined, cancel)
+      finished = await gw.run(caller, prepared, held, requestId, startedAt, sse, cancel)
     } catch (err) {
-      await failedInternally(gw, err, caller, prepared, requestId, startedAt, 'no_capacity')
-      return sendError(reply, internalError(requestId))
+      await failedInternally(gw, err, caller, prepared, requestId, startedAt, sse.headersSent ? 'stream_interrupted' : 'no_capacity')
+      return failStream(reply, sse, internalError(requestId), 'stream_interrupted')
     }
-    return plainFinished(reply, prepared, finished, identity, requestId)
-  })
+    return streamFinished(reply, sse, prepared, finished, requestId)
+  }
+  let finished: Finished
+  try {
+    finished = await gw.run(caller, prepared, held, requestId, startedAt, undefined, cancel)
+  } catch (err) {
+    await failedInternally(gw, err, caller, prepared, requestId, startedAt, 'no_capacity')
+    return sendError(reply, internalError(requestId))
+  }
+  return plainFinished(reply, prepared, finished, identity, requestId)
 }
 
 /** A failure before the stream's status line went out is a plain HTTP error; after it, an error chunk and [DONE]. */
