@@ -33,6 +33,11 @@ const refusals: [string, Record<string, unknown>, string][] = [
   ['a tool message without tool_call_id', { model: 'svc/atlas@1', messages: [...ask, { role: 'tool', content: '{}' }] }, 'messages[1].tool_call_id'],
   ['an assistant message without content or tool_calls', { model: 'svc/atlas@1', messages: [...ask, { role: 'assistant', content: null }] }, 'messages[1].content'],
   ['tool_calls on a user message', { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'x', tool_calls: [call] }] }, 'messages[0].tool_calls'],
+  // Malformed on any model: svc/cortex@1 refuses them too, rather than routing them past every candidate to the vendor.
+  ['on cortex, a named tool_choice of an undeclared tool', { model: 'svc/cortex@1', tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'get_time' } } }, 'tool_choice'],
+  ['on cortex, tool_choice without tools', { model: 'svc/cortex@1', tool_choice: 'auto' }, 'tool_choice'],
+  ['on cortex, parallel_tool_calls without tools', { model: 'svc/cortex@1', parallel_tool_calls: true }, 'parallel_tool_calls'],
+  ['on cortex, a tool declared twice', { model: 'svc/cortex@1', tools: [WEATHER, WEATHER] }, 'tools[1].function.name'],
 ]
 
 describe('contract enforcement before any work or charge', () => {

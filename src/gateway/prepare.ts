@@ -10,6 +10,7 @@ import { effectiveMax, fitViolation, type Needs } from './fit.js'
 import { normalizeMessages, upstreamBodyJson } from './normalize.js'
 import { validateChatRequest } from './validate.js'
 import { callPolicyOf, type CallPolicy } from '../tools/assemble.js'
+import { toolRequestViolation } from '../tools/contract.js'
 
 /** A request that passed every check before money: validated, metered, bounded and planned. */
 export interface Prepared {
@@ -39,6 +40,9 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
   }
   const messages = normalizeMessages(request.messages)
   if (isApiError(messages)) return messages
+  // Malformed tool options are the request's fault on any model: refused here, never routed around by cortex.
+  const tooling = toolRequestViolation(request)
+  if (tooling) return tooling
   // Tool definitions and a response schema reach the model as input: they count, as their JSON.
   const schema = request.response_format?.type === 'json_schema' ? JSON.stringify(request.response_format.json_schema) : ''
   const toolsJson = request.tools?.length ? JSON.stringify(request.tools) : undefined

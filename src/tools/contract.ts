@@ -14,40 +14,51 @@ function listModes(modes: readonly string[]): string {
 }
 
 /**
- * Refuses tool options outside the model's certified tool_contract (spec §7), naming the field, before any work.
- * Returns null when the request fits.
+ * Refuses tool options that no model could serve, whatever its contract: a tool_choice or parallel_tool_calls without
+ * tools, a named tool_choice naming no declared tool, a tool name declared twice. Checked before any model is chosen,
+ * so svc/cortex@1 refuses them as a named model does instead of routing them to a model they do not fit.
  */
-export function toolContractViolation(modelId: string, caps: Capabilities, contract: ToolContract | undefined, req: ChatRequest): ApiError | null {
+export function toolRequestViolation(req: ChatRequest): ApiError | null {
   const tools = req.tools ?? []
   const mode = choiceMode(req.tool_choice)
-  if (tools.length > 0 && (!caps.tools || !contract)) return unsupported('tools', `${modelId} does not support tools.`)
   if (tools.length === 0) {
     if (mode !== undefined && mode !== 'none') return unsupported('tool_choice', `tool_choice ${JSON.stringify(mode === 'named' ? req.tool_choice : mode)} needs tools; the request declares none.`)
     if (req.parallel_tool_calls === true) return unsupported('parallel_tool_calls', 'parallel_tool_calls needs tools; the request declares none.')
     return null
   }
-  const c = contract!
-  const effective = mode ?? 'auto'
-  if (!c.tool_choice.includes(effective)) {
-    const shown = mode === undefined ? 'the default "auto"' : `"${effective}"`
-    return unsupported('tool_choice', `${modelId} is certified for tool_choice ${listModes(c.tool_choice)}; ${shown} is outside its tool_contract.`)
-  }
   if (mode === 'named') {
     const name = (req.tool_choice as { function: { name: string } }).function.name
     if (!tools.some((t) => t.function.name === name)) return unsupported('tool_choice', `tool_choice names ${JSON.stringify(name)}, which is not among the declared tools.`)
-  }
-  if (req.parallel_tool_calls === true && !c.parallel_tool_calls) {
-    return unsupported('parallel_tool_calls', `${modelId} is not certified for parallel tool calls; send parallel_tool_calls false or leave it out.`)
-  }
-  for (const [i, t] of tools.entries()) {
-    if (t.function.strict === true && !c.strict_schemas) {
-      return unsupported(`tools[${i}].function.strict`, `${modelId} is not certified for strict tool schemas.`)
-    }
   }
   const names = new Set<string>()
   for (const [i, t] of tools.entries()) {
     if (names.has(t.function.name)) return unsupported(`tools[${i}].function.name`, `tool name ${JSON.stringify(t.function.name)} is declared twice.`)
     names.add(t.function.name)
+  }
+  return null
+}
+
+/**
+ * Refuses tool options outside the model's certified tool_contract (spec §7), naming the field, before any work.
+ * Returns null when the request fits. The request's own consistency is `toolRequestViolation`'s, checked before.
+ */
+export function toolContractViolation(modelId: string, caps: Capabilities, contract: ToolContract | undefined, req: ChatRequest): ApiError | null {
+  const tools = req.tools ?? []
+  if (tools.length === 0) return null
+  if (!caps.tools || !contract) return unsupported('tools', `${modelId} does not support tools.`)
+  const mode = choiceMode(req.tool_choice)
+  const effective = mode ?? 'auto'
+  if (!contract.tool_choice.includes(effective)) {
+    const shown = mode === undefined ? 'the default "auto"' : `"${effective}"`
+    return unsupported('tool_choice', `${modelId} is certified for tool_choice ${listModes(contract.tool_choice)}; ${shown} is outside its tool_contract.`)
+  }
+  if (req.parallel_tool_calls === true && !contract.parallel_tool_calls) {
+    return unsupported('parallel_tool_calls', `${modelId} is not certified for parallel tool calls; send parallel_tool_calls false or leave it out.`)
+  }
+  for (const [i, t] of tools.entries()) {
+    if (t.function.strict === true && !contract.strict_schemas) {
+      return unsupported(`tools[${i}].function.strict`, `${modelId} is not certified for strict tool schemas.`)
+    }
   }
   return null
 }
