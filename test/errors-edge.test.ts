@@ -1,3 +1,4 @@
+import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { chat, startMarket, type Market } from './helpers/market.js'
 import { STORE_KINDS, postgresReachable } from './helpers/stores.js'
@@ -55,6 +56,57 @@ describe('edge URLs and query strings', () => {
     const c = await signIn(m.url, privateKeyToAccount(generatePrivateKey()))
     await expectError(await c.call('GET', '/usage?model=a&model=b'), 400, 'feature_not_supported', 'model')
     await expectError(await c.call('GET', '/usage/summary?key_id=a&key_id=b'), 400, 'feature_not_supported', 'key_id')
+  })
+
+  it('refuses a page cursor that names no record of the account, and a limit that is not plain digits', async () => {
+    const e = await expectError(await fetch(`${m.url}/v1/usage?after=req_gone`, { headers: auth() }), 400, 'feature_not_supported', 'after')
+    expect(e.message).toContain('last_id')
+    for (const limit of ['0x10', '%205', '1e1']) await expectError(await fetch(`${m.url}/v1/usage?limit=${limit}`, { headers: auth() }), 400, 'feature_not_supported', 'limit')
+    expect((await fetch(`${m.url}/v1/usage?limit=5`, { headers: auth() })).status).toBe(200)
+  })
+
+  it('checks the key before a request id of any length, and does not repeat a long one whole', async () => {
+    const id = 'a'.repeat(3000)
+    await expectError(await fetch(`${m.url}/v1/usage/${id}`), 401, 'invalid_api_key', null)
+    const e = await expectError(await fetch(`${m.url}/v1/usage/${id}`, { headers: auth() }), 404, 'feature_not_supported', 'request_id')
+    expect(e.message.length).toBeLessThan(200)
+  })
+
+  it('says what is wrong with a Content-Type header that is no media type', async () => {
+    const res = await fetch(`${m.url}/v1/chat/completions`, { method: 'POST', headers: { ...auth(), 'content-type': ';;;===' }, body: '{}' })
+    expect((await expectError(res, 415, 'feature_not_supported', null)).message).toContain('application/json')
+  })
+})
+
+/** Sends raw bytes and reads what comes back until the server closes the connection. */
+function raw(url: string, bytes: string): Promise<string> {
+  const { hostname, port } = new URL(url)
+  return new Promise((resolve, reject) => {
+    let out = ''
+    const socket = connect(Number(port), hostname, () => socket.write(bytes))
+    socket.setEncoding('utf8').on('data', (d: string) => (out += d)).on('close', () => resolve(out)).on('error', reject)
+  })
+}
+
+describe('requests Node cannot read', () => {
+  let m: Market
+  beforeAll(async () => {
+    m = await startMarket()
+  })
+  afterAll(() => m?.close())
+
+  it.each([
+    ['malformed HTTP', 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n', 400],
+    ['an unknown method', 'FOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\n', 400],
+    ['headers over the limit', `GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${'a'.repeat(20_000)}\r\n\r\n`, 431],
+  ])('answers %s in the one error shape with a request id, then closes', async (_what, bytes, status) => {
+    const reply = await raw(m.url, bytes)
+    const [head, body] = reply.split('\r\n\r\n')
+    expect(head).toMatch(new RegExp(`^HTTP/1.1 ${status} `))
+    expect(head).toMatch(/\r\nx-request-id: req_[0-9A-Z]{26}\r\n/)
+    expect(head).toMatch(/\r\nconnection: close/)
+    expect(JSON.parse(body!).error).toMatchObject({ type: 'invalid_request_error', code: 'feature_not_supported', param: null })
+    expect(JSON.parse(body!).error.message.length).toBeGreaterThan(20)
   })
 })
 

@@ -1,8 +1,10 @@
+import { maxHeaderSize } from 'node:http'
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify'
 import { apiError, type ApiError } from '../protocol/errors.js'
 import type { Gateway } from '../gateway/gateway.js'
 import { sendError } from './errors.js'
 import { newRequestId } from './request-id.js'
+import { answerClientError, REQUEST_TIMEOUT_MS } from './client-errors.js'
 import { keyCheck } from './caller.js'
 import { chatRoutes, internalError } from './routes/chat.js'
 import { modelRoutes } from './routes/models.js'
@@ -23,6 +25,12 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     requestIdHeader: false,
     return503OnClosing: true,
     forceCloseConnections: true,
+    // What Node cannot read as a request (malformed HTTP, oversized headers, a body that never ends) is answered in the
+    // same error shape, with a request id; a request must arrive whole within REQUEST_TIMEOUT_MS.
+    clientErrorHandler: answerClientError,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    // A path parameter as long as the headers allow reaches its route (and its key check) instead of a 414.
+    routerOptions: { maxParamLength: maxHeaderSize },
     // Behind a reverse proxy: client addresses (the portal's sign-in limit) and https (Secure cookies) come from it.
     trustProxy: gw.config.listen?.trustProxy ?? false,
     // A malformed URL or an over-long path parameter is answered before routing: same error shape, same request id.
@@ -54,7 +62,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   })
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
-    const client = clientError(err)
+    const client = clientError(err, req.headers['content-type'])
     if (client) return sendError(reply, client)
     gw.log(`unexpected error on ${req.method} ${req.url} (${req.id})`, err)
     return sendError(reply, internalError(req.id))
@@ -73,9 +81,13 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
 }
 
 /** What a client did wrong, as the one error shape (413 for an oversized body); null for our own failures. */
-function clientError(err: FastifyError): ApiError | null {
+function clientError(err: FastifyError, contentType?: string): ApiError | null {
   if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
     return apiError('feature_not_supported', `The request body is larger than ${BODY_LIMIT / 1024 / 1024} MiB.`, { param: null, status: 413 })
+  }
+  // Any media type is read as JSON, but a Content-Type header that is no media type at all cannot be read.
+  if (err.statusCode === 415) {
+    return apiError('feature_not_supported', `The Content-Type header ${JSON.stringify(contentType ?? '')} is not a media type; send Content-Type: application/json.`, { param: null, status: 415 })
   }
   if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) return apiError('feature_not_supported', err.message, { param: null, status: err.statusCode })
   return null

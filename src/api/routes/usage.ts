@@ -39,9 +39,15 @@ export function repeatedParam(query: Record<string, unknown>): ApiError | null {
 export function pageLimit(query: Record<string, unknown>, max: number, fallback: number): number | ApiError {
   const repeated = repeatedParam(query)
   if (repeated) return repeated
-  const limit = query.limit === undefined ? fallback : Number(query.limit)
+  // Digits only: Number() would also read '0x10', ' 5' and '1e1'.
+  const limit = query.limit === undefined ? fallback : /^\d{1,4}$/.test(query.limit as string) ? Number(query.limit) : NaN
   if (!Number.isInteger(limit) || limit < 1 || limit > max) return apiError('feature_not_supported', `limit must be an integer from 1 to ${max}.`, { param: 'limit' })
   return limit
+}
+
+/** A request id as a message may repeat it: a hostile one can be as long as the headers allow. */
+function shown(id: string): string {
+  return id.length > 64 ? `${id.slice(0, 64)}…` : id
 }
 
 /** The `key_id` and `model` filters of a usage query. */
@@ -53,6 +59,10 @@ export function usageFilterOf(q: Record<string, string | undefined>): UsageFilte
 export async function usagePage(store: Store, accountId: number, q: Record<string, string | undefined>, max: number, fallback: number) {
   const limit = pageLimit(q, max, fallback)
   if (isApiError(limit)) return limit
+  // A cursor that names no record of this account would start over from the newest: a client paging on would loop.
+  if (q.after && !(await store.usage.get(accountId, q.after))) {
+    return apiError('feature_not_supported', `after names no usage record of this account (${shown(q.after)}); send the last_id of the previous page.`, { param: 'after' })
+  }
   const rows = await store.usage.list(accountId, { limit: limit + 1, ...usageFilterOf(q), ...(q.after ? { after: q.after } : {}) })
   const page = rows.slice(0, limit)
   return { object: 'list' as const, data: page.map(wireUsage), has_more: rows.length > limit, last_id: page.at(-1)?.requestId ?? null }
@@ -68,7 +78,7 @@ export function usageRoutes(app: FastifyInstance, gw: Gateway, onRequest: Return
   app.get<{ Params: { id: string } }>('/v1/usage/:id', { onRequest }, async (req, reply) => {
     const caller = callerOf(req)
     const u = await gw.store.usage.get(caller.accountId, req.params.id)
-    if (!u) return sendError(reply, apiError('feature_not_supported', `No usage record ${req.params.id} for this account.`, { param: 'request_id', status: 404 }))
+    if (!u) return sendError(reply, apiError('feature_not_supported', `No usage record ${shown(req.params.id)} for this account.`, { param: 'request_id', status: 404 }))
     return wireUsage(u)
   })
 }
