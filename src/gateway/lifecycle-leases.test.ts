@@ -41,3 +41,33 @@ describe("an instance's heartbeat", () => {
     expect(await store.ledger.audit()).toMatchObject({ unbalanced: [], inconsistent: [], openHolds: 0 })
   })
 })
+
+describe("a peer's holds", () => {
+  it('stay while its heartbeat moves, whatever its clock says, and are released once it stops', async () => {
+    f = await openFixture('sqlite')
+    const { store, user } = f
+    await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
+    await store.accounts.approve(user, 1_000n)
+    // The peer's clock runs 20 s behind this instance's: its heartbeats look 20 s old here.
+    let mine = 100_000
+    const theirs = () => mine - 20_000
+    const life = new InstanceLifecycle(store, 'gw_here', 600_000, () => mine, (err) => {
+      throw err
+    })
+    await store.instances.register({ id: 'gw_there', host: 'another-host', pid: 1, startedAt: theirs() })
+    expect(await store.ledger.hold({ requestId: 'theirs', accountId: user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'gw_there', now: theirs(), expiresAt: theirs() + 600_000 })).toEqual({ ok: true })
+    for (let i = 0; i < 6; i++) {
+      expect(await life.sweep()).toBe(0)
+      mine += 5_000
+      await store.instances.heartbeat('gw_there', theirs())
+    }
+    expect(await life.sweep()).toBe(0)
+    // It stops: once this clock has seen its last heartbeat stand still for 15 s, its holds go.
+    mine += 15_000
+    expect(await life.sweep()).toBe(0)
+    mine += 1
+    expect(await life.sweep()).toBe(1)
+    expect((await store.instances.list()).map((i) => i.id)).toEqual([])
+    expect((await store.accounts.byId(user))!.held).toBe(0n)
+  })
+})

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest'
-import { deadInstances } from './lifecycle.js'
+import { HeartbeatWatch } from './lifecycle.js'
 
 const self = { id: 'me', host: 'h1', pid: process.pid }
 const NOW = 1_000_000
 
-describe('deadInstances', () => {
+describe('HeartbeatWatch', () => {
   it('keeps live instances on other hosts and this host', () => {
     const all = [
       { id: 'me', host: 'h1', pid: process.pid, startedAt: 0, heartbeatAt: NOW },
@@ -12,15 +12,40 @@ describe('deadInstances', () => {
       // process.ppid is alive: a sibling on this host.
       { id: 'sibling', host: 'h1', pid: process.ppid, startedAt: 0, heartbeatAt: NOW - 1_000 },
     ]
-    expect(deadInstances(all, self, NOW)).toEqual([])
+    expect(new HeartbeatWatch().dead(all, self, NOW)).toEqual([])
   })
 
-  it('finds stale heartbeats anywhere, and dead or reused pids on this host at once', () => {
+  it('finds dead or reused pids on this host at once, and a heartbeat that stopped once this clock saw it stand still for 15 s', () => {
+    const watch = new HeartbeatWatch()
     const all = [
-      { id: 'stale', host: 'h2', pid: 1, startedAt: 0, heartbeatAt: NOW - 60_000 },
+      { id: 'stopped', host: 'h2', pid: 1, startedAt: 0, heartbeatAt: NOW - 60_000 },
       { id: 'killed', host: 'h1', pid: 2 ** 22 + 12345, startedAt: 0, heartbeatAt: NOW - 100 },
       { id: 'my-pid-before-restart', host: 'h1', pid: process.pid, startedAt: 0, heartbeatAt: NOW - 100 },
     ]
-    expect(deadInstances(all, self, NOW).sort()).toEqual(['killed', 'my-pid-before-restart', 'stale'])
+    expect(watch.dead(all, self, NOW).sort()).toEqual(['killed', 'my-pid-before-restart'])
+    expect(watch.dead(all, self, NOW + 15_000).sort()).toEqual(['killed', 'my-pid-before-restart'])
+    expect(watch.dead(all, self, NOW + 15_001).sort()).toEqual(['killed', 'my-pid-before-restart', 'stopped'])
+  })
+
+  it('keeps a peer whose clock runs ahead or behind for as long as its heartbeat moves', () => {
+    const watch = new HeartbeatWatch()
+    const peers = (t: number) => [
+      { id: 'ahead', host: 'h2', pid: 1, startedAt: 0, heartbeatAt: t + 20_000 },
+      { id: 'behind', host: 'h3', pid: 1, startedAt: 0, heartbeatAt: t - 40_000 },
+    ]
+    for (let t = NOW; t <= NOW + 60_000; t += 5_000) expect(watch.dead(peers(t), self, t)).toEqual([])
+    // The peer that ran ahead stops: 15 s of this clock later it is dead, though its last heartbeat is in this clock's future.
+    const stopped = peers(NOW + 60_000)
+    expect(watch.dead(stopped, self, NOW + 75_000)).toEqual([])
+    expect(watch.dead(stopped, self, NOW + 80_000)).toEqual(['ahead', 'behind'])
+  })
+
+  it('forgets peers that are no longer registered, and watches a returning one afresh', () => {
+    const watch = new HeartbeatWatch()
+    const peer = { id: 'p', host: 'h2', pid: 1, startedAt: 0, heartbeatAt: NOW }
+    expect(watch.dead([peer], self, NOW)).toEqual([])
+    expect(watch.dead([], self, NOW + 20_000)).toEqual([])
+    expect(watch.dead([peer], self, NOW + 30_000)).toEqual([])
+    expect(watch.dead([peer], self, NOW + 45_001)).toEqual(['p'])
   })
 })

@@ -25,12 +25,28 @@ function pidAlive(pid: number): boolean {
   }
 }
 
-/** Which registered instances are gone: a stale heartbeat, or a dead process on this host. */
-export function deadInstances(all: Instance[], self: { id: string; host: string; pid: number }, now: number): string[] {
-  return all
-    .filter((i) => i.id !== self.id)
-    .filter((i) => i.heartbeatAt < now - STALE_MS || (i.host === self.host && (i.pid === self.pid || !pidAlive(i.pid))))
-    .map((i) => i.id)
+/**
+ * Which registered instances are gone, judged by this instance's clock alone: a peer's heartbeat that has not moved
+ * for STALE_MS since this instance first saw its value, or a dead (or reused) process id on this host. Peers write
+ * their heartbeats with their own clocks, and a clock running ahead made a live peer look stale at once: its holds
+ * were released while it served them.
+ */
+export class HeartbeatWatch {
+  /** Each peer's last heartbeat value, and when (by this clock) it was first seen. */
+  private readonly seen = new Map<string, { heartbeatAt: number; since: number }>()
+
+  dead(all: Instance[], self: { id: string; host: string; pid: number }, now: number): string[] {
+    const listed = new Set(all.map((i) => i.id))
+    for (const id of this.seen.keys()) if (!listed.has(id)) this.seen.delete(id)
+    return all
+      .filter((i) => i.id !== self.id)
+      .filter((i) => {
+        let seen = this.seen.get(i.id)
+        if (seen?.heartbeatAt !== i.heartbeatAt) this.seen.set(i.id, (seen = { heartbeatAt: i.heartbeatAt, since: now }))
+        return now - seen.since > STALE_MS || (i.host === self.host && (i.pid === self.pid || !pidAlive(i.pid)))
+      })
+      .map((i) => i.id)
+  }
 }
 
 /**
@@ -44,6 +60,7 @@ export class InstanceLifecycle {
   private timers: NodeJS.Timeout[] = []
   /** Requests admitted and not yet settled: the holds whose leases the heartbeat extends. */
   private readonly serving = new Set<string>()
+  private readonly peers = new HeartbeatWatch()
 
   constructor(
     private readonly store: Store,
@@ -83,7 +100,7 @@ export class InstanceLifecycle {
   /** Releases expired holds and the holds of dead instances; returns how many were released. */
   async sweep(): Promise<number> {
     const now = this.now()
-    const dead = deadInstances(await this.store.instances.list(), { id: this.id, host: this.host, pid: process.pid }, now)
+    const dead = this.peers.dead(await this.store.instances.list(), { id: this.id, host: this.host, pid: process.pid }, now)
     let released = await this.store.ledger.releaseOwnedBy(dead, now)
     await this.store.instances.remove(dead)
     released += await this.store.ledger.releaseExpired(now)
