@@ -55,6 +55,10 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
     expect(err.message).toContain(`could cost up to ${formatUsdc(max)} USDC`)
     expect(err.message).toContain('0.000005 USDC is spendable (balance 0.000005, approved cap 0.000010, held 0.000000)')
     expect(err.message).toMatch(/Lower max_tokens, deposit USDC, or raise the approved spending cap\. Nothing was charged\./)
+    // Without max_tokens the bound is the model's maximum output, and the message says so instead of quoting a max_tokens never sent.
+    const { max_tokens: _sent, ...unbounded } = body as Record<string, unknown>
+    const bare = await (await chat(m.url, key, unbounded)).json()
+    expect(bare.error.message).toMatch(/a reply of up to [\d,]+ tokens, as no max_tokens was sent/)
     const after = (await m.store.accounts.byId(account.id))!
     expect(after).toMatchObject({ balance: 5n, held: 0n, cap: 10n })
     // A cap below the balance limits just the same.
@@ -63,7 +67,7 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
     await m.store.accounts.approve(account.id, 1_000_000n)
     expect((await chat(m.url, key, body)).status).toBe(200)
     const outcomes = (await m.store.usage.list(account.id, { limit: 10 })).map((u) => u.outcome)
-    expect(outcomes).toEqual(['completed', 'insufficient_quota', 'insufficient_quota'])
+    expect(outcomes).toEqual(['completed', 'insufficient_quota', 'insufficient_quota', 'insufficient_quota'])
   })
 
   it('holds exactly the maximum cost while serving', async () => {

@@ -76,6 +76,9 @@ describe('contract enforcement before any work or charge', () => {
       { model: 'svc/tern@2', tools: [WEATHER, TIME], tool_choice: 'auto', parallel_tool_calls: false },
       { model: 'svc/tern@2', response_format: jsonSchema(false) },
       { model: 'svc/wren@1', tool_choice: 'none' },
+      // null means absent, as for every other optional field; on cortex too.
+      { model: 'svc/wren@1', tools: null, tool_choice: null },
+      { model: 'svc/cortex@1', tools: null, tool_choice: null, parallel_tool_calls: null },
     ]) {
       const res = await chat(m.url, m.key, { messages: ask, max_tokens: 50, ...extra })
       expect(res.status, JSON.stringify(extra)).toBe(200)

@@ -46,8 +46,18 @@ function depthViolation(req: ChatRequest): ApiError | null {
   return null
 }
 
+/** `tools: null` and `tool_choice: null` mean what their absence means, as null does for every other optional field. */
+function withoutNullTools(body: unknown): unknown {
+  if (typeof body !== 'object' || body === null) return body
+  const b = body as Record<string, unknown>
+  if (b.tools !== null && b.tool_choice !== null) return body
+  const { tools, tool_choice, ...rest } = b
+  return { ...rest, ...(tools !== null && tools !== undefined ? { tools } : {}), ...(tool_choice !== null && tool_choice !== undefined ? { tool_choice } : {}) }
+}
+
 /** Checks the request's shape against the one schema; the first problem becomes feature_not_supported naming the field. */
-export function validateChatRequest(body: unknown): ChatRequest | ApiError {
+export function validateChatRequest(raw: unknown): ChatRequest | ApiError {
+  const body = withoutNullTools(raw)
   if (checker.Check(body)) return depthViolation(body) ?? body
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     return apiError('feature_not_supported', 'The request body must be a JSON object.', { param: null })
