@@ -5,16 +5,22 @@ import { InstanceLifecycle } from './lifecycle.js'
 let f: StoreFixture | undefined
 afterEach(() => closeFixture(f))
 
+/** A store with a funded user, and a lifecycle over it whose clock is `clock`. */
+async function lifecycleOn(id: string, ttlMs: number, clock: () => number) {
+  f = await openFixture('sqlite')
+  const { store, user } = f
+  await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
+  await store.accounts.approve(user, 1_000n)
+  const life = new InstanceLifecycle(store, id, ttlMs, clock, (err) => {
+    throw err
+  })
+  return { store, user, life }
+}
+
 describe("an instance's heartbeat", () => {
   it('extends the leases of the requests it serves, so a hold its request left open expires and is swept', async () => {
-    f = await openFixture('sqlite')
-    const { store, user } = f
-    await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
-    await store.accounts.approve(user, 1_000n)
     let t = 1000
-    const life = new InstanceLifecycle(store, 'gw_a', 5_000, () => t, (err) => {
-      throw err
-    })
+    const { store, user, life } = await lifecycleOn('gw_a', 5_000, () => t)
     await store.instances.register({ id: life.id, host: life.host, pid: process.pid, startedAt: t })
     const hold = (requestId: string) =>
       store.ledger.hold({ requestId, accountId: user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: life.id, now: t, expiresAt: t + 5_000 })
@@ -44,16 +50,10 @@ describe("an instance's heartbeat", () => {
 
 describe("a peer's holds", () => {
   it('stay while its heartbeat moves, whatever its clock says, and are released once it stops', async () => {
-    f = await openFixture('sqlite')
-    const { store, user } = f
-    await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
-    await store.accounts.approve(user, 1_000n)
     // The peer's clock runs 20 s behind this instance's: its heartbeats look 20 s old here.
     let mine = 100_000
     const theirs = () => mine - 20_000
-    const life = new InstanceLifecycle(store, 'gw_here', 600_000, () => mine, (err) => {
-      throw err
-    })
+    const { store, user, life } = await lifecycleOn('gw_here', 600_000, () => mine)
     await store.instances.register({ id: 'gw_there', host: 'another-host', pid: 1, startedAt: theirs() })
     expect(await store.ledger.hold({ requestId: 'theirs', accountId: user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'gw_there', now: theirs(), expiresAt: theirs() + 600_000 })).toEqual({ ok: true })
     for (let i = 0; i < 6; i++) {
