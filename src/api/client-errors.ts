@@ -14,7 +14,10 @@ export const REQUEST_TIMEOUT_MS = 60_000
 export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   // A reset connection has nothing left to answer.
   if (err.code === 'ECONNRESET' || socket.destroyed) return
-  if (socket.writable) {
+  // As Node does: a response already under way on this connection (a pipelined request after it) is not interrupted
+  // by another; the connection just closes.
+  const current = (socket as Socket & { _httpMessage?: { headersSent: boolean } })._httpMessage
+  if (socket.writable && !current?.headersSent) {
     const [status, message] = refusal(err)
     const body = JSON.stringify(errorBody(apiError('feature_not_supported', message, { param: null, status })))
     socket.write(
