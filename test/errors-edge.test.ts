@@ -108,6 +108,28 @@ describe('requests Node cannot read', () => {
     expect(JSON.parse(body!).error).toMatchObject({ type: 'invalid_request_error', code: 'feature_not_supported', param: null })
     expect(JSON.parse(body!).error.message.length).toBeGreaterThan(20)
   })
+
+  it('does not answer a request still being served with the refusal of bytes pipelined after it', async () => {
+    m.sims.atlasCheap.setFault({ kind: 'stall' })
+    try {
+      const body = JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
+      const request = `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${m.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
+      const { hostname, port } = new URL(m.url)
+      const socket = connect(Number(port), hostname, () => socket.write(request))
+      let reply = ''
+      socket.setEncoding('utf8').on('data', (d: string) => (reply += d))
+      const closed = new Promise((resolve) => socket.on('close', resolve))
+      await expect.poll(() => m.sims.atlasCheap.stats.active).toBe(1)
+      socket.write('FOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\n')
+      await closed
+      // The connection closes unanswered: a 400 here would be read as the chat request's reply.
+      expect(reply).toBe('')
+      await expect.poll(() => m.server.gateway.lifecycle.inFlight).toBe(0)
+      expect((await m.store.accounts.byId(m.accountId))!.held).toBe(0n)
+    } finally {
+      m.sims.atlasCheap.setFault({ kind: 'none' })
+    }
+  })
 })
 
 describe('deeply nested documents', () => {

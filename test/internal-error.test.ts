@@ -105,6 +105,7 @@ describe('an internal error while serving', () => {
     // The heartbeat extends the leases of the requests the gateway is serving: this one is over.
     await server!.gateway.lifecycle.heartbeat()
     expect(await lease()).toBe(before)
+    expect(server!.gateway.lifecycle.inFlight).toBe(0)
     expect(await store!.ledger.releaseExpired(before + 1)).toBe(1)
     expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
   })

@@ -4,7 +4,7 @@ import { apiError, errorBody } from '../protocol/errors.js'
 import { newRequestId } from './request-id.js'
 
 /** How long a client may take to send a whole request (headers and body); a stream's reply is not bounded by it. */
-export const REQUEST_TIMEOUT_MS = 60_000
+export const REQUEST_TIMEOUT_MS = 120_000
 
 /**
  * Node's refusals of a request it could not read: malformed HTTP, headers over Node's limit, or a request not received
@@ -14,10 +14,11 @@ export const REQUEST_TIMEOUT_MS = 60_000
 export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   // A reset connection has nothing left to answer.
   if (err.code === 'ECONNRESET' || socket.destroyed) return
-  // As Node does: a response already under way on this connection (a pipelined request after it) is not interrupted
-  // by another; the connection just closes.
-  const current = (socket as Socket & { _httpMessage?: { headersSent: boolean } })._httpMessage
-  if (socket.writable && !current?.headersSent) {
+  // A response owed to an earlier request on this connection (the refused bytes are a pipelined request after it)
+  // must not be answered by this refusal: the client would read it as that response. The connection just closes.
+  // The response of the request being read (its body malformed or late) is this refusal's own.
+  const current = (socket as Socket & { _httpMessage?: { headersSent: boolean; req?: { complete: boolean } } })._httpMessage
+  if (socket.writable && (!current || (!current.headersSent && !current.req?.complete))) {
     const [status, message] = refusal(err)
     const body = JSON.stringify(errorBody(apiError('feature_not_supported', message, { param: null, status })))
     socket.write(

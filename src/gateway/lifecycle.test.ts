@@ -27,6 +27,14 @@ describe('HeartbeatWatch', () => {
     expect(watch.dead(all, self, NOW + 15_001).sort()).toEqual(['killed', 'my-pid-before-restart', 'stopped'])
   })
 
+  it('takes a heartbeat more than 2 minutes old for dead at first sight, so a restart frees the long gone at once', () => {
+    const all = [
+      { id: 'long-gone', host: 'h2', pid: 1, startedAt: 0, heartbeatAt: NOW - 120_001 },
+      { id: 'recent', host: 'h2', pid: 1, startedAt: 0, heartbeatAt: NOW - 120_000 },
+    ]
+    expect(new HeartbeatWatch().dead(all, self, NOW)).toEqual(['long-gone'])
+  })
+
   it('keeps a peer whose clock runs ahead or behind for as long as its heartbeat moves', () => {
     const watch = new HeartbeatWatch()
     const peers = (t: number) => [

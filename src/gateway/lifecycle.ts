@@ -5,6 +5,8 @@ import type { Instance } from '../store/instances.js'
 
 const HEARTBEAT_MS = 2_000
 const STALE_MS = 15_000
+/** A heartbeat this much older than this clock is dead at first sight: no two clocks kept by NTP are that far apart. */
+const LONG_DEAD_MS = 120_000
 const SWEEP_MS = 5_000
 
 /** Identifies this kernel's pid namespace, so two containers that share a host name are told apart. */
@@ -26,10 +28,11 @@ function pidAlive(pid: number): boolean {
 }
 
 /**
- * Which registered instances are gone, judged by this instance's clock alone: a peer's heartbeat that has not moved
- * for STALE_MS since this instance first saw its value, or a dead (or reused) process id on this host. Peers write
- * their heartbeats with their own clocks, and a clock running ahead made a live peer look stale at once: its holds
- * were released while it served them.
+ * Which registered instances are gone, judged by this instance's clock: a peer's heartbeat that has not moved for
+ * STALE_MS since this instance first saw its value, or a dead (or reused) process id on this host. Peers write their
+ * heartbeats with their own clocks, and a clock running ahead made a live peer look stale at once: its holds were
+ * released while it served them. Only a heartbeat older than LONG_DEAD_MS counts at first sight, so an instance
+ * starting after a crash frees the holds of peers long gone at once.
  */
 export class HeartbeatWatch {
   /** Each peer's last heartbeat value, and when (by this clock) it was first seen. */
@@ -43,7 +46,7 @@ export class HeartbeatWatch {
       .filter((i) => {
         let seen = this.seen.get(i.id)
         if (seen?.heartbeatAt !== i.heartbeatAt) this.seen.set(i.id, (seen = { heartbeatAt: i.heartbeatAt, since: now }))
-        return now - seen.since > STALE_MS || (i.host === self.host && (i.pid === self.pid || !pidAlive(i.pid)))
+        return now - seen.since > STALE_MS || now - i.heartbeatAt > LONG_DEAD_MS || (i.host === self.host && (i.pid === self.pid || !pidAlive(i.pid)))
       })
       .map((i) => i.id)
   }
@@ -85,6 +88,11 @@ export class InstanceLifecycle {
       await this.store.instances.register({ id: this.id, host: this.host, pid: process.pid, startedAt: now })
     }
     await this.store.ledger.extendLeases(this.id, [...this.serving], now + this.holdTtlMs)
+  }
+
+  /** Requests being served now. */
+  get inFlight(): number {
+    return this.serving.size
   }
 
   /** A request holds money until `settled`: its hold's lease is extended meanwhile. */

@@ -4,7 +4,7 @@ import { formatUsdc } from '../../ledger/money.js'
 import type { Gateway } from '../../gateway/gateway.js'
 import type { UsageFilter, UsageRecord } from '../../store/usage.js'
 import type { Store } from '../../store/store.js'
-import { sendError } from '../errors.js'
+import { clipped, sendError } from '../errors.js'
 import { callerOf, type keyCheck } from '../caller.js'
 
 const MAX_LIMIT = 100
@@ -45,11 +45,6 @@ export function pageLimit(query: Record<string, unknown>, max: number, fallback:
   return limit
 }
 
-/** A request id as a message may repeat it: a hostile one can be as long as the headers allow. */
-function shown(id: string): string {
-  return id.length > 64 ? `${id.slice(0, 64)}…` : id
-}
-
 /** The `key_id` and `model` filters of a usage query. */
 export function usageFilterOf(q: Record<string, string | undefined>): UsageFilter {
   return { ...(q.key_id ? { keyId: q.key_id } : {}), ...(q.model ? { model: q.model } : {}) }
@@ -61,7 +56,7 @@ export async function usagePage(store: Store, accountId: number, q: Record<strin
   if (isApiError(limit)) return limit
   // A cursor that names no record of this account would start over from the newest: a client paging on would loop.
   if (q.after && !(await store.usage.get(accountId, q.after))) {
-    return apiError('feature_not_supported', `after names no usage record of this account (${shown(q.after)}); send the last_id of the previous page.`, { param: 'after' })
+    return apiError('feature_not_supported', `after names no usage record of this account (${clipped(q.after)}); send the last_id of the previous page.`, { param: 'after' })
   }
   const rows = await store.usage.list(accountId, { limit: limit + 1, ...usageFilterOf(q), ...(q.after ? { after: q.after } : {}) })
   const page = rows.slice(0, limit)
@@ -78,7 +73,7 @@ export function usageRoutes(app: FastifyInstance, gw: Gateway, onRequest: Return
   app.get<{ Params: { id: string } }>('/v1/usage/:id', { onRequest }, async (req, reply) => {
     const caller = callerOf(req)
     const u = await gw.store.usage.get(caller.accountId, req.params.id)
-    if (!u) return sendError(reply, apiError('feature_not_supported', `No usage record ${shown(req.params.id)} for this account.`, { param: 'request_id', status: 404 }))
+    if (!u) return sendError(reply, apiError('feature_not_supported', `No usage record ${clipped(req.params.id)} for this account.`, { param: 'request_id', status: 404 }))
     return wireUsage(u)
   })
 }

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { apiError } from '../../protocol/errors.js'
-import { sendError } from '../../api/errors.js'
+import { clipped, sendError } from '../../api/errors.js'
 import { issueKey } from '../../accounts/operations.js'
 import type { ApiKey } from '../../store/keys.js'
 import { sessionOf } from '../guard.js'
@@ -44,7 +44,7 @@ export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
   api.delete<{ Params: { id: string } }>('/keys/:id', async (req, reply) => {
     const session = sessionOf(req)
     if (!(await gw.store.keys.revoke(session.accountId, req.params.id, gw.now()))) {
-      return sendError(reply, apiError('feature_not_supported', `This account has no live key ${req.params.id}.`, { param: 'key_id', status: 404 }))
+      return sendError(reply, apiError('feature_not_supported', `This account has no live key ${clipped(req.params.id)}.`, { param: 'key_id', status: 404 }))
     }
     // Cached verifications would let the key work for up to keyCacheMs more in this process.
     gw.keys.invalidate()
