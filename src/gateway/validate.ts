@@ -51,8 +51,10 @@ function withoutNullTools(body: unknown): unknown {
   if (typeof body !== 'object' || body === null) return body
   const b = body as Record<string, unknown>
   if (b.tools !== null && b.tool_choice !== null) return body
-  const { tools, tool_choice, ...rest } = b
-  return { ...rest, ...(tools !== null && tools !== undefined ? { tools } : {}), ...(tool_choice !== null && tool_choice !== undefined ? { tool_choice } : {}) }
+  const copy = { ...b }
+  if (copy.tools === null) delete copy.tools
+  if (copy.tool_choice === null) delete copy.tool_choice
+  return copy
 }
 
 /** Checks the request's shape against the one schema; the first problem becomes feature_not_supported naming the field. */
