@@ -33,7 +33,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     routerOptions: { maxParamLength: maxHeaderSize },
     // Behind a reverse proxy: client addresses (the portal's sign-in limit) and https (Secure cookies) come from it.
     trustProxy: gw.config.listen?.trustProxy ?? false,
-    // A malformed URL or an over-long path parameter is answered before routing: same error shape, same request id.
+    // A malformed URL is answered before routing: same error shape, same request id.
     frameworkErrors: (err, req, reply) => {
       reply.header('x-request-id', req.id)
       return sendError(reply, clientError(err) ?? apiError('feature_not_supported', err.message, { param: null, status: 400 }))
