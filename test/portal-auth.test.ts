@@ -93,6 +93,27 @@ describe('sign-in', () => {
   })
 })
 
+// Its own server: the sign-in limit per address would refuse the nonces of the rest of the file.
+describe('sign-in message dates', () => {
+  let dated: Market
+  beforeAll(async () => {
+    dated = await startMarket()
+  })
+  afterAll(() => dated?.close())
+
+  it.each([
+    ['Issued At', {}],
+    ['Expiration Time', { expirationTime: new Date(Date.now() + 60_000) }],
+    ['Not Before', { notBefore: new Date(Date.now() - 60_000) }],
+  ])('refuses a message whose %s is not a date, though its signature is good', async (field, edit) => {
+    const signed = siweMessage(await fetchNonce(dated.url), alice.address, edit)
+    const message = signed.replace(new RegExp(`^${field}: .*$`, 'm'), `${field}: notadate`)
+    expect(message).not.toBe(signed)
+    await expectError(await postSession(dated.url, message, await alice.signMessage({ message })), 401, 'sign_in_failed', new RegExp(`${field} is not an RFC 3339`))
+  })
+
+})
+
 describe('sessions', () => {
   it('refuses requests without a session, with a tampered cookie, or after sign-out', async () => {
     await expectError(await fetch(`${m.url}/portal/api/keys`), 401, 'session_required')

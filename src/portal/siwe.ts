@@ -48,6 +48,10 @@ export async function verifySignIn(store: Store, body: unknown, want: Expected):
   if (!m.nonce || !m.address || !m.domain || !m.uri || m.chainId === undefined || m.version !== '1' || !m.issuedAt) {
     return refused('the message is not an EIP-4361 message with domain, address, URI, version 1, chain id, nonce and issued-at.')
   }
+  // An unreadable date parses to an invalid Date, which every comparison below would let through.
+  for (const [field, date] of [['Issued At', m.issuedAt], ['Expiration Time', m.expirationTime], ['Not Before', m.notBefore]] as const) {
+    if (date !== undefined && Number.isNaN(date.getTime())) return refused(`the message's ${field} is not an RFC 3339 date-time.`)
+  }
   const nonce = await store.portal.consumeNonce(m.nonce, want.now)
   if (nonce === 'unknown') return refused('the nonce is unknown, expired or already used; request a new one.')
   if (nonce === 'expired') return refused('the nonce expired; request a new one.')
