@@ -152,5 +152,12 @@ describe('svc sim-provider and svc serve', () => {
     expect(cap.stderr).toMatch(/a cap must be between/)
     const shown = JSON.parse((await svc(['account', 'show', '--wallet', addressOf(1), '--config', file, '--json'])).stdout)
     expect(shown.balance).toBe('999999999.000000')
+    // Key names follow the portal's rule: printable, 1 to 64 characters.
+    for (const name of ['', 'a'.repeat(65), 'a\u0001b', 'a\u202eb']) {
+      const key = await svc(['key', 'create', '--wallet', addressOf(1), '--name', name, '--config', file])
+      expect(key.code, name).toBe(1)
+      expect(key.stderr).toMatch(/name must be 1 to 64 printable characters/)
+    }
+    expect(JSON.parse((await svc(['key', 'list', '--wallet', addressOf(1), '--config', file, '--json'])).stdout).keys).toEqual([])
   })
 })

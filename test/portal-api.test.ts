@@ -26,6 +26,10 @@ const json = async (res: Response, status = 200) => {
 }
 
 describe('keys', () => {
+  it('counts a name in characters, not UTF-16 units', async () => {
+    expect((await json(await c.call('POST', '/keys', { name: '🔑'.repeat(64) }), 201)).name).toBe('🔑'.repeat(64))
+  })
+
   it('creates a key shown once, lists it by prefix and name only', async () => {
     const k = await json(await c.call('POST', '/keys', { name: '  ci runner ' }), 201)
     expect(k).toMatchObject({ object: 'api_key', name: 'ci runner', last_used: null, revoked: null })
@@ -43,7 +47,8 @@ describe('keys', () => {
     expect(listed.last_used).toBeGreaterThanOrEqual(k.created)
   })
 
-  it.each([[''], ['   '], ['x'.repeat(65)], [42], ['tab\there']])('refuses the name %j', async (name) => {
+  // A control, a lone surrogate or a bidirectional override (a name posing as another) is not printable.
+  it.each([[''], ['   '], ['x'.repeat(65)], [42], ['tab\there'], ['a\u007fb'], ['a\u202eb'], ['\ud800']])('refuses the name %j', async (name) => {
     const body = await json(await c.call('POST', '/keys', { name }), 400)
     expect(body.error).toMatchObject({ code: 'feature_not_supported', param: 'name' })
   })

@@ -25,7 +25,25 @@ export async function requireAccount(store: Store, wallet: string): Promise<Acco
   return account
 }
 
-export async function issueKey(store: Store, accountId: number, name: string, now = Date.now()): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
+export const MAX_KEY_NAME = 64
+
+/**
+ * Why a key name cannot be stored as given, or null. A name is 1 to 64 characters (code points, once trimmed), none of
+ * them a control character, a lone surrogate or a bidirectional control that could make one name pose as another.
+ */
+export function keyNameProblem(name: string): string | null {
+  const length = [...name.trim()].length
+  if (length === 0 || length > MAX_KEY_NAME || /[\p{Cc}\p{Cs}\u200E\u200F\u202A-\u202E\u2066-\u2069]/u.test(name)) {
+    return `name must be 1 to ${MAX_KEY_NAME} printable characters`
+  }
+  return null
+}
+
+/** Creates an API key named `name` (trimmed; refused with OperationError when `keyNameProblem` says why). */
+export async function issueKey(store: Store, accountId: number, raw: string, now = Date.now()): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
+  const problem = keyNameProblem(raw)
+  if (problem) throw new OperationError(problem)
+  const name = raw.trim()
   const k = generateKey()
   await store.keys.insert({ id: k.id, accountId, hash: k.hash, prefix: k.prefix, name, now })
   return { id: k.id, key: k.key, prefix: k.prefix, name, createdAt: now }

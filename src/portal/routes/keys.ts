@@ -1,12 +1,11 @@
 import type { FastifyInstance } from 'fastify'
 import { apiError } from '../../protocol/errors.js'
 import { clipped, sendError } from '../../api/errors.js'
-import { issueKey } from '../../accounts/operations.js'
+import { issueKey, keyNameProblem } from '../../accounts/operations.js'
 import type { ApiKey } from '../../store/keys.js'
 import { sessionOf } from '../guard.js'
 import { accountOf, seconds, type PortalContext } from '../context.js'
 
-const MAX_NAME = 64
 /** Live keys per account: enough for any real use, a bound on what a session can create. */
 const MAX_LIVE_KEYS = 50
 
@@ -27,10 +26,9 @@ export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
 
   api.post<{ Body: { name?: unknown } | undefined }>('/keys', async (req, reply) => {
     const session = sessionOf(req)
-    const name = typeof req.body?.name === 'string' ? req.body.name.trim() : ''
-    if (name.length === 0 || name.length > MAX_NAME || /[\u0000-\u001f]/.test(name)) {
-      return sendError(reply, apiError('feature_not_supported', `name must be 1 to ${MAX_NAME} printable characters.`, { param: 'name' }))
-    }
+    const name = typeof req.body?.name === 'string' ? req.body.name : ''
+    const problem = keyNameProblem(name)
+    if (problem) return sendError(reply, apiError('feature_not_supported', `${problem}.`, { param: 'name' }))
     const account = await accountOf(ctx, session.accountId)
     if (account.status !== 'active') return sendError(reply, apiError('account_suspended', 'This account is suspended; it cannot create keys.'))
     const live = (await gw.store.keys.list(account.id)).filter((k) => k.revokedAt === null).length
