@@ -159,5 +159,10 @@ describe('svc sim-provider and svc serve', () => {
       expect(key.stderr).toMatch(/name must be 1 to 64 printable characters/)
     }
     expect(JSON.parse((await svc(['key', 'list', '--wallet', addressOf(1), '--config', file, '--json'])).stdout).keys).toEqual([])
+    for (const limit of ['1e2', '0x10', '0', '10001']) {
+      const usage = await svc(['usage', '--wallet', addressOf(1), '--limit', limit, '--config', file])
+      expect(usage.code, limit).toBe(1)
+      expect(usage.stderr).toMatch(/--limit must be a whole number from 1 to 10000/)
+    }
   })
 })

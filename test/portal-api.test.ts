@@ -108,7 +108,7 @@ describe('usage and provider earnings', () => {
     expect(summary.daily.at(-1)).toEqual({ date: new Date().toISOString().slice(0, 10), requests: 1, cost_usdc: reply.svc.cost_usdc })
     expect(summary.daily[0]).toMatchObject({ requests: 0, cost_usdc: '0.000000' })
     expect((await json(await c.call('GET', '/usage?limit=0'), 400)).error.param).toBe('limit')
-    expect((await json(await c.call('GET', '/usage/summary?days=91'), 400)).error.param).toBe('days')
+    for (const days of ['91', '0', '1e1', '0x10', '%205']) expect((await json(await c.call('GET', `/usage/summary?days=${days}`), 400)).error.param).toBe('days')
   })
 
   it('shows a provider its offers, what it earned, and payouts once settled', async () => {

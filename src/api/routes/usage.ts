@@ -5,6 +5,7 @@ import type { Gateway } from '../../gateway/gateway.js'
 import type { UsageFilter, UsageRecord } from '../../store/usage.js'
 import type { Store } from '../../store/store.js'
 import { clipped, sendError } from '../errors.js'
+import { countFrom } from '../../protocol/counts.js'
 import { callerOf, type keyCheck } from '../caller.js'
 
 const MAX_LIMIT = 100
@@ -39,10 +40,8 @@ export function repeatedParam(query: Record<string, unknown>): ApiError | null {
 export function pageLimit(query: Record<string, unknown>, max: number, fallback: number): number | ApiError {
   const repeated = repeatedParam(query)
   if (repeated) return repeated
-  // Digits only: Number() would also read '0x10', ' 5' and '1e1'.
-  const limit = query.limit === undefined ? fallback : /^\d{1,4}$/.test(query.limit as string) ? Number(query.limit) : NaN
-  if (!Number.isInteger(limit) || limit < 1 || limit > max) return apiError('feature_not_supported', `limit must be an integer from 1 to ${max}.`, { param: 'limit' })
-  return limit
+  const limit = query.limit === undefined ? fallback : countFrom(query.limit, max)
+  return limit ?? apiError('feature_not_supported', `limit must be an integer from 1 to ${max}.`, { param: 'limit' })
 }
 
 /** The `key_id` and `model` filters of a usage query. */

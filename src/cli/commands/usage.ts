@@ -5,6 +5,10 @@ import { wireUsage } from '../../api/routes/usage.js'
 import { Settler } from '../../settlement/settler.js'
 import { makeRail } from '../../settlement/rails.js'
 import { action, common, emit, withStore, type CommonOptions } from '../context.js'
+import { countFrom } from '../../protocol/counts.js'
+
+/** Most rows `svc usage` prints at once. */
+const MAX_ROWS = 10_000
 
 interface UsageOptions extends CommonOptions {
   wallet: string
@@ -17,8 +21,8 @@ export function usageCommands(program: Command): void {
   common(program.command('usage').requiredOption('--wallet <address>', 'wallet address').option('--limit <n>', 'rows', '20').option('--model <id>', 'only this model'))
     .description('recent requests of an account, newest first, with tokens, cost and outcome')
     .action(action(async (opts: UsageOptions) => withStore(opts, async (store) => {
-      const limit = Number(opts.limit)
-      if (!Number.isInteger(limit) || limit < 1) throw new OperationError('--limit must be a positive integer')
+      const limit = countFrom(opts.limit, MAX_ROWS)
+      if (limit === null) throw new OperationError(`--limit must be a whole number from 1 to ${MAX_ROWS}`)
       const a = await requireAccount(store, opts.wallet)
       const rows = await store.usage.list(a.id, { limit, ...(opts.model ? { model: opts.model } : {}) })
       const total = rows.reduce((s, r) => s + r.cost, 0n)

@@ -4,6 +4,7 @@ import { sendError } from '../../api/errors.js'
 import { formatUsdc } from '../../ledger/money.js'
 import { repeatedParam, usageFilterOf, usagePage } from '../../api/routes/usage.js'
 import { DAY_MS } from '../../store/usage.js'
+import { countFrom } from '../../protocol/counts.js'
 import { sessionOf } from '../guard.js'
 import type { PortalContext } from '../context.js'
 
@@ -26,8 +27,8 @@ export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
     const q = req.query
     const repeated = repeatedParam(q)
     if (repeated) return sendError(reply, repeated)
-    const days = q.days === undefined ? 14 : Number(q.days)
-    if (!Number.isInteger(days) || days < 1 || days > MAX_DAYS) {
+    const days = q.days === undefined ? 14 : countFrom(q.days, MAX_DAYS)
+    if (days === null) {
       return sendError(reply, apiError('feature_not_supported', `days must be an integer from 1 to ${MAX_DAYS}.`, { param: 'days' }))
     }
     const { accountId } = sessionOf(req)
