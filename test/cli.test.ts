@@ -131,6 +131,22 @@ describe('svc sim-provider and svc serve', () => {
     expect(r.stderr).not.toMatch(/at .*\.js:\d+/)
   })
 
+  it('refuses the simulated provider\'s bad options with one line each', async () => {
+    for (const [args, why] of [
+      [['--port', 'abc'], /--port must be a port number, got abc/],
+      [['--port', '99999'], /--port must be a port number/],
+      [['--host', '999.1.1.1'], /cannot listen on 999\.1\.1\.1/],
+      [['--reply-tokens', '-3'], /--reply-tokens must be a whole number/],
+      [['--chunk-delay-ms', 'abc'], /--chunk-delay-ms must be a whole number/],
+      [['--models', '[1,2]'], /--models must be a JSON object/],
+    ] as const) {
+      const r = await svc(['sim-provider', ...args])
+      expect(r.code, args.join(' ')).toBe(1)
+      expect(r.stderr).toMatch(why)
+      expect(r.stderr).not.toMatch(/at .*\.js:\d+/)
+    }
+  })
+
   it('explains a bad amount and an unknown wallet', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-bad-'))
     const file = join(dir, 'config.json')

@@ -83,3 +83,17 @@ export function onShutdown(close: () => Promise<void>): void {
   process.once('SIGINT', stop)
   process.once('SIGTERM', stop)
 }
+
+/** A port option: 0 (a free one) to 65535, in plain digits; otherwise one line naming the option. */
+export function portOption(name: string, text: string): number {
+  const port = /^\d{1,5}$/.test(text) ? Number(text) : NaN
+  if (!(port <= 65535)) throw new CliError(`${name} must be a port number, got ${text}`)
+  return port
+}
+
+/** A whole-number option from 0 to `max`, in plain digits; otherwise one line naming the option. */
+export function wholeOption(name: string, text: string, max: number): number {
+  const n = /^\d{1,9}$/.test(text) ? Number(text) : NaN
+  if (!(n <= max)) throw new CliError(`${name} must be a whole number from 0 to ${max}, got ${text}`)
+  return n
+}

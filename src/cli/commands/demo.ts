@@ -7,7 +7,7 @@ import { approveCap, depositTo, issueKey, openAccount, OperationError } from '..
 import { formatUsdc, parseUsdc } from '../../ledger/money.js'
 import { spendableOf } from '../../ledger/spendable.js'
 import type { AnvilDemo } from '../../demo/anvil.js'
-import { action, common, DEFAULT_DATA_DIR, emit, onShutdown, type CommonOptions } from '../context.js'
+import { action, common, DEFAULT_DATA_DIR, emit, onShutdown, portOption, type CommonOptions } from '../context.js'
 
 const FUNDS = parseUsdc('25')!
 const CAP = parseUsdc('20')!
@@ -31,8 +31,7 @@ export function demoCommand(program: Command): void {
     .option('--chunk-delay-ms <n>', 'pause between streamed tokens of the simulated providers', '15')
     .option('--rail <kind>', 'local (settled in the ledger) or anvil (test USDC on a local chain)', 'local')
     .action(action(async (opts: DemoOptions) => {
-      const port = Number(opts.port)
-      if (!Number.isInteger(port) || port < 0 || port > 65535) throw new OperationError(`--port must be a port number, got ${opts.port}`)
+      const port = portOption('--port', opts.port)
       if (opts.rail !== 'local' && opts.rail !== 'anvil') throw new OperationError(`--rail must be local or anvil, got ${opts.rail}`)
       const data = resolve(opts.data)
       mkdirSync(data, { recursive: true })

@@ -3,7 +3,7 @@ import { OperationError } from '../../accounts/operations.js'
 import { FAULT_MODES, faultName, parseFault } from '../../providers/simulated/faults.js'
 import { FRAGMENTATIONS, SimulatedProvider, type Fragmentation } from '../../providers/simulated/server.js'
 import type { Behaviours } from '../../providers/simulated/behaviour.js'
-import { action, emit, onShutdown } from '../context.js'
+import { action, emit, onShutdown, portOption, wholeOption } from '../context.js'
 
 interface SimCliOptions {
   port: string
@@ -38,15 +38,25 @@ export function simCommand(program: Command): void {
       const fault = parseFault(opts.fault)
       if (!fault) throw new OperationError(`unknown fault mode ${opts.fault}; one of ${FAULT_MODES.join(', ')}`)
       if (!FRAGMENTATIONS.includes(opts.fragmentation as Fragmentation)) throw new OperationError(`--fragmentation must be one of ${FRAGMENTATIONS.join(', ')}`)
-      let models: Behaviours = {}
+      let models: unknown = {}
       try {
-        if (opts.models) models = JSON.parse(opts.models) as Behaviours
+        if (opts.models) models = JSON.parse(opts.models)
       } catch {
-        throw new OperationError('--models must be a JSON object')
+        // refused below
       }
+      if (typeof models !== 'object' || models === null || Array.isArray(models)) throw new OperationError('--models must be a JSON object')
+      const port = portOption('--port', opts.port)
+      const replyTokens = wholeOption('--reply-tokens', opts.replyTokens, 100_000)
+      const chunkDelayMs = wholeOption('--chunk-delay-ms', opts.chunkDelayMs, 60_000)
       const sim = await SimulatedProvider.start({
-        port: Number(opts.port), host: opts.host, fault, replyTokens: Number(opts.replyTokens), chunkDelayMs: Number(opts.chunkDelayMs),
-        fragmentation: opts.fragmentation as Fragmentation, toolPreface: opts.toolPreface, models, ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
+        port, host: opts.host, fault, replyTokens, chunkDelayMs,
+        fragmentation: opts.fragmentation as Fragmentation, toolPreface: opts.toolPreface, models: models as Behaviours, ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
+      }).catch((err: NodeJS.ErrnoException) => {
+        // The interface cannot be listened on: one line, not a stack trace.
+        if (err.code === 'EADDRINUSE' || err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' || err.code === 'EACCES') {
+          throw new OperationError(`cannot listen on ${opts.host}:${port} (${err.code})`)
+        }
+        throw err
       })
       onShutdown(() => sim.close())
       emit(opts, { base_url: sim.url, port: sim.port, fault: faultName(fault) }, `simulated provider on ${sim.url} (fault: ${faultName(fault)})`)
