@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs'
 import type { Command } from 'commander'
 import type { Config } from '../config.js'
 import type { Store } from '../store/store.js'
+import { countFrom } from '../protocol/counts.js'
 
 /** An expected failure of a command: one line on stderr, exit code 1. */
 export class CliError extends Error {}
@@ -86,14 +87,14 @@ export function onShutdown(close: () => Promise<void>): void {
 
 /** A port option: 0 (a free one) to 65535, in plain digits; otherwise one line naming the option. */
 export function portOption(name: string, text: string): number {
-  const port = /^\d{1,5}$/.test(text) ? Number(text) : NaN
-  if (!(port <= 65535)) throw new CliError(`${name} must be a port number, got ${text}`)
+  const port = countFrom(text, 65535, 0)
+  if (port === null) throw new CliError(`${name} must be a port number, got ${text}`)
   return port
 }
 
 /** A whole-number option from 0 to `max`, in plain digits; otherwise one line naming the option. */
 export function wholeOption(name: string, text: string, max: number): number {
-  const n = /^\d{1,9}$/.test(text) ? Number(text) : NaN
-  if (!(n <= max)) throw new CliError(`${name} must be a whole number from 0 to ${max}, got ${text}`)
+  const n = countFrom(text, max, 0)
+  if (n === null) throw new CliError(`${name} must be a whole number from 0 to ${max}, got ${text}`)
   return n
 }
