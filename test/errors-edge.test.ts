@@ -34,6 +34,16 @@ describe.each(STORE_KINDS)('edge input on %s', (kind) => {
   })
 })
 
+/** Sends raw bytes and reads what comes back until the server closes the connection. */
+function raw(url: string, bytes: string): Promise<string> {
+  const { hostname, port } = new URL(url)
+  return new Promise((resolve, reject) => {
+    let out = ''
+    const socket = connect(Number(port), hostname, () => socket.write(bytes))
+    socket.setEncoding('utf8').on('data', (d: string) => (out += d)).on('close', () => resolve(out)).on('error', reject)
+  })
+}
+
 describe('edge URLs and query strings', () => {
   let m: Market
   beforeAll(async () => {
@@ -76,59 +86,43 @@ describe('edge URLs and query strings', () => {
     const res = await fetch(`${m.url}/v1/chat/completions`, { method: 'POST', headers: { ...auth(), 'content-type': ';;;===' }, body: '{}' })
     expect((await expectError(res, 415, 'feature_not_supported', null)).message).toContain('application/json')
   })
-})
 
-/** Sends raw bytes and reads what comes back until the server closes the connection. */
-function raw(url: string, bytes: string): Promise<string> {
-  const { hostname, port } = new URL(url)
-  return new Promise((resolve, reject) => {
-    let out = ''
-    const socket = connect(Number(port), hostname, () => socket.write(bytes))
-    socket.setEncoding('utf8').on('data', (d: string) => (out += d)).on('close', () => resolve(out)).on('error', reject)
-  })
-}
+  describe('requests Node cannot read', () => {
+    it.each([
+      ['malformed HTTP', 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n', 400],
+      ['an unknown method', 'FOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\n', 400],
+      ['headers over the limit', `GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${'a'.repeat(20_000)}\r\n\r\n`, 431],
+    ])('answers %s in the one error shape with a request id, then closes', async (_what, bytes, status) => {
+      const reply = await raw(m.url, bytes)
+      const [head, body] = reply.split('\r\n\r\n')
+      expect(head).toMatch(new RegExp(`^HTTP/1.1 ${status} `))
+      expect(head).toMatch(/\r\nx-request-id: req_[0-9A-Z]{26}\r\n/)
+      expect(head).toMatch(/\r\nconnection: close/)
+      expect(JSON.parse(body!).error).toMatchObject({ type: 'invalid_request_error', code: 'feature_not_supported', param: null })
+      expect(JSON.parse(body!).error.message.length).toBeGreaterThan(20)
+    })
 
-describe('requests Node cannot read', () => {
-  let m: Market
-  beforeAll(async () => {
-    m = await startMarket()
-  })
-  afterAll(() => m?.close())
-
-  it.each([
-    ['malformed HTTP', 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n', 400],
-    ['an unknown method', 'FOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\n', 400],
-    ['headers over the limit', `GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${'a'.repeat(20_000)}\r\n\r\n`, 431],
-  ])('answers %s in the one error shape with a request id, then closes', async (_what, bytes, status) => {
-    const reply = await raw(m.url, bytes)
-    const [head, body] = reply.split('\r\n\r\n')
-    expect(head).toMatch(new RegExp(`^HTTP/1.1 ${status} `))
-    expect(head).toMatch(/\r\nx-request-id: req_[0-9A-Z]{26}\r\n/)
-    expect(head).toMatch(/\r\nconnection: close/)
-    expect(JSON.parse(body!).error).toMatchObject({ type: 'invalid_request_error', code: 'feature_not_supported', param: null })
-    expect(JSON.parse(body!).error.message.length).toBeGreaterThan(20)
-  })
-
-  it('does not answer a request still being served with the refusal of bytes pipelined after it', async () => {
-    m.sims.atlasCheap.setFault({ kind: 'stall' })
-    try {
-      const body = JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
-      const request = `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${m.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
-      const { hostname, port } = new URL(m.url)
-      const socket = connect(Number(port), hostname, () => socket.write(request))
-      let reply = ''
-      socket.setEncoding('utf8').on('data', (d: string) => (reply += d))
-      const closed = new Promise((resolve) => socket.on('close', resolve))
-      await expect.poll(() => m.sims.atlasCheap.stats.active).toBe(1)
-      socket.write('FOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\n')
-      await closed
-      // The connection closes unanswered: a 400 here would be read as the chat request's reply.
-      expect(reply).toBe('')
-      await expect.poll(() => m.server.gateway.lifecycle.inFlight).toBe(0)
-      expect((await m.store.accounts.byId(m.accountId))!.held).toBe(0n)
-    } finally {
-      m.sims.atlasCheap.setFault({ kind: 'none' })
-    }
+    it('does not answer a request still being served with the refusal of bytes pipelined after it', async () => {
+      m.sims.atlasCheap.setFault({ kind: 'stall' })
+      try {
+        const body = JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
+        const request = `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${m.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
+        const { hostname, port } = new URL(m.url)
+        const socket = connect(Number(port), hostname, () => socket.write(request))
+        let reply = ''
+        socket.setEncoding('utf8').on('data', (d: string) => (reply += d))
+        const closed = new Promise((resolve) => socket.on('close', resolve))
+        await expect.poll(() => m.sims.atlasCheap.stats.active).toBe(1)
+        socket.write('FOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\n')
+        await closed
+        // The connection closes unanswered: a 400 here would be read as the chat request's reply.
+        expect(reply).toBe('')
+        await expect.poll(() => m.server.gateway.lifecycle.inFlight).toBe(0)
+        expect((await m.store.accounts.byId(m.accountId))!.held).toBe(0n)
+      } finally {
+        m.sims.atlasCheap.setFault({ kind: 'none' })
+      }
+    })
   })
 })
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
-import { chat, startMarket, type Market } from './helpers/market.js'
+import { chat, marketPerTest, startMarket, type Market } from './helpers/market.js'
 import { cookieOf, fetchNonce, portalClient, postSession, signIn, siweMessage } from './helpers/portal.js'
 
 /** Sign-in with Ethereum, sessions and CSRF: the rules of the portal API's front door. */
@@ -95,17 +95,14 @@ describe('sign-in', () => {
 
 // Its own server: the sign-in limit per address would refuse the nonces of the rest of the file.
 describe('sign-in message dates', () => {
-  let dated: Market
-  beforeAll(async () => {
-    dated = await startMarket()
-  })
-  afterAll(() => dated?.close())
+  const market = marketPerTest()
 
   it.each([
     ['Issued At', {}],
     ['Expiration Time', { expirationTime: new Date(Date.now() + 60_000) }],
     ['Not Before', { notBefore: new Date(Date.now() - 60_000) }],
   ])('refuses a message whose %s is not a date, though its signature is good', async (field, edit) => {
+    const dated = await market()
     const signed = siweMessage(await fetchNonce(dated.url), alice.address, edit)
     const message = signed.replace(new RegExp(`^${field}: .*$`, 'm'), `${field}: notadate`)
     expect(message).not.toBe(signed)
