@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto'
 import { tuningOf, type Config, type Tuning } from '../config.js'
 import { OpenAICompatibleProvider } from '../providers/openai-compatible.js'
 import type { Provider } from '../providers/types.js'
@@ -12,7 +11,7 @@ import { KeyVerifier } from '../auth/verifier.js'
 import { settle, type Finished, type SettleContext } from './settle.js'
 import type { Caller } from './admission.js'
 import type { Prepared } from './prepare.js'
-import { InstanceLifecycle } from './lifecycle.js'
+import { InstanceLifecycle, newInstanceId } from './lifecycle.js'
 import { checksumAddress } from '../accounts/address.js'
 import type { Cancel } from '../providers/cancel.js'
 
@@ -42,7 +41,7 @@ export class Gateway {
     const make = opts.makeUpstream ?? ((url, key, t) => new OpenAICompatibleProvider(url, key, t))
     this.catalog = new Catalog(config, (url, key) => make(url, key, this.tuning))
     this.keys = new KeyVerifier(store, this.tuning.keyCacheMs, this.now)
-    this.lifecycle = new InstanceLifecycle(store, `gw_${randomBytes(8).toString('hex')}`, this.tuning.holdTtlSeconds * 1000, this.now, (err) => this.log('background task failed', err))
+    this.lifecycle = new InstanceLifecycle(store, newInstanceId(), this.tuning.holdTtlSeconds * 1000, this.now, (err) => this.log('background task failed', err))
   }
 
   /** Builds the gateway over an open store: provider accounts exist, this instance is registered, stale holds are released. */

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { readlinkSync } from 'node:fs'
 import { hostname } from 'node:os'
 import type { Store } from '../store/store.js'
@@ -52,6 +53,11 @@ export class HeartbeatWatch {
   }
 }
 
+/** A gateway instance's id: the owner of its holds in the store. */
+export function newInstanceId(): string {
+  return `gw_${randomBytes(8).toString('hex')}`
+}
+
 /**
  * The gateway's presence in the store: registers, heartbeats, extends the leases of the holds of requests it is
  * serving, and releases the holds of instances that died (a restart after kill -9 frees them at once) and of any hold
@@ -67,7 +73,8 @@ export class InstanceLifecycle {
 
   constructor(
     private readonly store: Store,
-    readonly id: string,
+    /** The owner of this instance's holds; a new one when peers took the instance for dead. */
+    public id: string,
     private readonly holdTtlMs: number,
     private readonly now: () => number,
     private readonly onError: (err: unknown) => void,
@@ -83,11 +90,14 @@ export class InstanceLifecycle {
   /** Tells peers this instance lives, and extends the leases of the holds of the requests it is serving. */
   async heartbeat(): Promise<void> {
     const now = this.now()
-    // Removed by a peer that took a long pause for death: register again, or a later death would go unnoticed.
+    // Removed by a peer that took a long pause for death, after it released this instance's holds and marked its
+    // counters dead: register again under a new id (the old one can never hold again), or a later death would go
+    // unnoticed. The holds admitted under the old id find nothing held when they close: their requests go uncharged.
     if (!(await this.store.instances.heartbeat(this.id, now))) {
+      this.id = newInstanceId()
       await this.store.instances.register({ id: this.id, host: this.host, pid: process.pid, startedAt: now })
     }
-    await this.store.ledger.extendLeases(this.id, [...this.serving], now + this.holdTtlMs)
+    await this.store.ledger.extendLeases(this.serving, now + this.holdTtlMs)
   }
 
   /** Requests being served now. */

@@ -1,61 +1,69 @@
 import type pg from 'pg'
 import { toAccount } from './accounts.js'
 import { big } from './dialect.js'
-import type { UsageRecord } from './usage.js'
-import { overCapture, refusalOf, usageValues, USAGE_COLUMNS, type CaptureRequest, type HoldRequest, type HoldResult, type HotLedger } from './ledger-types.js'
+import { usageRow, type UsageRecord } from './usage.js'
+import { USAGE_ON_HOLDS } from './migrations/009_records_written_once.js'
+import { OpenHolds } from './open-holds.js'
+import { overCapture, recordValues, refusalOf, refusedValues, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult, type HotLedger } from './ledger-types.js'
 
 /**
- * The hot ledger on Postgres: each operation is ONE statement of data-modifying CTEs, prepared once per
- * connection. The account row is locked for a single round trip, so one busy account does not serialize on
- * client latency; the conditional UPDATE re-checks its WHERE after the lock, which makes admission atomic.
+ * The hot ledger on Postgres: each operation is ONE statement of data-modifying CTEs, prepared once per connection. A
+ * request's record is written once, when it closes (docs/ledger-written-once.md): admission updates the account's
+ * `held` (the conditional UPDATE re-checks its WHERE after the row lock, which makes admission atomic) and this
+ * instance's `owner_holds` row, and the close inserts the request's row, its postings and the counters' updates.
+ * Every statement locks the account row before the counter row, as the sweeps do, so they cannot deadlock.
  */
 const HOLD = `
 WITH acct AS (
-  UPDATE accounts SET held = held + $5::bigint
-  WHERE id = $2::bigint AND status = 'active' AND debt = 0 AND balance - held >= $5::bigint AND cap - held >= $5::bigint
+  UPDATE accounts SET held = held + $3::bigint
+  WHERE id = $2::bigint AND status = 'active' AND debt = 0 AND balance - held >= $3::bigint AND cap - held >= $3::bigint
   RETURNING id
-), h AS (
-  INSERT INTO holds (request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at)
-  SELECT $1::text, id, $3::text, $4::text, $5::bigint, 'open', $6::text, $7::bigint, $8::bigint FROM acct
-), p AS (
-  INSERT INTO postings (ref, account_id, book, kind, amount, created_at)
-  SELECT $1::text, acct.id, v.book, 'hold', v.amount, $7::bigint
-  FROM acct CROSS JOIN (VALUES ('held', $5::bigint), ('available', -$5::bigint)) AS v(book, amount)
+), o AS (
+  INSERT INTO owner_holds (owner, account_id, held, open) SELECT $1::text, id, $3::bigint, 1 FROM acct
+  ON CONFLICT (owner, account_id) DO UPDATE SET held = owner_holds.held + excluded.held, open = owner_holds.open + 1
 )
 SELECT count(*)::int AS ok FROM acct`
 
-const USAGE_PARAMS = (from: number) => Array.from({ length: 15 }, (_, i) => `$${from + i}`).join(', ')
+const RECORD_PARAMS = (from: number) => RECORD_COLUMNS.split(',').map((_, i) => `$${from + i}`).join(', ')
 
-const CAPTURE = `
-WITH h AS (
-  UPDATE holds SET status = 'captured', cost = $2::bigint, payee_id = $3::bigint, fee = $4::bigint, closed_at = $5::bigint
-  WHERE request_id = $1::text AND status = 'open' AND amount >= $2::bigint
-  RETURNING account_id, amount
+/**
+ * $1 owner, $2 account, $3 amount held, $4 cost, $5 payee, $6 fee, $7 fee account, then the row (RECORD_COLUMNS: $8
+ * request id, $15 admitted at, $17 closed at). Nothing is written when a sweep released the hold first.
+ */
+const CLOSE = `
+WITH lk AS (
+  SELECT id FROM accounts WHERE id = $2::bigint FOR UPDATE
+), o AS (
+  UPDATE owner_holds SET held = held - $3::bigint, open = open - 1 FROM lk
+  WHERE owner = $1::text AND account_id = lk.id AND held >= $3::bigint AND open > 0
+  RETURNING account_id
 ), a AS (
-  UPDATE accounts SET balance = balance - $2::bigint, held = accounts.held - h.amount,
-    cap = CASE WHEN cap > $2::bigint THEN cap - $2::bigint ELSE 0 END
-  FROM h WHERE accounts.id = h.account_id
-  RETURNING accounts.id
+  UPDATE accounts SET balance = balance - $4::bigint, held = accounts.held - $3::bigint,
+    cap = CASE WHEN cap > $4::bigint THEN cap - $4::bigint ELSE 0 END
+  FROM o WHERE accounts.id = o.account_id
+), r AS (
+  INSERT INTO holds (${RECORD_COLUMNS}) SELECT ${RECORD_PARAMS(8)} FROM o
 ), p AS (
   INSERT INTO postings (ref, account_id, book, kind, amount, created_at)
-  SELECT $1::text, v.account_id, v.book, v.kind, v.amount, $5::bigint
-  FROM h CROSS JOIN LATERAL (VALUES
-    (h.account_id, 'held', 'release', $2::bigint - h.amount),
-    (h.account_id, 'available', 'release', h.amount - $2::bigint),
-    (h.account_id, 'held', 'capture', -$2::bigint),
-    ($3::bigint, 'pending', 'payout', $2::bigint - $4::bigint),
-    ($6::bigint, 'pending', 'fee', $4::bigint)
-  ) AS v(account_id, book, kind, amount)
+  SELECT $8::text, v.account_id, v.book, v.kind, v.amount, v.at
+  FROM o CROSS JOIN LATERAL (VALUES
+    (o.account_id, 'held', 'hold', $3::bigint, $15::bigint),
+    (o.account_id, 'available', 'hold', -$3::bigint, $15::bigint),
+    (o.account_id, 'held', 'release', $4::bigint - $3::bigint, $17::bigint),
+    (o.account_id, 'available', 'release', $3::bigint - $4::bigint, $17::bigint),
+    (o.account_id, 'held', 'capture', -$4::bigint, $17::bigint),
+    ($5::bigint, 'pending', 'payout', $4::bigint - $6::bigint, $17::bigint),
+    ($7::bigint, 'pending', 'fee', $6::bigint, $17::bigint)
+  ) AS v(account_id, book, kind, amount, at)
   WHERE v.amount <> 0
-), u AS (
-  INSERT INTO usage (${USAGE_COLUMNS}) SELECT ${USAGE_PARAMS(7)} FROM h
-  ON CONFLICT (request_id) DO NOTHING
 )
-SELECT count(*)::int AS ok FROM h`
+SELECT count(*)::int AS ok FROM o`
 
-const RELEASE = `
+/** A hold of an older version, still a row: released by the sweeps. $1 request, $2 now, then the usage columns. */
+const RELEASE_ROW = `
 WITH h AS (
-  UPDATE holds SET status = 'released', closed_at = $2::bigint WHERE request_id = $1::text AND status = 'open'
+  UPDATE holds SET status = 'released', closed_at = $2::bigint, cost = 0, ${USAGE_ON_HOLDS.map((c, i) => `${c} = $${i + 3}`).join(', ')}
+  WHERE request_id = $1::text AND status = 'open'
   RETURNING account_id, amount
 ), a AS (
   UPDATE accounts SET held = accounts.held - h.amount FROM h WHERE accounts.id = h.account_id RETURNING accounts.id
@@ -63,17 +71,16 @@ WITH h AS (
   INSERT INTO postings (ref, account_id, book, kind, amount, created_at)
   SELECT $1::text, h.account_id, v.book, 'release', v.sign * h.amount, $2::bigint
   FROM h CROSS JOIN (VALUES ('held', -1), ('available', 1)) AS v(book, sign)
-), u AS (
-  INSERT INTO usage (${USAGE_COLUMNS}) VALUES (${USAGE_PARAMS(3)})
-  ON CONFLICT (request_id) DO NOTHING
 )
 SELECT count(*)::int AS ok FROM h`
 
-const RECORD = `INSERT INTO usage (${USAGE_COLUMNS}) VALUES (${USAGE_PARAMS(1)}) ON CONFLICT (request_id) DO NOTHING`
+const RECORD = `INSERT INTO holds (${RECORD_COLUMNS}) VALUES (${RECORD_PARAMS(1)}) ON CONFLICT (request_id) DO NOTHING`
 
 type Values = unknown[]
 
 export class PostgresHotLedger implements HotLedger {
+  readonly open = new OpenHolds()
+
   constructor(private readonly pool: pg.Pool) {}
 
   private async one(name: string, text: string, values: Values): Promise<boolean> {
@@ -82,26 +89,43 @@ export class PostgresHotLedger implements HotLedger {
   }
 
   async hold(h: HoldRequest): Promise<HoldResult> {
-    const ok = await this.one('svc_hold', HOLD, [h.requestId, h.accountId, h.keyId, h.model, h.amount, h.owner, h.now, h.expiresAt])
-    if (ok) return { ok: true }
+    const ok = await this.one('svc_hold', HOLD, [h.owner, h.accountId, h.amount])
+    if (ok) {
+      this.open.add(h)
+      return { ok: true }
+    }
     const r = await this.pool.query('SELECT * FROM accounts WHERE id = $1', [h.accountId])
     return refusalOf(r.rows[0] && toAccount(r.rows[0]))
   }
 
+  /**
+   * Closes an open hold of this instance, once: it leaves `open` before its statement runs, so a second close of the
+   * request finds nothing. False when a sweep released it first.
+   */
+  private async closeHold(h: HoldRequest, c: Close, payout?: { payeeId: number; feeAccountId: number }): Promise<boolean> {
+    this.open.remove(h.requestId)
+    return this.one('svc_close', CLOSE, [h.owner, h.accountId, h.amount, c.cost, payout?.payeeId ?? null, c.fee ?? 0n, payout?.feeAccountId ?? null, ...recordValues(h, c)])
+  }
+
   async capture(c: CaptureRequest): Promise<boolean> {
-    const ok = await this.one('svc_capture', CAPTURE, [c.requestId, c.cost, c.payeeId, c.fee, c.now, c.feeAccountId, ...usageValues(c.usage)])
-    if (ok) return true
-    const r = await this.pool.query<{ amount: string | bigint }>(`SELECT amount FROM holds WHERE request_id = $1 AND status = 'open'`, [c.requestId])
-    if (r.rows[0]) throw overCapture(c.requestId, c.cost, big(r.rows[0].amount))
+    const h = this.open.get(c.requestId)
+    if (!h) return false
+    if (c.cost > h.amount) throw overCapture(c.requestId, c.cost, h.amount)
+    return this.closeHold(h, { status: 'captured', cost: c.cost, payeeId: c.payeeId, fee: c.fee, closedAt: c.now, usage: c.usage }, c)
+  }
+
+  async release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
+    const h = this.open.get(requestId)
+    if (h) return this.closeHold(h, { status: 'released', cost: 0n, payeeId: null, fee: null, closedAt: now, usage })
+    const u = usageRow(usage)
+    if (await this.one('svc_release_row', RELEASE_ROW, [requestId, now, ...USAGE_ON_HOLDS.map((c) => u[c])])) return true
+    // No hold to release (the request failed before it, or closed already): its usage, unless it has a row.
+    await this.record(usage)
     return false
   }
 
-  release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
-    return this.one('svc_release', RELEASE, [requestId, now, ...usageValues(usage)])
-  }
-
   async record(usage: UsageRecord): Promise<void> {
-    await this.pool.query({ name: 'svc_record', text: RECORD, values: usageValues(usage).map(param) })
+    await this.pool.query({ name: 'svc_record', text: RECORD, values: refusedValues(usage).map(param) })
   }
 
   /** Each operation is one statement its caller awaits: nothing is queued here, and the pool ends what runs. */

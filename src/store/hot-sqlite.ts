@@ -7,6 +7,7 @@ import type { UsageRecord } from './usage.js'
 import { BUSY_WAIT_MS, busyDelay, isBusyError } from './sqlite-dialect.js'
 import { WalSync, type SyncWays } from './wal-sync.js'
 import { OneAtATime } from './one-at-a-time.js'
+import { OpenHolds } from './open-holds.js'
 
 /** What the ledger needs from the checkpointer: a gate before its writes, and a stop without a last checkpoint. */
 export interface WalKeeper {
@@ -70,9 +71,10 @@ export class SqliteHotLedger implements HotLedger {
   private drained: (() => void)[] = []
   private closed = false
   private readonly pace = new OneAtATime()
+  readonly open = new OpenHolds()
 
   constructor(private readonly raw: BetterSqlite3.Database, private readonly db: Kysely<Database>, private readonly file?: SqliteFile, sync?: SyncWays) {
-    this.ledger = sqliteLedgerOps(raw)
+    this.ledger = sqliteLedgerOps(raw, this.open)
     this.wal = file && new WalSync(`${file.path}-wal`, { synced: () => this.schedule(), failed: (f) => this.stopWrites(f) }, sync)
   }
 

@@ -1,5 +1,6 @@
 import type { Account } from './accounts.js'
 import { usageRow, type UsageRecord } from './usage.js'
+import type { OpenHolds } from './open-holds.js'
 
 export interface HoldRequest {
   requestId: string
@@ -31,6 +32,8 @@ export interface CaptureRequest {
  * Each dialect implements them as fast as it can (prepared statements / one statement per call).
  */
 export interface HotLedger {
+  /** This instance's holds not yet closed (in the store, only counted in `owner_holds`). */
+  readonly open: OpenHolds
   /** Admission: holds `amount` when spendable covers it. */
   hold(h: HoldRequest): Promise<HoldResult>
   /**
@@ -59,10 +62,31 @@ export function overCapture(requestId: string, cost: bigint, amount: bigint): Er
   return new Error(`capture of ${cost} exceeds hold ${amount} on ${requestId}`)
 }
 
-/** Usage columns in the order of `usageRow`, for the dialects' raw statements. */
-export const USAGE_COLUMNS = Object.keys(usageRow({ createdAt: 0 } as UsageRecord)).join(', ')
+/** How a request's row in `holds` ends: the hold's columns, then the close's, then the usage's (RECORD_COLUMNS). */
+export interface Close {
+  status: 'captured' | 'released' | 'refused'
+  cost: bigint
+  payeeId: number | null
+  fee: bigint | null
+  closedAt: number
+  usage: UsageRecord
+}
 
-/** Usage values in USAGE_COLUMNS order: the one mapping of a record to a row is `usageRow`. */
-export function usageValues(u: UsageRecord): unknown[] {
-  return Object.values(usageRow(u))
+/** The columns of a request's one row in `holds`, in the order of `recordValues`, for the dialects' raw statements. */
+export const RECORD_COLUMNS = 'request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at, closed_at, cost, payee_id, fee, ' +
+  'served_model, provider, stream, prompt_tokens, completion_tokens, upstream_prompt_tokens, upstream_completion_tokens, outcome, latency_ms'
+
+/** A request's row: its hold (none for a refusal: amount 0, no owner) and how it closed. */
+export function recordValues(h: HoldRequest | undefined, c: Close): unknown[] {
+  const u = usageRow(c.usage)
+  const hold = h
+    ? [h.requestId, h.accountId, h.keyId, h.model, h.amount, c.status, h.owner, h.now, h.expiresAt]
+    : [u.request_id, u.account_id, u.key_id, u.model, 0n, c.status, '', u.created_at, u.created_at]
+  return [...hold, c.closedAt, c.cost, c.payeeId, c.fee, u.served_model, u.provider, u.stream, u.prompt_tokens, u.completion_tokens,
+    u.upstream_prompt_tokens, u.upstream_completion_tokens, u.outcome, u.latency_ms]
+}
+
+/** The row of a request that moved no money (refused before admission, or failed before its hold). */
+export function refusedValues(usage: UsageRecord): unknown[] {
+  return recordValues(undefined, { status: 'refused', cost: usage.cost, payeeId: null, fee: null, closedAt: usage.createdAt + usage.latencyMs, usage })
 }

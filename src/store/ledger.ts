@@ -1,6 +1,6 @@
 import { sql, type Kysely, type SelectQueryBuilder } from 'kysely'
 import type { Database } from './schema.js'
-import { big, num } from './dialect.js'
+import { big, num, type Dialect } from './dialect.js'
 import type { Outcome, UsageRecord } from './usage.js'
 import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './ledger-types.js'
 
@@ -14,9 +14,6 @@ export interface LedgerAudit {
   openHolds: number
 }
 
-/** Request ids per lease extension: far below either dialect's limit on bound parameters. */
-const LEASES_PER_STATEMENT = 500
-
 type OpenHolds = SelectQueryBuilder<Database, 'holds', { request_id: string; account_id: number | bigint; key_id: string; model: string; created_at: number | bigint }>
 
 /**
@@ -25,7 +22,7 @@ type OpenHolds = SelectQueryBuilder<Database, 'holds', { request_id: string; acc
  * The per-request writes go through the dialect's HotLedger; sweeps and audits are plain Kysely.
  */
 export class LedgerRepo {
-  constructor(private readonly db: Kysely<Database>, private readonly hot: HotLedger) {}
+  constructor(private readonly db: Kysely<Database>, private readonly hot: HotLedger, private readonly dialect: Dialect) {}
 
   /** Admission: holds `amount` when spendable covers it (one atomic conditional write). */
   hold(h: HoldRequest): Promise<HoldResult> {
@@ -49,54 +46,71 @@ export class LedgerRepo {
     return this.hot.record(usage)
   }
 
-  /** Releases open holds past their expiry. */
-  releaseExpired(now: number): Promise<number> {
-    return this.sweep(now, 'expired', (q) => q.where('expires_at', '<', BigInt(now)))
-  }
-
-  /** Releases the open holds of gateway instances that are gone. */
-  async releaseOwnedBy(owners: string[], now: number): Promise<number> {
-    if (owners.length === 0) return 0
-    return this.sweep(now, 'abandoned', (q) => q.where('owner', 'in', owners))
+  /**
+   * Releases the holds past their expiry: this instance's own (requests it no longer serves: their release failed),
+   * and rows left open by an older version.
+   */
+  async releaseExpired(now: number): Promise<number> {
+    const own = await Promise.all(this.hot.open.expired(now).map((h) => this.hot.release(h.requestId, now, sweptUsage(h, now, 'expired'))))
+    return own.filter(Boolean).length + (await this.sweepRows(now, 'expired', (q) => q.where('expires_at', '<', BigInt(now))))
   }
 
   /**
-   * Releases the open holds a sweep picks through the same conditional release as a request's own, recording an
-   * empty usage row: a hold captured or released between the read and the release is left alone.
+   * Releases the open holds of gateway instances that are gone: their counters, each account's in one transaction that
+   * marks the counter dead (that instance can never hold on it again, and its closes find nothing held), and rows left
+   * open by an older version. Their requests leave no record: no postings were written for their holds.
    */
-  private async sweep(now: number, outcome: Outcome, pick: (q: OpenHolds) => OpenHolds): Promise<number> {
+  async releaseOwnedBy(owners: string[], now: number): Promise<number> {
+    if (owners.length === 0) return 0
+    const counters = await this.db.selectFrom('owner_holds').select(['owner', 'account_id']).where('owner', 'in', owners).where('dead', '=', 0).orderBy('account_id').execute()
+    let released = 0
+    for (const c of counters) released += await this.releaseCounter(c.owner, num(c.account_id))
+    return released + (await this.sweepRows(now, 'abandoned', (q) => q.where('owner', 'in', owners)))
+  }
+
+  /** Returns an instance's holds on an account to the account; how many holds they were. Account row first, as the hot ledger. */
+  private releaseCounter(owner: string, accountId: number): Promise<number> {
+    return this.db.transaction().execute(async (trx) => {
+      const lock = <Q extends { forUpdate(): Q }>(q: Q) => (this.dialect === 'postgres' ? q.forUpdate() : q)
+      await lock(trx.selectFrom('accounts').select('id').where('id', '=', accountId)).execute()
+      const c = await lock(trx.selectFrom('owner_holds').select(['held', 'open']).where('owner', '=', owner).where('account_id', '=', accountId).where('dead', '=', 0)).executeTakeFirst()
+      if (!c) return 0
+      await trx.updateTable('accounts').set((eb) => ({ held: eb('held', '-', big(c.held)) })).where('id', '=', accountId).execute()
+      await trx.updateTable('owner_holds').set({ held: 0n, open: 0, dead: 1 }).where('owner', '=', owner).where('account_id', '=', accountId).execute()
+      return num(c.open)
+    })
+  }
+
+  /**
+   * Releases the open rows (holds of an older version) a sweep picks, through the same conditional release as a
+   * request's own, recording an empty usage: a hold released between the read and the release is left alone.
+   */
+  private async sweepRows(now: number, outcome: Outcome, pick: (q: OpenHolds) => OpenHolds): Promise<number> {
     const holds = await pick(this.db.selectFrom('holds').select(['request_id', 'account_id', 'key_id', 'model', 'created_at']).where('status', '=', sql.lit('open'))).execute()
     const released = await Promise.all(holds.map((h) => {
-      const created = num(h.created_at)
-      return this.hot.release(h.request_id, now, {
-        requestId: h.request_id, accountId: num(h.account_id), keyId: h.key_id, model: h.model, servedModel: null, provider: null, stream: false,
-        promptTokens: 0, completionTokens: 0, upstreamPromptTokens: null, upstreamCompletionTokens: null, cost: 0n,
-        outcome, latencyMs: now - created, createdAt: created,
-      })
+      const row = { requestId: h.request_id, accountId: num(h.account_id), keyId: h.key_id, model: h.model, now: num(h.created_at) }
+      return this.hot.release(h.request_id, now, sweptUsage(row, now, outcome))
     }))
     return released.filter(Boolean).length
   }
 
   /**
-   * Extends the leases of the open holds of requests a live instance is serving. Its other open holds (a request
-   * whose release failed) and a dead instance's expire.
+   * Extends the leases of the holds of requests this instance is serving. Its other open holds (a request whose
+   * release failed) expire, and `releaseExpired` releases them.
    */
-  async extendLeases(owner: string, requestIds: readonly string[], expiresAt: number): Promise<void> {
-    for (let i = 0; i < requestIds.length; i += LEASES_PER_STATEMENT) {
-      await this.db
-        .updateTable('holds')
-        .set({ expires_at: BigInt(expiresAt) })
-        .where('request_id', 'in', requestIds.slice(i, i + LEASES_PER_STATEMENT))
-        .where('owner', '=', owner)
-        .where('status', '=', sql.lit('open'))
-        .execute()
-    }
+  async extendLeases(requestIds: Iterable<string>, expiresAt: number): Promise<void> {
+    this.hot.open.extend(requestIds, expiresAt)
   }
 
+  /** Open holds in the store: the live instances' counted holds, and rows left open by an older version. */
   async openHolds(accountId?: number): Promise<number> {
-    let q = this.db.selectFrom('holds').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'open')
-    if (accountId !== undefined) q = q.where('account_id', '=', accountId)
-    return num((await q.executeTakeFirstOrThrow()).n)
+    let counted = this.db.selectFrom('owner_holds').select(sql<bigint>`coalesce(sum(open), 0)`.as('n'))
+    let rows = this.db.selectFrom('holds').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'open')
+    if (accountId !== undefined) {
+      counted = counted.where('account_id', '=', accountId)
+      rows = rows.where('account_id', '=', accountId)
+    }
+    return num((await counted.executeTakeFirstOrThrow()).n) + num((await rows.executeTakeFirstOrThrow()).n)
   }
 
   /** Checks the ledger's invariants: every ref nets to zero; cached balances equal their postings and are not negative. */
@@ -120,6 +134,12 @@ export class LedgerRepo {
       .groupBy('account_id')
       .execute()
     for (const r of sums) posted.set(num(r.account_id), { balance: big(r.balance), held: big(r.held) })
+    // Open holds have no postings yet: they are counted by their instances.
+    const counted = await this.db.selectFrom('owner_holds').select(['account_id', sql<bigint>`sum(held)`.as('held')]).groupBy('account_id').execute()
+    for (const r of counted) {
+      const p = posted.get(num(r.account_id)) ?? { balance: 0n, held: 0n }
+      posted.set(num(r.account_id), { balance: p.balance, held: p.held + big(r.held) })
+    }
     const users = await this.db.selectFrom('accounts').select(['id', 'address', 'balance', 'held']).where('kind', '=', 'user').execute()
     const inconsistent = users
       .map((r) => {
@@ -128,5 +148,14 @@ export class LedgerRepo {
       })
       .filter((r) => r.balance !== r.postedBalance || r.held !== r.postedHeld || r.balance < 0n || r.held < 0n)
     return { unbalanced: unbalanced.map((r) => ({ ref: r.ref, sum: big(r.sum) })), inconsistent, openHolds: await this.openHolds() }
+  }
+}
+
+/** The usage of a hold released by a sweep: nothing served, nothing charged. */
+function sweptUsage(h: Pick<HoldRequest, 'requestId' | 'accountId' | 'keyId' | 'model' | 'now'>, now: number, outcome: Outcome): UsageRecord {
+  return {
+    requestId: h.requestId, accountId: h.accountId, keyId: h.keyId, model: h.model, servedModel: null, provider: null, stream: false,
+    promptTokens: 0, completionTokens: 0, upstreamPromptTokens: null, upstreamCompletionTokens: null, cost: 0n,
+    outcome, latencyMs: now - h.now, createdAt: h.now,
   }
 }

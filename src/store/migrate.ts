@@ -8,6 +8,7 @@ import * as m005 from './migrations/005_lean_request_rows.js'
 import * as m006 from './migrations/006_appended_postings.js'
 import * as m007 from './migrations/007_uncached_postings.js'
 import * as m008 from './migrations/008_rowid_request_rows.js'
+import * as m009 from './migrations/009_records_written_once.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -19,6 +20,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '006_appended_postings': m006,
   '007_uncached_postings': m007,
   '008_rowid_request_rows': m008,
+  '009_records_written_once': m009,
 }
 
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

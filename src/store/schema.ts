@@ -44,9 +44,14 @@ export interface PostingsTable {
   created_at: bigint
 }
 
-export type HoldStatus = 'open' | 'captured' | 'released'
+/** `open`: a hold of an older version, still a row. `refused`: a request that moved no money. */
+export type HoldStatus = 'open' | 'captured' | 'released' | 'refused'
 
-/** The money record of one admitted request: a hold, then exactly one capture or release. */
+/**
+ * The record of one request, written once when it closes (docs/ledger-written-once.md): its hold, then its capture or
+ * release, with its usage; or, `refused`, the usage of a request refused before admission (amount 0). Read as
+ * `usage` through a view.
+ */
 export interface HoldsTable {
   request_id: string
   account_id: number
@@ -62,8 +67,30 @@ export interface HoldsTable {
   payee_id: number | null
   fee: bigint | null
   batch_id: string | null
+  served_model: string | null
+  provider: string | null
+  stream: number | null
+  prompt_tokens: number | null
+  completion_tokens: number | null
+  upstream_prompt_tokens: number | null
+  upstream_completion_tokens: number | null
+  outcome: string | null
+  latency_ms: number | null
 }
 
+/**
+ * A gateway instance's open holds on one account: their total and count. The holds themselves live in that
+ * instance's memory until they close. `dead`: released by a sweep that took the instance for dead; never held again.
+ */
+export interface OwnerHoldsTable {
+  owner: string
+  account_id: number
+  held: bigint
+  open: number
+  dead: number
+}
+
+/** A view over the closed rows of `holds` (read only). */
 export interface UsageTable {
   request_id: string
   account_id: number
@@ -147,6 +174,7 @@ export interface Database {
   api_keys: ApiKeysTable
   postings: PostingsTable
   holds: HoldsTable
+  owner_holds: OwnerHoldsTable
   usage: UsageTable
   batches: BatchesTable
   batch_legs: BatchLegsTable

@@ -1,9 +1,11 @@
 import type BetterSqlite3 from 'better-sqlite3'
 import { toAccount } from './accounts.js'
-import { big, num } from './dialect.js'
+import { big } from './dialect.js'
 import { isBusyError } from './sqlite-dialect.js'
-import type { UsageRecord } from './usage.js'
-import { overCapture, refusalOf, usageValues, USAGE_COLUMNS, type CaptureRequest, type HoldRequest, type HoldResult } from './ledger-types.js'
+import { usageRow, type UsageRecord } from './usage.js'
+import { USAGE_ON_HOLDS } from './migrations/009_records_written_once.js'
+import type { OpenHolds } from './open-holds.js'
+import { overCapture, recordValues, refusalOf, refusedValues, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult } from './ledger-types.js'
 
 /** One hot-ledger operation as data: what a group runs. */
 export type LedgerOp =
@@ -17,71 +19,100 @@ export type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown
 /**
  * The hold, capture and release of a request as prepared statements on one SQLite connection, and the group commit
  * that runs many of them in ONE immediate transaction (page writes to the WAL are shared by the group instead of
- * paid per request). Operations only throw on bugs; then the group rolls back and each operation is replayed in its
- * own transaction, so one failure never takes the others with it. A database locked by another process fails every
- * operation with SQLITE_BUSY, having done nothing (the caller retries).
+ * paid per request). A request's record is written once, when it closes (docs/ledger-written-once.md): admission
+ * updates two counters, the account's `held` (the conditional write that admits) and this instance's `owner_holds`
+ * row for the account, and keeps the hold in `open`; the capture or release then inserts the request's one row with
+ * its usage, all its postings (the hold's pair dated at admission) and the counters' updates. `open` changes only
+ * once the group has committed. Operations only throw on bugs, or on a hold by an instance a sweep took for dead (its
+ * counters refuse it); then the group rolls back and each operation is replayed in its own transaction, so one
+ * failure never takes the others with it. A database locked by another process fails every operation with
+ * SQLITE_BUSY, having done nothing (the caller retries).
  */
-export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: LedgerOp[]): Outcome[] } {
+export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): { runGroup(ops: LedgerOp[]): Outcome[] } {
   const p = (sql: string) => raw.prepare(sql)
   const s = {
     hold: p(`UPDATE accounts SET held = held + ? WHERE id = ? AND status = 'active' AND debt = 0 AND balance - held >= ? AND cap - held >= ?`),
     account: p('SELECT * FROM accounts WHERE id = ?'),
-    insertHold: p(`INSERT INTO holds (request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?)`),
-    // A request's postings are one statement each time, not one per row: each statement run from JS costs its call
-    // and its reset, more than the row. A capture's zero amounts are the postings it does not make (the ledger lets
-    // only charges through: 0 ≤ fee ≤ cost ≤ held, so no amount here is of the wrong sign).
-    pair: p(`INSERT INTO postings (ref, account_id, book, kind, amount, created_at) VALUES (?, ?, 'held', ?, ?, ?), (?, ?, 'available', ?, ?, ?)`),
-    capturePostings: p(`INSERT INTO postings (ref, account_id, book, kind, amount, created_at)
-      SELECT ?, column1, column2, column3, column4, ? FROM (VALUES
-        (?, 'held', 'release', ?), (?, 'available', 'release', ?), (?, 'held', 'capture', ?), (?, 'pending', 'payout', ?), (?, 'pending', 'fee', ?)
+    // On a dead instance's row the CHECK fails: the group is replayed and this hold refused with the error.
+    owned: p(`INSERT INTO owner_holds (owner, account_id, held, open) VALUES (?, ?, ?, 1)
+      ON CONFLICT (owner, account_id) DO UPDATE SET held = held + excluded.held, open = open + 1`),
+    // Nothing held any more: a sweep released this instance's holds on the account (it took it for dead).
+    unowned: p(`UPDATE owner_holds SET held = held - ?, open = open - 1 WHERE owner = ? AND account_id = ? AND held >= ? AND open > 0`),
+    closeAccount: p('UPDATE accounts SET balance = balance - ?, held = held - ?, cap = CASE WHEN cap > ? THEN cap - ? ELSE 0 END WHERE id = ?'),
+    record: p(`INSERT INTO holds (${RECORD_COLUMNS}) VALUES (${RECORD_COLUMNS.split(',').map(() => '?').join(', ')})`),
+    refused: p(`INSERT OR IGNORE INTO holds (${RECORD_COLUMNS}) VALUES (${RECORD_COLUMNS.split(',').map(() => '?').join(', ')})`),
+    // A request's postings are one statement, not one per row: each statement run from JS costs its call and its
+    // reset, more than the row. Zero amounts are the postings a close does not make (the ledger lets only charges
+    // through: 0 ≤ fee ≤ cost ≤ held, so no amount here is of the wrong sign).
+    postings: p(`INSERT INTO postings (ref, account_id, book, kind, amount, created_at)
+      SELECT ?, column1, column2, column3, column4, column5 FROM (VALUES
+        (?, 'held', 'hold', ?, ?), (?, 'available', 'hold', ?, ?), (?, 'held', 'release', ?, ?), (?, 'available', 'release', ?, ?),
+        (?, 'held', 'capture', ?, ?), (?, 'pending', 'payout', ?, ?), (?, 'pending', 'fee', ?, ?)
       ) WHERE column4 <> 0`),
-    openHold: p(`SELECT account_id, amount FROM holds WHERE request_id = ? AND status = 'open'`),
-    // Closing a hold and reading what it held is one statement; the separate read is only for a refusal's reason.
-    captureHold: p(`UPDATE holds SET status = 'captured', cost = ?, payee_id = ?, fee = ?, closed_at = ? WHERE request_id = ? AND status = 'open' AND amount >= ? RETURNING account_id, amount`),
-    captureAccount: p('UPDATE accounts SET balance = balance - ?, held = held - ?, cap = CASE WHEN cap > ? THEN cap - ? ELSE 0 END WHERE id = ?'),
-    releaseHold: p(`UPDATE holds SET status = 'released', closed_at = ? WHERE request_id = ? AND status = 'open' RETURNING account_id, amount`),
+    // Holds of an older version, still rows: released by the sweeps.
+    releaseRow: p(`UPDATE holds SET status = 'released', closed_at = ?, cost = 0, ${USAGE_ON_HOLDS.map((c) => `${c} = ?`).join(', ')}
+      WHERE request_id = ? AND status = 'open' RETURNING account_id, amount`),
     releaseAccount: p('UPDATE accounts SET held = held - ? WHERE id = ?'),
-    usage: p(`INSERT OR IGNORE INTO usage (${USAGE_COLUMNS}) VALUES (${USAGE_COLUMNS.split(',').map(() => '?').join(', ')})`),
+    releasePair: p(`INSERT INTO postings (ref, account_id, book, kind, amount, created_at) VALUES (?, ?, 'held', 'release', ?, ?), (?, ?, 'available', 'release', ?, ?)`),
   }
 
-  /** Moves `amount` into the held book from the available one (a negative amount moves it back), in one statement. */
-  const heldPair = (ref: string, accountId: number | bigint, kind: 'hold' | 'release', amount: bigint, now: number) =>
-    s.pair.run(ref, accountId, kind, amount, now, ref, accountId, kind, -amount, now)
+  /** The group's changes to `open`, applied once it commits; requests closed in the group, so none closes twice. */
+  let staged: (() => void)[] = []
+  let closing = new Set<string>()
 
   const hold = (h: HoldRequest): HoldResult => {
     if (s.hold.run(h.amount, h.accountId, h.amount, h.amount).changes === 0) {
       const row = s.account.get(h.accountId) as Parameters<typeof toAccount>[0] | undefined
       return refusalOf(row && toAccount(row))
     }
-    s.insertHold.run(h.requestId, h.accountId, h.keyId, h.model, h.amount, h.owner, h.now, h.expiresAt)
-    heldPair(h.requestId, h.accountId, 'hold', h.amount, h.now)
+    s.owned.run(h.owner, h.accountId, h.amount)
+    staged.push(() => open.add(h))
     return { ok: true }
   }
 
-  const capture = (c: CaptureRequest): boolean => {
-    const held = s.captureHold.get(c.cost, c.payeeId, c.fee, c.now, c.requestId, c.cost) as { account_id: bigint; amount: bigint } | undefined
-    if (!held) {
-      const open = s.openHold.get(c.requestId) as { amount: bigint } | undefined
-      if (open) throw overCapture(c.requestId, c.cost, big(open.amount))
-      return false
-    }
-    const accountId = num(held.account_id)
-    const amount = big(held.amount)
-    s.captureAccount.run(c.cost, amount, c.cost, c.cost, accountId)
-    const rest = amount - c.cost
-    s.capturePostings.run(c.requestId, c.now, accountId, -rest, accountId, rest, accountId, -c.cost, c.payeeId, c.cost - c.fee, c.feeAccountId, c.fee)
-    s.usage.run(...usageValues(c.usage))
+  /** Closes an open hold of this instance: false when a sweep released it first (nothing is written then). */
+  const close = (h: HoldRequest, c: Close, payout: { payeeId: number; feeAccountId: number } | undefined): boolean => {
+    if (c.cost > h.amount) throw overCapture(h.requestId, c.cost, h.amount)
+    if (s.unowned.run(h.amount, h.owner, h.accountId, h.amount).changes === 0) return false
+    const rest = h.amount - c.cost
+    s.closeAccount.run(c.cost, h.amount, c.cost, c.cost, h.accountId)
+    s.record.run(...recordValues(h, c))
+    const fee = c.fee ?? 0n
+    s.postings.run(h.requestId, h.accountId, h.amount, h.now, h.accountId, -h.amount, h.now, h.accountId, -rest, c.closedAt, h.accountId, rest, c.closedAt,
+      h.accountId, -c.cost, c.closedAt, payout?.payeeId ?? null, c.cost - fee, c.closedAt, payout?.feeAccountId ?? null, fee, c.closedAt)
     return true
   }
 
-  const release = (requestId: string, now: number, usage: UsageRecord): boolean => {
-    const held = s.releaseHold.get(now, requestId) as { account_id: bigint; amount: bigint } | undefined
-    if (held) {
-      s.releaseAccount.run(held.amount, held.account_id)
-      heldPair(requestId, held.account_id, 'release', -big(held.amount), now)
+  /** This instance's open hold of the request, unless the request closed already (in the store or in this group). */
+  const openHold = (requestId: string): HoldRequest | undefined => {
+    if (closing.has(requestId)) return undefined
+    const h = open.get(requestId)
+    if (h) {
+      closing.add(requestId)
+      staged.push(() => open.remove(requestId))
     }
-    s.usage.run(...usageValues(usage))
-    return held !== undefined
+    return h
+  }
+
+  const capture = (c: CaptureRequest): boolean => {
+    const h = openHold(c.requestId)
+    if (!h) return false
+    return close(h, { status: 'captured', cost: c.cost, payeeId: c.payeeId, fee: c.fee, closedAt: c.now, usage: c.usage }, c)
+  }
+
+  const release = (requestId: string, now: number, usage: UsageRecord): boolean => {
+    const h = openHold(requestId)
+    if (h) return close(h, { status: 'released', cost: 0n, payeeId: null, fee: null, closedAt: now, usage }, undefined)
+    const u = usageRow(usage)
+    const row = s.releaseRow.get(now, ...USAGE_ON_HOLDS.map((c) => u[c]), requestId) as { account_id: bigint; amount: bigint } | undefined
+    if (row) {
+      s.releaseAccount.run(row.amount, row.account_id)
+      s.releasePair.run(requestId, row.account_id, -big(row.amount), now, requestId, row.account_id, big(row.amount), now)
+      return true
+    }
+    // No hold to release (the request failed before it, or closed already): its usage, unless it has a row.
+    s.refused.run(...refusedValues(usage))
+    return false
   }
 
   const run = (op: LedgerOp): unknown => {
@@ -89,22 +120,30 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database): { runGroup(ops: Le
       case 'hold': return hold(op.hold)
       case 'capture': return capture(op.capture)
       case 'release': return release(op.requestId, op.now, op.usage)
-      case 'record': return void s.usage.run(...usageValues(op.usage))
+      case 'record': return void s.refused.run(...refusedValues(op.usage))
     }
   }
   const group = raw.transaction((ops: LedgerOp[]) => ops.map(run))
   const single = raw.transaction(run)
+  /** Runs `fn` with a fresh stage, applying it only if `fn` returns (its transaction committed). */
+  const committed = <T>(fn: () => T): T => {
+    staged = []
+    closing = new Set()
+    const value = fn()
+    for (const apply of staged) apply()
+    return value
+  }
 
   return {
     runGroup(ops: LedgerOp[]): Outcome[] {
       try {
-        return group.immediate(ops).map((value) => ({ ok: true, value }))
+        return committed(() => group.immediate(ops)).map((value) => ({ ok: true, value }))
       } catch (error) {
         // Locked by another process: every operation alone would find it locked too.
         if (isBusyError(error)) return ops.map(() => ({ ok: false, error }))
         return ops.map((op) => {
           try {
-            return { ok: true, value: single.immediate(op) }
+            return { ok: true, value: committed(() => single.immediate(op)) }
           } catch (error) {
             return { ok: false, error }
           }

@@ -1,0 +1,43 @@
+import type { HoldRequest } from './ledger-types.js'
+
+/**
+ * The holds this gateway instance admitted and has not closed. In the store an open hold is only counted, in the
+ * instance's `owner_holds` row for its account (docs/ledger-written-once.md); its details are here until its request
+ * closes and writes its one row. The hot ledger changes this map only once the transaction that held or closed a hold
+ * has committed.
+ */
+export class OpenHolds {
+  private readonly holds = new Map<string, HoldRequest>()
+
+  get(requestId: string): HoldRequest | undefined {
+    return this.holds.get(requestId)
+  }
+
+  add(h: HoldRequest): void {
+    this.holds.set(h.requestId, h)
+  }
+
+  remove(requestId: string): void {
+    this.holds.delete(requestId)
+  }
+
+  /** Extends the leases of these requests' holds (those still open). */
+  extend(requestIds: Iterable<string>, expiresAt: number): void {
+    for (const id of requestIds) {
+      const h = this.holds.get(id)
+      if (h) this.holds.set(id, { ...h, expiresAt })
+    }
+  }
+
+  /** Holds whose lease ran out: their requests were not served any more when the lease was last extended. */
+  expired(now: number): HoldRequest[] {
+    return [...this.holds.values()].filter((h) => h.expiresAt < now)
+  }
+
+  count(accountId?: number): number {
+    if (accountId === undefined) return this.holds.size
+    let n = 0
+    for (const h of this.holds.values()) if (h.accountId === accountId) n++
+    return n
+  }
+}
