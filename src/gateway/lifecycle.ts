@@ -94,8 +94,10 @@ export class InstanceLifecycle {
     // counters dead: register again under a new id (the old one can never hold again), or a later death would go
     // unnoticed. The holds admitted under the old id find nothing held when they close: their requests go uncharged.
     if (!(await this.store.instances.heartbeat(this.id, now))) {
-      this.id = newInstanceId()
-      await this.store.instances.register({ id: this.id, host: this.host, pid: process.pid, startedAt: now })
+      // Registered before any hold takes it: a sweep releases the counters of owners that are not registered.
+      const id = newInstanceId()
+      await this.store.instances.register({ id, host: this.host, pid: process.pid, startedAt: now })
+      this.id = id
     }
     await this.store.ledger.extendLeases(this.serving, now + this.holdTtlMs)
   }
@@ -121,6 +123,8 @@ export class InstanceLifecycle {
     const dead = this.peers.dead(await this.store.instances.list(), { id: this.id, host: this.host, pid: process.pid }, now)
     let released = await this.store.ledger.releaseOwnedBy(dead, now)
     await this.store.instances.remove(dead)
+    // Instances that stopped with holds open, or that a sweep removed before it could release them.
+    released += await this.store.ledger.releaseUnregistered(now)
     released += await this.store.ledger.releaseExpired(now)
     return released
   }
@@ -140,5 +144,7 @@ export class InstanceLifecycle {
     for (const t of this.timers) clearInterval(t)
     this.timers = []
     await this.store.instances.remove([this.id])
+    // Requests have ended: what is still held is holds whose close failed. Returned now, not at a peer's next sweep.
+    await this.store.ledger.releaseOwnedBy([this.id], this.now())
   }
 }

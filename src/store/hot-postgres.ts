@@ -78,6 +78,8 @@ const RECORD = `INSERT INTO holds (${RECORD_COLUMNS}) VALUES (${RECORD_PARAMS(1)
 
 type Values = unknown[]
 
+const UNIQUE_VIOLATION = '23505'
+
 export class PostgresHotLedger implements HotLedger {
   readonly open = new OpenHolds()
 
@@ -100,11 +102,19 @@ export class PostgresHotLedger implements HotLedger {
 
   /**
    * Closes an open hold of this instance, once: it leaves `open` before its statement runs, so a second close of the
-   * request finds nothing. False when a sweep released it first.
+   * request finds nothing. False when a sweep released it first. A close that fails goes back to `open` (its lease
+   * runs out and the sweep closes it) unless the request's row exists: then that close had committed and only its
+   * answer was lost, and the row's key keeps any later close from counting the hold out twice.
    */
   private async closeHold(h: HoldRequest, c: Close, payout?: { payeeId: number; feeAccountId: number }): Promise<boolean> {
     this.open.remove(h.requestId)
-    return this.one('svc_close', CLOSE, [h.owner, h.accountId, h.amount, c.cost, payout?.payeeId ?? null, c.fee ?? 0n, payout?.feeAccountId ?? null, ...recordValues(h, c)])
+    try {
+      return await this.one('svc_close', CLOSE, [h.owner, h.accountId, h.amount, c.cost, payout?.payeeId ?? null, c.fee ?? 0n, payout?.feeAccountId ?? null, ...recordValues(h, c)])
+    } catch (err) {
+      if ((err as { code?: string }).code === UNIQUE_VIOLATION) return false
+      this.open.add(h)
+      throw err
+    }
   }
 
   async capture(c: CaptureRequest): Promise<boolean> {

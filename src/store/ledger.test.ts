@@ -60,14 +60,26 @@ describe.each(STORE_KINDS)('ledger on %s', (kind) => {
     expect((await store.accounts.byId(user))!.held).toBe(0n)
   })
 
-  it('sweeps expired and orphaned holds', async () => {
+  it('sweeps expired holds, and the holds of dead or unregistered owners', async () => {
+    await store.instances.register({ id: 'i1', host: 'h', pid: 1, startedAt: 1000 })
     await hold('r3', 10n, 1500)
-    await store.ledger.hold({ requestId: 'r4', accountId: user, keyId: 'key_1', model: 'm', amount: 10n, owner: 'dead', now: 1000, expiresAt: 99_999 })
+    const other = (requestId: string, owner: string) => store.ledger.hold({ requestId, accountId: user, keyId: 'key_1', model: 'm', amount: 10n, owner, now: 1000, expiresAt: 99_999 })
+    await other('r4', 'dead')
+    await other('r5', 'gone')
+    expect((await store.accounts.byId(user))!.held).toBe(30n)
+    expect(await store.ledger.openHolds()).toBe(3)
     expect(await store.ledger.releaseExpired(2000)).toBe(1)
     expect(await store.ledger.releaseOwnedBy(['dead'], 2000)).toBe(1)
     expect((await store.usage.get(user, 'r3'))?.outcome).toBe('expired')
-    expect((await store.usage.get(user, 'r4'))?.outcome).toBe('abandoned')
+    // A dead owner's holds were only counted: they leave no record. Its closes find nothing held, and it holds no more.
+    expect(await store.usage.get(user, 'r4')).toBeUndefined()
+    expect(await store.ledger.capture({ requestId: 'r4', cost: 1n, payeeId: payee, fee: 0n, feeAccountId: fees, now: 2001, usage: usage('r4', user, 1n) })).toBe(false)
+    await expect(other('r6', 'dead')).rejects.toThrow()
+    // 'gone' never registered (or stopped with a hold open); i1 is registered, and 'dead' has nothing left.
+    expect(await store.ledger.releaseUnregistered(2000)).toBe(1)
     expect(await store.ledger.openHolds()).toBe(0)
+    expect((await store.accounts.byId(user))!.held).toBe(0n)
+    expect(await store.ledger.audit()).toMatchObject({ unbalanced: [], inconsistent: [] })
   })
 
   it('settles a batch once; a replay changes nothing', async () => {
@@ -82,17 +94,17 @@ describe.each(STORE_KINDS)('ledger on %s', (kind) => {
     expect(audit.inconsistent).toEqual([])
   })
 
-  it("extends the leases of the requests a live owner serves, and of no one else's", async () => {
+  it('extends the leases of the requests being served, and of no others', async () => {
     await hold('lease_1', 10n, 1500)
     await hold('lease_2', 10n, 1500)
     await hold('lease_3', 10n, 1500)
-    // lease_2's request left it open (its release failed); another owner's list never reaches i1's holds. The list
-    // is long enough to take several statements, lease_3 in the last.
+    // lease_2's request left it open (its release failed), so it is not among those served.
     const serving = Array.from({ length: 1200 }, (_, i) => `req_${i}`)
-    await store.ledger.extendLeases('i1', ['lease_1', ...serving, 'lease_3'], 50_000)
-    await store.ledger.extendLeases('i2', ['lease_2'], 50_000)
+    await store.ledger.extendLeases(['lease_1', ...serving, 'lease_3'], 50_000)
     expect(await store.ledger.releaseExpired(2000)).toBe(1)
+    expect((await store.usage.get(user, 'lease_2'))?.outcome).toBe('expired')
     expect(await store.ledger.releaseExpired(60_000)).toBe(2)
+    expect(await store.ledger.openHolds()).toBe(0)
   })
 
   it('posts what each request moved, in order, and no posting of nothing', async () => {

@@ -68,6 +68,18 @@ export class LedgerRepo {
     return released + (await this.sweepRows(now, 'abandoned', (q) => q.where('owner', 'in', owners)))
   }
 
+  /**
+   * Releases the holds of owners no longer registered: an instance that stopped with a hold left open (its close
+   * failed), or one removed by a sweep that did not get to release its holds. One statement reads both the counters
+   * and the instances, and an instance registers before it holds, so a live instance's counter is never taken.
+   */
+  async releaseUnregistered(now: number): Promise<number> {
+    const registered = this.db.selectFrom('instances').select('id')
+    const counted = await this.db.selectFrom('owner_holds').select('owner').distinct().where('dead', '=', 0).where('owner', 'not in', registered).execute()
+    const rows = await this.db.selectFrom('holds').select('owner').distinct().where('status', '=', sql.lit('open')).where('owner', 'not in', registered).execute()
+    return this.releaseOwnedBy([...new Set([...counted, ...rows].map((r) => r.owner))], now)
+  }
+
   /** Returns an instance's holds on an account to the account; how many holds they were. Account row first, as the hot ledger. */
   private releaseCounter(owner: string, accountId: number): Promise<number> {
     return this.db.transaction().execute(async (trx) => {

@@ -3,6 +3,7 @@ import { openStore } from './open.js'
 import BetterSqlite3 from 'better-sqlite3'
 import { dropSchema, freshPostgresUrl, freshSqliteUrl, postgresReachable } from '../../test/helpers/stores.js'
 import { usageRecord } from '../../test/helpers/store-fixture.js'
+import { legacyLedger, olderSqliteStore } from '../../test/helpers/older-store.js'
 
 describe('migrations on postgres', () => {
   it('migrate a fresh schema while another store of the same database is open', async (ctx) => {
@@ -26,10 +27,10 @@ describe('migrations 006 and 007 on a SQLite file written before them', () => {
     const url = freshSqliteUrl()
     const raw = new BetterSqlite3(url.slice('sqlite:'.length))
     // The schema as 001–005 left it, with postings in it.
-    let store = await openStore(url)
-    const user = (await store.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
-    await store.accounts.deposit(user, 500n, 'dep_1', 1000)
-    await store.close()
+    const older = await olderSqliteStore(url, '008_rowid_request_rows')
+    const user = (await older.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
+    await older.accounts.deposit(user, 500n, 'dep_1', 1000)
+    await older.close()
     raw.exec(`
       CREATE TABLE postings_old (id integer primary key autoincrement, ref text not null, account_id integer not null references accounts(id), book text not null, kind text not null, amount integer not null, created_at integer not null);
       INSERT INTO postings_old SELECT * FROM postings; DROP TABLE postings; ALTER TABLE postings_old RENAME TO postings;
@@ -38,7 +39,7 @@ describe('migrations 006 and 007 on a SQLite file written before them', () => {
     const before = raw.prepare('SELECT * FROM postings ORDER BY id').all()
     expect(before.length).toBe(2)
 
-    store = await openStore(url)
+    const store = await openStore(url)
     await store.accounts.deposit(user, 7n, 'dep_2', 2000)
     const after = raw.prepare('SELECT * FROM postings ORDER BY id').all() as { id: number; ref: string }[]
     expect(after.slice(0, 2)).toEqual(before)
@@ -81,40 +82,54 @@ describe('migration 008 on a SQLite file written before it', () => {
     `CREATE INDEX "usage_account_time" on "usage" ("account_id", "created_at")`,
   ]
 
-  it('keeps every hold and usage row in rowid tables, with the same indexes and keys, and the ledger goes on', async () => {
+  it('keeps every hold and usage row in rowid tables, with the same indexes and keys; 009 keeps every usage record', async () => {
     const url = freshSqliteUrl()
+    const older = await olderSqliteStore(url, '008_rowid_request_rows')
     const raw = new BetterSqlite3(url.slice('sqlite:'.length))
     raw.defaultSafeIntegers(true)
-    let store = await openStore(url)
-    const user = (await store.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
-    const payee = (await store.accounts.ensure('0x2222222222222222222222222222222222222222', 'provider', 1000)).account.id
-    const fees = (await store.accounts.byAddress('svc:fees'))!.id
-    await store.accounts.deposit(user, 500n, 'dep_1', 1000)
-    await store.accounts.approve(user, 500n)
-    const hold = (requestId: string) => store.ledger.hold({ requestId, accountId: user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'i1', now: 1000, expiresAt: 10_000 })
-    const capture = (requestId: string, cost: bigint) => store.ledger.capture({ requestId, cost, payeeId: payee, fee: 1n, feeAccountId: fees, now: 1001, usage: usageRecord(requestId, user, cost) })
-    for (const id of ['r1', 'r2', 'r3']) expect(await hold(id)).toEqual({ ok: true })
-    expect(await capture('r1', 40n)).toBe(true)
-    await store.close()
+    const user = (await older.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
+    const payee = (await older.accounts.ensure('0x2222222222222222222222222222222222222222', 'provider', 1000)).account.id
+    await older.accounts.deposit(user, 500n, 'dep_1', 1000)
+    await older.accounts.approve(user, 500n)
+    const ledger = legacyLedger(older.raw, user, 1000)
+    for (const id of ['r1', 'r2', 'r3']) ledger.hold(id, 100n, 'i1')
+    ledger.capture('r1', 100n, 40n, payee)
+    ledger.refuse('r0')
     raw.exec(BEFORE_008)
     for (const sql of INDEXES) raw.exec(sql)
     raw.exec(`DELETE FROM kysely_migration WHERE name = '008_rowid_request_rows'`)
+    await older.close()
     const tableSql = (table: string) => raw.prepare(`SELECT sql FROM sqlite_schema WHERE name = ?`).pluck().get(table) as string
     const rows = (table: string) => raw.prepare(`SELECT * FROM ${table} ORDER BY request_id`).all()
     const keys = (table: string) => raw.prepare(`SELECT "from", "table", "to" FROM pragma_foreign_key_list(?)`).all(table)
     const before = { holds: rows('holds'), usage: rows('usage') }
     expect(before.holds).toHaveLength(3)
+    expect(before.usage).toHaveLength(2)
     expect(tableSql('holds')).toMatch(/without rowid/i)
 
-    store = await openStore(url)
+    const at008 = await olderSqliteStore(url, '008_rowid_request_rows')
     for (const table of ['holds', 'usage']) {
       expect(tableSql(table)).not.toMatch(/without rowid/i)
       expect(keys(table)).toEqual([{ from: 'account_id', table: 'accounts', to: 'id' }])
     }
     expect({ holds: rows('holds'), usage: rows('usage') }).toEqual(before)
     expect(raw.prepare(`SELECT sql FROM sqlite_schema WHERE type = 'index' AND tbl_name IN ('holds', 'usage') AND sql IS NOT NULL ORDER BY name`).pluck().all()).toEqual(INDEXES)
-    expect(await capture('r2', 30n)).toBe(true)
-    expect(await store.ledger.release('r3', 1002, usageRecord('r3', user, 0n))).toBe(true)
+    await at008.close()
+
+    // 009: usage becomes a view over the requests' rows; it lists the same records.
+    const store = await openStore(url)
+    expect(rows('usage')).toEqual(before.usage)
+    expect(tableSql('usage')).toMatch(/^CREATE VIEW/)
+    expect((await store.usage.list(user, { limit: 10 })).map((u) => [u.requestId, u.outcome, u.cost])).toEqual([
+      ['r1', 'completed', 40n], ['r0', 'insufficient_quota', 0n],
+    ])
+    // The older version's open holds are still rows: owned by no registered instance, a sweep releases them.
+    expect(await store.ledger.openHolds()).toBe(2)
+    expect(await store.ledger.releaseUnregistered(2000)).toBe(2)
+    expect((await store.usage.get(user, 'r2'))?.outcome).toBe('abandoned')
+    // And the ledger goes on, with today's rows.
+    expect(await store.ledger.hold({ requestId: 'r4', accountId: user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'i2', now: 2000, expiresAt: 9_000 })).toEqual({ ok: true })
+    expect(await store.ledger.capture({ requestId: 'r4', cost: 30n, payeeId: payee, fee: 0n, feeAccountId: (await store.accounts.byAddress('svc:fees'))!.id, now: 2001, usage: usageRecord('r4', user, 30n) })).toBe(true)
     expect((await store.accounts.books(user)).available).toBe(430n)
     expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
     await store.close()

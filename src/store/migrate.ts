@@ -23,14 +23,16 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '009_records_written_once': m009,
 }
 
-export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
+/** Migrates to the latest schema, or only as far as `through` (a migration's name: tests that build an older store). */
+export async function migrate(db: Kysely<unknown>, dialect: Dialect, through?: string): Promise<void> {
   const migrations: Record<string, Migration> = {}
   for (const [name, m] of Object.entries(MIGRATIONS)) migrations[name] = { up: (d) => m.up(d, dialect) }
   // Without a schema, Kysely looks for its migration tables in every schema of the database and, finding
   // another store's, skips creating its own ("kysely_migration_lock does not exist" when stores share a database).
   const schema = dialect === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0]?.s : undefined
   const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) })
-  const { error, results } = await migrator.migrateToLatest()
+  if (through !== undefined && !(through in MIGRATIONS)) throw new Error(`no migration ${through}`)
+  const { error, results } = await (through === undefined ? migrator.migrateToLatest() : migrator.migrateTo(through))
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName
     throw new Error(`migration ${failed ?? ''} failed: ${(error as Error).message}`)
