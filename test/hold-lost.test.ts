@@ -17,7 +17,10 @@ describe('a hold released by a sweep while its request is served', () => {
     const res = await pending
     expect(res.status).toBe(200)
     const svc = stream ? JSON.parse((await sseEvents(res)).at(-2)!).svc : (await res.json()).svc
+    // Recorded as abandoned (its hold was released), with what was served, and charged nothing.
     const record = (await mk.store.usage.get(mk.accountId, svc.request_id))!
+    expect(record).toMatchObject({ outcome: 'abandoned', cost: 0n })
+    expect(record.completionTokens).toBeGreaterThan(0)
     expect(parseUsdc(svc.cost_usdc)).toBe(record.cost)
     expect((await mk.store.accounts.byId(mk.accountId))!).toMatchObject({ balance: 10_000_000n, held: 0n })
     const audit = await mk.store.ledger.audit()
@@ -31,13 +34,14 @@ describe('the lease of a hold whose request is in flight', () => {
     mk.sims.atlasCheap.setFault({ kind: 'stall' })
     const pending = chat(mk.url, mk.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 20 })
     await expect.poll(() => mk.sims.atlasCheap.stats.active).toBe(1)
-    const lease = async () => Number((await mk.store.db.selectFrom('holds').select('expires_at').where('status', '=', 'open').executeTakeFirstOrThrow()).expires_at)
-    const before = await lease()
     const life = mk.server.gateway.lifecycle
+    const [requestId] = life.servingIds()
+    const lease = () => mk.store.ledger.leaseOf(requestId!)!
+    const before = lease()
     expect(life.inFlight).toBe(1)
     await sleep(5)
     await life.heartbeat()
-    expect(await lease()).toBeGreaterThan(before)
+    expect(lease()).toBeGreaterThan(before)
     mk.sims.atlasCheap.setFault({ kind: 'none' })
     expect((await pending).status).toBe(200)
     expect(await mk.store.ledger.openHolds()).toBe(0)

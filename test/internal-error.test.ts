@@ -99,14 +99,16 @@ describe('an internal error while serving', () => {
     const res = await chat(server!.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
     expect(res.status).toBe(503)
     const requestId = res.headers.get('x-request-id')!
-    const lease = async () => Number((await store!.db.selectFrom('holds').select('expires_at').where('request_id', '=', requestId).executeTakeFirstOrThrow()).expires_at)
-    const before = await lease()
+    const lease = () => store!.ledger.leaseOf(requestId)
+    const before = lease()!
     await sleep(5)
     // The heartbeat extends the leases of the requests the gateway is serving: this one is over.
     await server!.gateway.lifecycle.heartbeat()
-    expect(await lease()).toBe(before)
+    expect(lease()).toBe(before)
     expect(server!.gateway.lifecycle.inFlight).toBe(0)
     expect(await store!.ledger.releaseExpired(before + 1)).toBe(1)
+    expect(lease()).toBeUndefined()
     expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
+    expect(await store!.usage.get(account.id, requestId)).toMatchObject({ outcome: 'expired', cost: 0n })
   })
 })

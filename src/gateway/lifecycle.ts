@@ -102,6 +102,11 @@ export class InstanceLifecycle {
     await this.store.ledger.extendLeases(this.serving, now + this.holdTtlMs)
   }
 
+  /** The ids of the requests being served now. */
+  servingIds(): string[] {
+    return [...this.serving]
+  }
+
   /** Requests being served now. */
   get inFlight(): number {
     return this.serving.size

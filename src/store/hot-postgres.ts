@@ -4,7 +4,7 @@ import { big } from './dialect.js'
 import { usageRow, type UsageRecord } from './usage.js'
 import { USAGE_ON_HOLDS } from './migrations/009_records_written_once.js'
 import { OpenHolds } from './open-holds.js'
-import { overCapture, recordValues, refusalOf, refusedValues, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult, type HotLedger } from './ledger-types.js'
+import { overCapture, recordValues, refusalOf, refusedValues, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult, type HotLedger } from './ledger-types.js'
 
 /**
  * The hot ledger on Postgres: each operation is ONE statement of data-modifying CTEs, prepared once per connection. A
@@ -102,14 +102,16 @@ export class PostgresHotLedger implements HotLedger {
 
   /**
    * Closes an open hold of this instance, once: it leaves `open` before its statement runs, so a second close of the
-   * request finds nothing. False when a sweep released it first. A close that fails goes back to `open` (its lease
+   * request finds nothing. False when a sweep released it first (then only its record is written). A close that fails goes back to `open` (its lease
    * runs out and the sweep closes it) unless the request's row exists: then that close had committed and only its
    * answer was lost, and the row's key keeps any later close from counting the hold out twice.
    */
   private async closeHold(h: HoldRequest, c: Close, payout?: { payeeId: number; feeAccountId: number }): Promise<boolean> {
     this.open.remove(h.requestId)
     try {
-      return await this.one('svc_close', CLOSE, [h.owner, h.accountId, h.amount, c.cost, payout?.payeeId ?? null, c.fee ?? 0n, payout?.feeAccountId ?? null, ...recordValues(h, c)])
+      if (await this.one('svc_close', CLOSE, [h.owner, h.accountId, h.amount, c.cost, payout?.payeeId ?? null, c.fee ?? 0n, payout?.feeAccountId ?? null, ...recordValues(h, c)])) return true
+      await this.pool.query({ name: 'svc_record', text: RECORD, values: recordValues(h, sweptClose(c)).map(param) })
+      return false
     } catch (err) {
       if ((err as { code?: string }).code === UNIQUE_VIOLATION) return false
       this.open.add(h)

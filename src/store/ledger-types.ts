@@ -72,6 +72,15 @@ export interface Close {
   usage: UsageRecord
 }
 
+/**
+ * How a request closes whose hold a sweep released first (it took this instance for dead): nothing charged and
+ * nothing posted (the sweep posted nothing either: no postings were made for the hold), and its usage kept as
+ * `abandoned`, with what was served.
+ */
+export function sweptClose(c: Close): Close {
+  return { status: 'released', cost: 0n, payeeId: null, fee: null, closedAt: c.closedAt, usage: { ...c.usage, cost: 0n, outcome: 'abandoned' } }
+}
+
 /** The columns of a request's one row in `holds`, in the order of `recordValues`, for the dialects' raw statements. */
 export const RECORD_COLUMNS = 'request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at, closed_at, cost, payee_id, fee, ' +
   'served_model, provider, stream, prompt_tokens, completion_tokens, upstream_prompt_tokens, upstream_completion_tokens, outcome, latency_ms'

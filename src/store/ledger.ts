@@ -114,6 +114,11 @@ export class LedgerRepo {
     this.hot.open.extend(requestIds, expiresAt)
   }
 
+  /** When this instance's open hold of the request expires, unless its lease is extended first. */
+  leaseOf(requestId: string): number | undefined {
+    return this.hot.open.get(requestId)?.expiresAt
+  }
+
   /** Open holds in the store: the live instances' counted holds, and rows left open by an older version. */
   async openHolds(accountId?: number): Promise<number> {
     let counted = this.db.selectFrom('owner_holds').select(sql<bigint>`coalesce(sum(open), 0)`.as('n'))

@@ -5,7 +5,7 @@ import { isBusyError } from './sqlite-dialect.js'
 import { usageRow, type UsageRecord } from './usage.js'
 import { USAGE_ON_HOLDS } from './migrations/009_records_written_once.js'
 import type { OpenHolds } from './open-holds.js'
-import { overCapture, recordValues, refusalOf, refusedValues, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult } from './ledger-types.js'
+import { overCapture, recordValues, refusalOf, refusedValues, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult } from './ledger-types.js'
 
 /** One hot-ledger operation as data: what a group runs. */
 export type LedgerOp =
@@ -70,10 +70,13 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
     return { ok: true }
   }
 
-  /** Closes an open hold of this instance: false when a sweep released it first (nothing is written then). */
+  /** Closes an open hold of this instance: false when a sweep released it first (then only its record is written). */
   const close = (h: HoldRequest, c: Close, payout: { payeeId: number; feeAccountId: number } | undefined): boolean => {
     if (c.cost > h.amount) throw overCapture(h.requestId, c.cost, h.amount)
-    if (s.unowned.run(h.amount, h.owner, h.accountId, h.amount).changes === 0) return false
+    if (s.unowned.run(h.amount, h.owner, h.accountId, h.amount).changes === 0) {
+      s.refused.run(...recordValues(h, sweptClose(c)))
+      return false
+    }
     const rest = h.amount - c.cost
     s.closeAccount.run(c.cost, h.amount, c.cost, c.cost, h.accountId)
     s.record.run(...recordValues(h, c))
