@@ -111,4 +111,20 @@ describe('an internal error while serving', () => {
     expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
     expect(await store!.usage.get(account.id, requestId)).toMatchObject({ outcome: 'expired', cost: 0n })
   })
+  it('returns a hold whose release failed as the gateway stops, not at a peer\'s later sweep', async () => {
+    const { account, key } = await serveBroken({ holdTtlSeconds: 600 })
+    const ledger = store!.ledger
+    const release = ledger.release.bind(ledger)
+    ledger.release = async () => {
+      ledger.release = release
+      throw new Error('the store went away again')
+    }
+    expect((await chat(server!.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })).status).toBe(503)
+    expect((await store!.accounts.byId(account.id))!.held).toBeGreaterThan(0n)
+    await server!.close()
+    server = undefined
+    expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
+    expect(await store!.ledger.openHolds()).toBe(0)
+    expect(await store!.ledger.audit()).toMatchObject({ unbalanced: [], inconsistent: [] })
+  })
 })
