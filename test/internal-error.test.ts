@@ -125,6 +125,7 @@ describe('an internal error while serving', () => {
     server = undefined
     expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
     expect(await store!.ledger.openHolds()).toBe(0)
+    expect(await store!.db.selectFrom('owner_holds').selectAll().execute()).toEqual([])
     expect(await store!.ledger.audit()).toMatchObject({ unbalanced: [], inconsistent: [] })
   })
 })

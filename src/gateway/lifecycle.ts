@@ -150,6 +150,6 @@ export class InstanceLifecycle {
     this.timers = []
     await this.store.instances.remove([this.id])
     // Requests have ended: what is still held is holds whose close failed. Returned now, not at a peer's next sweep.
-    await this.store.ledger.releaseOwnedBy([this.id], this.now())
+    await this.store.ledger.retire(this.id, this.now())
   }
 }

@@ -80,6 +80,16 @@ export class LedgerRepo {
     return this.releaseOwnedBy([...new Set([...counted, ...rows].map((r) => r.owner))], now)
   }
 
+  /**
+   * An instance that stops: releases what it still holds (holds whose close failed) and deletes its counters, so a
+   * store's `owner_holds` keeps only the rows of live instances and of those that died.
+   */
+  async retire(owner: string, now: number): Promise<number> {
+    const released = await this.releaseOwnedBy([owner], now)
+    await this.db.deleteFrom('owner_holds').where('owner', '=', owner).execute()
+    return released
+  }
+
   /** Returns an instance's holds on an account to the account; how many holds they were. Account row first, as the hot ledger. */
   private releaseCounter(owner: string, accountId: number): Promise<number> {
     return this.db.transaction().execute(async (trx) => {
