@@ -8,6 +8,7 @@ import BetterSqlite3 from 'better-sqlite3'
 import { openStore } from '../dist/store/open.js'
 import { SYSTEM_ACCOUNTS } from '../dist/store/accounts.js'
 import { sqliteLedgerOps } from '../dist/store/sqlite-ledger-ops.js'
+import { OpenHolds } from '../dist/store/open-holds.js'
 import { benchOptions } from './options.mjs'
 
 const o = benchOptions(import.meta.url, { accounts: { type: 'string', default: '32' }, group: { type: 'string', default: '8' }, groups: { type: 'string', default: '100' } })
@@ -33,7 +34,7 @@ raw.pragma('synchronous = NORMAL')
 raw.pragma('foreign_keys = ON')
 raw.pragma('wal_autocheckpoint = 0')
 raw.defaultSafeIntegers(true)
-const ledger = sqliteLedgerOps(raw)
+const ledger = sqliteLedgerOps(raw, new OpenHolds())
 const pageSize = Number(raw.pragma('page_size', { simple: true }))
 const usage = (requestId, accountId, cost) => ({
   requestId, accountId, keyId: 'key_bench', model: 'svc/bench@1', servedModel: 'svc/bench@1', provider: '0xbench', stream: false,
