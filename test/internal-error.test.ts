@@ -37,6 +37,16 @@ async function serveBroken(tuning: Record<string, number>) {
   return { account, key: (await issueKey(store, account.id, 'test')).key }
 }
 
+/** The store fails the next release (the hold stays open), then works again. */
+function failNextRelease(): void {
+  const ledger = store!.ledger
+  const release = ledger.release.bind(ledger)
+  ledger.release = async () => {
+    ledger.release = release
+    throw new Error('the store went away again')
+  }
+}
+
 describe('an internal error while serving', () => {
   it('answers 503 with the request id, releases the hold, and leaves no timer writing to the finished response', async () => {
     const { account, key } = await serveBroken({ keepAliveMs: 10 })
@@ -90,12 +100,7 @@ describe('an internal error while serving', () => {
 
   it('lets a hold whose release failed run out its lease instead of keeping it alive', async () => {
     const { account, key } = await serveBroken({ holdTtlSeconds: 5 })
-    const ledger = store!.ledger
-    const release = ledger.release.bind(ledger)
-    ledger.release = async () => {
-      ledger.release = release
-      throw new Error('the store went away again')
-    }
+    failNextRelease()
     const res = await chat(server!.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
     expect(res.status).toBe(503)
     const requestId = res.headers.get('x-request-id')!
@@ -111,14 +116,10 @@ describe('an internal error while serving', () => {
     expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
     expect(await store!.usage.get(account.id, requestId)).toMatchObject({ outcome: 'expired', cost: 0n })
   })
+
   it('returns a hold whose release failed as the gateway stops, not at a peer\'s later sweep', async () => {
     const { account, key } = await serveBroken({ holdTtlSeconds: 600 })
-    const ledger = store!.ledger
-    const release = ledger.release.bind(ledger)
-    ledger.release = async () => {
-      ledger.release = release
-      throw new Error('the store went away again')
-    }
+    failNextRelease()
     expect((await chat(server!.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })).status).toBe(503)
     expect((await store!.accounts.byId(account.id))!.held).toBeGreaterThan(0n)
     await server!.close()

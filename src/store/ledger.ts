@@ -132,7 +132,7 @@ export class LedgerRepo {
   /** Open holds in the store: the live instances' counted holds, and rows left open by an older version. */
   async openHolds(accountId?: number): Promise<number> {
     let counted = this.db.selectFrom('owner_holds').select(sql<bigint>`coalesce(sum(open), 0)`.as('n'))
-    let rows = this.db.selectFrom('holds').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'open')
+    let rows = this.db.selectFrom('holds').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', sql.lit('open'))
     if (accountId !== undefined) {
       counted = counted.where('account_id', '=', accountId)
       rows = rows.where('account_id', '=', accountId)

@@ -7,6 +7,8 @@ import { USAGE_ON_HOLDS } from './migrations/009_records_written_once.js'
 import type { OpenHolds } from './open-holds.js'
 import { overCapture, recordValues, refusalOf, refusedValues, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult } from './ledger-types.js'
 
+const RECORD_PLACES = RECORD_COLUMNS.split(',').map(() => '?').join(', ')
+
 /** One hot-ledger operation as data: what a group runs. */
 export type LedgerOp =
   | { kind: 'hold'; hold: HoldRequest }
@@ -39,8 +41,9 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
     // Nothing held any more: a sweep released this instance's holds on the account (it took it for dead).
     unowned: p(`UPDATE owner_holds SET held = held - ?, open = open - 1 WHERE owner = ? AND account_id = ? AND held >= ? AND open > 0`),
     closeAccount: p('UPDATE accounts SET balance = balance - ?, held = held - ?, cap = CASE WHEN cap > ? THEN cap - ? ELSE 0 END WHERE id = ?'),
-    record: p(`INSERT INTO holds (${RECORD_COLUMNS}) VALUES (${RECORD_COLUMNS.split(',').map(() => '?').join(', ')})`),
-    refused: p(`INSERT OR IGNORE INTO holds (${RECORD_COLUMNS}) VALUES (${RECORD_COLUMNS.split(',').map(() => '?').join(', ')})`),
+    record: p(`INSERT INTO holds (${RECORD_COLUMNS}) VALUES (${RECORD_PLACES})`),
+    // The record of a request that has none yet: a refusal, or a close that found its hold released by a sweep.
+    refused: p(`INSERT OR IGNORE INTO holds (${RECORD_COLUMNS}) VALUES (${RECORD_PLACES})`),
     // A request's postings are one statement, not one per row: each statement run from JS costs its call and its
     // reset, more than the row. Zero amounts are the postings a close does not make (the ledger lets only charges
     // through: 0 ≤ fee ≤ cost ≤ held, so no amount here is of the wrong sign).
