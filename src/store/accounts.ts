@@ -26,7 +26,7 @@ export const UNCACHED_POSTINGS = sql.raw<SqlBool>(`(book = 'pending' OR kind = '
 export async function postFromWorld(trx: Transaction<Database>, ref: string, accountId: number, kind: 'deposit' | 'chain', amount: bigint, now: number): Promise<void> {
   const world = await trx.selectFrom('accounts').select('id').where('address', '=', SYSTEM_ACCOUNTS.world).executeTakeFirstOrThrow()
   const created_at = BigInt(now)
-  await trx.insertInto('postings').values([
+  await trx.insertInto('posting_rows').values([
     { ref, account_id: accountId, book: 'available', kind, amount, created_at },
     { ref, account_id: num(world.id), book: 'available', kind, amount: -amount, created_at },
   ]).execute()

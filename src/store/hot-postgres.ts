@@ -4,13 +4,13 @@ import { big } from './dialect.js'
 import { usageRow, type UsageRecord } from './usage.js'
 import { USAGE_ON_HOLDS } from './migrations/009_records_written_once.js'
 import { OpenHolds } from './open-holds.js'
-import { overCapture, recordValues, refusalOf, refusedValues, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult, type HotLedger } from './ledger-types.js'
+import { capturedClose, overCapture, recordValues, refusalOf, refusedValues, releasedClose, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult, type HotLedger } from './ledger-types.js'
 
 /**
  * The hot ledger on Postgres: each operation is ONE statement of data-modifying CTEs, prepared once per connection. A
  * request's record is written once, when it closes (docs/ledger-written-once.md): admission updates the account's
  * `held` (the conditional UPDATE re-checks its WHERE after the row lock, which makes admission atomic) and this
- * instance's `owner_holds` row, and the close inserts the request's row, its postings and the counters' updates.
+ * instance's `owner_holds` row, and the close inserts the request's row (which stands for its postings) and the counters' updates.
  * Every statement locks the account row before the counter row, as the sweeps do, so they cannot deadlock.
  */
 const HOLD = `
@@ -27,8 +27,9 @@ SELECT count(*)::int AS ok FROM acct`
 const RECORD_PARAMS = (from: number) => RECORD_COLUMNS.split(',').map((_, i) => `$${from + i}`).join(', ')
 
 /**
- * $1 owner, $2 account, $3 amount held, $4 cost, $5 payee, $6 fee, $7 fee account, then the row (RECORD_COLUMNS: $8
- * request id, $15 admitted at, $17 closed at). Nothing is written when a sweep released the hold first.
+ * $1 owner, $2 account, $3 amount held, $4 cost, then the row (RECORD_COLUMNS from $5), which stands for the request's
+ * postings too (the `postings` view derives them, migration 010). Nothing is written when a sweep released the hold
+ * first.
  */
 const CLOSE = `
 WITH lk AS (
@@ -42,20 +43,7 @@ WITH lk AS (
     cap = CASE WHEN cap > $4::bigint THEN cap - $4::bigint ELSE 0 END
   FROM o WHERE accounts.id = o.account_id
 ), r AS (
-  INSERT INTO holds (${RECORD_COLUMNS}) SELECT ${RECORD_PARAMS(8)} FROM o
-), p AS (
-  INSERT INTO postings (ref, account_id, book, kind, amount, created_at)
-  SELECT $8::text, v.account_id, v.book, v.kind, v.amount, v.at
-  FROM o CROSS JOIN LATERAL (VALUES
-    (o.account_id, 'held', 'hold', $3::bigint, $15::bigint),
-    (o.account_id, 'available', 'hold', -$3::bigint, $15::bigint),
-    (o.account_id, 'held', 'release', $4::bigint - $3::bigint, $17::bigint),
-    (o.account_id, 'available', 'release', $3::bigint - $4::bigint, $17::bigint),
-    (o.account_id, 'held', 'capture', -$4::bigint, $17::bigint),
-    ($5::bigint, 'pending', 'payout', $4::bigint - $6::bigint, $17::bigint),
-    ($7::bigint, 'pending', 'fee', $6::bigint, $17::bigint)
-  ) AS v(account_id, book, kind, amount, at)
-  WHERE v.amount <> 0
+  INSERT INTO holds (${RECORD_COLUMNS}) SELECT ${RECORD_PARAMS(5)} FROM o
 )
 SELECT count(*)::int AS ok FROM o`
 
@@ -68,7 +56,7 @@ WITH h AS (
 ), a AS (
   UPDATE accounts SET held = accounts.held - h.amount FROM h WHERE accounts.id = h.account_id RETURNING accounts.id
 ), p AS (
-  INSERT INTO postings (ref, account_id, book, kind, amount, created_at)
+  INSERT INTO posting_rows (ref, account_id, book, kind, amount, created_at)
   SELECT $1::text, h.account_id, v.book, 'release', v.sign * h.amount, $2::bigint
   FROM h CROSS JOIN (VALUES ('held', -1), ('available', 1)) AS v(book, sign)
 )
@@ -106,10 +94,10 @@ export class PostgresHotLedger implements HotLedger {
    * runs out and the sweep closes it) unless the request's row exists: then that close had committed and only its
    * answer was lost, and the row's key keeps any later close from counting the hold out twice.
    */
-  private async closeHold(h: HoldRequest, c: Close, payout?: { payeeId: number; feeAccountId: number }): Promise<boolean> {
+  private async closeHold(h: HoldRequest, c: Close): Promise<boolean> {
     this.open.remove(h.requestId)
     try {
-      if (await this.one('svc_close', CLOSE, [h.owner, h.accountId, h.amount, c.cost, payout?.payeeId ?? null, c.fee ?? 0n, payout?.feeAccountId ?? null, ...recordValues(h, c)])) return true
+      if (await this.one('svc_close', CLOSE, [h.owner, h.accountId, h.amount, c.cost, ...recordValues(h, c)])) return true
       await this.pool.query({ name: 'svc_record', text: RECORD, values: recordValues(h, sweptClose(c)).map(param) })
       return false
     } catch (err) {
@@ -123,12 +111,12 @@ export class PostgresHotLedger implements HotLedger {
     const h = this.open.get(c.requestId)
     if (!h) return false
     if (c.cost > h.amount) throw overCapture(c.requestId, c.cost, h.amount)
-    return this.closeHold(h, { status: 'captured', cost: c.cost, payeeId: c.payeeId, fee: c.fee, closedAt: c.now, usage: c.usage }, c)
+    return this.closeHold(h, capturedClose(c))
   }
 
   async release(requestId: string, now: number, usage: UsageRecord): Promise<boolean> {
     const h = this.open.get(requestId)
-    if (h) return this.closeHold(h, { status: 'released', cost: 0n, payeeId: null, fee: null, closedAt: now, usage })
+    if (h) return this.closeHold(h, releasedClose(now, usage))
     const u = usageRow(usage)
     if (await this.one('svc_release_row', RELEASE_ROW, [requestId, now, ...USAGE_ON_HOLDS.map((c) => u[c])])) return true
     // No hold to release (the request failed before it, or closed already): its usage, unless it has a row.

@@ -68,8 +68,22 @@ export interface Close {
   cost: bigint
   payeeId: number | null
   fee: bigint | null
+  /** The account the fee went to (when there is a fee). */
+  feeAccountId: number | null
   closedAt: number
   usage: UsageRecord
+  /** The row stands for the request's postings (`postings` derives them from it, migration 010). */
+  posted: boolean
+}
+
+/** How a request closes that its capture charged. */
+export function capturedClose(c: CaptureRequest): Close {
+  return { status: 'captured', cost: c.cost, payeeId: c.payeeId, fee: c.fee, feeAccountId: c.feeAccountId, closedAt: c.now, usage: c.usage, posted: true }
+}
+
+/** How a request closes whose hold was released whole: nothing charged. */
+export function releasedClose(now: number, usage: UsageRecord): Close {
+  return { status: 'released', cost: 0n, payeeId: null, fee: null, feeAccountId: null, closedAt: now, usage, posted: true }
 }
 
 /**
@@ -78,12 +92,13 @@ export interface Close {
  * `abandoned`, with what was served.
  */
 export function sweptClose(c: Close): Close {
-  return { status: 'released', cost: 0n, payeeId: null, fee: null, closedAt: c.closedAt, usage: { ...c.usage, cost: 0n, outcome: 'abandoned' } }
+  return { status: 'released', cost: 0n, payeeId: null, fee: null, feeAccountId: null, closedAt: c.closedAt, usage: { ...c.usage, cost: 0n, outcome: 'abandoned' }, posted: false }
 }
 
 /** The columns of a request's one row in `holds`, in the order of `recordValues`, for the dialects' raw statements. */
 export const RECORD_COLUMNS = 'request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at, closed_at, cost, payee_id, fee, ' +
-  'served_model, provider, stream, prompt_tokens, completion_tokens, upstream_prompt_tokens, upstream_completion_tokens, outcome, latency_ms'
+  'served_model, provider, stream, prompt_tokens, completion_tokens, upstream_prompt_tokens, upstream_completion_tokens, outcome, latency_ms, ' +
+  'posted, fee_account_id'
 
 /** A request's row: its hold (none for a refusal: amount 0, no owner) and how it closed. */
 export function recordValues(h: HoldRequest | undefined, c: Close): unknown[] {
@@ -92,10 +107,10 @@ export function recordValues(h: HoldRequest | undefined, c: Close): unknown[] {
     ? [h.requestId, h.accountId, h.keyId, h.model, h.amount, c.status, h.owner, h.now, h.expiresAt]
     : [u.request_id, u.account_id, u.key_id, u.model, 0n, c.status, '', u.created_at, u.created_at]
   return [...hold, c.closedAt, c.cost, c.payeeId, c.fee, u.served_model, u.provider, u.stream, u.prompt_tokens, u.completion_tokens,
-    u.upstream_prompt_tokens, u.upstream_completion_tokens, u.outcome, u.latency_ms]
+    u.upstream_prompt_tokens, u.upstream_completion_tokens, u.outcome, u.latency_ms, c.posted ? 1 : 0, c.fee ? c.feeAccountId : null]
 }
 
 /** The row of a request that moved no money (refused before admission, or failed before its hold). */
 export function refusedValues(usage: UsageRecord): unknown[] {
-  return recordValues(undefined, { status: 'refused', cost: usage.cost, payeeId: null, fee: null, closedAt: usage.createdAt + usage.latencyMs, usage })
+  return recordValues(undefined, { status: 'refused', cost: usage.cost, payeeId: null, fee: null, feeAccountId: null, closedAt: usage.createdAt + usage.latencyMs, usage, posted: false })
 }

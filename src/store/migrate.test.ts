@@ -82,7 +82,7 @@ describe('migration 008 on a SQLite file written before it', () => {
     `CREATE INDEX "usage_account_time" on "usage" ("account_id", "created_at")`,
   ]
 
-  it('keeps every hold and usage row in rowid tables, with the same indexes and keys; 009 keeps every usage record', async () => {
+  it('keeps every hold and usage row in rowid tables, with the same indexes and keys; 009 keeps every usage record, 010 every posting', async () => {
     const url = freshSqliteUrl()
     const older = await olderSqliteStore(url, '008_rowid_request_rows')
     const raw = new BetterSqlite3(url.slice('sqlite:'.length))
@@ -116,8 +116,15 @@ describe('migration 008 on a SQLite file written before it', () => {
     expect(raw.prepare(`SELECT sql FROM sqlite_schema WHERE type = 'index' AND tbl_name IN ('holds', 'usage') AND sql IS NOT NULL ORDER BY name`).pluck().all()).toEqual(INDEXES)
     await at008.close()
 
-    // 009: usage becomes a view over the requests' rows; it lists the same records.
+    const postings = () => raw.prepare('SELECT id, ref, account_id, book, kind, amount, created_at FROM postings WHERE id IS NOT NULL ORDER BY id').all()
+    const posted = postings()
+    expect(posted.length).toBeGreaterThan(6)
+
+    // 009: usage becomes a view over the requests' rows; it lists the same records. 010: so do postings, where every
+    // posting written before it is still a row, with its id.
     const store = await openStore(url)
+    expect(tableSql('postings')).toMatch(/^CREATE VIEW/)
+    expect(postings()).toEqual(posted)
     expect(rows('usage')).toEqual(before.usage)
     expect(tableSql('usage')).toMatch(/^CREATE VIEW/)
     expect((await store.usage.list(user, { limit: 10 })).map((u) => [u.requestId, u.outcome, u.cost])).toEqual([
@@ -132,6 +139,13 @@ describe('migration 008 on a SQLite file written before it', () => {
     expect(await store.ledger.capture({ requestId: 'r4', cost: 30n, payeeId: payee, fee: 0n, feeAccountId: (await store.accounts.byAddress('svc:fees'))!.id, now: 2001, usage: usageRecord('r4', user, 30n) })).toBe(true)
     expect((await store.accounts.books(user)).available).toBe(430n)
     expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+    // Today's request is one row, and its postings are derived from it; the rows written before are untouched.
+    expect(raw.prepare(`SELECT book, kind, amount FROM postings WHERE ref = 'r4'`).all()).toEqual([
+      { book: 'held', kind: 'hold', amount: 100n }, { book: 'available', kind: 'hold', amount: -100n }, { book: 'held', kind: 'release', amount: -70n },
+      { book: 'available', kind: 'release', amount: 70n }, { book: 'held', kind: 'capture', amount: -30n }, { book: 'pending', kind: 'payout', amount: 30n },
+    ])
+    expect(raw.prepare(`SELECT count(*) FROM posting_rows WHERE ref = 'r4'`).pluck().get()).toBe(0n)
+    expect(postings().slice(0, posted.length)).toEqual(posted)
     await store.close()
     raw.close()
   })

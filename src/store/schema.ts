@@ -76,6 +76,10 @@ export interface HoldsTable {
   upstream_completion_tokens: number | null
   outcome: string | null
   latency_ms: number | null
+  /** 1: the row stands for the request's postings (the `postings` view derives them). */
+  posted: number
+  /** The account its fee went to, when it had one. */
+  fee_account_id: number | null
 }
 
 /**
@@ -172,7 +176,9 @@ export interface PortalSessionsTable {
 export interface Database {
   accounts: AccountsTable
   api_keys: ApiKeysTable
+  /** A view (migration 010): the rows of `posting_rows` and the postings each posted request row stands for. */
   postings: PostingsTable
+  posting_rows: PostingsTable
   holds: HoldsTable
   owner_holds: OwnerHoldsTable
   usage: UsageTable

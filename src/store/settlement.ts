@@ -135,7 +135,7 @@ export class SettlementRepo {
         { ref: batchId, account_id: num(p.payee_id), book: 'pending' as const, kind: 'settlement' as const, amount: -big(p.amount), created_at },
         { ref: batchId, account_id: num(p.payee_id), book: 'available' as const, kind: 'settlement' as const, amount: big(p.amount), created_at },
       ])
-      if (rows.length) await trx.insertInto('postings').values(rows).execute()
+      if (rows.length) await trx.insertInto('posting_rows').values(rows).execute()
       if (failed.length) {
         const owed = await trx.selectFrom('batch_legs').select(['payer_id', sql<bigint>`sum(amount)`.as('amount')])
           .where('batch_id', '=', batchId).where('payer_id', 'in', failed).groupBy('payer_id').execute()

@@ -5,7 +5,7 @@ import { isBusyError } from './sqlite-dialect.js'
 import { usageRow, type UsageRecord } from './usage.js'
 import { USAGE_ON_HOLDS } from './migrations/009_records_written_once.js'
 import type { OpenHolds } from './open-holds.js'
-import { overCapture, recordValues, refusalOf, refusedValues, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult } from './ledger-types.js'
+import { capturedClose, overCapture, recordValues, refusalOf, refusedValues, releasedClose, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult } from './ledger-types.js'
 
 const RECORD_PLACES = RECORD_COLUMNS.split(',').map(() => '?').join(', ')
 
@@ -24,7 +24,8 @@ export type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown
  * paid per request). A request's record is written once, when it closes (docs/ledger-written-once.md): admission
  * updates two counters, the account's `held` (the conditional write that admits) and this instance's `owner_holds`
  * row for the account, and keeps the hold in `open`; the capture or release then inserts the request's one row with
- * its usage, all its postings (the hold's pair dated at admission) and the counters' updates. `open` changes only
+ * its usage (the row stands for its postings too: the `postings` view derives them, migration 010) and the counters'
+ * updates. `open` changes only
  * once the group has committed. Operations only throw on bugs, or on a hold by an instance a sweep took for dead (its
  * counters refuse it); then the group rolls back and each operation is replayed in its own transaction, so one
  * failure never takes the others with it. A database locked by another process fails every operation with
@@ -44,19 +45,11 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
     record: p(`INSERT INTO holds (${RECORD_COLUMNS}) VALUES (${RECORD_PLACES})`),
     // The record of a request that has none yet: a refusal, or a close that found its hold released by a sweep.
     refused: p(`INSERT OR IGNORE INTO holds (${RECORD_COLUMNS}) VALUES (${RECORD_PLACES})`),
-    // A request's postings are one statement, not one per row: each statement run from JS costs its call and its
-    // reset, more than the row. Zero amounts are the postings a close does not make (the ledger lets only charges
-    // through: 0 ≤ fee ≤ cost ≤ held, so no amount here is of the wrong sign).
-    postings: p(`INSERT INTO postings (ref, account_id, book, kind, amount, created_at)
-      SELECT ?, column1, column2, column3, column4, column5 FROM (VALUES
-        (?, 'held', 'hold', ?, ?), (?, 'available', 'hold', ?, ?), (?, 'held', 'release', ?, ?), (?, 'available', 'release', ?, ?),
-        (?, 'held', 'capture', ?, ?), (?, 'pending', 'payout', ?, ?), (?, 'pending', 'fee', ?, ?)
-      ) WHERE column4 <> 0`),
     // Holds of an older version, still rows: released by the sweeps.
     releaseRow: p(`UPDATE holds SET status = 'released', closed_at = ?, cost = 0, ${USAGE_ON_HOLDS.map((c) => `${c} = ?`).join(', ')}
       WHERE request_id = ? AND status = 'open' RETURNING account_id, amount`),
     releaseAccount: p('UPDATE accounts SET held = held - ? WHERE id = ?'),
-    releasePair: p(`INSERT INTO postings (ref, account_id, book, kind, amount, created_at) VALUES (?, ?, 'held', 'release', ?, ?), (?, ?, 'available', 'release', ?, ?)`),
+    releasePair: p(`INSERT INTO posting_rows (ref, account_id, book, kind, amount, created_at) VALUES (?, ?, 'held', 'release', ?, ?), (?, ?, 'available', 'release', ?, ?)`),
   }
 
   /** The group's changes to `open`, applied once it commits; requests closed in the group, so none closes twice. */
@@ -74,18 +67,14 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
   }
 
   /** Closes an open hold of this instance: false when a sweep released it first (then only its record is written). */
-  const close = (h: HoldRequest, c: Close, payout: { payeeId: number; feeAccountId: number } | undefined): boolean => {
+  const close = (h: HoldRequest, c: Close): boolean => {
     if (c.cost > h.amount) throw overCapture(h.requestId, c.cost, h.amount)
     if (s.unowned.run(h.amount, h.owner, h.accountId, h.amount).changes === 0) {
       s.refused.run(...recordValues(h, sweptClose(c)))
       return false
     }
-    const rest = h.amount - c.cost
     s.closeAccount.run(c.cost, h.amount, c.cost, c.cost, h.accountId)
     s.record.run(...recordValues(h, c))
-    const fee = c.fee ?? 0n
-    s.postings.run(h.requestId, h.accountId, h.amount, h.now, h.accountId, -h.amount, h.now, h.accountId, -rest, c.closedAt, h.accountId, rest, c.closedAt,
-      h.accountId, -c.cost, c.closedAt, payout?.payeeId ?? null, c.cost - fee, c.closedAt, payout?.feeAccountId ?? null, fee, c.closedAt)
     return true
   }
 
@@ -103,12 +92,12 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
   const capture = (c: CaptureRequest): boolean => {
     const h = openHold(c.requestId)
     if (!h) return false
-    return close(h, { status: 'captured', cost: c.cost, payeeId: c.payeeId, fee: c.fee, closedAt: c.now, usage: c.usage }, c)
+    return close(h, capturedClose(c))
   }
 
   const release = (requestId: string, now: number, usage: UsageRecord): boolean => {
     const h = openHold(requestId)
-    if (h) return close(h, { status: 'released', cost: 0n, payeeId: null, fee: null, closedAt: now, usage }, undefined)
+    if (h) return close(h, releasedClose(now, usage))
     const u = usageRow(usage)
     const row = s.releaseRow.get(now, ...USAGE_ON_HOLDS.map((c) => u[c]), requestId) as { account_id: bigint; amount: bigint } | undefined
     if (row) {

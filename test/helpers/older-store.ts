@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely'
+import { IdentifierNode, OperationNodeTransformer, type Kysely, type KyselyPlugin } from 'kysely'
 import type BetterSqlite3 from 'better-sqlite3'
 import { openSqlite } from '../../src/store/sqlite.js'
 import { migrate } from '../../src/store/migrate.js'
@@ -11,7 +11,8 @@ import { AccountRepo, SYSTEM_ACCOUNTS } from '../../src/store/accounts.js'
 export async function olderSqliteStore(url: string, through: string) {
   const h = openSqlite(url)
   await migrate(h.db as unknown as Kysely<unknown>, 'sqlite', through)
-  const accounts = new AccountRepo(h.db)
+  // Before 010 the postings were all rows of a table named `postings`, where today's code writes `posting_rows`.
+  const accounts = new AccountRepo(h.db.withPlugin(new PostingsAsTheyWere()))
   for (const address of Object.values(SYSTEM_ACCOUNTS)) await accounts.ensure(address, 'system', 1000)
   return {
     accounts,
@@ -50,4 +51,16 @@ export function legacyLedger(raw: BetterSqlite3.Database, accountId: number, now
       usage(requestId, 0n, 'insufficient_quota')
     },
   }
+}
+
+/** Today's `posting_rows` as the table `postings` an older schema has. */
+class PostingsAsTheyWere implements KyselyPlugin {
+  private readonly rename = new (class extends OperationNodeTransformer {
+    protected override transformIdentifier(node: IdentifierNode): IdentifierNode {
+      return node.name === 'posting_rows' ? IdentifierNode.create('postings') : node
+    }
+  })()
+
+  transformQuery: KyselyPlugin['transformQuery'] = (args) => this.rename.transformNode(args.node)
+  transformResult: KyselyPlugin['transformResult'] = async (args) => args.result
 }
