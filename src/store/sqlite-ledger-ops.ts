@@ -25,8 +25,7 @@ export type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown
  * updates two counters, the account's `held` (the conditional write that admits) and this instance's `owner_holds`
  * row for the account, and keeps the hold in `open`; the capture or release then inserts the request's one row with
  * its usage (the row stands for its postings too: the `postings` view derives them, migration 010) and the counters'
- * updates. `open` changes only
- * once the group has committed. Operations only throw on bugs, or on a hold by an instance a sweep took for dead (its
+ * updates. `open` changes only once the group has committed. Operations only throw on bugs, or on a hold by an instance a sweep took for dead (its
  * counters refuse it); then the group rolls back and each operation is replayed in its own transaction, so one
  * failure never takes the others with it. A database locked by another process fails every operation with
  * SQLITE_BUSY, having done nothing (the caller retries).
