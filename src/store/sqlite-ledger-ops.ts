@@ -19,15 +19,15 @@ export type LedgerOp =
 export type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown }
 
 /**
- * The hold, capture and release of a request as prepared statements on one SQLite connection, and the group commit
- * that runs many of them in ONE immediate transaction (page writes to the WAL are shared by the group instead of
- * paid per request). A request's record is written once, when it closes (docs/ledger-written-once.md): admission
- * updates two counters, the account's `held` (the conditional write that admits) and this instance's `owner_holds`
- * row for the account, and keeps the hold in `open`; the capture or release then inserts the request's one row with
- * its usage (the row stands for its postings too: the `postings` view derives them, migration 010) and the counters'
- * updates. `open` changes only once the group has committed. Operations only throw on bugs, or on a hold by an instance a sweep took for dead (its
- * counters refuse it); then the group rolls back and each operation is replayed in its own transaction, so one
- * failure never takes the others with it. A database locked by another process fails every operation with
+ * The hold, capture and release of a request as prepared statements on one SQLite connection, and the group commit that
+ * runs many of them in ONE immediate transaction (page writes to the WAL are shared by the group instead of paid per
+ * request). A request's record is written once, when it closes (docs/ledger-written-once.md): admission updates two
+ * counters, the account's `held` (the conditional write that admits) and this instance's `owner_holds` row for the
+ * account, and keeps the hold in `open`; the capture or release then inserts the request's one row with its usage (the
+ * row stands for its postings too: the `postings` view derives them, migration 010) and the counters' updates. `open`
+ * changes only once the group has committed. Operations only throw on bugs, or on a hold by an instance a sweep took
+ * for dead (its counters refuse it); then the group rolls back and each operation is replayed in its own transaction,
+ * so one failure never takes the others with it. A database locked by another process fails every operation with
  * SQLITE_BUSY, having done nothing (the caller retries).
  */
 export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): { runGroup(ops: LedgerOp[]): Outcome[] } {
