@@ -4,6 +4,7 @@ import { big } from './dialect.js'
 import { usageRow, type UsageRecord } from './usage.js'
 import { USAGE_ON_HOLDS } from './migrations/009_records_written_once.js'
 import { OpenHolds } from './open-holds.js'
+import { Recount, type Counter } from './recount.js'
 import { capturedClose, overCapture, recordValues, refusalOf, refusedValues, releasedClose, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult, type HotLedger } from './ledger-types.js'
 
 /**
@@ -70,6 +71,7 @@ const UNIQUE_VIOLATION = '23505'
 
 export class PostgresHotLedger implements HotLedger {
   readonly open = new OpenHolds()
+  private readonly doubts = new Recount()
 
   constructor(private readonly pool: pg.Pool) {}
 
@@ -79,11 +81,19 @@ export class PostgresHotLedger implements HotLedger {
   }
 
   async hold(h: HoldRequest): Promise<HoldResult> {
-    const ok = await this.one('svc_hold', HOLD, [h.owner, h.accountId, h.amount])
-    if (ok) {
-      this.open.add(h)
-      return { ok: true }
+    let ok: boolean
+    try {
+      ok = await this.doubts.on(h, async () => {
+        const held = await this.one('svc_hold', HOLD, [h.owner, h.accountId, h.amount])
+        if (held) this.open.add(h)
+        return held
+      })
+    } catch (err) {
+      // It may have committed, its answer lost: the counter is recounted at the next sweep (`Recount`).
+      this.doubts.holdFailed(h)
+      throw err
     }
+    if (ok) return { ok: true }
     const r = await this.pool.query('SELECT * FROM accounts WHERE id = $1', [h.accountId])
     return refusalOf(r.rows[0] && toAccount(r.rows[0]))
   }
@@ -94,17 +104,24 @@ export class PostgresHotLedger implements HotLedger {
    * runs out and the sweep closes it) unless the request's row exists: then that close had committed and only its
    * answer was lost, and the row's key keeps any later close from counting the hold out twice.
    */
-  private async closeHold(h: HoldRequest, c: Close): Promise<boolean> {
-    this.open.remove(h.requestId)
-    try {
-      if (await this.one('svc_close', CLOSE, [h.owner, h.accountId, h.amount, c.cost, ...recordValues(h, c)])) return true
-      await this.pool.query({ name: 'svc_record', text: RECORD, values: recordValues(h, sweptClose(c)).map(param) })
-      return false
-    } catch (err) {
-      if ((err as { code?: string }).code === UNIQUE_VIOLATION) return false
-      this.open.add(h)
-      throw err
-    }
+  private closeHold(h: HoldRequest, c: Close): Promise<boolean> {
+    return this.doubts.on(h, async () => {
+      this.open.remove(h.requestId)
+      try {
+        const closed = await this.one('svc_close', CLOSE, [h.owner, h.accountId, h.amount, c.cost, ...recordValues(h, c)])
+        if (!closed) await this.pool.query({ name: 'svc_record', text: RECORD, values: recordValues(h, sweptClose(c)).map(param) })
+        this.doubts.closeFailed(h, h.requestId, false)
+        return closed
+      } catch (err) {
+        if ((err as { code?: string }).code === UNIQUE_VIOLATION) {
+          this.doubts.closeFailed(h, h.requestId, false)
+          return false
+        }
+        this.open.add(h)
+        this.doubts.closeFailed(h, h.requestId)
+        throw err
+      }
+    })
   }
 
   async capture(c: CaptureRequest): Promise<boolean> {
@@ -126,6 +143,37 @@ export class PostgresHotLedger implements HotLedger {
 
   async record(usage: UsageRecord): Promise<void> {
     await this.pool.query({ name: 'svc_record', text: RECORD, values: refusedValues(usage).map(param) })
+  }
+
+  /** Recounts the counters a failed hold left in doubt (`Recount`); how many lost holds they had counted. */
+  settleDoubts(): Promise<number> {
+    return this.doubts.settle((c) => this.recount(c))
+  }
+
+  /** Lowers a counter of this instance to what its memory holds under it, and the account's `held` with it. */
+  private async recount(c: Counter): Promise<number> {
+    const client = await this.pool.connect()
+    try {
+      await client.query('BEGIN')
+      await client.query('SELECT id FROM accounts WHERE id = $1 FOR UPDATE', [c.accountId])
+      const r = await client.query<{ held: bigint; open: number }>(
+        'SELECT held, open FROM owner_holds WHERE owner = $1 AND account_id = $2 AND dead = 0 FOR UPDATE', [c.owner, c.accountId])
+      const row = r.rows[0]
+      const mine = this.open.counted(c.owner, c.accountId)
+      let lost = 0
+      if (row && BigInt(row.held) > mine.held) {
+        lost = Number(row.open) - mine.open
+        await client.query('UPDATE owner_holds SET held = $3, open = $4 WHERE owner = $1 AND account_id = $2', [c.owner, c.accountId, mine.held.toString(), mine.open])
+        await client.query('UPDATE accounts SET held = held - $2 WHERE id = $1', [c.accountId, (BigInt(row.held) - mine.held).toString()])
+      }
+      await client.query('COMMIT')
+      return lost
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {})
+      throw err
+    } finally {
+      client.release()
+    }
   }
 
   /** Each operation is one statement its caller awaits: nothing is queued here, and the pool ends what runs. */

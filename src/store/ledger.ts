@@ -48,11 +48,13 @@ export class LedgerRepo {
 
   /**
    * Releases the holds past their expiry: this instance's own (requests it no longer serves: their release failed),
-   * and rows left open by an older version.
+   * and rows left open by an older version; then recounts the counters holds whose answer was lost left in doubt.
    */
   async releaseExpired(now: number): Promise<number> {
     const own = await Promise.all(this.hot.open.expired(now).map((h) => this.hot.release(h.requestId, now, sweptUsage(h, now, 'expired'))))
-    return own.filter(Boolean).length + (await this.sweepRows(now, 'expired', (q) => q.where('expires_at', '<', BigInt(now))))
+    const rows = await this.sweepRows(now, 'expired', (q) => q.where('expires_at', '<', BigInt(now)))
+    // After the expired holds: their releases settle closes in doubt, which a recount waits for.
+    return own.filter(Boolean).length + rows + ((await this.hot.settleDoubts?.()) ?? 0)
   }
 
   /**

@@ -34,6 +34,18 @@ export class OpenHolds {
     return [...this.holds.values()].filter((h) => h.expiresAt < now)
   }
 
+  /** What this instance holds under one of its counters (an owner id it held as, on an account). */
+  counted(owner: string, accountId: number): { held: bigint; open: number } {
+    let held = 0n
+    let open = 0
+    for (const h of this.holds.values()) {
+      if (h.owner !== owner || h.accountId !== accountId) continue
+      held += h.amount
+      open++
+    }
+    return { held, open }
+  }
+
   count(accountId?: number): number {
     if (accountId === undefined) return this.holds.size
     let n = 0

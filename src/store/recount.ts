@@ -1,0 +1,78 @@
+/**
+ * On Postgres a statement can commit and still fail on its way back (the connection drops after the commit): its
+ * caller cannot tell which. For a close the request's row tells (its key stops a second count-out). A hold leaves
+ * nothing in the store that names its request: if it committed, the instance's counter in `owner_holds` and the
+ * account's `held` count a hold its memory does not have, and that amount could not be spent until the instance
+ * stopped. `Recount` puts such a counter right.
+ *
+ * A hold that failed puts its counter in doubt. At the next sweep (`settle`), a counter in doubt is recounted once
+ * no statement of this instance on it is under way and no close of a hold counted in it is in doubt: in one
+ * transaction that locks the account first, the counter is lowered to what this instance's memory holds under it,
+ * and the account's `held` by the same amount. It is only ever lowered: memory holding more than the counter is a
+ * close in doubt (its hold went back to memory), which the sweep of expired holds resolves first. Holds and closes of
+ * that counter wait while it is recounted, so none can commit between the read of memory and the write.
+ */
+export class Recount {
+  /** Statements under way, by counter (`owner account`). */
+  private readonly running = new Map<string, number>()
+  /** Counters that may count a hold whose answer was lost. */
+  private readonly doubted = new Map<string, Counter>()
+  /** Holds whose close failed (back in memory), by counter: the counter may already have counted them out. */
+  private readonly closing = new Map<string, Set<string>>()
+  /** Recounts under way, by counter. */
+  private readonly gates = new Map<string, Promise<void>>()
+
+  /** Runs a statement on a counter: after any recount of it, and counted as under way meanwhile. */
+  async on<T>(c: Counter, statement: () => Promise<T>): Promise<T> {
+    const key = keyOf(c)
+    for (let gate = this.gates.get(key); gate; gate = this.gates.get(key)) await gate
+    this.running.set(key, (this.running.get(key) ?? 0) + 1)
+    try {
+      return await statement()
+    } finally {
+      const n = this.running.get(key)! - 1
+      if (n === 0) this.running.delete(key)
+      else this.running.set(key, n)
+    }
+  }
+
+  /** A hold on this counter failed: it may have committed. */
+  holdFailed(c: Counter): void {
+    this.doubted.set(keyOf(c), c)
+  }
+
+  /** A close failed, or (`false`) a later close of the same request settled it. */
+  closeFailed(c: Counter, requestId: string, failed = true): void {
+    const key = keyOf(c)
+    const ids = this.closing.get(key) ?? new Set<string>()
+    if (failed) ids.add(requestId)
+    else ids.delete(requestId)
+    if (ids.size > 0) this.closing.set(key, ids)
+    else this.closing.delete(key)
+  }
+
+  /** Recounts the counters in doubt that can be now; how many holds they had counted that memory did not have. */
+  async settle(recount: (c: Counter) => Promise<number>): Promise<number> {
+    let lost = 0
+    for (const [key, c] of this.doubted) {
+      if (this.running.has(key) || this.closing.has(key) || this.gates.has(key)) continue
+      let open!: () => void
+      this.gates.set(key, new Promise<void>((resolve) => (open = resolve)))
+      try {
+        lost += await recount(c)
+        this.doubted.delete(key)
+      } finally {
+        this.gates.delete(key)
+        open()
+      }
+    }
+    return lost
+  }
+}
+
+export interface Counter {
+  owner: string
+  accountId: number
+}
+
+const keyOf = (c: Counter) => `${c.owner} ${c.accountId}`
