@@ -60,21 +60,26 @@ describe('holds whose answer was lost, on postgres', () => {
     // Committed, unknown to the instance: 200 more held than it has.
     expect(await counted()).toEqual({ counter: 300n, open: 2, account: 300n })
 
-    // A hold that committed but whose answer is still on its way must not be taken for lost meanwhile.
+    // A hold that committed but whose answer is still on its way must not be taken for lost: the sweep's recount
+    // waits for it, and holds that come meanwhile wait for the recount.
     let answer!: () => void
     faults.holdBack = new Promise((resolve) => (answer = resolve))
     const late = ledger.hold(hold('r3', 50n))
     await new Promise((resolve) => setTimeout(resolve, 50))
     expect(await counted()).toEqual({ counter: 350n, open: 3, account: 350n })
-    expect(await hot.settleDoubts()).toBe(0)
+    const sweep = ledger.releaseExpired(1000)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    const waiting = ledger.hold(hold('r5', 5n))
     faults.holdBack = undefined
     answer()
     expect(await late).toEqual({ ok: true })
 
-    // The sweep recounts: what the instance holds (r1, r3) stays held, the lost hold is spendable again.
-    expect(await ledger.releaseExpired(1000)).toBe(1)
-    expect(await counted()).toEqual({ counter: 150n, open: 2, account: 150n })
+    // The sweep recounts: what the instance holds (r1, r3, then r5) stays held, the lost hold is spendable again.
+    expect(await sweep).toBe(1)
+    expect(await waiting).toEqual({ ok: true })
+    expect(await counted()).toEqual({ counter: 155n, open: 3, account: 155n })
     expect(await hot.settleDoubts()).toBe(0)
+    expect(await ledger.release('r5', 1001, usageRecord('r5', user, 0n))).toBe(true)
     for (const [requestId, cost] of [['r1', 40n], ['r3', 50n]] as const) {
       expect(await ledger.capture({ requestId, cost, payeeId: payee, fee: 0n, feeAccountId: fees, now: 1001, usage: usageRecord(requestId, user, cost) })).toBe(true)
     }

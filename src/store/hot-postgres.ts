@@ -69,6 +69,9 @@ type Values = unknown[]
 
 const UNIQUE_VIOLATION = '23505'
 
+/** Longest each statement of a recount may take (`Recount`): the counter's holds and closes wait for it. */
+const RECOUNT_STATEMENT_MS = 5_000
+
 export class PostgresHotLedger implements HotLedger {
   readonly open = new OpenHolds()
   private readonly doubts = new Recount()
@@ -106,6 +109,8 @@ export class PostgresHotLedger implements HotLedger {
    */
   private closeHold(h: HoldRequest, c: Close): Promise<boolean> {
     return this.doubts.on(h, async () => {
+      // Another close of the request may have gone first while this one waited for a recount of the counter.
+      if (!this.open.get(h.requestId)) return false
       this.open.remove(h.requestId)
       try {
         const closed = await this.one('svc_close', CLOSE, [h.owner, h.accountId, h.amount, c.cost, ...recordValues(h, c)])
@@ -150,29 +155,32 @@ export class PostgresHotLedger implements HotLedger {
     return this.doubts.settle((c) => this.recount(c))
   }
 
-  /** Lowers a counter of this instance to what its memory holds under it, and the account's `held` with it. */
+  /**
+   * Lowers a counter of this instance to what its memory holds under it, and the account's `held` with it. Each
+   * statement has a time limit: the counter's holds and closes wait while it runs, and the connection that lost a
+   * hold's answer may be the next one to hang. A connection that failed is closed, not given back to the pool.
+   */
   private async recount(c: Counter): Promise<number> {
     const client = await this.pool.connect()
+    const q = <R extends pg.QueryResultRow>(text: string, values: unknown[] = []) => client.query<R>({ text, values, query_timeout: RECOUNT_STATEMENT_MS } as pg.QueryConfig)
     try {
-      await client.query('BEGIN')
-      await client.query('SELECT id FROM accounts WHERE id = $1 FOR UPDATE', [c.accountId])
-      const r = await client.query<{ held: bigint; open: number }>(
-        'SELECT held, open FROM owner_holds WHERE owner = $1 AND account_id = $2 AND dead = 0 FOR UPDATE', [c.owner, c.accountId])
+      await q('BEGIN')
+      await q('SELECT id FROM accounts WHERE id = $1 FOR UPDATE', [c.accountId])
+      const r = await q<{ held: bigint; open: number }>('SELECT held, open FROM owner_holds WHERE owner = $1 AND account_id = $2 AND dead = 0 FOR UPDATE', [c.owner, c.accountId])
       const row = r.rows[0]
       const mine = this.open.counted(c.owner, c.accountId)
       let lost = 0
       if (row && BigInt(row.held) > mine.held) {
-        lost = Number(row.open) - mine.open
-        await client.query('UPDATE owner_holds SET held = $3, open = $4 WHERE owner = $1 AND account_id = $2', [c.owner, c.accountId, mine.held.toString(), mine.open])
-        await client.query('UPDATE accounts SET held = held - $2 WHERE id = $1', [c.accountId, (BigInt(row.held) - mine.held).toString()])
+        lost = Math.max(0, Number(row.open) - mine.open)
+        await q('UPDATE owner_holds SET held = $3, open = $4 WHERE owner = $1 AND account_id = $2', [c.owner, c.accountId, mine.held.toString(), mine.open])
+        await q('UPDATE accounts SET held = held - $2 WHERE id = $1', [c.accountId, (BigInt(row.held) - mine.held).toString()])
       }
-      await client.query('COMMIT')
+      await q('COMMIT')
+      client.release()
       return lost
     } catch (err) {
-      await client.query('ROLLBACK').catch(() => {})
+      client.release(err as Error)
       throw err
-    } finally {
-      client.release()
     }
   }
 

@@ -1,16 +1,17 @@
 /**
- * On Postgres a statement can commit and still fail on its way back (the connection drops after the commit): its
- * caller cannot tell which. For a close the request's row tells (its key stops a second count-out). A hold leaves
- * nothing in the store that names its request: if it committed, the instance's counter in `owner_holds` and the
- * account's `held` count a hold its memory does not have, and that amount could not be spent until the instance
- * stopped. `Recount` puts such a counter right.
+ * On Postgres a statement can commit and still fail on its way back (the connection drops after the commit): its caller
+ * cannot tell which. For a close the request's row tells (its key stops a second count-out). A hold leaves nothing in
+ * the store that names its request: if it committed, the instance's counter in `owner_holds` and the account's `held`
+ * count a hold its memory does not have, and that amount could not be spent until the instance stopped. `Recount` puts
+ * such a counter right.
  *
- * A hold that failed puts its counter in doubt. At the next sweep (`settle`), a counter in doubt is recounted once
- * no statement of this instance on it is under way and no close of a hold counted in it is in doubt: in one
- * transaction that locks the account first, the counter is lowered to what this instance's memory holds under it,
- * and the account's `held` by the same amount. It is only ever lowered: memory holding more than the counter is a
- * close in doubt (its hold went back to memory), which the sweep of expired holds resolves first. Holds and closes of
- * that counter wait while it is recounted, so none can commit between the read of memory and the write.
+ * A hold that failed puts its counter in doubt. At the next sweep (`settle`), a counter in doubt is recounted once no
+ * statement of this instance on it is under way (new ones wait, those under way are waited for) and no close of a hold
+ * counted in it is in doubt: in one transaction that locks the account first, the counter is lowered to what this
+ * instance's memory holds under it, and the account's `held` by the same amount. It is only ever lowered: memory
+ * holding more than the counter is a close in doubt (its hold went back to memory), which the sweep of expired holds
+ * resolves first. Holds and closes of that counter wait while it is recounted, so none can commit between the read of
+ * memory and the write.
  */
 export class Recount {
   /** Statements under way, by counter (`owner account`). */
@@ -51,14 +52,19 @@ export class Recount {
     else this.closing.delete(key)
   }
 
-  /** Recounts the counters in doubt that can be now; how many holds they had counted that memory did not have. */
-  async settle(recount: (c: Counter) => Promise<number>): Promise<number> {
+  /**
+   * Recounts the counters in doubt that can be now; how many holds they had counted that memory did not have. A
+   * counter's new statements wait from the start, and the recount waits for those under way to end (for up to
+   * `drainMs`; past it, the counter is left for the next sweep), so a busy counter is recounted too.
+   */
+  async settle(recount: (c: Counter) => Promise<number>, drainMs = DRAIN_MS): Promise<number> {
     let lost = 0
     for (const [key, c] of this.doubted) {
-      if (this.running.has(key) || this.closing.has(key) || this.gates.has(key)) continue
+      if (this.closing.has(key) || this.gates.has(key)) continue
       let open!: () => void
       this.gates.set(key, new Promise<void>((resolve) => (open = resolve)))
       try {
+        if (!(await this.drained(key, drainMs)) || this.closing.has(key)) continue
         lost += await recount(c)
         this.doubted.delete(key)
       } finally {
@@ -68,7 +74,20 @@ export class Recount {
     }
     return lost
   }
+
+  /** Resolves true once no statement is under way on the counter, false if some still are after `ms`. */
+  private async drained(key: string, ms: number): Promise<boolean> {
+    const until = Date.now() + ms
+    while (this.running.has(key)) {
+      if (Date.now() >= until) return false
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+    return true
+  }
 }
+
+/** How long a recount waits for the statements under way on its counter. */
+const DRAIN_MS = 5_000
 
 export interface Counter {
   owner: string

@@ -44,6 +44,11 @@ export interface PostingsTable {
   created_at: bigint
 }
 
+/** The `postings` view (read only): a posting derived from a request's row has no id of its own. */
+export interface PostingsView extends Omit<PostingsTable, 'id'> {
+  id: number | null
+}
+
 /** `open`: a hold of an older version, still a row. `refused`: a request that moved no money. */
 export type HoldStatus = 'open' | 'captured' | 'released' | 'refused'
 
@@ -177,7 +182,7 @@ export interface Database {
   accounts: AccountsTable
   api_keys: ApiKeysTable
   /** A view (migration 010): the rows of `posting_rows` and the postings each posted request row stands for. */
-  postings: PostingsTable
+  postings: PostingsView
   posting_rows: PostingsTable
   holds: HoldsTable
   owner_holds: OwnerHoldsTable
