@@ -6,7 +6,7 @@
 // ratios being the median of the per-round ratios. In a closed loop at concurrency 16 or 64 latency is mostly
 // queueing (concurrency over throughput); concurrency 1 shows what a request adds on a machine with room to spare.
 // Usage: npm run bench [-- --seconds 5 --warmup 2 --rounds 3 --concurrency 1,16,64 --modes plain,stream --soak 60 --profile
-//   --chunk-delay 1]
+//   --chunk-delay 1 --accounts 32]  (--accounts: the gateway's requests spread over that many funded accounts, in turn)
 import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -18,6 +18,7 @@ const o = benchOptions(import.meta.url, {
   modes: { type: 'string', default: 'plain,stream', choices: ['plain', 'stream'], list: true }, tokens: { type: 'string', default: '64' }, soak: { type: 'string', default: '0' },
   profile: { type: 'boolean', default: false }, targets: { type: 'string', default: 'upstream,raw-proxy,gateway', choices: ['upstream', 'raw-proxy', 'gateway'], list: true },
   rounds: { type: 'string', default: '3' }, settle: { type: 'string', default: '5' }, 'chunk-delay': { type: 'string', default: '0' },
+  accounts: { type: 'string', default: '1' },
 })
 const CLI = 'dist/cli/main.js'
 const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024
@@ -40,7 +41,7 @@ const tokens = Number(o.tokens)
 const sim = await start([CLI, 'sim-provider', '--port', '0', '--json', '--reply-tokens', String(tokens), '--chunk-delay-ms', o['chunk-delay']])
 const raw = await start(['bench/raw-proxy.mjs', sim.info.base_url])
 const dir = mkdtempSync(join(tmpdir(), 'svc-bench-'))
-const { config, key, cli } = benchGateway('.', dir, sim.info.base_url)
+const { config, key, cli } = benchGateway('.', dir, sim.info.base_url, Number(o.accounts))
 const wallet = BENCH_WALLET
 const profileDir = join('bench', 'results', 'profiles')
 if (o.profile) mkdirSync(profileDir, { recursive: true })
@@ -123,7 +124,7 @@ for (const r of rows.filter((x) => x.target === 'gateway')) {
     'event-loop busy % gateway': r.loop_cpu_us_per_req && Math.round((r.loop_cpu_us_per_req * r.rps) / 1e4),
   })
 }
-console.log(`\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply${o['chunk-delay'] !== '0' ? ` (streamed ${o['chunk-delay']} ms apart)` : ''}, closed loop, medians of ${o.rounds} interleaved rounds`)
+console.log(`\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply${o['chunk-delay'] !== '0' ? ` (streamed ${o['chunk-delay']} ms apart)` : ''}${o.accounts !== '1' ? `, ${o.accounts} accounts` : ''}, closed loop, medians of ${o.rounds} interleaved rounds`)
 console.table(rows.map(({ requests, ...r }) => r))
 console.table(ratios)
 if (soak) {

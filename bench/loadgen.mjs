@@ -1,11 +1,13 @@
 // A closed-loop load generator in its own process: `concurrency` connections each sending the next request as
 // soon as the previous one ended. Prints one JSON line: requests/s, latency and time-to-first-byte percentiles.
+// `key` may be several, comma-separated: requests take them in turn (one account each at the gateway).
 import { Pool } from 'undici'
 
 const [url, bodyJson, concurrencyText, secondsText, warmupText, key] = process.argv.slice(2)
 const target = new URL(url)
 const concurrency = Number(concurrencyText)
-const headers = { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) }
+const headerSets = (key ? key.split(',') : ['']).map((k) => ({ 'content-type': 'application/json', ...(k ? { authorization: `Bearer ${k}` } : {}) }))
+let turn = 0
 const pool = new Pool(target.origin, { connections: concurrency, pipelining: 1 })
 
 async function phase(seconds, record) {
@@ -17,6 +19,7 @@ async function phase(seconds, record) {
     while (performance.now() < end) {
       const t0 = performance.now()
       try {
+        const headers = headerSets[turn++ % headerSets.length]
         const res = await pool.request({ path: target.pathname, method: 'POST', headers, body: bodyJson })
         let first
         for await (const _ of res.body) first ??= performance.now() - t0

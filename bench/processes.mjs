@@ -33,12 +33,15 @@ export function cpuUs(pid, mainThread = false) {
 export const BENCH_MODEL = 'svc/bench@1'
 export const BENCH_WALLET = '0x00000000000000000000000000000000000000b0'
 
+/** The bench's `i`th wallet (the first is BENCH_WALLET). */
+export const benchWallet = (i) => (i === 0 ? BENCH_WALLET : `0x${(0xb00000 + i).toString(16).padStart(40, '0')}`)
+
 /**
  * Writes a gateway config in `dir` (SQLite file store, local rail, one provider: the simulated upstream at
- * `upstreamUrl`), funds the bench wallet through the CLI of the build in `root`, and returns the config's path,
- * the API key, and a function running that CLI against the config.
+ * `upstreamUrl`), funds `accounts` bench wallets through the CLI of the build in `root`, and returns the config's path,
+ * their API keys (comma-separated, one per account), and a function running that CLI against the config.
  */
-export function benchGateway(root, dir, upstreamUrl) {
+export function benchGateway(root, dir, upstreamUrl, accounts = 1) {
   const config = join(dir, 'config.json')
   writeFileSync(config, JSON.stringify({
     listen: { host: '127.0.0.1', port: 0 }, store: `sqlite:${join(dir, 'svc.db')}`, rail: { kind: 'local' }, feeBps: 500,
@@ -47,10 +50,14 @@ export function benchGateway(root, dir, upstreamUrl) {
     tuning: { settleIntervalMs: 0 },
   }))
   const cli = (...args) => JSON.parse(execFileSync(process.execPath, ['dist/cli/main.js', ...args, '--config', config, '--json'], { cwd: root, env: { ...process.env, DATABASE_URL: '' } }).toString())
-  cli('deposit', '--wallet', BENCH_WALLET, '--amount', '1000000')
-  cli('approve', '--wallet', BENCH_WALLET, '--amount', '1000000')
-  const key = cli('key', 'create', '--wallet', BENCH_WALLET).api_key
-  return { config, key, cli }
+  const keys = []
+  for (let i = 0; i < accounts; i++) {
+    const wallet = benchWallet(i)
+    cli('deposit', '--wallet', wallet, '--amount', '1000000')
+    cli('approve', '--wallet', wallet, '--amount', '1000000')
+    keys.push(cli('key', 'create', '--wallet', wallet).api_key)
+  }
+  return { config, key: keys.join(','), cli }
 }
 
 /** Runs bench/loadgen.mjs (its own process) and resolves with its JSON figures. */
