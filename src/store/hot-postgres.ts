@@ -11,8 +11,9 @@ import { capturedClose, overCapture, recordValues, refusalOf, refusedValues, rel
  * The hot ledger on Postgres: each operation is ONE statement of data-modifying CTEs, prepared once per connection. A
  * request's record is written once, when it closes (docs/ledger-written-once.md): admission updates the account's
  * `held` (the conditional UPDATE re-checks its WHERE after the row lock, which makes admission atomic) and this
- * instance's `owner_holds` row, and the close inserts the request's row (which stands for its postings) and the counters' updates.
- * Every statement locks the account row before the counter row, as the sweeps do, so they cannot deadlock.
+ * instance's `owner_holds` row, and the close inserts the request's row (which stands for its postings) and the
+ * counters' updates. Every statement locks the account row before the counter row, as the sweeps do, so they cannot
+ * deadlock. A hold whose answer was lost is recounted by the next sweep (`Recount`).
  */
 const HOLD = `
 WITH acct AS (
