@@ -6,6 +6,7 @@
 // how many slices this checkout was faster.
 // Usage: npm run bench:duel -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 4]
 // [--node-args "--flag …"] (node flags for this checkout's gateways only: a duel of runtime flags against --base HEAD)
+// [--accounts 32] (each gateway's requests spread over that many funded accounts, in turn)
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -15,7 +16,7 @@ import { benchOptions, usageError } from './options.mjs'
 const o = benchOptions(import.meta.url, {
   base: { type: 'string' }, mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] }, concurrency: { type: 'string', default: '16' },
   slices: { type: 'string', default: '16' }, slice: { type: 'string', default: '2' }, tokens: { type: 'string', default: '64' },
-  processes: { type: 'string', default: '4' }, 'node-args': { type: 'string', default: '' },
+  processes: { type: 'string', default: '4' }, 'node-args': { type: 'string', default: '' }, accounts: { type: 'string', default: '1' },
 })
 if (!o.base) usageError(import.meta.url, '--base <git ref> is required: the build to measure this checkout against')
 
@@ -27,7 +28,7 @@ const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--j
 async function gateway(root, nodeArgs = []) {
   const dir = mkdtempSync(join(tmpdir(), 'svc-duel-'))
   stores.push(dir)
-  const { config, key } = benchGateway(root, dir, sim.info.base_url)
+  const { config, key } = await benchGateway(root, dir, sim.info.base_url, Number(o.accounts))
   const gw = await start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root, nodeArgs })
   return { child: gw.child, key, pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions` }
 }

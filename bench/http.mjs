@@ -41,7 +41,7 @@ const tokens = Number(o.tokens)
 const sim = await start([CLI, 'sim-provider', '--port', '0', '--json', '--reply-tokens', String(tokens), '--chunk-delay-ms', o['chunk-delay']])
 const raw = await start(['bench/raw-proxy.mjs', sim.info.base_url])
 const dir = mkdtempSync(join(tmpdir(), 'svc-bench-'))
-const { config, key, cli } = benchGateway('.', dir, sim.info.base_url, Number(o.accounts))
+const { config, key, cli } = await benchGateway('.', dir, sim.info.base_url, Number(o.accounts))
 const wallet = BENCH_WALLET
 const profileDir = join('bench', 'results', 'profiles')
 if (o.profile) mkdirSync(profileDir, { recursive: true })

@@ -63,7 +63,7 @@ async function measure(baseRoot, thisFirst) {
   const gateway = async (root) => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-path-'))
     dirs.push(dir)
-    const { config, key } = benchGateway(root, dir, sim.url)
+    const { config, key } = await benchGateway(root, dir, sim.url)
     const { loadConfig } = await import(resolve(root, 'dist/config.js'))
     const { startServer } = await import(resolve(root, 'dist/server.js'))
     const server = await startServer(loadConfig(config, {}), { log: () => {} })

@@ -4,6 +4,7 @@ import { spawn, execFileSync } from 'node:child_process'
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
 
 const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim())
 const children = []
@@ -38,10 +39,12 @@ export const benchWallet = (i) => (i === 0 ? BENCH_WALLET : `0x${(0xb00000 + i).
 
 /**
  * Writes a gateway config in `dir` (SQLite file store, local rail, one provider: the simulated upstream at
- * `upstreamUrl`), funds `accounts` bench wallets through the CLI of the build in `root`, and returns the config's path,
- * their API keys (comma-separated, one per account), and a function running that CLI against the config.
+ * `upstreamUrl`), funds `accounts` bench wallets, and returns the config's path, their API keys (comma-separated, one
+ * per account), and a function running the CLI of the build in `root` against the config. One wallet is funded
+ * through that CLI; more through the build's own store code in this process (three CLI runs per wallet would take
+ * minutes), before any gateway opens the store.
  */
-export function benchGateway(root, dir, upstreamUrl, accounts = 1) {
+export async function benchGateway(root, dir, upstreamUrl, accounts = 1) {
   const config = join(dir, 'config.json')
   writeFileSync(config, JSON.stringify({
     listen: { host: '127.0.0.1', port: 0 }, store: `sqlite:${join(dir, 'svc.db')}`, rail: { kind: 'local' }, feeBps: 500,
@@ -50,12 +53,25 @@ export function benchGateway(root, dir, upstreamUrl, accounts = 1) {
     tuning: { settleIntervalMs: 0 },
   }))
   const cli = (...args) => JSON.parse(execFileSync(process.execPath, ['dist/cli/main.js', ...args, '--config', config, '--json'], { cwd: root, env: { ...process.env, DATABASE_URL: '' } }).toString())
+  if (accounts === 1) {
+    cli('deposit', '--wallet', BENCH_WALLET, '--amount', '1000000')
+    cli('approve', '--wallet', BENCH_WALLET, '--amount', '1000000')
+    return { config, key: cli('key', 'create', '--wallet', BENCH_WALLET).api_key, cli }
+  }
+  const build = (path) => import(pathToFileURL(resolve(root, 'dist', path)).href)
+  const { openStore } = await build('store/open.js')
+  const ops = await build('accounts/operations.js')
+  const store = await openStore(`sqlite:${join(dir, 'svc.db')}`)
   const keys = []
-  for (let i = 0; i < accounts; i++) {
-    const wallet = benchWallet(i)
-    cli('deposit', '--wallet', wallet, '--amount', '1000000')
-    cli('approve', '--wallet', wallet, '--amount', '1000000')
-    keys.push(cli('key', 'create', '--wallet', wallet).api_key)
+  try {
+    for (let i = 0; i < accounts; i++) {
+      const { account } = await ops.openAccount(store, benchWallet(i))
+      await ops.depositTo(store, account.id, 10n ** 12n)
+      await ops.approveCap(store, account.id, 10n ** 12n)
+      keys.push((await ops.issueKey(store, account.id, 'bench')).key)
+    }
+  } finally {
+    await store.close()
   }
   return { config, key: keys.join(','), cli }
 }

@@ -29,7 +29,7 @@ function threads(pid) {
 const dir = mkdtempSync(join(tmpdir(), 'svc-threads-'))
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', o.tokens])
-const { config, key } = benchGateway('.', dir, sim.info.base_url)
+const { config, key } = await benchGateway('.', dir, sim.info.base_url)
 const gw = await start(['dist/cli/main.js', 'serve', '--config', config, '--json'])
 const raw = await start([new URL('./raw-proxy.mjs', import.meta.url).pathname, sim.info.base_url])
 const body = { model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' }
