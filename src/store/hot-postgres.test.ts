@@ -78,7 +78,7 @@ describe('holds whose answer was lost, on postgres', () => {
     expect(await sweep).toBe(1)
     expect(await waiting).toEqual({ ok: true })
     expect(await counted()).toEqual({ counter: 155n, open: 3, account: 155n })
-    expect(await hot.settleDoubts()).toBe(0)
+    expect(await ledger.releaseExpired(1000)).toBe(0)
     expect(await ledger.release('r5', 1001, usageRecord('r5', user, 0n))).toBe(true)
     for (const [requestId, cost] of [['r1', 40n], ['r3', 50n]] as const) {
       expect(await ledger.capture({ requestId, cost, payeeId: payee, fee: 0n, feeAccountId: fees, now: 1001, usage: usageRecord(requestId, user, cost) })).toBe(true)

@@ -70,9 +70,6 @@ type Values = unknown[]
 
 const UNIQUE_VIOLATION = '23505'
 
-/** Longest each statement of a recount may take (`Recount`): the counter's holds and closes wait for it. */
-const RECOUNT_STATEMENT_MS = 5_000
-
 export class PostgresHotLedger implements HotLedger {
   readonly open = new OpenHolds()
   private readonly doubts = new Recount()
@@ -151,38 +148,9 @@ export class PostgresHotLedger implements HotLedger {
     await this.pool.query({ name: 'svc_record', text: RECORD, values: refusedValues(usage).map(param) })
   }
 
-  /** Recounts the counters a failed hold left in doubt (`Recount`); how many lost holds they had counted. */
-  settleDoubts(): Promise<number> {
-    return this.doubts.settle((c) => this.recount(c))
-  }
-
-  /**
-   * Lowers a counter of this instance to what its memory holds under it, and the account's `held` with it. Each
-   * statement has a time limit: the counter's holds and closes wait while it runs, and the connection that lost a
-   * hold's answer may be the next one to hang. A connection that failed is closed, not given back to the pool.
-   */
-  private async recount(c: Counter): Promise<number> {
-    const client = await this.pool.connect()
-    const q = <R extends pg.QueryResultRow>(text: string, values: unknown[] = []) => client.query<R>({ text, values, query_timeout: RECOUNT_STATEMENT_MS } as pg.QueryConfig)
-    try {
-      await q('BEGIN')
-      await q('SELECT id FROM accounts WHERE id = $1 FOR UPDATE', [c.accountId])
-      const r = await q<{ held: bigint; open: number }>('SELECT held, open FROM owner_holds WHERE owner = $1 AND account_id = $2 AND dead = 0 FOR UPDATE', [c.owner, c.accountId])
-      const row = r.rows[0]
-      const mine = this.open.counted(c.owner, c.accountId)
-      let lost = 0
-      if (row && BigInt(row.held) > mine.held) {
-        lost = Math.max(0, Number(row.open) - mine.open)
-        await q('UPDATE owner_holds SET held = $3, open = $4 WHERE owner = $1 AND account_id = $2', [c.owner, c.accountId, mine.held.toString(), mine.open])
-        await q('UPDATE accounts SET held = held - $2 WHERE id = $1', [c.accountId, (BigInt(row.held) - mine.held).toString()])
-      }
-      await q('COMMIT')
-      client.release()
-      return lost
-    } catch (err) {
-      client.release(err as Error)
-      throw err
-    }
+  /** Recounts, through `recount`, the counters a failed hold left in doubt (`Recount`); how many lost holds they had counted. */
+  settleDoubts(recount: (c: Counter) => Promise<number>): Promise<number> {
+    return this.doubts.settle(recount)
   }
 
   /** Each operation is one statement its caller awaits: nothing is queued here, and the pool ends what runs. */

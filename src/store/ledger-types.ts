@@ -1,6 +1,7 @@
 import type { Account } from './accounts.js'
 import { usageRow, type UsageRecord } from './usage.js'
 import type { OpenHolds } from './open-holds.js'
+import type { Counter } from './recount.js'
 
 export interface HoldRequest {
   requestId: string
@@ -46,10 +47,10 @@ export interface HotLedger {
   /** Records the usage of a request that moved no money (refused before admission), with the same writes as the rest. */
   record(usage: UsageRecord): Promise<void>
   /**
-   * Puts right what holds whose answer was lost may have left counted (Postgres: `Recount`); how many holds that
-   * was. Where a hold's outcome is always known (SQLite), absent.
+   * Puts right, through `recount`, what holds whose answer was lost may have left counted (Postgres: `Recount`); how
+   * many holds that was. Where a hold's outcome is always known (SQLite), absent.
    */
-  settleDoubts?(): Promise<number>
+  settleDoubts?(recount: (c: Counter) => Promise<number>): Promise<number>
   /**
    * Resolves once no operation is waiting (those queued meanwhile included: callers stop first) and the ledger let go
    * of what it holds; the store closes after it.

@@ -14,6 +14,9 @@ export interface LedgerAudit {
   openHolds: number
 }
 
+/** Longest a statement of `lowerCounter` waits on Postgres (for a row lock, mostly). */
+const LOWER_TIMEOUT_MS = 5_000
+
 type OpenHolds = SelectQueryBuilder<Database, 'holds', { request_id: string; account_id: number | bigint; key_id: string; model: string; created_at: number | bigint }>
 
 /**
@@ -54,7 +57,8 @@ export class LedgerRepo {
     const own = await Promise.all(this.hot.open.expired(now).map((h) => this.hot.release(h.requestId, now, sweptUsage(h, now, 'expired'))))
     const rows = await this.sweepRows(now, 'expired', (q) => q.where('expires_at', '<', BigInt(now)))
     // After the expired holds: their releases settle closes in doubt, which a recount waits for.
-    return own.filter(Boolean).length + rows + ((await this.hot.settleDoubts?.()) ?? 0)
+    const lost = (await this.hot.settleDoubts?.((c) => this.lowerCounter(c.owner, c.accountId, () => this.hot.open.counted(c.owner, c.accountId), false))) ?? 0
+    return own.filter(Boolean).length + rows + lost
   }
 
   /**
@@ -66,7 +70,7 @@ export class LedgerRepo {
     if (owners.length === 0) return 0
     const counters = await this.db.selectFrom('owner_holds').select(['owner', 'account_id']).where('owner', 'in', owners).where('dead', '=', 0).orderBy('account_id').execute()
     let released = 0
-    for (const c of counters) released += await this.releaseCounter(c.owner, num(c.account_id))
+    for (const c of counters) released += await this.lowerCounter(c.owner, num(c.account_id), () => ({ held: 0n, open: 0 }), true)
     return released + (await this.sweepRows(now, 'abandoned', (q) => q.where('owner', 'in', owners)))
   }
 
@@ -92,16 +96,23 @@ export class LedgerRepo {
     return released
   }
 
-  /** Returns an instance's holds on an account to the account; how many holds they were. Account row first, as the hot ledger. */
-  private releaseCounter(owner: string, accountId: number): Promise<number> {
+  /**
+   * Lowers an instance's counter on an account to what it still holds there (`to`, read once both rows are locked),
+   * returning the rest to the account's `held`; `dead` marks the counter as never holding again. How many holds it let
+   * go. Used for a gone instance (to nothing, dead) and for a recount of a live one (to its memory, `Recount`). Account
+   * row first, as the hot ledger. On Postgres a lock wait is bounded: the recounted counter's holds wait for it.
+   */
+  private lowerCounter(owner: string, accountId: number, to: () => { held: bigint; open: number }, dead: boolean): Promise<number> {
     return this.db.transaction().execute(async (trx) => {
       const lock = <Q extends { forUpdate(): Q }>(q: Q) => (this.dialect === 'postgres' ? q.forUpdate() : q)
+      if (this.dialect === 'postgres') await sql`SET LOCAL statement_timeout = ${sql.lit(LOWER_TIMEOUT_MS)}`.execute(trx)
       await lock(trx.selectFrom('accounts').select('id').where('id', '=', accountId)).execute()
       const c = await lock(trx.selectFrom('owner_holds').select(['held', 'open']).where('owner', '=', owner).where('account_id', '=', accountId).where('dead', '=', 0)).executeTakeFirst()
-      if (!c) return 0
-      await trx.updateTable('accounts').set((eb) => ({ held: eb('held', '-', big(c.held)) })).where('id', '=', accountId).execute()
-      await trx.updateTable('owner_holds').set({ held: 0n, open: 0, dead: 1 }).where('owner', '=', owner).where('account_id', '=', accountId).execute()
-      return num(c.open)
+      const left = to()
+      if (!c || (big(c.held) <= left.held && !dead)) return 0
+      await trx.updateTable('accounts').set((eb) => ({ held: eb('held', '-', big(c.held) - left.held) })).where('id', '=', accountId).execute()
+      await trx.updateTable('owner_holds').set({ held: left.held, open: left.open, dead: dead ? 1 : 0 }).where('owner', '=', owner).where('account_id', '=', accountId).execute()
+      return Math.max(0, num(c.open) - left.open)
     })
   }
 

@@ -45,11 +45,4 @@ export class OpenHolds {
     }
     return { held, open }
   }
-
-  count(accountId?: number): number {
-    if (accountId === undefined) return this.holds.size
-    let n = 0
-    for (const h of this.holds.values()) if (h.accountId === accountId) n++
-    return n
-  }
 }
