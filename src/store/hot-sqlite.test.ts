@@ -4,7 +4,7 @@ import BetterSqlite3 from 'better-sqlite3'
 import { sql } from 'kysely'
 import { openStore } from './open.js'
 import type { Store } from './store.js'
-import { SYSTEM_ACCOUNTS } from './accounts.js'
+import { SYSTEM_ACCOUNTS, spendableOf } from './accounts.js'
 import type { SyncWays } from './wal-sync.js'
 import { ONE_AT_A_TIME } from './one-at-a-time.js'
 import { freshSqliteUrl } from '../../test/helpers/stores.js'
@@ -220,6 +220,46 @@ describe('the hot ledger of a SQLite file', () => {
     expect(await second).toBe(true)
     await closed
     expect(status('r1')).toBe('captured')
+  })
+
+  it("moves an account's counters once for the holds and closes of one turn, with the outcomes of one by one", async () => {
+    const s = await open()
+    const tight = (await s.accounts.ensure('0x4444444444444444444444444444444444444444', 'user', 1000)).account.id
+    await s.accounts.deposit(tight, 1000n, 'dep_tight', 1000)
+    await s.accounts.approve(tight, 300n)
+    const holdOf = (requestId: string, amount: bigint, accountId = tight, owner = 'i1') =>
+      s.ledger.hold({ requestId, accountId, keyId: 'key_1', model: 'svc/atlas@1', amount, owner, now: 1000, expiresAt: 10_000 })
+    const captureOf = (requestId: string, cost: bigint, accountId = tight) =>
+      s.ledger.capture({ requestId, cost, payeeId: ids.payee, fee: 0n, feeAccountId: ids.fees, now: 1000, usage: usageRecord(requestId, accountId, cost) })
+    const counters = (accountId: number) => s.db.selectFrom('owner_holds').select(['owner', 'held', 'open']).where('account_id', '=', accountId).execute()
+
+    // One turn, more than the cap covers: admitted in order while they fit, the one that does not refused.
+    const held = await Promise.all([holdOf('a', 100n), holdOf('b', 150n), holdOf('c', 100n), holdOf('d', 50n)])
+    expect(held.map((h) => h.ok)).toEqual([true, true, false, true])
+    const refused = held[2]!
+    if (!refused.ok) expect(spendableOf(refused.account!)).toBe(50n)
+    expect(await counters(tight)).toEqual([{ owner: 'i1', held: 300n, open: 3n }])
+
+    // One turn: a hold asked first, the closes that free room for it after. Closes run first in a group.
+    const turn = await Promise.all([holdOf('e', 100n), captureOf('a', 40n), captureOf('b', 150n), s.ledger.release('d', 1000, usageRecord('d', tight, 0n)), captureOf('c', 1n)])
+    expect(turn).toEqual([{ ok: true }, true, true, true, false])
+    expect(await s.accounts.byId(tight)).toMatchObject({ balance: 810n, held: 100n, cap: 110n })
+    expect(await counters(tight)).toEqual([{ owner: 'i1', held: 100n, open: 1n }])
+
+    // The allowance lowered under the holds: the captures of one turn take the cap to nothing, never below.
+    expect(await holdOf('f', 10n)).toEqual({ ok: true })
+    await s.accounts.approve(tight, 30n)
+    expect(await Promise.all([captureOf('e', 25n), captureOf('f', 10n)])).toEqual([true, true])
+    expect(await s.accounts.byId(tight)).toMatchObject({ balance: 775n, held: 0n, cap: 0n })
+    expect(await counters(tight)).toEqual([{ owner: 'i1', held: 0n, open: 0n }])
+
+    // A sweep took the instance for dead: the closes of one turn find nothing held, and charge nothing.
+    for (const id of ['f', 'g']) expect(await holdOf(id, 10n, ids.other, 'i2')).toEqual({ ok: true })
+    expect(await s.ledger.releaseOwnedBy(['i2'], 2000)).toBe(2)
+    expect(await Promise.all([captureOf('f', 5n, ids.other), captureOf('g', 5n, ids.other)])).toEqual([false, false])
+    expect((await s.usage.get(ids.other, 'g'))?.outcome).toBe('abandoned')
+    expect(await s.accounts.byId(ids.other)).toMatchObject({ balance: 10n ** 9n, held: 0n })
+    expect(await s.ledger.audit()).toMatchObject({ unbalanced: [], inconsistent: [] })
   })
 
   it('refuses the captures a failed sync covered, and every write after it', async () => {

@@ -18,16 +18,43 @@ export type LedgerOp =
 
 export type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown }
 
+/** A hold or a close of one operation of the group: its place in the group and its request's hold. */
+interface Item<T> {
+  at: number
+  hold: HoldRequest
+  then: T
+}
+
+/** Items by the counters they move: this instance's `owner_holds` row for an account, and that account's row. */
+function byCounter<T>(items: Item<T>[]): Item<T>[][] {
+  const sets = new Map<string, Item<T>[]>()
+  for (const item of items) {
+    const key = `${item.hold.accountId}\0${item.hold.owner}`
+    const set = sets.get(key)
+    if (set) set.push(item)
+    else sets.set(key, [item])
+  }
+  return [...sets.values()]
+}
+
+const sum = (items: Item<unknown>[]) => items.reduce((total, i) => total + i.hold.amount, 0n)
+
 /**
  * The hold, capture and release of a request as prepared statements on one SQLite connection, and the group commit that
  * runs many of them in ONE immediate transaction (page writes to the WAL are shared by the group instead of paid per
- * request). A request's record is written once, when it closes (docs/ledger-written-once.md): admission updates two
+ * request). A request's record is written once, when it closes (docs/ledger-written-once.md): admission adds to two
  * counters, the account's `held` (the conditional write that admits) and this instance's `owner_holds` row for the
  * account, and keeps the hold in `open`; the capture or release then inserts the request's one row with its usage (the
- * row stands for its postings too: the `postings` view derives them, migration 010) and the counters' updates. `open`
- * changes only once the group has committed. Operations only throw on bugs, or on a hold by an instance a sweep took
- * for dead (its counters refuse it); then the group rolls back and each operation is replayed in its own transaction,
- * so one failure never takes the others with it. A database locked by another process fails every operation with
+ * row stands for its postings too: the `postings` view derives them, migration 010) and takes from the counters.
+ *
+ * The counters move once per group and account, not once per request: the group's closes first (each close frees
+ * what it does not charge, never less), then its holds, each set of one account in one conditional write for the set.
+ * A set's write passes exactly when the writes of its members one after the other would all pass (amounts are never
+ * negative), so a set that fails (an account that cannot cover them all, a counter a sweep emptied) is run member by
+ * member, as a group of one always is. A close can only meet a hold committed before its group (`open` changes only
+ * once the group has committed). Operations only throw on bugs, or on a hold by an instance a sweep took for dead (its
+ * counters refuse it); then the group rolls back and each operation is replayed in its own transaction, so one
+ * failure never takes the others with it. A database locked by another process fails every operation with
  * SQLITE_BUSY, having done nothing (the caller retries).
  */
 export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): { runGroup(ops: LedgerOp[]): Outcome[] } {
@@ -36,10 +63,11 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
     hold: p(`UPDATE accounts SET held = held + ? WHERE id = ? AND status = 'active' AND debt = 0 AND balance - held >= ? AND cap - held >= ?`),
     account: p('SELECT * FROM accounts WHERE id = ?'),
     // On a dead instance's row the CHECK fails: the group is replayed and this hold refused with the error.
-    owned: p(`INSERT INTO owner_holds (owner, account_id, held, open) VALUES (?, ?, ?, 1)
-      ON CONFLICT (owner, account_id) DO UPDATE SET held = held + excluded.held, open = open + 1`),
-    // Nothing held any more: a sweep released this instance's holds on the account (it took it for dead).
-    unowned: p(`UPDATE owner_holds SET held = held - ?, open = open - 1 WHERE owner = ? AND account_id = ? AND held >= ? AND open > 0`),
+    owned: p(`INSERT INTO owner_holds (owner, account_id, held, open) VALUES (?, ?, ?, ?)
+      ON CONFLICT (owner, account_id) DO UPDATE SET held = held + excluded.held, open = open + excluded.open`),
+    // Not all of it held any more: a sweep released this instance's holds on the account (it took it for dead).
+    unowned: p(`UPDATE owner_holds SET held = held - ?, open = open - ? WHERE owner = ? AND account_id = ? AND held >= ? AND open >= ?`),
+    // cap - c1 - c2 floored at 0 is cap - c1 floored at 0, then - c2 floored at 0: one write for a set of closes.
     closeAccount: p('UPDATE accounts SET balance = balance - ?, held = held - ?, cap = CASE WHEN cap > ? THEN cap - ? ELSE 0 END WHERE id = ?'),
     record: p(`INSERT INTO holds (${RECORD_COLUMNS}) VALUES (${RECORD_PLACES})`),
     // The record of a request that has none yet: a refusal, or a close that found its hold released by a sweep.
@@ -55,26 +83,69 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
   let staged: (() => void)[] = []
   let closing = new Set<string>()
 
-  const hold = (h: HoldRequest): HoldResult => {
-    if (s.hold.run(h.amount, h.accountId, h.amount, h.amount).changes === 0) {
-      const row = s.account.get(h.accountId) as Parameters<typeof toAccount>[0] | undefined
-      return refusalOf(row && toAccount(row))
-    }
-    s.owned.run(h.owner, h.accountId, h.amount)
-    staged.push(() => open.add(h))
-    return { ok: true }
+  /** Why a hold on the account was refused, from its row as it is now. */
+  const refusal = (accountId: number): HoldResult => {
+    const row = s.account.get(accountId) as Parameters<typeof toAccount>[0] | undefined
+    return refusalOf(row && toAccount(row))
   }
 
-  /** Closes an open hold of this instance: false when a sweep released it first (then only its record is written). */
-  const close = (h: HoldRequest, c: Close): boolean => {
-    if (c.cost > h.amount) throw overCapture(h.requestId, c.cost, h.amount)
-    if (s.unowned.run(h.amount, h.owner, h.accountId, h.amount).changes === 0) {
-      s.refused.run(...recordValues(h, sweptClose(c)))
-      return false
+  /** Admits a set of holds on one account, all at once or else one by one (refusing the rest); the holds admitted. */
+  const admit = (set: Item<void>[], results: unknown[]): Item<void>[] => {
+    const { accountId } = set[0]!.hold
+    const admits = (items: Item<void>[]) => {
+      const all = sum(items)
+      return s.hold.run(all, accountId, all, all).changes === 1
     }
-    s.closeAccount.run(c.cost, h.amount, c.cost, c.cost, h.accountId)
-    s.record.run(...recordValues(h, c))
-    return true
+    if (admits(set)) return set
+    const admitted: Item<void>[] = []
+    for (const item of set) {
+      if (set.length > 1 && admits([item])) admitted.push(item)
+      else results[item.at] = refusal(accountId)
+    }
+    return admitted
+  }
+
+  const holdAll = (holds: Item<void>[], results: unknown[]): void => {
+    for (const set of byCounter(holds)) {
+      const admitted = admit(set, results)
+      if (admitted.length === 0) continue
+      const { owner, accountId } = admitted[0]!.hold
+      s.owned.run(owner, accountId, sum(admitted), admitted.length)
+      for (const { at, hold } of admitted) {
+        results[at] = { ok: true }
+        staged.push(() => open.add(hold))
+      }
+    }
+  }
+
+  /** Takes a set of closes of one account from its counters, all at once or else one by one; the closes that held. */
+  const unown = (set: Item<Close>[]): Item<Close>[] => {
+    const { owner, accountId } = set[0]!.hold
+    const takes = (items: Item<Close>[]) => {
+      const all = sum(items)
+      return s.unowned.run(all, items.length, owner, accountId, all, items.length).changes === 1
+    }
+    if (takes(set)) return set
+    return set.length > 1 ? set.filter((item) => takes([item])) : []
+  }
+
+  /** Closes open holds of this instance; a close whose hold a sweep released first only writes its record (false). */
+  const closeAll = (closes: Item<Close>[], results: unknown[]): void => {
+    const held = new Set<Item<Close>>()
+    for (const set of byCounter(closes)) {
+      const taken = unown(set)
+      if (taken.length === 0) continue
+      const cost = taken.reduce((total, i) => total + i.then.cost, 0n)
+      s.closeAccount.run(cost, sum(taken), cost, cost, taken[0]!.hold.accountId)
+      for (const item of taken) held.add(item)
+    }
+    // Rows in the group's order.
+    for (const item of closes) {
+      const ok = held.has(item)
+      if (ok) s.record.run(...recordValues(item.hold, item.then))
+      else s.refused.run(...recordValues(item.hold, sweptClose(item.then)))
+      results[item.at] = ok
+    }
   }
 
   /** This instance's open hold of the request, unless the request closed already (in the store or in this group). */
@@ -88,15 +159,8 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
     return h
   }
 
-  const capture = (c: CaptureRequest): boolean => {
-    const h = openHold(c.requestId)
-    if (!h) return false
-    return close(h, capturedClose(c))
-  }
-
-  const release = (requestId: string, now: number, usage: UsageRecord): boolean => {
-    const h = openHold(requestId)
-    if (h) return close(h, releasedClose(now, usage))
+  /** A release of a hold this instance does not keep open: a row of an older version, or nothing to release. */
+  const releaseElse = (requestId: string, now: number, usage: UsageRecord): boolean => {
     const u = usageRow(usage)
     const row = s.releaseRow.get(now, ...USAGE_ON_HOLDS.map((c) => u[c]), requestId) as { account_id: bigint; amount: bigint } | undefined
     if (row) {
@@ -109,16 +173,35 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
     return false
   }
 
-  const run = (op: LedgerOp): unknown => {
-    switch (op.kind) {
-      case 'hold': return hold(op.hold)
-      case 'capture': return capture(op.capture)
-      case 'release': return release(op.requestId, op.now, op.usage)
-      case 'record': return void s.refused.run(...refusedValues(op.usage))
-    }
+  /** The group's operations: closes, then holds (see above); outcomes in the group's order. */
+  const runOps = (ops: LedgerOp[]): unknown[] => {
+    const results: unknown[] = new Array<unknown>(ops.length).fill(undefined)
+    const holds: Item<void>[] = []
+    const closes: Item<Close>[] = []
+    ops.forEach((op, at) => {
+      switch (op.kind) {
+        case 'hold':
+          return void holds.push({ at, hold: op.hold, then: undefined })
+        case 'capture': {
+          const hold = openHold(op.capture.requestId)
+          if (!hold) return void (results[at] = false)
+          if (op.capture.cost > hold.amount) throw overCapture(hold.requestId, op.capture.cost, hold.amount)
+          return void closes.push({ at, hold, then: capturedClose(op.capture) })
+        }
+        case 'release': {
+          const hold = openHold(op.requestId)
+          if (!hold) return void (results[at] = releaseElse(op.requestId, op.now, op.usage))
+          return void closes.push({ at, hold, then: releasedClose(op.now, op.usage) })
+        }
+        case 'record':
+          return void s.refused.run(...refusedValues(op.usage))
+      }
+    })
+    closeAll(closes, results)
+    holdAll(holds, results)
+    return results
   }
-  const group = raw.transaction((ops: LedgerOp[]) => ops.map(run))
-  const single = raw.transaction(run)
+  const group = raw.transaction(runOps)
   /** Runs `fn` with a fresh stage, applying it only if `fn` returns (its transaction committed). */
   const committed = <T>(fn: () => T): T => {
     staged = []
@@ -137,7 +220,7 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
         if (isBusyError(error)) return ops.map(() => ({ ok: false, error }))
         return ops.map((op) => {
           try {
-            return { ok: true, value: committed(() => single.immediate(op)) }
+            return { ok: true, value: committed(() => group.immediate([op]))[0] }
           } catch (error) {
             return { ok: false, error }
           }
