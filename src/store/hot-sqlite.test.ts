@@ -262,6 +262,42 @@ describe('the hot ledger of a SQLite file', () => {
     expect(await s.ledger.audit()).toMatchObject({ unbalanced: [], inconsistent: [] })
   })
 
+  it("writes a request's row once in a turn that closes it twice, as the first close left it", async () => {
+    const s = await open()
+    const holdBy = (requestId: string, owner: string) =>
+      s.ledger.hold({ requestId, accountId: ids.other, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner, now: 1000, expiresAt: 10_000 })
+    const expired = (requestId: string) => s.ledger.release(requestId, 1000, usageRecord(requestId, ids.other, 0n, { outcome: 'expired' }))
+    // The request's capture and a sweeper's release in one turn: the capture's row stands.
+    expect(await holdBy('p', 'i1')).toEqual({ ok: true })
+    expect(await Promise.all([capture(s, 'p', ids.other), expired('p')])).toEqual([true, false])
+    expect(status('p')).toBe('captured')
+    // The same after a sweep took the instance for dead: the close's row is what was served, abandoned, not the release's.
+    expect(await holdBy('q', 'i2')).toEqual({ ok: true })
+    expect(await s.ledger.releaseOwnedBy(['i2'], 2000)).toBe(1)
+    expect(await Promise.all([capture(s, 'q', ids.other), expired('q')])).toEqual([false, false])
+    expect(status('q')).toBe('released')
+    expect((await s.usage.get(ids.other, 'q'))?.outcome).toBe('abandoned')
+    expect(await s.ledger.audit()).toMatchObject({ unbalanced: [], inconsistent: [] })
+  })
+
+  it('closes member by member when a counter holds less than the set, and refuses a dead instance\'s hold alone', async () => {
+    const s = await open()
+    for (const id of ['m', 'n']) expect(await hold(s, id)).toEqual({ ok: true })
+    // One of the two holds counted out (as a recount does on Postgres): the counter and the account no longer hold it.
+    await sql`UPDATE owner_holds SET held = held - 100, open = open - 1 WHERE owner = 'i1' AND account_id = ${ids.user}`.execute(s.db)
+    await sql`UPDATE accounts SET held = held - 100 WHERE id = ${ids.user}`.execute(s.db)
+    expect(await Promise.all([capture(s, 'm'), capture(s, 'n')])).toEqual([true, false])
+    expect(status('n')).toBe('released')
+    expect(await s.accounts.byId(ids.user)).toMatchObject({ balance: 10n ** 9n - 40n, held: 0n })
+    // A dead instance's hold fails alone; the rest of its turn goes through.
+    expect(await s.ledger.releaseOwnedBy(['i1'], 2000)).toBe(0)
+    await sql`INSERT INTO owner_holds (owner, account_id, held, open, dead) VALUES ('gone', ${ids.other}, 0, 0, 1)`.execute(s.db)
+    const dead = s.ledger.hold({ requestId: 'o', accountId: ids.other, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'gone', now: 1000, expiresAt: 10_000 })
+    const turn = await Promise.allSettled([dead, hold(s, 'k', ids.other)])
+    expect(turn.map((r) => r.status)).toEqual(['rejected', 'fulfilled'])
+    expect((await s.accounts.byId(ids.other))!.held).toBe(100n)
+  })
+
   it('refuses the captures a failed sync covered, and every write after it', async () => {
     const sync = manualSync()
     const s = await open(sync.ways)

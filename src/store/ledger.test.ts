@@ -34,6 +34,10 @@ describe.each(STORE_KINDS)('ledger on %s', (kind) => {
       expect(spendableOf(refused.account!)).toBe(300n)
     }
     expect(await hold('r2', 300n)).toEqual({ ok: true })
+    // A negative hold, or one past the store's integers, is no amount: refused before any write.
+    await expect(hold('r_neg', -1n)).rejects.toThrow(/not an amount/)
+    await expect(hold('r_big', 2n ** 63n)).rejects.toThrow(/not an amount/)
+    expect((await store.accounts.byId(user))!.held).toBe(800n)
   })
 
   it('captures once, releases the rest, pays payee and fee', async () => {

@@ -3,6 +3,7 @@ import type { Database } from './schema.js'
 import { big, num, type Dialect } from './dialect.js'
 import type { Outcome, UsageRecord } from './usage.js'
 import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './ledger-types.js'
+import { MAX_STORED } from './chain.js'
 
 export type { CaptureRequest, HoldRequest, HoldResult } from './ledger-types.js'
 
@@ -29,6 +30,9 @@ export class LedgerRepo {
 
   /** Admission: holds `amount` when spendable covers it (one atomic conditional write). */
   hold(h: HoldRequest): Promise<HoldResult> {
+    // A negative hold would free what others hold; one past the store's integers cannot be bound. Refused before any
+    // dialect, like a capture that is not a charge (admission never asks for either).
+    if (h.amount < 0n || h.amount > MAX_STORED) return Promise.reject(new Error(`a hold of ${h.amount} on ${h.requestId} is not an amount`))
     return this.hot.hold(h)
   }
 

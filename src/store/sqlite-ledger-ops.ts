@@ -1,5 +1,6 @@
 import type BetterSqlite3 from 'better-sqlite3'
 import { toAccount } from './accounts.js'
+import { MAX_STORED } from './chain.js'
 import { big } from './dialect.js'
 import { isBusyError } from './sqlite-dialect.js'
 import { usageRow, type UsageRecord } from './usage.js'
@@ -50,8 +51,9 @@ const sum = (items: Item<unknown>[]) => items.reduce((total, i) => total + i.hol
  * The counters move once per group and account, not once per request: the group's closes first (each close frees
  * what it does not charge, never less), then its holds, each set of one account in one conditional write for the set.
  * A set's write passes exactly when the writes of its members one after the other would all pass (amounts are never
- * negative), so a set that fails (an account that cannot cover them all, a counter a sweep emptied) is run member by
- * member, as a group of one always is. A close can only meet a hold committed before its group (`open` changes only
+ * negative: `LedgerRepo` refuses any other), so a set that fails (an account that cannot cover them all, a counter a
+ * sweep emptied, a sum past the store's integers) is run member by member, as a group of one always is. Rows are
+ * written in the group's order. A close can only meet a hold committed before its group (`open` changes only
  * once the group has committed). Operations only throw on bugs, or on a hold by an instance a sweep took for dead (its
  * counters refuse it); then the group rolls back and each operation is replayed in its own transaction, so one
  * failure never takes the others with it. A database locked by another process fails every operation with
@@ -92,9 +94,10 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
   /** Admits a set of holds on one account, all at once or else one by one (refusing the rest); the holds admitted. */
   const admit = (set: Item<void>[], results: unknown[]): Item<void>[] => {
     const { accountId } = set[0]!.hold
+    // A sum past what the store can hold (each hold is within it) could never be covered, and could not be bound.
     const admits = (items: Item<void>[]) => {
       const all = sum(items)
-      return s.hold.run(all, accountId, all, all).changes === 1
+      return all <= MAX_STORED && s.hold.run(all, accountId, all, all).changes === 1
     }
     if (admits(set)) return set
     const admitted: Item<void>[] = []
@@ -129,8 +132,8 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
     return set.length > 1 ? set.filter((item) => takes([item])) : []
   }
 
-  /** Closes open holds of this instance; a close whose hold a sweep released first only writes its record (false). */
-  const closeAll = (closes: Item<Close>[], results: unknown[]): void => {
+  /** Takes the group's closes from their counters, a set per account at a time; the closes whose holds were still held. */
+  const takeAll = (closes: Item<Close>[]): Set<Item<Close>> => {
     const held = new Set<Item<Close>>()
     for (const set of byCounter(closes)) {
       const taken = unown(set)
@@ -139,13 +142,14 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
       s.closeAccount.run(cost, sum(taken), cost, cost, taken[0]!.hold.accountId)
       for (const item of taken) held.add(item)
     }
-    // Rows in the group's order.
-    for (const item of closes) {
-      const ok = held.has(item)
-      if (ok) s.record.run(...recordValues(item.hold, item.then))
-      else s.refused.run(...recordValues(item.hold, sweptClose(item.then)))
-      results[item.at] = ok
-    }
+    return held
+  }
+
+  /** A close's row: the request as it closed, or, when a sweep released its hold first, as abandoned (false). */
+  const closeRow = (item: Item<Close>, held: boolean): boolean => {
+    if (held) s.record.run(...recordValues(item.hold, item.then))
+    else s.refused.run(...recordValues(item.hold, sweptClose(item.then)))
+    return held
   }
 
   /** This instance's open hold of the request, unless the request closed already (in the store or in this group). */
@@ -173,11 +177,21 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
     return false
   }
 
-  /** The group's operations: closes, then holds (see above); outcomes in the group's order. */
+  /**
+   * The group's operations: the closes' counters, then every row in the group's order (a close's row before a later
+   * release's or record's of the same request, which the row's key then turns away), then the holds; outcomes in the
+   * group's order.
+   */
   const runOps = (ops: LedgerOp[]): unknown[] => {
     const results: unknown[] = new Array<unknown>(ops.length).fill(undefined)
     const holds: Item<void>[] = []
     const closes: Item<Close>[] = []
+    const rows: { at: number; write: () => unknown }[] = []
+    let held = new Set<Item<Close>>()
+    const close = (item: Item<Close>) => {
+      closes.push(item)
+      rows.push({ at: item.at, write: () => closeRow(item, held.has(item)) })
+    }
     ops.forEach((op, at) => {
       switch (op.kind) {
         case 'hold':
@@ -186,18 +200,19 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
           const hold = openHold(op.capture.requestId)
           if (!hold) return void (results[at] = false)
           if (op.capture.cost > hold.amount) throw overCapture(hold.requestId, op.capture.cost, hold.amount)
-          return void closes.push({ at, hold, then: capturedClose(op.capture) })
+          return close({ at, hold, then: capturedClose(op.capture) })
         }
         case 'release': {
           const hold = openHold(op.requestId)
-          if (!hold) return void (results[at] = releaseElse(op.requestId, op.now, op.usage))
-          return void closes.push({ at, hold, then: releasedClose(op.now, op.usage) })
+          if (!hold) return void rows.push({ at, write: () => releaseElse(op.requestId, op.now, op.usage) })
+          return close({ at, hold, then: releasedClose(op.now, op.usage) })
         }
         case 'record':
-          return void s.refused.run(...refusedValues(op.usage))
+          return void rows.push({ at, write: () => void s.refused.run(...refusedValues(op.usage)) })
       }
     })
-    closeAll(closes, results)
+    held = takeAll(closes)
+    for (const { at, write } of rows) results[at] = write()
     holdAll(holds, results)
     return results
   }
