@@ -98,10 +98,13 @@ if (Number(o.soak) > 0) {
   const first = samples.slice(0, third)
   const last = samples.slice(-third)
   const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length
+  const sixths = (xs) => Array.from({ length: 6 }, (_, i) => xs.slice(Math.floor((i * xs.length) / 6), Math.floor(((i + 1) * xs.length) / 6))).filter((p) => p.length > 0)
   soak = {
     seconds: Number(o.soak), requests: r.requests, rps: r.rps,
     rss_mb_mean_first_third: +mean(first).toFixed(1), rss_mb_mean_last_third: +mean(last).toFixed(1), growth_mean: +(mean(last) / mean(first) - 1).toFixed(3),
     rss_mb_floor_first_third: Math.min(...first), rss_mb_floor_last_third: Math.min(...last), growth_floor: +(Math.min(...last) / Math.min(...first) - 1).toFixed(3),
+    // A leak raises the floor part after part; the collector's rhythm moves the peaks and the means, not the floors.
+    rss_mb_floor_by_sixth: sixths(samples).map((xs) => Math.min(...xs)),
     samples,
   }
 }
@@ -130,7 +133,8 @@ console.table(ratios)
 if (soak) {
   const pct = (x) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`
   console.log(`soak at c=64 for ${soak.seconds} s: ${soak.rps} req/s; RSS mean ${soak.rss_mb_mean_first_third} → ${soak.rss_mb_mean_last_third} MB (${pct(soak.growth_mean)}), ` +
-    `floor ${soak.rss_mb_floor_first_third} → ${soak.rss_mb_floor_last_third} MB (${pct(soak.growth_floor)}), first third against last`)
+    `floor ${soak.rss_mb_floor_first_third} → ${soak.rss_mb_floor_last_third} MB (${pct(soak.growth_floor)}), first third against last; ` +
+    `floor by sixths ${soak.rss_mb_floor_by_sixth.join(', ')} MB`)
 }
 gw.child.kill('SIGTERM')
 await new Promise((r) => gw.child.once('exit', r))

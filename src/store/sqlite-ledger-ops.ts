@@ -108,6 +108,7 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
     return admitted
   }
 
+  /** Admits the group's holds, a set per account at a time, and counts those admitted in this instance's counter. */
   const holdAll = (holds: Item<void>[], results: unknown[]): void => {
     for (const set of byCounter(holds)) {
       const admitted = admit(set, results)
