@@ -41,6 +41,20 @@ function byCounter<T>(items: Item<T>[]): Item<T>[][] {
 const sum = (items: Item<unknown>[]) => items.reduce((total, i) => total + i.hold.amount, 0n)
 
 /**
+ * The whole set when `passes` writes it at once, or else the members it writes one after another (`failed` told of
+ * each of the others as it fails); one write per member when the set is one.
+ */
+function wholeOrEach<T>(set: Item<T>[], passes: (items: Item<T>[]) => boolean, failed?: (item: Item<T>) => void): Item<T>[] {
+  if (passes(set)) return set
+  const passed: Item<T>[] = []
+  for (const item of set) {
+    if (set.length > 1 && passes([item])) passed.push(item)
+    else failed?.(item)
+  }
+  return passed
+}
+
+/**
  * The hold, capture and release of a request as prepared statements on one SQLite connection, and the group commit that
  * runs many of them in ONE immediate transaction (page writes to the WAL are shared by the group instead of paid per
  * request). A request's record is written once, when it closes (docs/ledger-written-once.md): admission adds to two
@@ -99,13 +113,7 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
       const all = sum(items)
       return all <= MAX_STORED && s.hold.run(all, accountId, all, all).changes === 1
     }
-    if (admits(set)) return set
-    const admitted: Item<void>[] = []
-    for (const item of set) {
-      if (set.length > 1 && admits([item])) admitted.push(item)
-      else results[item.at] = refusal(accountId)
-    }
-    return admitted
+    return wholeOrEach(set, admits, (item) => (results[item.at] = refusal(accountId)))
   }
 
   /** Admits the group's holds, a set per account at a time, and counts those admitted in this instance's counter. */
@@ -129,8 +137,7 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
       const all = sum(items)
       return s.unowned.run(all, items.length, owner, accountId, all, items.length).changes === 1
     }
-    if (takes(set)) return set
-    return set.length > 1 ? set.filter((item) => takes([item])) : []
+    return wholeOrEach(set, takes)
   }
 
   /** Takes the group's closes from their counters, a set per account at a time; the closes whose holds were still held. */
