@@ -254,10 +254,10 @@ describe('the hot ledger of a SQLite file', () => {
     expect(await counters(tight)).toEqual([{ owner: 'i1', held: 0n, open: 0n }])
 
     // A sweep took the instance for dead: the closes of one turn find nothing held, and charge nothing.
-    for (const id of ['f', 'g']) expect(await holdOf(id, 10n, ids.other, 'i2')).toEqual({ ok: true })
+    for (const id of ['s1', 's2']) expect(await holdOf(id, 10n, ids.other, 'i2')).toEqual({ ok: true })
     expect(await s.ledger.releaseOwnedBy(['i2'], 2000)).toBe(2)
-    expect(await Promise.all([captureOf('f', 5n, ids.other), captureOf('g', 5n, ids.other)])).toEqual([false, false])
-    expect((await s.usage.get(ids.other, 'g'))?.outcome).toBe('abandoned')
+    expect(await Promise.all([captureOf('s1', 5n, ids.other), captureOf('s2', 5n, ids.other)])).toEqual([false, false])
+    for (const id of ['s1', 's2']) expect((await s.usage.get(ids.other, id))?.outcome).toBe('abandoned')
     expect(await s.accounts.byId(ids.other)).toMatchObject({ balance: 10n ** 9n, held: 0n })
     expect(await s.ledger.audit()).toMatchObject({ unbalanced: [], inconsistent: [] })
   })
