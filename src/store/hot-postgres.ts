@@ -1,6 +1,5 @@
 import type pg from 'pg'
 import { toAccount } from './accounts.js'
-import { big } from './dialect.js'
 import { usageRow, type UsageRecord } from './usage.js'
 import { USAGE_ON_HOLDS } from './migrations/009_records_written_once.js'
 import { OpenHolds } from './open-holds.js'
