@@ -5,12 +5,12 @@
 // warm-up); the order alternates. Each build runs as --processes fresh processes in turn (see below). Printed: medians per build, the median of the per-slice ratios this/base, and in
 // how many slices this checkout was faster.
 // Usage: npm run bench:duel -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 4]
-// [--node-args "--flag …"] (node flags for this checkout's gateways only: a duel of runtime flags against --base HEAD)
+// [--node-args="--flag …"] (node flags for this checkout's gateways only: a duel of runtime flags against --base HEAD)
 // [--accounts 32] (each gateway's requests spread over that many funded accounts, in turn)
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_MODEL, buildBase, cpuUs, load, MESSAGES, start } from './processes.mjs'
+import { benchGateway, BENCH_MODEL, buildBase, cpuUs, load, MESSAGES, start, startGateway } from './processes.mjs'
 import { benchOptions, usageError } from './options.mjs'
 
 const o = benchOptions(import.meta.url, {
@@ -29,13 +29,13 @@ async function gateway(root, nodeArgs = []) {
   const dir = mkdtempSync(join(tmpdir(), 'svc-duel-'))
   stores.push(dir)
   const { config, key } = await benchGateway(root, dir, sim.info.base_url, Number(o.accounts))
-  const gw = await start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root, nodeArgs })
+  const gw = await startGateway(config, { root, nodeArgs })
   return { child: gw.child, key, pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions` }
 }
 const thisArgs = o['node-args'].split(' ').filter(Boolean)
 const builds = [
   { name: `base ${o.base}`, root: base, slices: [] },
-  { name: `this checkout${thisArgs.length ? ` (node ${thisArgs.join(' ')})` : ''}`, root: '.', nodeArgs: thisArgs, slices: [] },
+  { name: `this checkout${thisArgs.length ? ` (node ${thisArgs.join(' ')} after its shebang's flags)` : ''}`, root: '.', nodeArgs: thisArgs, slices: [] },
 ]
 const body = { model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' }
 const c = Number(o.concurrency)

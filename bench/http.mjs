@@ -10,7 +10,7 @@
 import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_WALLET, cpuUs, load, MESSAGES, start } from './processes.mjs'
+import { benchGateway, BENCH_WALLET, cpuUs, load, MESSAGES, start, startGateway } from './processes.mjs'
 import { benchOptions } from './options.mjs'
 
 const o = benchOptions(import.meta.url, {
@@ -45,7 +45,7 @@ const { config, key, cli } = await benchGateway('.', dir, sim.info.base_url, Num
 const wallet = BENCH_WALLET
 const profileDir = join('bench', 'results', 'profiles')
 if (o.profile) mkdirSync(profileDir, { recursive: true })
-const gw = await start([CLI, 'serve', '--config', config, '--json'], { nodeArgs: o.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [] })
+const gw = await startGateway(config, { nodeArgs: o.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [] })
 
 const messages = MESSAGES
 const runs = []

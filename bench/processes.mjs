@@ -25,6 +25,17 @@ export function start(args, { nodeArgs = [], cwd } = {}) {
   })
 }
 
+/**
+ * Starts `svc serve` of the build in `root` (default: this checkout) as the `svc` command starts it: with the node
+ * flags of its shebang (`#!/usr/bin/env -S node …`, src/cli/main.ts), then `nodeArgs`. A build whose shebang names
+ * none (before 2026-11-24's eleventh session) runs on node's defaults, as it did.
+ */
+export function startGateway(config, { root = '.', nodeArgs = [] } = {}) {
+  const shebang = readFileSync(join(root, 'dist/cli/main.js'), 'utf8').split('\n', 1)[0]
+  const flags = /^#!\/usr\/bin\/env -S node (.*)$/.exec(shebang)?.[1].split(' ').filter(Boolean) ?? []
+  return start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root, nodeArgs: [...flags, ...nodeArgs] })
+}
+
 /** User + system CPU (µs) of a process (all its threads), or of its main thread alone (the event loop). */
 export function cpuUs(pid, mainThread = false) {
   const f = readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')

@@ -5,7 +5,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { execFileSync } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { start, benchGateway, load, cpuUs, BENCH_MODEL, MESSAGES } from './processes.mjs'
+import { start, startGateway, benchGateway, load, cpuUs, BENCH_MODEL, MESSAGES } from './processes.mjs'
 import { benchOptions } from './options.mjs'
 
 const o = benchOptions(import.meta.url, { mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] }, concurrency: { type: 'string', default: '16' }, seconds: { type: 'string', default: '8' }, tokens: { type: 'string', default: '64' } })
@@ -30,7 +30,7 @@ const dir = mkdtempSync(join(tmpdir(), 'svc-threads-'))
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', o.tokens])
 const { config, key } = await benchGateway('.', dir, sim.info.base_url)
-const gw = await start(['dist/cli/main.js', 'serve', '--config', config, '--json'])
+const gw = await startGateway(config)
 const raw = await start([new URL('./raw-proxy.mjs', import.meta.url).pathname, sim.info.base_url])
 const body = { model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' }
 const c = Number(o.concurrency)

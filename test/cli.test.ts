@@ -131,6 +131,18 @@ describe('svc sim-provider and svc serve', () => {
     expect(r.stderr).not.toMatch(/at .*\.js:\d+/)
   })
 
+  it('serve says on stderr when node lacks the gateway\'s flags, and not when NODE_OPTIONS gives them', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-flags-'))
+    const file = join(dir, 'config.json')
+    writeFileSync(file, '{}')
+    const bare = await svc(['serve', '--config', file])
+    expect(bare.stderr).toContain('note: node was started without --max-semi-space-size=64')
+    expect(bare.stderr).toContain('error: invalid config')
+    const tuned = await svc(['serve', '--config', file], { NODE_OPTIONS: '--max-semi-space-size=64' })
+    expect(tuned.stderr).not.toContain('note:')
+    expect(tuned.stderr).toContain('error: invalid config')
+  })
+
   it('refuses the simulated provider\'s bad options with one line each', async () => {
     for (const [args, why] of [
       [['--port', 'abc'], /--port must be a port number, got abc/],

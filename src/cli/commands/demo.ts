@@ -8,6 +8,7 @@ import { formatUsdc, parseUsdc } from '../../ledger/money.js'
 import { spendableOf } from '../../ledger/spendable.js'
 import type { AnvilDemo } from '../../demo/anvil.js'
 import { action, common, DEFAULT_DATA_DIR, emit, onShutdown, portOption, type CommonOptions } from '../context.js'
+import { noteMissingNodeFlags } from '../node-flags.js'
 
 const FUNDS = parseUsdc('25')!
 const CAP = parseUsdc('20')!
@@ -31,6 +32,7 @@ export function demoCommand(program: Command): void {
     .option('--chunk-delay-ms <n>', 'pause between streamed tokens of the simulated providers', '15')
     .option('--rail <kind>', 'local (settled in the ledger) or anvil (test USDC on a local chain)', 'local')
     .action(action(async (opts: DemoOptions) => {
+      noteMissingNodeFlags()
       const port = portOption('--port', opts.port)
       if (opts.rail !== 'local' && opts.rail !== 'anvil') throw new OperationError(`--rail must be local or anvil, got ${opts.rail}`)
       const data = resolve(opts.data)

@@ -1,0 +1,24 @@
+/**
+ * The node flags the gateway runs with. V8's young generation (two semi-spaces) grows to 16 MiB by default; a streamed
+ * request allocates about 124 KB in the gateway, so under load the scavenger ran every hundred requests and each time
+ * copied the objects of every request in flight. With 64 MiB semi-spaces it runs a quarter as often for the same
+ * copies: GC pauses per stream at concurrency 64 fell from 17–34 µs to 7 µs, and duels gave 1.11–1.13× the
+ * requests per second (docs/performance.md, "A larger young generation").
+ *
+ * V8 sizes its heap when the process starts, so the flag must reach node itself: `svc`'s shebang carries it, and so do
+ * `npm start` and the benchmarks. `serve` and `demo` say on stderr when it is missing.
+ */
+export const GATEWAY_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=64']
+
+/** The gateway's flags that neither node's command line nor NODE_OPTIONS sets (any value of a flag counts as set). */
+export function missingNodeFlags(execArgv: readonly string[], nodeOptions = ''): string[] {
+  const given = [...execArgv, ...nodeOptions.split(/\s+/)].map((arg) => arg.split('=')[0]!.replaceAll('_', '-'))
+  return GATEWAY_NODE_FLAGS.filter((flag) => !given.includes(flag.split('=')[0]!))
+}
+
+/** One line on stderr when this process lacks the gateway's node flags (the server runs, only slower). */
+export function noteMissingNodeFlags(): void {
+  const missing = missingNodeFlags(process.execArgv, process.env.NODE_OPTIONS)
+  if (missing.length === 0) return
+  process.stderr.write(`note: node was started without ${missing.join(' ')}: the gateway runs, with more time in the garbage collector; start it as \`svc\`, \`npm start\`, or \`node ${missing.join(' ')} dist/cli/main.js …\`\n`)
+}
