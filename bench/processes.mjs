@@ -31,9 +31,13 @@ export function start(args, { nodeArgs = [], cwd } = {}) {
  * none (before 2026-11-24's eleventh session) runs on node's defaults, as it did.
  */
 export function startGateway(config, { root = '.', nodeArgs = [] } = {}) {
+  return start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root, nodeArgs: [...shebangFlags(root), ...nodeArgs] })
+}
+
+/** The node flags of the `svc` build in `root`: those its shebang passes (`#!/usr/bin/env -S node …`), or none. */
+export function shebangFlags(root = '.') {
   const shebang = readFileSync(join(root, 'dist/cli/main.js'), 'utf8').split('\n', 1)[0]
-  const flags = /^#!\/usr\/bin\/env -S node (.*)$/.exec(shebang)?.[1].split(' ').filter(Boolean) ?? []
-  return start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root, nodeArgs: [...flags, ...nodeArgs] })
+  return /^#!\/usr\/bin\/env -S node (.*)$/.exec(shebang)?.[1].split(' ').filter(Boolean) ?? []
 }
 
 /** User + system CPU (µs) of a process (all its threads), or of its main thread alone (the event loop). */
