@@ -35,7 +35,7 @@ async function gateway(root, nodeArgs = []) {
 const thisArgs = o['node-args'].split(' ').filter(Boolean)
 const builds = [
   { name: `base ${o.base}`, root: base, slices: [] },
-  { name: `this checkout${thisArgs.length ? ` (node ${thisArgs.join(' ')} after its shebang's flags)` : ''}`, root: '.', nodeArgs: thisArgs, slices: [] },
+  { name: `this checkout${thisArgs.length ? ` (node ${thisArgs.join(' ')} after its own flags)` : ''}`, root: '.', nodeArgs: thisArgs, slices: [] },
 ]
 const body = { model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' }
 const c = Number(o.concurrency)

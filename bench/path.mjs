@@ -16,7 +16,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { benchGateway, BENCH_MODEL, buildBase, cpuUs, MESSAGES, shebangFlags } from './processes.mjs'
+import { benchGateway, BENCH_MODEL, buildBase, cpuUs, gatewayNodeFlags, MESSAGES } from './processes.mjs'
 import { benchOptions, usageError } from './options.mjs'
 
 const o = benchOptions(import.meta.url, {
@@ -41,8 +41,8 @@ const names = [`base ${o.base}`, 'this checkout']
 const slices = [[], []]
 for (let p = 0; p < processes; p++) {
   const args = [process.argv[1], ...process.argv.slice(2), '--child', base, '--first', p % 2 ? 'this' : 'base', '--slices', String(perProcess)]
-  // Both builds share the process, and so its node flags: this checkout's, as `svc` would start it.
-  const got = JSON.parse(execFileSync(process.execPath, [...shebangFlags(), ...args], { stdio: ['ignore', 'pipe', 'inherit'] }).toString())
+  // Both builds share the process, and so its node flags: this checkout's gateway's.
+  const got = JSON.parse(execFileSync(process.execPath, [...(await gatewayNodeFlags()), ...args], { stdio: ['ignore', 'pipe', 'inherit'] }).toString())
   got.forEach((s, i) => slices[i].push(...s))
 }
 const cpuRatios = slices[1].map((s, i) => s.cpu / slices[0][i].cpu)

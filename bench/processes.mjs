@@ -26,18 +26,20 @@ export function start(args, { nodeArgs = [], cwd } = {}) {
 }
 
 /**
- * Starts `svc serve` of the build in `root` (default: this checkout) as the `svc` command starts it: with the node
- * flags of its shebang (`#!/usr/bin/env -S node …`, src/cli/main.ts), then `nodeArgs`. A build whose shebang names
- * none (before 2026-11-24's eleventh session) runs on node's defaults, as it did.
+ * Starts `svc serve` of the build in `root` (default: this checkout) as its README says to run it: with that build's
+ * node flags (`gatewayNodeFlags`), then `nodeArgs`.
  */
-export function startGateway(config, { root = '.', nodeArgs = [] } = {}) {
-  return start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root, nodeArgs: [...shebangFlags(root), ...nodeArgs] })
+export async function startGateway(config, { root = '.', nodeArgs = [] } = {}) {
+  return start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root, nodeArgs: [...(await gatewayNodeFlags(root)), ...nodeArgs] })
 }
 
-/** The node flags of the `svc` build in `root`: those its shebang passes (`#!/usr/bin/env -S node …`), or none. */
-export function shebangFlags(root = '.') {
-  const shebang = readFileSync(join(root, 'dist/cli/main.js'), 'utf8').split('\n', 1)[0]
-  return /^#!\/usr\/bin\/env -S node (.*)$/.exec(shebang)?.[1].split(' ').filter(Boolean) ?? []
+/**
+ * The node flags the build in `root` wants for its gateway (`GATEWAY_NODE_FLAGS`, src/cli/node-flags.ts). A build
+ * without that module (before 2026-11-24's eleventh session) runs on node's defaults, as it did.
+ */
+export async function gatewayNodeFlags(root = '.') {
+  const module = resolve(root, 'dist/cli/node-flags.js')
+  return existsSync(module) ? [...(await import(pathToFileURL(module).href)).GATEWAY_NODE_FLAGS] : []
 }
 
 /** User + system CPU (µs) of a process (all its threads), or of its main thread alone (the event loop). */

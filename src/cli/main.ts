@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=64
+#!/usr/bin/env node
 import { Command } from 'commander'
 import { demoCommand } from './commands/demo.js'
 import { serveCommand } from './commands/serve.js'

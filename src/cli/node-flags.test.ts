@@ -12,9 +12,9 @@ describe('the gateway\'s node flags', () => {
     expect(missingNodeFlags(['--max-semi-space-size-x=1'])).toEqual(['--max-semi-space-size=64'])
   })
 
-  it('are the ones `svc`\'s shebang and `npm start` give node', () => {
-    const shebang = readFileSync('src/cli/main.ts', 'utf8').split('\n', 1)[0]
-    expect(shebang).toBe(`#!/usr/bin/env -S node ${GATEWAY_NODE_FLAGS.join(' ')}`)
+  it('are the ones `npm start` gives node, while `svc`\'s shebang stays portable', () => {
+    // `env -S` is missing from BusyBox: a shebang passing flags would stop every command on Alpine.
+    expect(readFileSync('src/cli/main.ts', 'utf8').split('\n', 1)[0]).toBe('#!/usr/bin/env node')
     const start = JSON.parse(readFileSync('package.json', 'utf8')).scripts.start as string
     expect(start).toBe(`node ${GATEWAY_NODE_FLAGS.join(' ')} dist/cli/main.js demo`)
   })

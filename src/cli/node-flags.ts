@@ -5,8 +5,11 @@
  * copies: GC pauses per stream at concurrency 64 fell from 17–34 µs to 7 µs, and duels gave 1.11–1.13× the
  * requests per second (docs/performance.md, "A larger young generation").
  *
- * V8 sizes its heap when the process starts, so the flag must reach node itself: `svc`'s shebang carries it, and so do
- * `npm start` and the benchmarks. `serve` and `demo` say on stderr when it is missing.
+ * V8 sizes its heap when the process starts, so the flag must reach node itself: `npm start` passes it, the README
+ * tells operators to (`node --max-semi-space-size=64 dist/cli/main.js serve`, or NODE_OPTIONS), and the benchmarks
+ * start the gateway with these flags. `serve` and `demo` say on stderr when it is missing. The shebang stays
+ * `#!/usr/bin/env node`: `env -S`, which a shebang needs to pass flags, is missing from BusyBox (Alpine images), where
+ * every `svc` command would then fail to start.
  */
 export const GATEWAY_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=64']
 
@@ -20,5 +23,5 @@ export function missingNodeFlags(execArgv: readonly string[], nodeOptions = ''):
 export function noteMissingNodeFlags(): void {
   const missing = missingNodeFlags(process.execArgv, process.env.NODE_OPTIONS)
   if (missing.length === 0) return
-  process.stderr.write(`note: node was started without ${missing.join(' ')}: the gateway runs, with more time in the garbage collector; start it as \`svc\`, \`npm start\`, or \`node ${missing.join(' ')} dist/cli/main.js …\`\n`)
+  process.stderr.write(`note: node was started without ${missing.join(' ')}: the gateway runs, with more time in the garbage collector; start it as \`node ${missing.join(' ')} dist/cli/main.js …\` or set NODE_OPTIONS=${missing.join(' ')}\n`)
 }
