@@ -6,6 +6,7 @@
 // how many slices this checkout was faster.
 // Usage: npm run bench:duel -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 4]
 // [--node-args="--flag …"] (node flags for this checkout's gateways only: a duel of runtime flags against --base HEAD)
+// [--env="NAME=value …"] (environment added to this checkout's gateways only, as --node-args)
 // [--accounts 32] (each gateway's requests spread over that many funded accounts, in turn)
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -16,7 +17,7 @@ import { benchOptions, usageError } from './options.mjs'
 const o = benchOptions(import.meta.url, {
   base: { type: 'string' }, mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] }, concurrency: { type: 'string', default: '16' },
   slices: { type: 'string', default: '16' }, slice: { type: 'string', default: '2' }, tokens: { type: 'string', default: '64' },
-  processes: { type: 'string', default: '4' }, 'node-args': { type: 'string', default: '' }, accounts: { type: 'string', default: '1' },
+  processes: { type: 'string', default: '4' }, 'node-args': { type: 'string', default: '' }, env: { type: 'string', default: '' }, accounts: { type: 'string', default: '1' },
 })
 if (!o.base) usageError(import.meta.url, '--base <git ref> is required: the build to measure this checkout against')
 
@@ -25,17 +26,23 @@ const stores = []
 process.on('exit', () => stores.forEach((dir) => rmSync(dir, { recursive: true, force: true })))
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', o.tokens])
 /** A fresh gateway process of the build in `root`, over a fresh store. */
-async function gateway(root, nodeArgs = []) {
+async function gateway(root, nodeArgs = [], env = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'svc-duel-'))
   stores.push(dir)
   const { config, key } = await benchGateway(root, dir, sim.info.base_url, Number(o.accounts))
-  const gw = await startGateway(config, { root, nodeArgs })
+  const gw = await startGateway(config, { root, nodeArgs, env })
   return { child: gw.child, key, pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions` }
 }
 const thisArgs = o['node-args'].split(' ').filter(Boolean)
+const thisEnv = Object.fromEntries(o.env.split(' ').filter(Boolean).map((kv) => {
+  const eq = kv.indexOf('=')
+  if (eq <= 0) usageError(import.meta.url, `--env takes NAME=value pairs, not "${kv}"`)
+  return [kv.slice(0, eq), kv.slice(eq + 1)]
+}))
+const thisExtras = [...thisArgs.length ? [`node ${thisArgs.join(' ')} after its own flags`] : [], ...o.env ? [`env ${o.env}`] : []]
 const builds = [
   { name: `base ${o.base}`, root: base, slices: [] },
-  { name: `this checkout${thisArgs.length ? ` (node ${thisArgs.join(' ')} after its own flags)` : ''}`, root: '.', nodeArgs: thisArgs, slices: [] },
+  { name: `this checkout${thisExtras.length ? ` (${thisExtras.join('; ')})` : ''}`, root: '.', nodeArgs: thisArgs, env: thisEnv, slices: [] },
 ]
 const body = { model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' }
 const c = Number(o.concurrency)
@@ -48,7 +55,7 @@ const perProcess = Math.ceil(Number(o.slices) / processes)
 for (let p = 0; p < processes; p++) {
   const order = p % 2 ? [builds[1], builds[0]] : builds
   const live = new Map()
-  for (const b of order) live.set(b, await gateway(b.root, b.nodeArgs))
+  for (const b of order) live.set(b, await gateway(b.root, b.nodeArgs, b.env))
   for (const b of order) await load(live.get(b).url, body, c, 3, 0, live.get(b).key)
   for (let i = 0; i < perProcess; i++) {
     for (const b of i % 2 ? [builds[1], builds[0]] : builds) {

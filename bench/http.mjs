@@ -6,7 +6,8 @@
 // ratios being the median of the per-round ratios. In a closed loop at concurrency 16 or 64 latency is mostly
 // queueing (concurrency over throughput); concurrency 1 shows what a request adds on a machine with room to spare.
 // Usage: npm run bench [-- --seconds 5 --warmup 2 --rounds 3 --concurrency 1,16,64 --modes plain,stream --soak 60 --profile
-//   --chunk-delay 1 --accounts 32]  (--accounts: the gateway's requests spread over that many funded accounts, in turn)
+//   --chunk-delay 1 --accounts 32 --node-args="--flag …"]  (--accounts: the gateway's requests spread over that many funded
+//   accounts, in turn; --node-args: node flags for the gateway after its own)
 import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -18,7 +19,7 @@ const o = benchOptions(import.meta.url, {
   modes: { type: 'string', default: 'plain,stream', choices: ['plain', 'stream'], list: true }, tokens: { type: 'string', default: '64' }, soak: { type: 'string', default: '0' },
   profile: { type: 'boolean', default: false }, targets: { type: 'string', default: 'upstream,raw-proxy,gateway', choices: ['upstream', 'raw-proxy', 'gateway'], list: true },
   rounds: { type: 'string', default: '3' }, settle: { type: 'string', default: '5' }, 'chunk-delay': { type: 'string', default: '0' },
-  accounts: { type: 'string', default: '1' },
+  accounts: { type: 'string', default: '1' }, 'node-args': { type: 'string', default: '' },
 })
 const CLI = 'dist/cli/main.js'
 const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024
@@ -45,7 +46,7 @@ const { config, key, cli } = await benchGateway('.', dir, sim.info.base_url, Num
 const wallet = BENCH_WALLET
 const profileDir = join('bench', 'results', 'profiles')
 if (o.profile) mkdirSync(profileDir, { recursive: true })
-const gw = await startGateway(config, { nodeArgs: o.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [] })
+const gw = await startGateway(config, { nodeArgs: [...o['node-args'].split(' ').filter(Boolean), ...(o.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])] })
 
 const messages = MESSAGES
 const runs = []

@@ -10,9 +10,9 @@ const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK']).toString().tri
 const children = []
 process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')))
 
-/** Starts `node args` (in `cwd`) and resolves with its first stdout line parsed as JSON. */
-export function start(args, { nodeArgs = [], cwd } = {}) {
-  const child = spawn(process.execPath, [...nodeArgs, ...args], { cwd, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, DATABASE_URL: '', PORT: '' } })
+/** Starts `node args` (in `cwd`, with `env` added to this process's) and resolves with its first stdout line parsed as JSON. */
+export function start(args, { nodeArgs = [], cwd, env = {} } = {}) {
+  const child = spawn(process.execPath, [...nodeArgs, ...args], { cwd, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, DATABASE_URL: '', PORT: '', ...env } })
   children.push(child)
   return new Promise((resolve, reject) => {
     let out = ''
@@ -27,10 +27,10 @@ export function start(args, { nodeArgs = [], cwd } = {}) {
 
 /**
  * Starts `svc serve` of the build in `root` (default: this checkout) as its README says to run it: with that build's
- * node flags (`gatewayNodeFlags`), then `nodeArgs`.
+ * node flags (`gatewayNodeFlags`), then `nodeArgs`; `env` is added to its environment.
  */
-export async function startGateway(config, { root = '.', nodeArgs = [] } = {}) {
-  return start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root, nodeArgs: [...(await gatewayNodeFlags(root)), ...nodeArgs] })
+export async function startGateway(config, { root = '.', nodeArgs = [], env } = {}) {
+  return start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root, env, nodeArgs: [...(await gatewayNodeFlags(root)), ...nodeArgs] })
 }
 
 /**
