@@ -52,7 +52,10 @@ const targets = [
 ]
 
 const field = (line, name) => Number(new RegExp(`\\b${name.replace('.', '\\.')}=([\\d.]+)`).exec(line)?.[1] ?? 0)
-const median = (xs) => [...xs].sort((a, b) => a - b)[(xs.length - 1) >> 1]
+const median = (xs) => {
+  const v = [...xs].sort((a, b) => a - b)
+  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2
+}
 const body = (t) => ({ model: t.model, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' })
 
 /** The collector's work over one closed loop of `t`, from the lines its trace gained meanwhile. */
