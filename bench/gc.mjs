@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process'
 import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_MODEL, gatewayNodeFlags, load, MESSAGES, start } from './processes.mjs'
+import { benchGateway, BENCH_MODEL, childEnv, gatewayNodeFlags, load, MESSAGES, start } from './processes.mjs'
 import { benchOptions } from './options.mjs'
 
 const o = benchOptions(import.meta.url, {
@@ -30,7 +30,7 @@ const flags = [...(await gatewayNodeFlags('.')), ...o['node-args'].split(' ').fi
 /** Starts `node flags args` with stdout to a file (V8's trace goes there too), and resolves with the file and its base URL. */
 async function traced(name, args) {
   const out = join(dir, `${name}.out`)
-  const child = spawn(process.execPath, [...flags, ...args], { stdio: ['ignore', openSync(out, 'w'), 'inherit'], env: { ...process.env, DATABASE_URL: '', PORT: '' } })
+  const child = spawn(process.execPath, [...flags, ...args], { stdio: ['ignore', openSync(out, 'w'), 'inherit'], env: childEnv() })
   children.push(child)
   const exited = new Promise((_, reject) => child.once('exit', (code) => reject(new Error(`${name} exited ${code}`))))
   for (let waited = 0; waited < 30_000; waited += 100) {
@@ -42,7 +42,6 @@ async function traced(name, args) {
 }
 
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', o.tokens])
-children.push(sim.child)
 const { config, key } = await benchGateway('.', dir, sim.info.base_url)
 const raw = await traced('raw-proxy', ['bench/raw-proxy.mjs', sim.info.base_url])
 const gw = await traced('gateway', ['dist/cli/main.js', 'serve', '--config', config, '--json'])

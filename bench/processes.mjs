@@ -10,9 +10,12 @@ const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK']).toString().tri
 const children = []
 process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')))
 
+/** A bench child's environment: this process's, without a store or port of its own (the config names them), and `env`. */
+export const childEnv = (env = {}) => ({ ...process.env, DATABASE_URL: '', PORT: '', ...env })
+
 /** Starts `node args` (in `cwd`, with `env` added to this process's) and resolves with its first stdout line parsed as JSON. */
-export function start(args, { nodeArgs = [], cwd, env = {} } = {}) {
-  const child = spawn(process.execPath, [...nodeArgs, ...args], { cwd, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, DATABASE_URL: '', PORT: '', ...env } })
+export function start(args, { nodeArgs = [], cwd, env } = {}) {
+  const child = spawn(process.execPath, [...nodeArgs, ...args], { cwd, stdio: ['ignore', 'pipe', 'inherit'], env: childEnv(env) })
   children.push(child)
   return new Promise((resolve, reject) => {
     let out = ''
