@@ -11,7 +11,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_MODEL, buildBase, cpuUs, load, MESSAGES, start, startGateway } from './processes.mjs'
+import { benchGateway, BENCH_MODEL, buildBase, cpuUs, load, median, MESSAGES, start, startGateway } from './processes.mjs'
 import { benchOptions, usageError } from './options.mjs'
 
 const o = benchOptions(import.meta.url, {
@@ -71,10 +71,6 @@ for (let p = 0; p < processes; p++) {
     g.child.kill('SIGKILL')
     await new Promise((resolve) => g.child.once('exit', resolve))
   }
-}
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
 }
 console.log(`\nDuel: ${o.mode}, concurrency ${c}, ${builds[0].slices.length} slices of ${seconds} s per build over ${processes} processes each, alternating`)
 console.table(builds.map((b) => ({

@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process'
 import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_MODEL, childEnv, gatewayNodeFlags, load, MESSAGES, start } from './processes.mjs'
+import { benchGateway, BENCH_MODEL, childEnv, gatewayNodeFlags, load, median, MESSAGES, start } from './processes.mjs'
 import { benchOptions } from './options.mjs'
 
 const o = benchOptions(import.meta.url, {
@@ -51,10 +51,6 @@ const targets = [
 ]
 
 const field = (line, name) => Number(new RegExp(`\\b${name.replace('.', '\\.')}=([\\d.]+)`).exec(line)?.[1] ?? 0)
-const median = (xs) => {
-  const v = [...xs].sort((a, b) => a - b)
-  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2
-}
 const body = (t) => ({ model: t.model, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' })
 
 /** The collector's work over one closed loop of `t`, from the lines its trace gained meanwhile. */

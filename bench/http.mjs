@@ -11,7 +11,7 @@
 import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_WALLET, cpuUs, load, MESSAGES, start, startGateway } from './processes.mjs'
+import { benchGateway, BENCH_WALLET, cpuUs, load, median, MESSAGES, start, startGateway } from './processes.mjs'
 import { benchOptions } from './options.mjs'
 
 const o = benchOptions(import.meta.url, {
@@ -67,11 +67,6 @@ for (const mode of o.modes.split(',')) {
       if (want.includes('gateway')) runs.push({ round, ...(await measure('gateway', gw.child.pid, `${gw.info.base_url}/v1/chat/completions`, { model: 'svc/bench@1', messages, max_tokens: tokens }, c, stream, key)) })
     }
   }
-}
-const median = (xs) => {
-  const v = xs.filter((x) => x !== null && x !== undefined).sort((a, b) => a - b)
-  if (v.length === 0) return null
-  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2
 }
 const METRICS = ['errors', 'rps', 'p50_ms', 'p99_ms', 'ttfb_p50_ms', 'ttfb_p99_ms', 'cpu_us_per_req', 'loop_cpu_us_per_req']
 const same = (a, b) => a.mode === b.mode && a.concurrency === b.concurrency

@@ -16,7 +16,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { benchGateway, BENCH_MODEL, buildBase, cpuUs, gatewayNodeFlags, MESSAGES } from './processes.mjs'
+import { benchGateway, BENCH_MODEL, buildBase, cpuUs, gatewayNodeFlags, median, MESSAGES } from './processes.mjs'
 import { benchOptions, usageError } from './options.mjs'
 
 const o = benchOptions(import.meta.url, {
@@ -27,7 +27,6 @@ const o = benchOptions(import.meta.url, {
   child: { type: 'string' }, first: { type: 'string' },
 })
 if (!o.base) usageError(import.meta.url, '--base <git ref> is required: the build to measure this checkout against')
-const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
 
 if (o.child) {
   console.log(JSON.stringify(await measure(o.child, o.first === 'this')))

@@ -45,6 +45,13 @@ export async function gatewayNodeFlags(root = '.') {
   return existsSync(module) ? [...(await import(pathToFileURL(module).href)).GATEWAY_NODE_FLAGS] : []
 }
 
+/** The median of the numbers in `xs` (the mean of the middle two when they are even), skipping null; null if none. */
+export function median(xs) {
+  const v = xs.filter((x) => x !== null && x !== undefined).sort((a, b) => a - b)
+  if (v.length === 0) return null
+  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2
+}
+
 /** User + system CPU (µs) of a process (all its threads), or of its main thread alone (the event loop). */
 export function cpuUs(pid, mainThread = false) {
   const f = readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
