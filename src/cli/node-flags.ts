@@ -4,7 +4,7 @@
  * copied the objects of every request in flight. With 64 MiB semi-spaces it runs a quarter as often for the same
  * copies: GC pauses per stream at concurrency 64 fell from 17–34 µs to 7 µs, and duels gave 1.01–1.13× the
  * requests per second, the most on a quick machine, where the default's scavenges overflowed into the old generation
- * (docs/performance.md, "A larger young generation").
+ * (docs/performance-log.md, "A larger young generation").
  *
  * V8 sizes its heap when the process starts, so the flag must reach node itself: `npm start` passes it, the README
  * tells operators to (`node --max-semi-space-size=64 dist/cli/main.js serve`, or NODE_OPTIONS), and the benchmarks
