@@ -8,10 +8,10 @@
 // Usage: npm run bench [-- --seconds 5 --warmup 2 --rounds 3 --concurrency 1,16,64 --modes plain,stream --soak 60 --profile
 //   --chunk-delay 1 --accounts 32 --node-args="--flag …"]  (--accounts: the gateway's requests spread over that many funded
 //   accounts, in turn; --node-args: node flags for the gateway after its own)
-import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_WALLET, cpuUs, load, median, MESSAGES, start, startGateway } from './processes.mjs'
+import { benchGateway, BENCH_WALLET, cpuUs, load, median, MESSAGES, start, startGateway, syncFloor } from './processes.mjs'
 import { benchOptions } from './options.mjs'
 
 const o = benchOptions(import.meta.url, {
@@ -135,33 +135,6 @@ if (soak) {
 gw.child.kill('SIGTERM')
 await new Promise((r) => gw.child.once('exit', r))
 
-/**
- * What the disk alone adds to a charged reply: the wall time of an fdatasync after a 4 KiB overwrite in the store's
- * directory (a group's WAL frames, rewritten in place), with nothing else running. Every capture acknowledged to a
- * client waits for one, so no added p50 can be below this one's. `pauseMs` asleep before each write: on this
- * project's VM a sync after a quiet spell takes longer than one right after another (docs/performance.md, "What a
- * plain request waits for"), and at concurrency 1 each of the gateway's syncs comes after one.
- */
-function syncFloor(directory, pauseMs = 0) {
-  const path = join(directory, 'sync-floor')
-  const fd = openSync(path, 'w+')
-  const page = Buffer.alloc(4096, 1)
-  for (let i = 0; i < 64; i++) writeSync(fd, page, 0, page.length, i * page.length)
-  fdatasyncSync(fd)
-  const asleep = new Int32Array(new SharedArrayBuffer(4))
-  const ms = []
-  for (let i = 0; i < 400; i++) {
-    if (pauseMs > 0) Atomics.wait(asleep, 0, 0, pauseMs)
-    writeSync(fd, page, 0, page.length, (i % 64) * page.length)
-    const t0 = performance.now()
-    fdatasyncSync(fd)
-    ms.push(performance.now() - t0)
-  }
-  closeSync(fd)
-  rmSync(path)
-  ms.sort((a, b) => a - b)
-  return { p50_ms: +ms[200].toFixed(3), p99_ms: +ms[396].toFixed(3) }
-}
 const floor = { ...syncFloor(dir), after_1ms_idle: syncFloor(dir, 1) }
 console.log(`disk floor of a durable capture: fdatasync after a 4 KiB overwrite in the store's directory, nothing else running: ` +
   `back to back p50 ${floor.p50_ms} ms, p99 ${floor.p99_ms} ms; after 1 ms idle p50 ${floor.after_1ms_idle.p50_ms} ms, p99 ${floor.after_1ms_idle.p99_ms} ms`)

@@ -1,7 +1,7 @@
 // What the HTTP benchmarks share: starting a process that announces itself with a JSON line, reading its CPU time,
 // the gateway's config over the simulated upstream, a funded key, and the closed-loop load generator.
 import { spawn, execFileSync } from 'node:child_process'
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { closeSync, cpSync, existsSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -129,4 +129,32 @@ export function buildBase(ref) {
   // The portal's page is not on the request path: this checkout's bundle serves for both.
   if (existsSync('dist/web')) cpSync('dist/web', join(dir, 'dist/web'), { recursive: true })
   return dir
+}
+
+/**
+ * What the disk alone adds to a charged reply: the wall time of an fdatasync after a 4 KiB overwrite in the store's
+ * directory (a group's WAL frames, rewritten in place), with nothing else running. Every capture acknowledged to a
+ * client waits for one, so no added p50 can be below this one's. `pauseMs` asleep before each write: on this
+ * project's VM a sync after a quiet spell takes longer than one right after another (docs/performance.md, "What a
+ * plain request waits for"), and at concurrency 1 each of the gateway's syncs comes after one.
+ */
+export function syncFloor(directory, pauseMs = 0) {
+  const path = join(directory, 'sync-floor')
+  const fd = openSync(path, 'w+')
+  const page = Buffer.alloc(4096, 1)
+  for (let i = 0; i < 64; i++) writeSync(fd, page, 0, page.length, i * page.length)
+  fdatasyncSync(fd)
+  const asleep = new Int32Array(new SharedArrayBuffer(4))
+  const ms = []
+  for (let i = 0; i < 400; i++) {
+    if (pauseMs > 0) Atomics.wait(asleep, 0, 0, pauseMs)
+    writeSync(fd, page, 0, page.length, (i % 64) * page.length)
+    const t0 = performance.now()
+    fdatasyncSync(fd)
+    ms.push(performance.now() - t0)
+  }
+  closeSync(fd)
+  rmSync(path)
+  ms.sort((a, b) => a - b)
+  return { p50_ms: +ms[200].toFixed(3), p99_ms: +ms[396].toFixed(3) }
 }
