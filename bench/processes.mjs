@@ -1,5 +1,6 @@
 // What the HTTP benchmarks share: starting a process that announces itself with a JSON line, reading its CPU time,
-// the gateway's config over the simulated upstream, a funded key, and the closed-loop load generator.
+// the gateway's config over the simulated upstream, a funded key, the closed-loop load generator, and the disk's
+// floor for a durable capture.
 import { spawn, execFileSync } from 'node:child_process'
 import { closeSync, cpSync, existsSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'

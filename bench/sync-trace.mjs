@@ -43,7 +43,13 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 /** The gateway's system calls of interest over `seconds`, as [thread id, µs, event name, arguments]. */
 function trace(pid, seconds) {
   const data = join(dir, 'perf.data')
-  execFileSync('perf', ['record', '-q', '-m', '1024', '-o', data, ...EVENTS.flatMap((e) => ['-e', `syscalls:${e}`]), '-p', String(pid), '--', 'sleep', String(seconds)], { stdio: 'ignore' })
+  const events = EVENTS.flatMap((e) => ['-e', `syscalls:${e}`])
+  try {
+    execFileSync('perf', ['record', '-q', '-m', '1024', '-o', data, ...events, '-p', String(pid), '--', 'sleep', String(seconds)], { stdio: 'ignore' })
+  } catch {
+    console.error('perf could not trace the gateway: run as root, or lower /proc/sys/kernel/perf_event_paranoid')
+    process.exit(2)
+  }
   const text = execFileSync('perf', ['script', '-i', data, '-F', 'tid,time,event,trace'], { maxBuffer: 1 << 30, stdio: ['ignore', 'pipe', 'ignore'] }).toString()
   return text.split('\n').flatMap((line) => {
     const m = /^\s*(\d+)\s+([\d.]+):\s+syscalls:(\w+):\s*(.*)$/.exec(line)
@@ -102,7 +108,12 @@ await sleep((Number(o.warmup) + 1) * 1000)
 if (o['pool-nice'] !== undefined) {
   const syncers = [...new Set(trace(pid, 0.5).filter(([, , name]) => name === 'sys_enter_fdatasync').map(([tid]) => tid))]
   const alive = new Set(readdirSync(`/proc/${pid}/task`).map(Number))
-  for (const tid of syncers.filter((t) => alive.has(t))) execFileSync('renice', ['-n', o['pool-nice'], '-p', String(tid)], { stdio: 'ignore' })
+  try {
+    for (const tid of syncers.filter((t) => alive.has(t))) execFileSync('renice', ['-n', o['pool-nice'], '-p', String(tid)], { stdio: 'ignore' })
+  } catch {
+    console.error(`renice to ${o['pool-nice']} was refused: a value below the threads' own needs CAP_SYS_NICE`)
+    process.exit(2)
+  }
   console.log(`reniced the ${syncers.length} threads that ran fdatasync to ${o['pool-nice']}`)
 }
 const events = trace(pid, Number(o.trace))
