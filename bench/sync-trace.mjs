@@ -122,9 +122,12 @@ gw.child.kill()
 sim.child.kill()
 
 const parts = syncs(events, pid)
+// While requests come one at a time the ledger syncs on the event loop itself: nothing to split.
+const inline = events.filter(([tid, , name]) => tid === pid && name === 'sys_enter_fdatasync').length
+if (inline > 0) console.log(`${inline} syncs ran on the event loop itself (requests one at a time) and are not split below`)
 if (parts.length === 0) {
-  console.error('no sync was traced: is the store a file, and did the load reach the gateway?')
-  process.exit(1)
+  if (inline === 0) console.error('no sync was traced: is the store a file, and did the load reach the gateway?')
+  process.exit(inline > 0 ? 0 : 1)
 }
 const floorUs = floor.p50_ms * 1000
 const stat = (xs) => {
