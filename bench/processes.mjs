@@ -109,6 +109,8 @@ export function load(url, body, concurrency, seconds, warmup, key) {
   const args = [new URL('./loadgen.mjs', import.meta.url).pathname, url, JSON.stringify(body), String(concurrency), String(seconds), String(warmup), ...(key ? [key] : [])]
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
+    // Killed with the other children if this script ends first (a refusal, an error), not left to run its time out.
+    children.push(child)
     let out = ''
     child.stdout.setEncoding('utf8').on('data', (d) => (out += d))
     child.once('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`loadgen exited ${code}`))))
