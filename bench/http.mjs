@@ -98,8 +98,8 @@ if (Number(o.soak) > 0) {
   const sixths = (xs) => Array.from({ length: 6 }, (_, i) => xs.slice(Math.floor((i * xs.length) / 6), Math.floor(((i + 1) * xs.length) / 6))).filter((p) => p.length > 0)
   soak = {
     seconds: Number(o.soak), requests: r.requests, rps: r.rps,
-    rss_mb_mean_first_third: +mean(first).toFixed(1), rss_mb_mean_last_third: +mean(last).toFixed(1), growth_mean: +(mean(last) / mean(first) - 1).toFixed(3),
-    rss_mb_floor_first_third: Math.min(...first), rss_mb_floor_last_third: Math.min(...last), growth_floor: +(Math.min(...last) / Math.min(...first) - 1).toFixed(3),
+    rss_mb_mean_first_third: +mean(first).toFixed(1), rss_mb_mean_last_third: +mean(last).toFixed(1), growth_mean: mean(last) / mean(first) - 1,
+    rss_mb_floor_first_third: Math.min(...first), rss_mb_floor_last_third: Math.min(...last), growth_floor: Math.min(...last) / Math.min(...first) - 1,
     // A leak raises the floor part after part; the collector's rhythm moves the peaks and the means, not the floors.
     rss_mb_floor_by_sixth: sixths(samples).map((xs) => Math.min(...xs)),
     samples,
