@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process'
 import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_MODEL, childEnv, gatewayNodeFlags, load, median, MESSAGES, start } from './processes.mjs'
+import { benchGateway, BENCH_MODEL, childEnv, gatewayNodeFlags, killOnExit, load, median, MESSAGES, start } from './processes.mjs'
 import { benchOptions } from './options.mjs'
 
 const o = benchOptions(import.meta.url, {
@@ -20,18 +20,13 @@ const o = benchOptions(import.meta.url, {
   'node-args': { type: 'string', default: '' },
 })
 const dir = mkdtempSync(join(tmpdir(), 'svc-gc-'))
-const children = []
-process.on('exit', () => {
-  children.forEach((c) => c.kill('SIGKILL'))
-  rmSync(dir, { recursive: true, force: true })
-})
+process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
 const flags = [...(await gatewayNodeFlags('.')), ...o['node-args'].split(' ').filter(Boolean), '--trace-gc-nvp']
 
 /** Starts `node flags args` with stdout to a file (V8's trace goes there too), and resolves with the file and its base URL. */
 async function traced(name, args) {
   const out = join(dir, `${name}.out`)
-  const child = spawn(process.execPath, [...flags, ...args], { stdio: ['ignore', openSync(out, 'w'), 'inherit'], env: childEnv() })
-  children.push(child)
+  const child = killOnExit(spawn(process.execPath, [...flags, ...args], { stdio: ['ignore', openSync(out, 'w'), 'inherit'], env: childEnv() }))
   const exited = new Promise((_, reject) => child.once('exit', (code) => reject(new Error(`${name} exited ${code}`))))
   for (let waited = 0; waited < 30_000; waited += 100) {
     const m = /"base_url":"([^"]+)"/.exec(readFileSync(out, 'utf8'))

@@ -11,13 +11,18 @@ const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK']).toString().tri
 const children = []
 process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')))
 
+/** Kills `child` when this script exits, however it ends (a refusal, an error), so no bench process outlives it. */
+export function killOnExit(child) {
+  children.push(child)
+  return child
+}
+
 /** A bench child's environment: this process's, without a store or port of its own (the config names them), and `env`. */
 export const childEnv = (env = {}) => ({ ...process.env, DATABASE_URL: '', PORT: '', ...env })
 
 /** Starts `node args` (in `cwd`, with `env` added to this process's) and resolves with its first stdout line parsed as JSON. */
 export function start(args, { nodeArgs = [], cwd, env } = {}) {
-  const child = spawn(process.execPath, [...nodeArgs, ...args], { cwd, stdio: ['ignore', 'pipe', 'inherit'], env: childEnv(env) })
-  children.push(child)
+  const child = killOnExit(spawn(process.execPath, [...nodeArgs, ...args], { cwd, stdio: ['ignore', 'pipe', 'inherit'], env: childEnv(env) }))
   return new Promise((resolve, reject) => {
     let out = ''
     child.stdout.setEncoding('utf8').on('data', (d) => {
@@ -108,9 +113,8 @@ export async function benchGateway(root, dir, upstreamUrl, accounts = 1) {
 export function load(url, body, concurrency, seconds, warmup, key) {
   const args = [new URL('./loadgen.mjs', import.meta.url).pathname, url, JSON.stringify(body), String(concurrency), String(seconds), String(warmup), ...(key ? [key] : [])]
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
-    // Killed with the other children if this script ends first (a refusal, an error), not left to run its time out.
-    children.push(child)
+    // Not left to run its time out if this script ends first.
+    const child = killOnExit(spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] }))
     let out = ''
     child.stdout.setEncoding('utf8').on('data', (d) => (out += d))
     child.once('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`loadgen exited ${code}`))))
