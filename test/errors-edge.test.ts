@@ -102,9 +102,30 @@ describe('edge URLs and query strings', () => {
       expect(JSON.parse(body!).error.message.length).toBeGreaterThan(20)
     })
 
-    it('does not answer a request still being served with the refusal of bytes pipelined after it', async () => {
-      m.sims.atlasCheap.setFault({ kind: 'stall' })
+    it('answers a request without a Host header in the one error shape, as HTTP/1.1 asks', async () => {
+      for (const path of ['/v1/models', '/v1/chat/completions']) {
+        const reply = await raw(m.url, `GET ${path} HTTP/1.1\r\nConnection: close\r\n\r\n`)
+        const [head, body] = reply.split('\r\n\r\n')
+        expect(head).toMatch(/^HTTP\/1.1 400 /)
+        expect(head).toMatch(/\r\nx-request-id: req_[0-9A-Z]{26}\r\n/)
+        expect(JSON.parse(body!).error).toMatchObject({ code: 'feature_not_supported', param: null, message: expect.stringContaining('Host') })
+      }
+      // HTTP/1.0 has no Host header to require.
+      expect(await raw(m.url, 'GET /v1/models HTTP/1.0\r\n\r\n')).toMatch(/^HTTP\/1.1 200 /)
+    })
+
+    it('sends the response owed to a request before unreadable bytes pipelined after it, then closes', async () => {
+      const reply = await raw(m.url, 'GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\nFOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\nmore garbage\r\n\r\n')
+      // One response, the models list: a refusal after it would be read as the answer to a request never sent.
+      expect(reply.match(/HTTP\/1.1 /g)).toHaveLength(1)
+      expect(reply).toMatch(/^HTTP\/1.1 200 /)
+      expect(reply).toContain('"object":"list"')
+    })
+
+    it('finishes a request still being served when bytes pipelined after it cannot be read, never answering them', async () => {
+      m.sims.atlasCheap.setFault({ kind: 'slow', ms: 300 })
       try {
+        const before = (await m.store.accounts.byId(m.accountId))!.balance
         const body = JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
         const request = `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${m.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
         const { hostname, port } = new URL(m.url)
@@ -115,10 +136,16 @@ describe('edge URLs and query strings', () => {
         await expect.poll(() => m.sims.atlasCheap.stats.active).toBe(1)
         socket.write('FOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\n')
         await closed
-        // The connection closes unanswered: a 400 here would be read as the chat request's reply.
-        expect(reply).toBe('')
+        // The chat request's own reply, whole, and nothing after it: a 400 would be read as a reply to a request.
+        expect(reply.match(/HTTP\/1.1 /g)).toHaveLength(1)
+        const [head, text] = reply.split('\r\n\r\n')
+        expect(head).toMatch(/^HTTP\/1.1 200 /)
+        expect(head).toMatch(/\r\nconnection: close/i)
+        expect(JSON.parse(text!).object).toBe('chat.completion')
         await expect.poll(() => m.server.gateway.lifecycle.inFlight).toBe(0)
-        expect((await m.store.accounts.byId(m.accountId))!.held).toBe(0n)
+        const after = (await m.store.accounts.byId(m.accountId))!
+        expect(after.held).toBe(0n)
+        expect(after.balance).toBeLessThan(before)
       } finally {
         m.sims.atlasCheap.setFault({ kind: 'none' })
       }

@@ -50,8 +50,10 @@ describe('streaming', () => {
     expect(res.status).toBe(200)
     const events = (await timed(res)).map((p) => p.text).join('').split('\n\n').filter((e) => e.startsWith('data: '))
     expect(events.at(-1)).toBe('data: [DONE]')
+    // After the status line a stream's error chunk carries one of the spec's two codes; the message says why.
     const error = JSON.parse(events.at(-2)!.slice(6)).error
-    expect(error.code).toBe('no_capacity')
+    expect(error).toMatchObject({ type: 'api_error', code: 'stream_interrupted' })
+    expect(error.message).toMatch(/retry after \d+ s/i)
     expect((await mk.store.accounts.byId(mk.accountId))!.held).toBe(0n)
   })
 })

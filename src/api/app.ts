@@ -12,6 +12,8 @@ import { usageRoutes } from './routes/usage.js'
 
 export const BODY_LIMIT = 4 * 1024 * 1024
 
+const NO_HOST = apiError('feature_not_supported', 'The request has no Host header, which HTTP/1.1 requires.', { param: null, status: 400 })
+
 export interface AppPlugin {
   (app: FastifyInstance, gw: Gateway): void | Promise<void>
 }
@@ -29,6 +31,9 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     // same error shape, with a request id; a request must arrive whole within REQUEST_TIMEOUT_MS.
     clientErrorHandler: answerClientError,
     requestTimeout: REQUEST_TIMEOUT_MS,
+    // Node would refuse an HTTP/1.1 request without a Host header itself, bare and without a request id: the hook
+    // below refuses it in the one error shape.
+    http: { requireHostHeader: false },
     // A path parameter as long as the headers allow reaches its route (and its key check) instead of a 414.
     routerOptions: { maxParamLength: maxHeaderSize },
     // Behind a reverse proxy: client addresses (the portal's sign-in limit) and https (Secure cookies) come from it.
@@ -43,6 +48,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   // A callback hook: an async one would cost every request a promise and a turn of the hook runner.
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id)
+    if (req.headers.host === undefined && req.raw.httpVersionMinor === 1) return void sendError(reply, NO_HOST)
     done()
   })
 

@@ -14,11 +14,17 @@ export const REQUEST_TIMEOUT_MS = 120_000
 export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   // A reset connection has nothing left to answer.
   if (err.code === 'ECONNRESET' || socket.destroyed) return
-  // A response owed to an earlier request on this connection (the refused bytes are a pipelined request after it)
-  // must not be answered by this refusal: the client would read it as that response. The connection just closes.
-  // The response of the request being read (its body malformed or late) is this refusal's own.
-  const current = (socket as Socket & { _httpMessage?: { headersSent: boolean; req?: { complete: boolean } } })._httpMessage
-  if (socket.writable && (!current || (!current.headersSent && !current.req?.complete))) {
+  const current = (socket as Socket & { _httpMessage?: OwedResponse })._httpMessage
+  // A response owed to an earlier request on this connection (the refused bytes are a pipelined request after it):
+  // a refusal now would be read as that response. It is sent whole, then the connection closes, the refused bytes
+  // unanswered. The response of the request being read (its body malformed or late) is this refusal's own.
+  if (current && (current.headersSent || current.req?.complete)) {
+    if (!current.headersSent) current.shouldKeepAlive = false
+    socket.pause()
+    current.once('close', () => socket.destroy())
+    return
+  }
+  if (socket.writable) {
     const [status, message] = refusal(err)
     const body = JSON.stringify(errorBody(apiError('feature_not_supported', message, { param: null, status })))
     socket.write(
@@ -27,6 +33,14 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): v
     )
   }
   socket.destroy()
+}
+
+/** The response a connection is writing, as Node keeps it on the socket. */
+interface OwedResponse {
+  headersSent: boolean
+  shouldKeepAlive: boolean
+  req?: { complete: boolean }
+  once(event: 'close', listener: () => void): unknown
 }
 
 function refusal(err: NodeJS.ErrnoException): [number, string] {

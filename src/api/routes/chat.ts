@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { ChatCompletion, ReplySvc } from '../../protocol/chat.js'
-import { apiError, isApiError, type ApiError, type ErrorCode } from '../../protocol/errors.js'
+import { apiError, isApiError, type ApiError } from '../../protocol/errors.js'
 import { formatUsdc } from '../../ledger/money.js'
 import { admit, type Caller } from '../../gateway/admission.js'
 import type { Gateway } from '../../gateway/gateway.js'
@@ -82,7 +82,7 @@ async function serveAdmitted(gw: Gateway, reply: FastifyReply, caller: Caller, p
       finished = await gw.run(caller, prepared, held, requestId, startedAt, sse, cancel)
     } catch (err) {
       await failedInternally(gw, err, caller, prepared, requestId, startedAt, sse.headersSent ? 'stream_interrupted' : 'no_capacity')
-      return failStream(reply, sse, internalError(requestId), 'stream_interrupted')
+      return failStream(reply, sse, internalError(requestId))
     }
     return streamFinished(reply, sse, prepared, finished, requestId)
   }
@@ -96,13 +96,17 @@ async function serveAdmitted(gw: Gateway, reply: FastifyReply, caller: Caller, p
   return plainFinished(reply, prepared, finished, identity, requestId)
 }
 
-/** A failure before the stream's status line went out is a plain HTTP error; after it, an error chunk and [DONE]. */
-function failStream(reply: FastifyReply, sse: SseReply, err: ApiError, chunkCode: ErrorCode = err.code): FastifyReply {
+/**
+ * A failure before the stream's status line went out is a plain HTTP error; after it (keep-alives sent it before any
+ * content), an error chunk and [DONE]. A stream's error chunks carry only the spec's two codes (§6): invalid output
+ * keeps its own, any other failure is the stream cut short, `stream_interrupted`, its message saying why.
+ */
+function failStream(reply: FastifyReply, sse: SseReply, err: ApiError): FastifyReply {
   if (!sse.headersSent) {
     sse.stopKeepAlive()
     return sendError(reply, err)
   }
-  sse.end(sse.encoder.error(chunkCode, err.message) + DONE)
+  sse.end(sse.encoder.error(err.code === 'provider_output_invalid' ? err.code : 'stream_interrupted', err.message) + DONE)
   return reply
 }
 
