@@ -91,12 +91,14 @@ export class LedgerRepo {
   }
 
   /**
-   * An instance that stops: releases what it still holds (holds whose close failed) and deletes its counters, so a
-   * store's `owner_holds` keeps only the rows of live instances and of those that died.
+   * An instance that stops: releases what it still holds (holds whose close failed) and deletes the counters that
+   * release left dead, so a store's `owner_holds` keeps only the rows of live instances and of those that died. A
+   * hold that committed while this ran (a request still in flight as the server closed) made a live counter the
+   * release did not see: it stays, and its request's close, or else a sweep of unregistered owners, releases it.
    */
   async retire(owner: string, now: number): Promise<number> {
     const released = await this.releaseOwnedBy([owner], now)
-    await this.db.deleteFrom('owner_holds').where('owner', '=', owner).execute()
+    await this.db.deleteFrom('owner_holds').where('owner', '=', owner).where('dead', '=', 1).execute()
     return released
   }
 

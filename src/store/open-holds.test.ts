@@ -49,4 +49,34 @@ describe.each(STORE_KINDS)('open holds on %s', (kind) => {
     expect(await store.accounts.byId(user)).toMatchObject({ balance: 860n, held: 0n })
     expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
   })
+
+  it('keep the counter of a hold that commits while its stopping instance retires', async () => {
+    const other = (await store.accounts.ensure('0x4444444444444444444444444444444444444444', 'user', 1000)).account.id
+    await store.accounts.deposit(other, 1_000n, 'dep_other', 1000)
+    await store.accounts.approve(other, 1_000n)
+    await store.instances.register({ id: 'stopping', host: 'h', pid: 1, startedAt: 1000 })
+    expect(await hold('before', 'stopping')).toEqual({ ok: true })
+    await store.instances.remove(['stopping'])
+    // A request still in flight as the server closed: its hold commits after the release read the instance's counters
+    // (none on this account yet), before their delete.
+    const releaseOwnedBy = store.ledger.releaseOwnedBy.bind(store.ledger)
+    let late: unknown
+    store.ledger.releaseOwnedBy = async (owners, now) => {
+      const released = await releaseOwnedBy(owners, now)
+      late = await store.ledger.hold({ requestId: 'late', accountId: other, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'stopping', now: 1000, expiresAt: 10_000 })
+      return released
+    }
+    try {
+      expect(await store.ledger.retire('stopping', 2000)).toBe(1)
+    } finally {
+      store.ledger.releaseOwnedBy = releaseOwnedBy
+    }
+    expect(late).toEqual({ ok: true })
+    expect(await store.accounts.byId(other)).toMatchObject({ held: 100n })
+    // Its counter is still there: the request's own release returns what it held.
+    expect(await store.ledger.release('late', 2001, usageRecord('late', other, 0n))).toBe(true)
+    expect(await store.accounts.byId(other)).toMatchObject({ balance: 1_000n, held: 0n })
+    expect(await store.accounts.byId(user)).toMatchObject({ held: 0n })
+    expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+  })
 })
