@@ -79,6 +79,13 @@ describe('stream chunk data', () => {
     expect(out).toEqual([{ type: 'failure', failure: { kind: 'invalid_output', detail: 'stream chunk is not JSON' } }])
   })
 
+  it("keeps an upstream's token counts only when a usage record can hold them", () => {
+    const usage = (p: string, c: string) => parsed(`${HEAD}"choices":[],"usage":{"prompt_tokens":${p},"completion_tokens":${c}}}`)
+    expect(usage('3', '5')).toEqual([{ type: 'usage', promptTokens: 3, completionTokens: 5 }])
+    expect(usage('0', '2147483647')).toEqual([{ type: 'usage', promptTokens: 0, completionTokens: 2147483647 }])
+    for (const [p, c] of [['1.5', '5'], ['3', '-1'], ['3000000000', '5'], ['3', '1e300'], ['"3"', '5']]) expect(usage(p!, c!)).toEqual([])
+  })
+
   it('takes time linear in the text when a long content does not match', () => {
     const long = chunk(`"content":"${'a\\n'.repeat(50_000)}\\q"`)
     const started = performance.now()

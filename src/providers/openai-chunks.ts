@@ -14,11 +14,20 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 
+/** The largest count a usage record's column holds on every store (Postgres `integer`). */
+const MAX_TOKEN_COUNT = 2 ** 31 - 1
+
+const isCount = (v: unknown): v is number => Number.isInteger(v) && (v as number) >= 0 && (v as number) <= MAX_TOKEN_COUNT
+
+/**
+ * The upstream's own token counts, recorded beside ours (never billed). Counts no usage record could hold (fractions,
+ * negatives, past the column's integers) are no report at all: a note about the reply must never fail its capture.
+ */
 function usageEvent(usage: unknown): UpstreamEvent | null {
   if (!isObject(usage)) return null
   const p = usage.prompt_tokens
   const c = usage.completion_tokens
-  if (typeof p !== 'number' || typeof c !== 'number') return null
+  if (!isCount(p) || !isCount(c)) return null
   return { type: 'usage', promptTokens: p, completionTokens: c }
 }
 
