@@ -71,6 +71,7 @@ const TuningConfig = Type.Object({
   holdTtlSeconds: Type.Optional(Type.Integer({ minimum: 5 })),
   keyCacheMs: Type.Optional(Type.Integer({ minimum: 0 })),
   settleIntervalMs: Type.Optional(Type.Integer({ minimum: 0 })),
+  requestTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
 })
 
 export const ConfigSchema = Type.Object({
@@ -112,6 +113,8 @@ export interface Tuning {
   holdTtlSeconds: number
   keyCacheMs: number
   settleIntervalMs: number
+  /** How long a client may take to send a whole request (headers and body); a stream's reply is not bounded by it. */
+  requestTimeoutMs: number
 }
 
 export const DEFAULT_TUNING: Tuning = {
@@ -124,6 +127,7 @@ export const DEFAULT_TUNING: Tuning = {
   holdTtlSeconds: 600,
   keyCacheMs: 2_000,
   settleIntervalMs: 60_000,
+  requestTimeoutMs: 120_000,
 }
 
 export function tuningOf(config: Config): Tuning {

@@ -102,6 +102,24 @@ describe('edge URLs and query strings', () => {
       expect(JSON.parse(body!).error.message.length).toBeGreaterThan(20)
     })
 
+    it('answers a request not received whole within requestTimeoutMs with 408, on time', async () => {
+      const slow = await startMarket({ tuning: { requestTimeoutMs: 400 } })
+      try {
+        const started = performance.now()
+        const reply = await raw(slow.url, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${slow.key}\r\nContent-Length: 100\r\n\r\n{"model"`)
+        const waited = performance.now() - started
+        const [head, body] = reply.split('\r\n\r\n')
+        expect(head).toMatch(/^HTTP\/1.1 408 /)
+        expect(head).toMatch(/\r\nx-request-id: req_[0-9A-Z]{26}\r\n/)
+        expect(JSON.parse(body!).error).toMatchObject({ code: 'feature_not_supported', param: null, message: expect.stringContaining('0.4 s') })
+        // Node looks for late requests every second at most, not every 30 s.
+        expect(waited).toBeGreaterThanOrEqual(350)
+        expect(waited).toBeLessThan(2_500)
+      } finally {
+        await slow.close()
+      }
+    })
+
     it('answers a request without a Host header in the one error shape, as HTTP/1.1 asks', async () => {
       for (const path of ['/v1/models', '/v1/chat/completions']) {
         const reply = await raw(m.url, `GET ${path} HTTP/1.1\r\nConnection: close\r\n\r\n`)

@@ -4,7 +4,7 @@ import { apiError, type ApiError } from '../protocol/errors.js'
 import type { Gateway } from '../gateway/gateway.js'
 import { sendError } from './errors.js'
 import { newRequestId } from './request-id.js'
-import { answerClientError, REQUEST_TIMEOUT_MS } from './client-errors.js'
+import { clientErrorAnswer } from './client-errors.js'
 import { keyCheck } from './caller.js'
 import { chatRoutes, internalError } from './routes/chat.js'
 import { modelRoutes } from './routes/models.js'
@@ -20,6 +20,7 @@ export interface AppPlugin {
 
 /** The HTTP application: one error shape everywhere, a request id on every response. */
 export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<FastifyInstance> {
+  const { requestTimeoutMs } = gw.tuning
   const app = Fastify({
     logger: false,
     bodyLimit: BODY_LIMIT,
@@ -28,12 +29,19 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     return503OnClosing: true,
     forceCloseConnections: true,
     // What Node cannot read as a request (malformed HTTP, oversized headers, a body that never ends) is answered in the
-    // same error shape, with a request id; a request must arrive whole within REQUEST_TIMEOUT_MS.
-    clientErrorHandler: answerClientError,
-    requestTimeout: REQUEST_TIMEOUT_MS,
-    // Node would refuse an HTTP/1.1 request without a Host header itself, bare and without a request id: the hook
-    // below refuses it in the one error shape.
-    http: { requireHostHeader: false },
+    // same error shape, with a request id; a request must arrive whole within the tuning's requestTimeoutMs.
+    clientErrorHandler: clientErrorAnswer(requestTimeoutMs),
+    requestTimeout: requestTimeoutMs,
+    http: {
+      // Node would refuse an HTTP/1.1 request without a Host header itself, bare and without a request id: the hook
+      // below refuses it in the one error shape.
+      requireHostHeader: false,
+      // How often Node looks for requests past their time (30 s by default, so a 408 came up to 30 s late).
+      connectionsCheckingInterval: Math.min(1_000, requestTimeoutMs),
+      // Node's 60 s for the headers, unless the whole request has less: a request timeout under the headers' is
+      // never enforced.
+      headersTimeout: Math.min(60_000, requestTimeoutMs),
+    },
     // A path parameter as long as the headers allow reaches its route (and its key check) instead of a 414.
     routerOptions: { maxParamLength: maxHeaderSize },
     // Behind a reverse proxy: client addresses (the portal's sign-in limit) and https (Secure cookies) come from it.

@@ -3,15 +3,12 @@ import type { Socket } from 'node:net'
 import { apiError, errorBody } from '../protocol/errors.js'
 import { newRequestId } from './request-id.js'
 
-/** How long a client may take to send a whole request (headers and body); a stream's reply is not bounded by it. */
-export const REQUEST_TIMEOUT_MS = 120_000
-
 /**
  * Node's refusals of a request it could not read: malformed HTTP, headers over Node's limit, or a request not received
- * whole within REQUEST_TIMEOUT_MS. No route ran, so this answers in the one error shape with a request id of its own,
- * then closes the connection (what followed on it cannot be trusted).
+ * whole within `requestTimeoutMs` (the tuning's). No route ran, so this answers in the one error shape with a request
+ * id of its own, then closes the connection (what followed on it cannot be trusted).
  */
-export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+export const clientErrorAnswer = (requestTimeoutMs: number) => (err: NodeJS.ErrnoException, socket: Socket): void => {
   // A reset connection has nothing left to answer.
   if (err.code === 'ECONNRESET' || socket.destroyed) return
   const current = (socket as Socket & { _httpMessage?: OwedResponse })._httpMessage
@@ -25,7 +22,7 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): v
     return
   }
   if (socket.writable) {
-    const [status, message] = refusal(err)
+    const [status, message] = refusal(err, requestTimeoutMs)
     const body = JSON.stringify(errorBody(apiError('feature_not_supported', message, { param: null, status })))
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
@@ -43,8 +40,8 @@ interface OwedResponse {
   once(event: 'close', listener: () => void): unknown
 }
 
-function refusal(err: NodeJS.ErrnoException): [number, string] {
-  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return [408, `The request was not received whole within ${REQUEST_TIMEOUT_MS / 1000} s.`]
+function refusal(err: NodeJS.ErrnoException, requestTimeoutMs: number): [number, string] {
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return [408, `The request was not received whole within ${requestTimeoutMs / 1000} s.`]
   if (err.code === 'HPE_HEADER_OVERFLOW') return [431, `The request's headers are larger than ${maxHeaderSize / 1024} KiB.`]
   const reason = (err as { reason?: string }).reason
   return [400, `The request is not valid HTTP/1.1${reason ? ` (${reason})` : ''}.`]
