@@ -94,6 +94,7 @@ export const ConfigSchema = Type.Object({
     sessionSecret: Type.Optional(Type.String({ minLength: 16 })),
     chainId: Type.Optional(Type.Integer({ minimum: 1 })),
     signInsPerMinute: Type.Optional(Type.Integer({ minimum: 1, description: 'nonces one client address may ask for per minute (default 20)' })),
+    origin: Type.Optional(Type.String({ pattern: '^https?://', description: 'the origin browsers reach the portal at (https://portal.example.com): sign-in messages must name it' })),
   })),
 })
 export type Config = Static<typeof ConfigSchema>
@@ -163,6 +164,15 @@ function schemaProblems(schema: TSchema, value: unknown): string[] {
   return problems
 }
 
+function isBareOrigin(text: string): boolean {
+  try {
+    const url = new URL(text)
+    return (url.protocol === 'http:' || url.protocol === 'https:') && text.replace(/\/$/, '') === url.origin
+  } catch {
+    return false
+  }
+}
+
 /** Cross-field rules the schema cannot state. */
 function semanticProblems(config: Config): string[] {
   const problems: string[] = []
@@ -186,6 +196,8 @@ function semanticProblems(config: Config): string[] {
   config.cortex?.candidates.forEach((c, i) => {
     if (!ids.has(c)) problems.push(`cortex.candidates[${i}]: unknown model ${c}`)
   })
+  const origin = config.portal?.origin
+  if (origin !== undefined && !isBareOrigin(origin)) problems.push('portal.origin: not an origin (scheme, host and optional port, nothing after them)')
   if (config.rail.kind === 'evm') {
     if (!isEvmAddress(config.rail.usdc)) problems.push('rail.usdc: not an EVM address')
     if (!isEvmAddress(config.rail.settler)) problems.push('rail.settler: not an EVM address')

@@ -1,6 +1,8 @@
+import { request as httpRequest } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
-import { chat, marketPerTest, startMarket, type Market } from './helpers/market.js'
+import { chat, marketConfig, marketPerTest, startMarket, type Market } from './helpers/market.js'
+import { validateConfig } from '../src/config.js'
 import { cookieOf, fetchNonce, portalClient, postSession, signIn, siweMessage } from './helpers/portal.js'
 
 /** Sign-in with Ethereum, sessions and CSRF: the rules of the portal API's front door. */
@@ -224,5 +226,74 @@ describe('sign-in attempts', () => {
     } finally {
       await proxied.close()
     }
+  })
+})
+
+/** A portal API POST naming the Host (and other headers) a phishing site's server would send: fetch cannot. */
+function postAs(url: string, path: string, headers: Record<string, string>, body: unknown): Promise<{ status: number; json: any }> {
+  const { hostname, port } = new URL(url)
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: hostname, port, path: `/portal/api${path}`, method: 'POST', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+      let text = ''
+      res.setEncoding('utf8').on('data', (d: string) => (text += d)).on('end', () => resolve({ status: res.statusCode!, json: JSON.parse(text) }))
+    })
+    req.on('error', reject).end(JSON.stringify(body))
+  })
+}
+
+describe('the domain sign-in messages must name', () => {
+  it('is this machine, whatever Host or X-Forwarded-Host a phishing site sends', async () => {
+    const proxied = await startMarket({ edit: (c) => void (c.listen = { ...c.listen, trustProxy: true }) })
+    try {
+      for (const headers of [{ host: 'evil.example' }, { host: `evil.example:${new URL(proxied.url).port}` }, { 'x-forwarded-host': 'evil.example' }]) {
+        const n = await postAs(proxied.url, '/nonce', headers, {})
+        expect(n.status).toBe(200)
+        expect(n.json).toMatchObject({ domain: new URL(proxied.url).host, uri: `${proxied.url}/portal` })
+        // The victim, on the phishing site, signs a message for it: refused, with the nonce burnt.
+        const message = siweMessage({ ...n.json, domain: 'evil.example', uri: 'http://evil.example/portal' }, alice.address)
+        const res = await postAs(proxied.url, '/session', headers, { message, signature: await alice.signMessage({ message }) })
+        expect(res.status).toBe(401)
+        expect(res.json.error).toMatchObject({ code: 'sign_in_failed', message: expect.stringContaining('evil.example') })
+      }
+    } finally {
+      await proxied.close()
+    }
+  })
+
+  it('keeps a loopback name the browser used, on this port', async () => {
+    // A market of its own: the nonces this file asked for already reach the per-address limit.
+    const own = await startMarket()
+    try {
+      const port = new URL(own.url).port
+      const n = await postAs(own.url, '/nonce', { host: `localhost:${port}` }, {})
+      expect(n.json).toMatchObject({ domain: `localhost:${port}`, uri: `http://localhost:${port}/portal` })
+      const message = siweMessage(n.json, alice.address)
+      expect((await postAs(own.url, '/session', { host: `localhost:${port}` }, { message, signature: await alice.signMessage({ message }) })).status).toBe(200)
+      // Another port is not this portal.
+      expect((await postAs(own.url, '/nonce', { host: 'localhost:1' }, {})).json.domain).toBe(new URL(own.url).host)
+    } finally {
+      await own.close()
+    }
+  })
+
+  it('is portal.origin when configured, for every Host', async () => {
+    const configured = await startMarket({ edit: (c) => void (c.portal = { ...c.portal, origin: 'https://portal.example.com' }) })
+    try {
+      const n = await fetchNonce(configured.url)
+      expect(n).toMatchObject({ domain: 'portal.example.com', uri: 'https://portal.example.com/portal' })
+      const own = siweMessage(n, alice.address)
+      expect((await postSession(configured.url, own, await alice.signMessage({ message: own }))).status).toBe(200)
+      const local = siweMessage({ ...(await fetchNonce(configured.url)), domain: new URL(configured.url).host, uri: `${configured.url}/portal` }, alice.address)
+      await expectError(await postSession(configured.url, local, await alice.signMessage({ message: local })), 401, 'sign_in_failed', /this portal is portal\.example\.com/)
+    } finally {
+      await configured.close()
+    }
+  })
+
+  it('refuses a portal.origin that is more than an origin', () => {
+    for (const origin of ['https://portal.example.com/portal', 'https://portal.example.com?x=1', 'ftp://portal.example.com', 'https://']) {
+      expect(() => validateConfig({ ...marketConfig(m.sims, 'sqlite::memory:'), portal: { origin } })).toThrow(/portal\.origin/)
+    }
+    expect(() => validateConfig({ ...marketConfig(m.sims, 'sqlite::memory:'), portal: { origin: 'http://127.0.0.1:8080/' } })).not.toThrow()
   })
 })

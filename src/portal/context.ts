@@ -13,6 +13,8 @@ export interface PortalContext {
   chainId: number
   /** Nonces per client address and minute. */
   signIns: AttemptLimiter
+  /** `portal.origin`: where browsers reach the portal, when the operator says so. */
+  origin: URL | undefined
 }
 
 /** Local development chain (anvil, hardhat) when neither the portal nor a chain rail names one. */
@@ -22,9 +24,38 @@ export function signInChainId(config: Config): number {
   return config.portal?.chainId ?? (config.rail.kind === 'evm' ? config.rail.chainId : LOCAL_CHAIN_ID)
 }
 
-/** This portal's origin as the browser sees it: sign-in messages must name it. */
-export function originOf(req: FastifyRequest): string {
-  return `${req.protocol}://${req.host}`
+/** The host and origin sign-in messages must name (EIP-4361's `domain` and the origin of its `URI`). */
+export interface PortalOrigin {
+  host: string
+  origin: string
+}
+
+const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]'])
+
+/**
+ * Where this portal is, for sign-in messages: `portal.origin` when configured; otherwise this machine as the request
+ * reached it over plain http, by the Host it names when that is this machine itself (a loopback name, or the address
+ * the connection reached, on its port), else by that address. Never a Host or X-Forwarded-Host the client chose: a
+ * phishing site's server could name its own host, and its visitors would sign messages for it without a warning.
+ */
+export function portalOrigin(configured: URL | undefined, req: FastifyRequest): PortalOrigin {
+  if (configured) return { host: configured.host, origin: configured.origin }
+  const socket = req.raw.socket
+  const address = (socket.localAddress ?? '127.0.0.1').replace(/^::ffff:/, '')
+  const local = address.includes(':') ? `[${address}]` : address
+  const port = socket.localPort
+  const named = req.headers.host
+  let host = `${local}:${port}`
+  if (named !== undefined) {
+    try {
+      const url = new URL(`http://${named}`)
+      const namedPort = url.port === '' ? 80 : Number(url.port)
+      if (namedPort === port && (LOOPBACK_NAMES.has(url.hostname) || url.hostname === local)) host = url.host
+    } catch {
+      // Not a host: this machine's address stands.
+    }
+  }
+  return { host, origin: `http://${host}` }
 }
 
 /** Epoch milliseconds → the seconds the API's `created` fields carry. */

@@ -6,7 +6,7 @@ import type { Account } from '../../store/accounts.js'
 import type { PortalSession } from '../../store/portal.js'
 import { issueNonce, verifySignIn } from '../siwe.js'
 import { sessionOf } from '../guard.js'
-import { accountOf, originOf, seconds, type PortalContext } from '../context.js'
+import { accountOf, portalOrigin, seconds, type PortalContext } from '../context.js'
 
 const STATEMENT = 'Sign in to the svc marketplace account portal.'
 
@@ -33,12 +33,13 @@ export function authRoutes(api: FastifyInstance, ctx: PortalContext): void {
       return sendError(reply, apiError('sign_in_failed', `Too many sign-in attempts from this address; try again in ${wait} s.`, { status: 429, retryAfter: wait }))
     }
     const { nonce, expiresAt } = await issueNonce(gw.store, gw.now())
-    const origin = originOf(req)
-    return { object: 'portal.nonce', nonce, expires_at: seconds(expiresAt), domain: req.host, uri: `${origin}/portal`, chain_id: ctx.chainId, version: '1', statement: STATEMENT }
+    const { host, origin } = portalOrigin(ctx.origin, req)
+    return { object: 'portal.nonce', nonce, expires_at: seconds(expiresAt), domain: host, uri: `${origin}/portal`, chain_id: ctx.chainId, version: '1', statement: STATEMENT }
   })
 
   api.post('/session', { config: { portalPublic: true } }, async (req, reply) => {
-    const signedIn = await verifySignIn(gw.store, req.body, { domain: req.host, origin: originOf(req), chainId: ctx.chainId, now: gw.now() })
+    const { host, origin } = portalOrigin(ctx.origin, req)
+    const signedIn = await verifySignIn(gw.store, req.body, { domain: host, origin, chainId: ctx.chainId, now: gw.now() })
     if (isApiError(signedIn)) return sendError(reply, signedIn)
     const { account } = await openAccount(gw.store, signedIn.address, gw.now())
     const session = await ctx.sessions.start(req, reply, account.id, account.address)
