@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { createServer } from 'node:net'
 import { chat, P, sseEvents, marketPerTest, type Market } from './helpers/market.js'
 import { parseFault } from '../src/providers/simulated/faults.js'
+import { parseUsdc, priceOf } from '../src/ledger/money.js'
 
 const market = marketPerTest()
 
@@ -143,6 +144,33 @@ describe('health and capacity', () => {
     expect(mk.sims.atlasCheap.stats.maxActive).toBeLessThanOrEqual(2)
     expect(providers.filter((p) => p === P.atlasCheap)).toHaveLength(2)
     expect(providers.filter((p) => p === P.atlasDear)).toHaveLength(4)
+  })
+})
+
+describe('an upstream that overruns max_tokens', () => {
+  it.each([false, true])('is billed and reported up to max_tokens at the serving offer\'s price, not up to the hold (stream %s)', async (stream) => {
+    const mk = await market({ sim: { replyTokens: 40, ignoreMaxTokens: true } })
+    const res = await chat(mk.url, mk.key, body({ stream, max_tokens: 5 }))
+    expect(res.status).toBe(200)
+    let usage: { prompt_tokens: number; completion_tokens: number }
+    let svc: { provider: string; cost_usdc: string }
+    if (stream) {
+      const chunks = (await sseEvents(res)).slice(0, -1).map((e) => JSON.parse(e))
+      // The 40 words were relayed (the upstream sent them), but the client pays for the 5 it asked for at most.
+      expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('').split(' ')).toHaveLength(40)
+      usage = chunks.find((c) => c.usage).usage
+      svc = chunks.at(-1).svc
+    } else {
+      ;({ usage, svc } = await res.json())
+    }
+    expect(svc.provider).toBe(P.atlasCheap)
+    expect(usage.completion_tokens).toBe(5)
+    // The cheap offer's price: the hold was priced at the dearer one, which a cap at the hold alone would have charged.
+    const cost = priceOf({ input: 150_000n, output: 600_000n }, usage.prompt_tokens, 5)
+    expect(parseUsdc(svc.cost_usdc)).toBe(cost)
+    const requestId = res.headers.get('x-request-id')!
+    expect(await mk.store.usage.get(mk.accountId, requestId)).toMatchObject({ completionTokens: 5, cost })
+    expect((await balance(mk)).held).toBe(0n)
   })
 })
 

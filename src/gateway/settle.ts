@@ -85,9 +85,11 @@ async function capture(
   s: SettleContext, r: RequestContext, reply: Produced, servedModel: string | null, outcome: Outcome,
   base: (o: Outcome, extra?: Partial<UsageRecord>) => UsageRecord,
 ): Promise<{ usage: Usage; cost: bigint }> {
-  const completion = countOutput(reply.content, reply.toolCalls.map((c) => c.function))
+  // max_tokens bounds the output and the charge (spec §4.1): an upstream that overruns it is billed, and reported, as
+  // if it had stopped there, at the price of the offer that served.
+  const completion = Math.min(countOutput(reply.content, reply.toolCalls.map((c) => c.function)), r.prepared.maxTokens)
   const usage: Usage = { prompt_tokens: r.prepared.inputTokens, completion_tokens: completion, total_tokens: r.prepared.inputTokens + completion }
-  // Never more than was held: an upstream that overruns max_tokens does not make the client pay past the bound.
+  // Never more than was held, whatever else happens.
   const cost = minBig(priceOf(reply.offer.prices, usage.prompt_tokens, usage.completion_tokens), r.hold)
   const managed = reply.offer.managed
   const { fee } = managed ? { fee: 0n } : splitFee(cost, s.feeBps)

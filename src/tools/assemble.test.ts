@@ -65,6 +65,19 @@ describe('ToolCallAssembler', () => {
     asm.add(undefined, B.id, B.name, B.arguments)
     expect(asm.result()).toEqual([call(A), call(B)])
   })
+
+  it('takes time linear in the calls of an upstream that omits index', () => {
+    const time = (n: number) => {
+      const asm = new ToolCallAssembler()
+      const started = performance.now()
+      for (let i = 0; i < n; i++) asm.add(undefined, `call_${i}`, 'f', '{}')
+      expect(asm.size).toBe(n)
+      return performance.now() - started
+    }
+    time(2_000)
+    // Quadratic, 40 000 calls took about 30 s here; linear, a few ms. Ten times the calls, far less than 100 times the time.
+    expect(time(40_000)).toBeLessThan(Math.max(50, 30 * time(4_000)))
+  })
 })
 
 describe('invalidToolCall', () => {

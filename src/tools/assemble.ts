@@ -10,6 +10,8 @@ interface Partial {
 export class ToolCallAssembler {
   private readonly calls = new Map<number, Partial>()
   private last = -1
+  /** The highest index any call has: where a call without one starts (kept, not searched for: one delta at a time). */
+  private highest = -1
 
   /**
    * Adds one delta. Some upstreams (Gemini's OpenAI-compatible endpoint among them) omit `index`: such a
@@ -22,6 +24,7 @@ export class ToolCallAssembler {
     if (!call) {
       call = { id: '', name: '', arguments: '' }
       this.calls.set(at, call)
+      if (at > this.highest) this.highest = at
     }
     this.last = at
     if (id && !call.id) call.id = id
@@ -33,7 +36,7 @@ export class ToolCallAssembler {
   private slotOf(id: string | undefined): number {
     if (this.last < 0) return 0
     const latest = this.calls.get(this.last)!
-    if (id && latest.id && id !== latest.id) return Math.max(...this.calls.keys()) + 1
+    if (id && latest.id && id !== latest.id) return this.highest + 1
     return this.last
   }
 

@@ -12,6 +12,7 @@ export interface SimReply {
 export interface ReplySettings {
   replyTokens: number
   toolPreface: string
+  ignoreMaxTokens: boolean
 }
 
 interface SimTool {
@@ -60,7 +61,7 @@ export function planReply(body: Body, settings: ReplySettings, behaviour: ModelB
       return { pieces, toolCalls: calls, finish: 'tool_calls', promptTokens }
     }
   }
-  const limit = Number(body.max_tokens ?? body.max_completion_tokens ?? Infinity)
+  const limit = settings.ignoreMaxTokens ? Infinity : Number(body.max_tokens ?? body.max_completion_tokens ?? Infinity)
   const format = body.response_format as { type?: string; json_schema?: { schema?: Record<string, unknown> } } | undefined
   if (format?.type === 'json_object' || format?.type === 'json_schema') {
     const doc = format.type === 'json_schema' ? sampleFor(format.json_schema?.schema) : { answer: replyWords(seed, 3).join('') }

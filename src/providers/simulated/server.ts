@@ -22,6 +22,8 @@ export interface SimSettings {
   toolPreface: string
   /** Tool abilities per upstream model name (see behaviour.ts); models not listed can do everything. */
   models: Behaviours
+  /** A misbehaving upstream: replies `replyTokens` words whatever max_tokens asks. */
+  ignoreMaxTokens: boolean
 }
 
 export interface SimOptions extends Partial<SimSettings> {
@@ -31,7 +33,7 @@ export interface SimOptions extends Partial<SimSettings> {
   apiKey?: string
 }
 
-const DEFAULTS: SimSettings = { replyTokens: 12, chunkDelayMs: 0, fragmentation: 'split', toolPreface: '', models: {} }
+const DEFAULTS: SimSettings = { replyTokens: 12, chunkDelayMs: 0, fragmentation: 'split', toolPreface: '', models: {}, ignoreMaxTokens: false }
 const KEEP_REQUESTS = 200
 
 /** A simulated OpenAI-compatible upstream (plain and SSE), with fault modes switchable at `POST /_sim/fault`. */
@@ -213,6 +215,7 @@ function pickSettings(o: Partial<SimSettings>): Partial<SimSettings> {
   if (FRAGMENTATIONS.includes(o.fragmentation as Fragmentation)) out.fragmentation = o.fragmentation
   if (typeof o.toolPreface === 'string') out.toolPreface = o.toolPreface
   if (typeof o.models === 'object' && o.models !== null && !Array.isArray(o.models)) out.models = o.models
+  if (typeof o.ignoreMaxTokens === 'boolean') out.ignoreMaxTokens = o.ignoreMaxTokens
   return out
 }
 
