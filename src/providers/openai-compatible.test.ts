@@ -215,6 +215,7 @@ describe('the OpenAI-compatible adapter facing a reply without end', () => {
       req.resume()
       req.on('end', () => {
         const stream = req.url === '/stream/chat/completions'
+        // '/json-to-stream' is asked for a stream and answers plain JSON, without end.
         res.writeHead(200, { 'content-type': stream ? 'text/event-stream' : 'application/json' })
         // 17 MiB in 1 MiB writes: one JSON string, or one event's data line that never ends.
         const piece = 'x'.repeat(1024 * 1024)
@@ -253,5 +254,110 @@ describe('the OpenAI-compatible adapter facing a reply without end', () => {
 
   it('ends a stream whose event passes 16 MiB as invalid output', async () => {
     expect(await read('stream', true)).toEqual([{ type: 'failure', failure: { kind: 'invalid_output', detail: 'stream event larger than 16 MiB' } }])
+  })
+
+  it('drops a plain reply past 16 MiB to a stream request as invalid output', async () => {
+    expect(await read('json-to-stream', true)).toEqual([{ type: 'failure', failure: { kind: 'invalid_output', detail: 'reply larger than 16 MiB' } }])
+  })
+})
+
+/** Where a stream ends, and how long an attempt may wait: never for ever, never past a whole reply. */
+describe('the OpenAI-compatible adapter timing a stream', () => {
+  let upstream: Server
+  let url: string
+  const open = new Set<import('node:http').ServerResponse>()
+  beforeAll(async () => {
+    upstream = createServer((req, res) => {
+      req.resume()
+      open.add(res)
+      res.on('close', () => open.delete(res))
+      const route = req.url?.split('/')[1]
+      if (route === 'never') return
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(chunk('"content":"a"'))
+      if (route === 'done-then-hang') return void res.write(chunk('', '"stop"') + 'data: [DONE]\n\n')
+      if (route === 'finish-then-reset') return void res.write(chunk('', '"stop"'), () => setTimeout(() => res.socket?.destroy(), 50))
+      // The one connection of a pool of one kept busy: an event every 100 ms, for as long as the client stays.
+      if (route === 'events-forever') {
+        const tick = setInterval(() => res.write(chunk('"content":"a"')), 100)
+        return void res.on('close', () => clearInterval(tick))
+      }
+      if (route === 'ping-forever') {
+        const ping = setInterval(() => res.write(': ping\n\n' + chunk('"content":""')), 100)
+        res.on('close', () => clearInterval(ping))
+      }
+    })
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
+    url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`
+  })
+  afterAll(() => new Promise<void>((resolve) => {
+    upstream.closeAllConnections()
+    upstream.close(() => resolve())
+  }))
+
+  async function timed(provider: OpenAICompatibleProvider, stream = true, cancel = new Cancel()): Promise<{ events: UpstreamEvent[]; ms: number }> {
+    const started = performance.now()
+    const events: UpstreamEvent[] = []
+    for await (const batch of provider.stream('m', { bodyJson: '{}', stream }, cancel)) events.push(...batch)
+    return { events, ms: performance.now() - started }
+  }
+  const adapter = (path: string, ms: number, connections?: number) =>
+    new OpenAICompatibleProvider(`${url}/${path}`, undefined, { firstByteTimeoutMs: ms, replyTimeoutMs: ms, idleTimeoutMs: ms }, connections)
+  const content = { type: 'content', text: 'a' }
+  const finish = { type: 'finish', reason: 'stop' }
+
+  it('ends at [DONE], whatever the upstream then does with the connection', async () => {
+    const provider = adapter('done-then-hang', 5_000)
+    try {
+      const { events, ms } = await timed(provider)
+      expect(events).toEqual([content, finish])
+      expect(ms).toBeLessThan(1_000)
+    } finally {
+      await provider.close()
+    }
+  })
+
+  it('takes a reset after the finish reason as the end of a whole reply, not a failure', async () => {
+    const provider = adapter('finish-then-reset', 5_000)
+    try {
+      expect((await timed(provider)).events).toEqual([content, finish])
+    } finally {
+      await provider.close()
+    }
+  })
+
+  it('gives up on a stream that sends only pings and empty deltas after its first event', async () => {
+    const provider = adapter('ping-forever', 400)
+    try {
+      const { events, ms } = await timed(provider)
+      expect(events).toEqual([content, { type: 'failure', failure: { kind: 'unavailable', detail: 'no event within 400 ms' } }])
+      expect(ms).toBeLessThan(2_000)
+    } finally {
+      await provider.close()
+    }
+    await expect.poll(() => open.size).toBe(0)
+  })
+
+  it.each([true, false])('keeps its time budget and its client while queued for a connection (stream %s)', async (stream) => {
+    const provider = adapter('events-forever', 300, 1)
+    const busy = new Cancel()
+    const first = timed(provider, true, busy)
+    await expect.poll(() => open.size).toBe(1)
+    try {
+      // The one connection is taken: the second request waits for it, its budget running.
+      const { events, ms } = await timed(provider, stream)
+      expect(events).toEqual([{ type: 'failure', failure: { kind: 'unavailable', detail: stream ? 'no first event within 300 ms' : 'no reply within 300 ms' } }])
+      expect(ms).toBeLessThan(700)
+      expect(open.size).toBe(1)
+      const client = new Cancel()
+      setTimeout(() => client.abort(), 50)
+      const left = await timed(provider, stream, client)
+      expect(left.events).toEqual([{ type: 'failure', failure: { kind: 'aborted', detail: 'the client went away' } }])
+      expect(left.ms).toBeLessThan(250)
+    } finally {
+      busy.abort()
+      await first
+      await provider.close()
+    }
   })
 })

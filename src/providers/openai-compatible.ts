@@ -44,19 +44,36 @@ export class OpenAICompatibleProvider implements Provider {
     const onAbort = () => attempt.abort()
     client.once('abort', onAbort)
     if (client.aborted) attempt.abort()
-    let timedOut = false
+    /** Why the attempt's timer ended it, once it has. */
+    let timedOut: string | undefined
     const budgetMs = request.stream ? this.timeouts.firstByteTimeoutMs : this.timeouts.replyTimeoutMs
+    const idleMs = this.timeouts.idleTimeoutMs
     let timer: NodeJS.Timeout | undefined = setTimeout(() => {
-      timedOut = true
+      timedOut = request.stream ? `no first event within ${budgetMs} ms` : `no reply within ${budgetMs} ms`
       attempt.abort()
     }, budgetMs)
+    let streaming = false
     const clearTimer = () => {
       if (timer) clearTimeout(timer)
       timer = undefined
     }
+    /**
+     * A stream's events arrived: from the first on, it may go no longer than idleTimeoutMs without another. Bytes
+     * that make no event (comments, empty deltas) do not count, so an upstream cannot hold the request, its hold and
+     * its offer's slot for ever with pings.
+     */
+    const heard = () => {
+      if (streaming) return void timer?.refresh()
+      streaming = true
+      clearTimer()
+      timer = setTimeout(() => {
+        timedOut = `no event within ${idleMs} ms`
+        attempt.abort()
+      }, idleMs)
+    }
     const why = (err: unknown): UpstreamEvent => {
       if (client.aborted) return failure('aborted', 'the client went away')
-      if (timedOut) return failure('unavailable', request.stream ? `no first event within ${budgetMs} ms` : `no reply within ${budgetMs} ms`)
+      if (timedOut) return failure('unavailable', timedOut)
       const e = err as { code?: string; message?: string }
       return failure('unavailable', `upstream connection failed: ${e.code ?? e.message ?? String(err)}`)
     }
@@ -78,16 +95,16 @@ export class OpenAICompatibleProvider implements Provider {
     }
     let res: Dispatcher.ResponseData
     try {
-      res = await this.pool.request({
+      res = await untilAborted(attempt, this.pool.request({
         path: this.path,
         method: 'POST',
         headers: this.headers,
         body: requestBody(upstreamModel, request),
         signal: attempt,
         headersTimeout: budgetMs + 1000,
-        // Bounded between its chunks.
-        bodyTimeout: this.timeouts.idleTimeoutMs,
-      })
+        // Bounded between its chunks (and between its events, by the timer above).
+        bodyTimeout: idleMs,
+      }))
     } catch (err) {
       clearTimer()
       client.removeListener('abort', onAbort)
@@ -105,16 +122,16 @@ export class OpenAICompatibleProvider implements Provider {
       if (!type.includes('text/event-stream')) {
         let text: string
         try {
-          text = await res.body.text()
+          text = await readWhole(res.body, MAX_REPLY_BYTES)
         } catch (err) {
-          yield [why(err)]
+          yield [err instanceof ReplyTooLarge ? failure('invalid_output', err.message) : why(err)]
           return
         }
         clearTimer()
         yield plainEvents({ status: 200, text })
         return
       }
-      yield* this.readStream(res, clearTimer, why)
+      yield* this.readStream(res, heard, why)
     } finally {
       clearTimer()
       client.removeListener('abort', onAbort)
@@ -122,7 +139,7 @@ export class OpenAICompatibleProvider implements Provider {
     }
   }
 
-  private async *readStream(res: Dispatcher.ResponseData, firstByte: () => void, why: (err: unknown) => UpstreamEvent): AsyncIterable<UpstreamEvent[]> {
+  private async *readStream(res: Dispatcher.ResponseData, heard: () => void, why: (err: unknown) => UpstreamEvent): AsyncIterable<UpstreamEvent[]> {
     const reader = new ChunkStream()
     // A finish reason or [DONE]: the upstream closing the stream after either is its end, not a break.
     let finished = false
@@ -133,14 +150,21 @@ export class OpenAICompatibleProvider implements Provider {
         if (reader.buffered > MAX_REPLY_BYTES && events[events.length - 1]?.type !== 'failure') {
           events.push(failure('invalid_output', `stream event larger than ${MAX_REPLY_BYTES / 1024 / 1024} MiB`))
         }
-        if (events.length === 0) continue
-        if (!finished) finished = events.some((e) => e.type === 'finish')
-        firstByte()
-        yield events
-        if (events[events.length - 1]!.type === 'failure') return
+        if (events.length > 0) {
+          if (!finished) finished = events.some((e) => e.type === 'finish')
+          heard()
+          yield events
+          if (events[events.length - 1]!.type === 'failure') return
+        }
+        // [DONE] is the stream's end, whatever the upstream does with the connection after it.
+        if (reader.done) return
       }
     } catch (err) {
-      yield [why(err)]
+      const broke = why(err)
+      // Past the finish reason the reply is whole: a reset, or silence until the idle timer, ends it as it is. The
+      // client's leaving still counts as such.
+      if (finished && !(broke.type === 'failure' && broke.failure.kind === 'aborted')) return
+      yield [broke]
       return
     }
     reader.end()
@@ -173,6 +197,49 @@ function plainEvents(reply: PlainReply): UpstreamEvent[] {
 /** The start of an upstream's error body, on one line. */
 function errorSummary(text: string): string {
   return text.slice(0, 200).replace(/\s+/g, ' ')
+}
+
+/** A whole 200 body, refused with `ReplyTooLarge` past `limit` bytes. */
+async function readWhole(body: Dispatcher.ResponseData['body'], limit: number): Promise<string> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    size += chunk.length
+    if (size > limit) throw new ReplyTooLarge(limit)
+    chunks.push(chunk)
+  }
+  return Buffer.concat(chunks, size).toString('utf8')
+}
+
+/**
+ * `pending`, or a rejection as soon as `cancel` fires. undici acts on a request's signal only once the request has a
+ * connection: one queued behind a busy pool would outlive its timeout and its client. What `pending` brings after
+ * losing is let go.
+ */
+function untilAborted(cancel: Cancel, pending: Promise<Dispatcher.ResponseData>): Promise<Dispatcher.ResponseData> {
+  if (cancel.aborted) {
+    pending.then((r) => r.body.destroy(), () => {})
+    return Promise.reject(new Error('request cancelled'))
+  }
+  return new Promise((resolve, reject) => {
+    let lost = false
+    const onAbort = () => {
+      lost = true
+      reject(new Error('request cancelled'))
+    }
+    cancel.once('abort', onAbort)
+    pending.then(
+      (r) => {
+        cancel.removeListener('abort', onAbort)
+        if (lost) r.body.destroy()
+        else resolve(r)
+      },
+      (err) => {
+        cancel.removeListener('abort', onAbort)
+        reject(err)
+      },
+    )
+  })
 }
 
 /** The start of a refusal's body: reading stops past MAX_ERROR_BODY characters. */
