@@ -84,4 +84,19 @@ describe.each(STORE_KINDS)('portal store on %s', (kind) => {
     expect(batches[0]).toMatchObject({ id: 'b1', status: 'settled', amount: 190n, settledAt: 2001 })
     expect(await store.settlement.payeeBatches(other)).toEqual([])
   })
+
+  it('lists what a batch paid a payee, without the legs of payers it failed to collect', async () => {
+    await store.accounts.deposit(other, 1_000n, 'dep_2', 1000)
+    await store.accounts.approve(other, 1_000n)
+    for (const [id, payer] of [['h3', user], ['h4', other]] as const) {
+      await store.ledger.hold({ requestId: id, accountId: payer, keyId: 'key_a', model: 'svc/atlas@1', amount: 200n, owner: 'i1', now: 1000, expiresAt: 10_000 })
+      await store.ledger.capture({ requestId: id, cost: 100n, payeeId: payee, fee: 5n, feeAccountId: fees, now: 1001, usage: record(id, payer, 'key_a', 'svc/atlas@1', 100n, 1000) })
+    }
+    await store.settlement.createBatch('b2', fees, 3000)
+    expect(await store.settlement.markSettled('b2', 3001, [other])).toBe(true)
+    const batches = await store.settlement.payeeBatches(payee)
+    expect(batches.map((b) => [b.id, b.amount])).toEqual([['b2', 95n], ['b1', 190n]])
+    // What the list says was paid is what the payee's settled postings hold.
+    expect((await store.settlement.payeeTotals(payee)).settled).toBe(285n)
+  })
 })

@@ -176,13 +176,14 @@ export class SettlementRepo {
     return { requests: num(r.requests), gross: big(r.gross), earned: big(r.earned) }
   }
 
-  /** The batches that pay this payee, newest first, with the amount each pays it. */
+  /** The batches that pay this payee, newest first, with the amount each paid it (legs of payers it failed to collect left out). */
   async payeeBatches(accountId: number, limit = 20): Promise<(Batch & { amount: bigint })[]> {
     const rows = await this.db
       .selectFrom('batch_legs')
       .innerJoin('batches', 'batches.id', 'batch_legs.batch_id')
       .select(['batches.id', 'batches.status', 'batches.total', 'batches.created_at', 'batches.sent_at', 'batches.settled_at', 'batches.tx_hash', 'batches.nonce', 'batches.block', sql<bigint>`sum(batch_legs.amount)`.as('amount')])
       .where('batch_legs.payee_id', '=', accountId)
+      .where('batch_legs.failed', '=', 0)
       .groupBy(['batches.id', 'batches.status', 'batches.total', 'batches.created_at', 'batches.sent_at', 'batches.settled_at', 'batches.tx_hash', 'batches.nonce', 'batches.block'])
       .orderBy('batches.created_at', 'desc')
       .orderBy('batches.id', 'desc')
