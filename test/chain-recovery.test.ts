@@ -95,4 +95,27 @@ describe.skipIf(!hasAnvil)('batch transactions survive restarts and stuck fees (
     expect(receipt.status).toBe('success')
     expect(await balanceOf(c, P.atlasCheap as Address)).toBe(before + due)
   })
+
+  it('does not raise the fee of broadcasts the node refused, and lands at fresh fees once it takes one', async () => {
+    let refused = 0
+    const rail = await createEvmRail({ ...evmConfig(), bumpAfterMs: 150 }, m.store, { log: (msg) => void (msg.includes('refused') && refused++) })
+    const due = await owedTo(P.atlasCheap)
+    const before = await balanceOf(c, P.atlasCheap as Address)
+    const fresh = await c.client.estimateFeesPerGas()
+    const gas = await c.client.getBalance({ address: c.operator.address })
+    // The operator has no money for gas: the node refuses every broadcast.
+    await c.test.setBalance({ address: c.operator.address, value: 0n })
+    const pass = new Settler(m.store, rail).runOnce().finally(() => rail.close())
+    pass.catch(() => {})
+    await until(async () => refused, (n) => n >= 8, 10_000)
+    await c.test.setBalance({ address: c.operator.address, value: gas })
+    const report = await pass
+    expect(report.batches).toHaveLength(1)
+    const [settled] = await m.store.settlement.batches(['settled'])
+    const tx = await c.client.getTransaction({ hash: settled!.txHash as Hex })
+    // Eight refusals bumped by a quarter each would have been six times the fee.
+    expect(tx.maxFeePerGas! * 100n).toBeLessThanOrEqual(fresh.maxFeePerGas * 150n)
+    expect(tx.maxPriorityFeePerGas! * 100n).toBeLessThanOrEqual(fresh.maxPriorityFeePerGas * 150n)
+    expect(await balanceOf(c, P.atlasCheap as Address)).toBe(before + due)
+  })
 })

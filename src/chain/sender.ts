@@ -24,6 +24,8 @@ interface Signed {
   gas: bigint
   maxFeePerGas: bigint
   maxPriorityFeePerGas: bigint
+  /** The node took it (a refused broadcast replaces nothing and is nothing to bump). */
+  accepted: boolean
 }
 
 /** Fee bump of a stuck transaction: nodes accept a replacement at ≥ +10 %; +25 % clears that with room. */
@@ -64,12 +66,15 @@ export class BatchSender {
   private async land(batch: { id: string; txHash: string | null; nonce: number | null }, key: Hex, data: Hex, legs: number): Promise<Landed> {
     let hashes: Hex[] = []
     let current = batch.txHash && batch.nonce !== null ? await this.resume(batch.id, batch.txHash as Hex, batch.nonce, data, legs) : null
+    /** The latest transaction at this nonce the node took: what a bump must outbid. */
+    let taken = current?.accepted ? current : null
     if (current) hashes.push(current.hash)
     let reverted = 0
     for (;;) {
       this.ac.signal.throwIfAborted()
       if (!current) {
         current = await this.sendNew(batch.id, data, legs)
+        taken = current.accepted ? current : null
         hashes.push(current.hash)
       }
       const receipt = await this.waitMined(hashes)
@@ -89,7 +94,11 @@ export class BatchSender {
       // Our nonce was taken by a transaction that is not ours for this batch: start over with a fresh nonce.
       if (used > current.nonce) current = null
       else {
-        current = await this.bump(batch.id, data, current)
+        // Only a transaction the node took is bumped. Bumping refused ones (the operator out of gas money, the node
+        // refusing calls) would raise the fee by a quarter at every try, for nothing, until the batch finally paid
+        // it: until one is taken, the same nonce goes again at fresh fees.
+        current = taken ? await this.bump(batch.id, data, taken) : await this.sendAt(batch.id, data, legs, current.nonce)
+        if (current.accepted) taken = current
         hashes.push(current.hash)
       }
     }
@@ -99,7 +108,7 @@ export class BatchSender {
   private async resume(batchId: string, hash: Hex, nonce: number, data: Hex, legs: number): Promise<Signed | null> {
     const tx = await this.o.client.getTransaction({ hash }).catch(() => null)
     if (tx && tx.maxFeePerGas !== undefined && tx.maxPriorityFeePerGas !== undefined) {
-      return { hash, nonce: tx.nonce, gas: tx.gas, maxFeePerGas: tx.maxFeePerGas, maxPriorityFeePerGas: tx.maxPriorityFeePerGas }
+      return { hash, nonce: tx.nonce, gas: tx.gas, maxFeePerGas: tx.maxFeePerGas, maxPriorityFeePerGas: tx.maxPriorityFeePerGas, accepted: true }
     }
     // Stored but never broadcast (or dropped): send again with the same nonce while it is still free.
     const used = await this.o.client.getTransactionCount({ address: this.operator, blockTag: 'latest' })
@@ -146,16 +155,22 @@ export class BatchSender {
   }
 
   /** Signs, stores the hash and nonce, then broadcasts: a crash after the store write finds the hash on restart. */
-  private async signAndSend(batchId: string, data: Hex, t: Omit<Signed, 'hash'>): Promise<Signed> {
+  private async signAndSend(batchId: string, data: Hex, t: Omit<Signed, 'hash' | 'accepted'>): Promise<Signed> {
     const raw = await this.o.operator.signTransaction({
       chainId: this.o.chainId, type: 'eip1559', to: this.o.settler, data,
       nonce: t.nonce, gas: t.gas, maxFeePerGas: t.maxFeePerGas, maxPriorityFeePerGas: t.maxPriorityFeePerGas,
     })
     const hash = keccak256(raw)
     await this.o.store.settlement.markSent(batchId, hash, t.nonce, this.o.now())
-    // A refused broadcast is not decided here: the wait that follows looks at the chain (mined, nonce taken, or bump).
-    await this.o.client.sendRawTransaction({ serializedTransaction: raw }).catch((err: unknown) => this.o.log(`batch ${batchId}: broadcast of ${hash} refused`, err))
-    return { hash, ...t }
+    // A refused broadcast is not decided here: the wait that follows looks at the chain (mined, nonce taken, or again).
+    const accepted = await this.o.client.sendRawTransaction({ serializedTransaction: raw }).then(
+      () => true,
+      (err: unknown) => {
+        this.o.log(`batch ${batchId}: broadcast of ${hash} refused`, err)
+        return false
+      },
+    )
+    return { hash, ...t, accepted }
   }
 
   /** The receipt of whichever of the hashes was mined, or null after bumpAfterMs. */
