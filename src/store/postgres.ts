@@ -4,6 +4,9 @@ import type { Database } from './schema.js'
 import type { Backend, Lock } from './store.js'
 
 const INT8 = 20
+const CONNECT_TIMEOUT_MS = 10_000
+/** Postgres's code for a unique violation. */
+const UNIQUE_VIOLATION = '23505'
 
 export interface PostgresHandle {
   db: Kysely<Database>
@@ -25,30 +28,45 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
   const pool = new pg.Pool({
     connectionString: parsed.toString(),
     max: poolSize,
+    // A server that does not answer fails the query that waits for a connection, instead of hanging it for ever.
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     types: types as pg.CustomTypesConfig,
     ...(schema ? { options: `-c search_path=${schema}` } : {}),
   })
+  // An idle connection that dies (a database restart, a failover, an idle-connection reaper) is an 'error' event of
+  // the pool: unheard, it would end the process. The pool drops it and opens another for the next query.
+  pool.on('error', (err) => console.error(`postgres: an idle connection failed (${err.message}); the next query opens another`))
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
-  if (schema) await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
+  if (schema) await createSchema(db, schema)
   const backend: Backend = {
     async tryLock(name: string): Promise<Lock | null> {
       const client = await pool.connect()
+      // The lock lives as long as its session: a connection lost while held is logged, and the release finds it gone.
+      const lost = (err: Error) => console.error(`postgres: the connection holding lock ${name} failed (${err.message}); the lock went with it`)
+      client.on('error', lost)
       try {
         const r = await client.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [name])
         if (!r.rows[0]?.ok) {
+          client.removeListener('error', lost)
           client.release()
           return null
         }
       } catch (err) {
-        client.release()
+        client.removeListener('error', lost)
+        client.release(true)
         throw err
       }
       return {
         release: async () => {
+          let broken: Error | undefined
           try {
             await client.query('select pg_advisory_unlock(hashtext($1))', [name])
+          } catch (err) {
+            // A session that ended has released its locks already.
+            broken = err as Error
           } finally {
-            client.release()
+            client.removeListener('error', lost)
+            client.release(broken ?? false)
           }
         },
       }
@@ -56,4 +74,18 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
     close: async () => {},
   }
   return { db, pool, backend, schema }
+}
+
+/**
+ * `create schema if not exists`, safe when several processes open a new schema at once: Postgres may then refuse all
+ * but one with a unique violation on its catalog, although the schema exists as asked.
+ */
+async function createSchema(db: Kysely<Database>, schema: string): Promise<void> {
+  try {
+    await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
+  } catch (err) {
+    if ((err as { code?: string }).code !== UNIQUE_VIOLATION) throw err
+    const exists = await sql<{ n: number }>`select count(*)::int as n from pg_namespace where nspname = ${schema}`.execute(db)
+    if (exists.rows[0]?.n !== 1) throw err
+  }
 }
