@@ -1,5 +1,7 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { hostname } from 'node:os'
 import { describe, expect, it } from 'vitest'
-import { HeartbeatWatch } from './lifecycle.js'
+import { HeartbeatWatch, hostIdentity } from './lifecycle.js'
 
 const self = { id: 'me', host: 'h1', pid: process.pid }
 const NOW = 1_000_000
@@ -27,12 +29,11 @@ describe('HeartbeatWatch', () => {
     expect(watch.dead(all, self, NOW + 15_001).sort()).toEqual(['killed', 'my-pid-before-restart', 'stopped'])
   })
 
-  it('takes a heartbeat more than 2 minutes old for dead at first sight, so a restart frees the long gone at once', () => {
-    const all = [
-      { id: 'long-gone', host: 'h2', pid: 1, startedAt: 0, heartbeatAt: NOW - 120_001 },
-      { id: 'recent', host: 'h2', pid: 1, startedAt: 0, heartbeatAt: NOW - 120_000 },
-    ]
-    expect(new HeartbeatWatch().dead(all, self, NOW)).toEqual(['long-gone'])
+  it('keeps a peer whose clock runs minutes behind, at first sight too: only a heartbeat standing still is death', () => {
+    const watch = new HeartbeatWatch()
+    const peer = (t: number) => [{ id: 'behind', host: 'h2', pid: 1, startedAt: 0, heartbeatAt: t - 130_000 }]
+    for (let t = NOW; t <= NOW + 30_000; t += 5_000) expect(watch.dead(peer(t), self, t)).toEqual([])
+    expect(watch.dead(peer(NOW + 30_000), self, NOW + 45_001)).toEqual(['behind'])
   })
 
   it('keeps a peer whose clock runs ahead or behind for as long as its heartbeat moves', () => {
@@ -55,5 +56,10 @@ describe('HeartbeatWatch', () => {
     expect(watch.dead([], self, NOW + 20_000)).toEqual([])
     expect(watch.dead([peer], self, NOW + 30_000)).toEqual([])
     expect(watch.dead([peer], self, NOW + 45_001)).toEqual(['p'])
+  })
+
+  it.skipIf(!existsSync('/proc/sys/kernel/random/boot_id'))('names this host by its boot too: machines cloned from one image share a host name and a pid namespace', () => {
+    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()
+    expect(hostIdentity().startsWith(`${hostname()}/${boot}/`)).toBe(true)
   })
 })

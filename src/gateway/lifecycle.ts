@@ -1,22 +1,27 @@
 import { randomBytes } from 'node:crypto'
-import { readlinkSync } from 'node:fs'
+import { readFileSync, readlinkSync } from 'node:fs'
 import { hostname } from 'node:os'
 import type { Store } from '../store/store.js'
 import type { Instance } from '../store/instances.js'
 
 const HEARTBEAT_MS = 2_000
 const STALE_MS = 15_000
-/** A heartbeat this much older than this clock is dead at first sight: no two clocks kept by NTP are that far apart. */
-const LONG_DEAD_MS = 120_000
 const SWEEP_MS = 5_000
 
-/** Identifies this kernel's pid namespace, so two containers that share a host name are told apart. */
-function hostIdentity(): string {
-  try {
-    return `${hostname()}/${readlinkSync('/proc/self/ns/pid')}`
-  } catch {
-    return hostname()
+/**
+ * Where this process's pids mean something: the machine's boot (two machines, or clones of one image, may share a
+ * host name; the pid namespace of a process outside containers is the same on every Linux machine) and the kernel's
+ * pid namespace (two containers that share a host name).
+ */
+export function hostIdentity(): string {
+  const read = (path: string, how: (p: string) => string) => {
+    try {
+      return how(path).trim()
+    } catch {
+      return ''
+    }
   }
+  return [hostname(), read('/proc/sys/kernel/random/boot_id', (p) => readFileSync(p, 'utf8')), read('/proc/self/ns/pid', readlinkSync)].filter(Boolean).join('/')
 }
 
 function pidAlive(pid: number): boolean {
@@ -31,9 +36,10 @@ function pidAlive(pid: number): boolean {
 /**
  * Which registered instances are gone, judged by this instance's clock: a peer's heartbeat that has not moved for
  * STALE_MS since this instance first saw its value, or a dead (or reused) process id on this host. Peers write their
- * heartbeats with their own clocks, and a clock running ahead made a live peer look stale at once: its holds were
- * released while it served them. Only a heartbeat older than LONG_DEAD_MS counts at first sight, so an instance
- * starting after a crash frees the holds of peers long gone at once.
+ * heartbeats with their own clocks, so the value itself says nothing here: a clock running ahead made a live peer
+ * look stale at once, and one running minutes behind made it look long dead at first sight (its holds released at
+ * every sweep, under every new id it took). A peer on another host that died before this instance started is found
+ * 15 s after it starts.
  */
 export class HeartbeatWatch {
   /** Each peer's last heartbeat value, and when (by this clock) it was first seen. */
@@ -47,7 +53,7 @@ export class HeartbeatWatch {
       .filter((i) => {
         let seen = this.seen.get(i.id)
         if (seen?.heartbeatAt !== i.heartbeatAt) this.seen.set(i.id, (seen = { heartbeatAt: i.heartbeatAt, since: now }))
-        return now - seen.since > STALE_MS || now - i.heartbeatAt > LONG_DEAD_MS || (i.host === self.host && (i.pid === self.pid || !pidAlive(i.pid)))
+        return now - seen.since > STALE_MS || (i.host === self.host && (i.pid === self.pid || !pidAlive(i.pid)))
       })
       .map((i) => i.id)
   }
