@@ -72,6 +72,7 @@ const TuningConfig = Type.Object({
   keyCacheMs: Type.Optional(Type.Integer({ minimum: 0 })),
   settleIntervalMs: Type.Optional(Type.Integer({ minimum: 0 })),
   requestTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  shutdownGraceMs: Type.Optional(Type.Integer({ minimum: 0 })),
 })
 
 export const ConfigSchema = Type.Object({
@@ -116,6 +117,8 @@ export interface Tuning {
   settleIntervalMs: number
   /** How long a client may take to send a whole request (headers and body); a stream's reply is not bounded by it. */
   requestTimeoutMs: number
+  /** On stop, how long requests in flight may take to finish before their connections are cut (and charged for what they delivered). */
+  shutdownGraceMs: number
 }
 
 export const DEFAULT_TUNING: Tuning = {
@@ -129,6 +132,7 @@ export const DEFAULT_TUNING: Tuning = {
   keyCacheMs: 2_000,
   settleIntervalMs: 60_000,
   requestTimeoutMs: 120_000,
+  shutdownGraceMs: 10_000,
 }
 
 export function tuningOf(config: Config): Tuning {

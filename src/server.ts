@@ -50,12 +50,38 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
     store,
     settler,
     rail,
-    async close() {
+    close: once(async () => {
       await rail.close?.()
       await settler.stop()
-      await app.close()
+      await closeGently(app, gateway.tuning.shutdownGraceMs)
+      // Requests whose connections closed still settle (capture what they delivered, or release) before the store goes.
+      if (!(await gateway.lifecycle.drained(SETTLE_WAIT_MS))) gateway.log(`stopping with ${gateway.lifecycle.inFlight} requests unsettled; their holds are released`)
       await gateway.close()
       if (!opts.store) await store.close()
-    },
+    }),
   }
+}
+
+/** How long requests may take to settle once their connections are closed, before the instance retires. */
+const SETTLE_WAIT_MS = 5_000
+
+/**
+ * Stops the HTTP server: no new connection or request (503 on a connection still open), idle connections closed,
+ * and those whose requests are in flight closed as each request ends; whatever is still open after `graceMs` is cut.
+ */
+async function closeGently(app: FastifyInstance, graceMs: number): Promise<void> {
+  const idle = setInterval(() => app.server.closeIdleConnections(), 20)
+  const cut = setTimeout(() => app.server.closeAllConnections(), graceMs)
+  try {
+    await app.close()
+  } finally {
+    clearInterval(idle)
+    clearTimeout(cut)
+  }
+}
+
+/** `fn` run once; later calls get the first call's promise. */
+function once(fn: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined
+  return () => (running ??= fn())
 }

@@ -26,8 +26,10 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     bodyLimit: BODY_LIMIT,
     genReqId: newRequestId,
     requestIdHeader: false,
+    // Stopping: new requests are refused 503, idle connections closed, requests in flight left to finish (the server's
+    // close cuts them after the tuning's shutdownGraceMs).
     return503OnClosing: true,
-    forceCloseConnections: true,
+    forceCloseConnections: 'idle',
     // What Node cannot read as a request (malformed HTTP, oversized headers, a body that never ends) is answered in the
     // same error shape, with a request id; a request must arrive whole within the tuning's requestTimeoutMs.
     clientErrorHandler: clientErrorAnswer(requestTimeoutMs),

@@ -118,6 +118,13 @@ export class InstanceLifecycle {
     return this.serving.size
   }
 
+  /** Resolves once no request is being served, or after `withinMs`: whether none is. */
+  async drained(withinMs: number): Promise<boolean> {
+    const until = Date.now() + withinMs
+    while (this.serving.size > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10))
+    return this.serving.size === 0
+  }
+
   /** A request holds money until `settled`: its hold's lease is extended meanwhile. */
   admitted(requestId: string): void {
     this.serving.add(requestId)

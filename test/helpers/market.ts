@@ -77,7 +77,7 @@ export function marketConfig(s: Market['sims'], storeUrl: string, tuning?: Confi
     ],
     cortex: { candidates: ['svc/atlas@1', 'svc/tern@2', 'svc/wren@1'] },
     managed: { baseUrl: s.vendor.url, apiKey: 'vendor-key', upstreamModel: 'vendor-large', input_price_per_mtok: '3000000', output_price_per_mtok: '15000000' },
-    tuning: { firstByteTimeoutMs: 500, replyTimeoutMs: 500, breakerFailures: 3, breakerCooldownMs: 2_000, keyCacheMs: 0, ...tuning },
+    tuning: { firstByteTimeoutMs: 500, replyTimeoutMs: 500, breakerFailures: 3, breakerCooldownMs: 2_000, keyCacheMs: 0, shutdownGraceMs: 100, ...tuning },
   }
 }
 
