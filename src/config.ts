@@ -233,9 +233,18 @@ export function loadConfig(path: string, env: NodeJS.ProcessEnv = process.env): 
   return applyEnv(config, env)
 }
 
+/** DATABASE_URL and PORT over the config, checked as the config's own fields are (a ConfigError naming the variable). */
 export function applyEnv(config: Config, env: NodeJS.ProcessEnv): Config {
   const out = { ...config, listen: { ...config.listen } }
-  if (env.DATABASE_URL) out.store = env.DATABASE_URL
-  if (env.PORT) out.listen.port = Number(env.PORT)
+  const problems: string[] = []
+  if (env.DATABASE_URL) {
+    if (/^(sqlite:|postgres(ql)?:\/\/)/.test(env.DATABASE_URL)) out.store = env.DATABASE_URL
+    else problems.push('DATABASE_URL: must start with sqlite: or postgres://')
+  }
+  if (env.PORT) {
+    if (/^\d{1,5}$/.test(env.PORT) && Number(env.PORT) <= 65535) out.listen.port = Number(env.PORT)
+    else problems.push(`PORT: must be a port number from 0 to 65535, got ${env.PORT}`)
+  }
+  if (problems.length) throw new ConfigError(problems, 'environment')
   return out
 }

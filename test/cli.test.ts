@@ -3,6 +3,7 @@ import { execFile } from 'node:child_process'
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { createServer, type AddressInfo } from 'node:net'
 import { promisify } from 'node:util'
 import { cleanEnv, daemon, svc, type Daemon } from './helpers/cli.js'
 import { addressOf } from './helpers/market.js'
@@ -129,6 +130,32 @@ describe('svc sim-provider and svc serve', () => {
     expect(r.stderr).toContain('feeBps:')
     expect(r.stderr).toContain('providers[0]')
     expect(r.stderr).not.toMatch(/at .*\.js:\d+/)
+  })
+
+  it('explains in one line a bad environment, a store it cannot reach and a port in use', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-env-'))
+    const file = join(dir, 'config.json')
+    writeFileSync(file, JSON.stringify({ store: `sqlite:${join(dir, 'db')}`, listen: { port: 0 }, rail: { kind: 'local' }, feeBps: 0, models: [], providers: [] }))
+    const taken = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+    try {
+      for (const [env, why] of [
+        [{ PORT: 'abc' }, /PORT: must be a port number from 0 to 65535, got abc/],
+        [{ PORT: '99999' }, /PORT: must be a port number/],
+        [{ DATABASE_URL: 'mysql://x' }, /DATABASE_URL: must start with sqlite: or postgres:\/\//],
+        [{ DATABASE_URL: 'postgres://postgres@127.0.0.1:9/x' }, /error: connection refused: .*127\.0\.0\.1:9/],
+        [{ DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/x?schema=Bad-Name' }, /schema: Bad-Name is not a schema name/],
+        [{ DATABASE_URL: `sqlite:${file}/db` }, /error: (not a directory|a file is in the way)/],
+        [{ PORT: String((taken.address() as AddressInfo).port) }, /error: the address is in use/],
+      ] as const) {
+        const r = await svc(['serve', '--config', file], env)
+        expect(r.code, JSON.stringify(env)).toBe(1)
+        expect(r.stderr, JSON.stringify(env)).toMatch(why)
+        expect(r.stderr).not.toMatch(/at .*\.js:\d+/)
+      }
+    } finally {
+      taken.close()
+    }
   })
 
   it('serve says on stderr when node lacks the gateway\'s flags, and not when NODE_OPTIONS gives them', async () => {

@@ -1,6 +1,6 @@
 import { createPublicClient, defineChain, getAddress, http, webSocket, type Address, type Chain, type Hex, type PublicClient } from 'viem'
 import { privateKeyToAccount, type LocalAccount } from 'viem/accounts'
-import type { RailConfig } from '../config.js'
+import { ConfigError, type RailConfig } from '../config.js'
 
 export type EvmRailConfig = Extract<RailConfig, { kind: 'evm' }>
 
@@ -41,8 +41,8 @@ export function evmSettings(rail: EvmRailConfig): EvmSettings {
 /** The operator's key from the environment variable the config names; an Error that says what to set otherwise. */
 export function operatorFromEnv(s: Pick<EvmSettings, 'operatorKeyEnv'>, env: NodeJS.ProcessEnv = process.env): LocalAccount {
   const key = env[s.operatorKeyEnv]?.trim()
-  if (!key) throw new Error(`the evm rail needs the operator's private key in the environment variable ${s.operatorKeyEnv}`)
-  if (!/^0x[0-9a-fA-F]{64}$/.test(key)) throw new Error(`${s.operatorKeyEnv} must be a private key: 0x followed by 64 hex digits`)
+  if (!key) throw new ConfigError([`${s.operatorKeyEnv}: the evm rail needs the operator's private key in this environment variable`], 'environment')
+  if (!/^0x[0-9a-fA-F]{64}$/.test(key)) throw new ConfigError([`${s.operatorKeyEnv}: must be a private key, 0x followed by 64 hex digits`], 'environment')
   return privateKeyToAccount(key as Hex)
 }
 

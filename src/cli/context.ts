@@ -66,6 +66,11 @@ export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): 
         process.stderr.write(`error: ${err.message}\n`)
         process.exit(1)
       }
+      const known = environmentFailure(err)
+      if (known) {
+        process.stderr.write(`error: ${known}\n`)
+        process.exit(1)
+      }
       throw err
     }
   }
@@ -97,4 +102,33 @@ export function wholeOption(name: string, text: string, max: number): number {
   const n = countFrom(text, max, 0)
   if (n === null) throw new CliError(`${name} must be a whole number from 0 to ${max}, got ${text}`)
   return n
+}
+
+/** System error codes an operator fixes outside the program: a port taken, a server that does not answer. */
+const ENVIRONMENT_CODES: Record<string, string> = {
+  EADDRINUSE: 'the address is in use (another process listens on that port)',
+  EACCES: 'permission denied',
+  ECONNREFUSED: 'connection refused',
+  ENOTFOUND: 'host not found',
+  ETIMEDOUT: 'timed out',
+  EHOSTUNREACH: 'host unreachable',
+  ENOENT: 'no such file or directory',
+  ENOTDIR: 'not a directory',
+  EEXIST: 'a file is in the way',
+  EROFS: 'read-only file system',
+}
+
+/**
+ * The one line for a failure of the machine or the network rather than of the program (a stack trace helps no one
+ * there): its code's meaning and its own message. Postgres's refusals (a missing database, a bad password) too.
+ */
+function environmentFailure(err: unknown): string | null {
+  const e = err as { code?: string; message?: string; severity?: string; errors?: { message?: string }[] }
+  if (typeof e?.code !== 'string') return null
+  const what = ENVIRONMENT_CODES[e.code]
+  // Node reports a refused connection to a name with several addresses as an AggregateError without a message.
+  const message = e.message || e.errors?.map((x) => x.message).join('; ') || e.code
+  if (what) return `${what}: ${message}`
+  if (e.severity === 'FATAL' || e.severity === 'ERROR') return `the database refused: ${message}`
+  return null
 }

@@ -1,4 +1,5 @@
 import { getAddress, isAddress, type Address } from 'viem'
+import { ConfigError } from '../config.js'
 import type { Store } from '../store/store.js'
 import { SYSTEM_ACCOUNTS } from '../store/accounts.js'
 import type { Batch, Leg } from '../store/settlement.js'
@@ -80,7 +81,7 @@ export async function createEvmRail(rail: EvmRailConfig, store: Store, opts: Evm
   const operator = operatorFromEnv(settings, opts.env)
   const client = publicClientFor(settings.rpcUrl, settings.chainId, settings.pollMs)
   const chainId = await client.getChainId()
-  if (chainId !== settings.chainId) throw new Error(`rail.chainId is ${settings.chainId} but the node at ${settings.rpcUrl} serves chain ${chainId}`)
+  if (chainId !== settings.chainId) throw new ConfigError([`rail.chainId: ${settings.chainId}, but the node at ${settings.rpcUrl} serves chain ${chainId}`], 'config')
   const sender = new BatchSender({
     client, operator, store, chainId, settler: settings.settler, confirmations: settings.confirmations,
     pollMs: settings.pollMs, bumpAfterMs: settings.bumpAfterMs, now, log,

@@ -1,5 +1,6 @@
 import pg from 'pg'
 import { Kysely, PostgresDialect, sql } from 'kysely'
+import { ConfigError } from '../config.js'
 import type { Database } from './schema.js'
 import type { Backend, Lock } from './store.js'
 
@@ -23,7 +24,7 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
   const parsed = new URL(url)
   const schema = parsed.searchParams.get('schema')
   parsed.searchParams.delete('schema')
-  if (schema && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`invalid schema name ${schema}`)
+  if (schema && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new ConfigError([`schema: ${schema} is not a schema name (lower-case letters, digits and _, not first a digit)`], 'store URL')
   const types = { getTypeParser: (oid: number, format?: string) => (oid === INT8 ? (v: string) => BigInt(v) : pg.types.getTypeParser(oid, format as 'text')) }
   const pool = new pg.Pool({
     connectionString: parsed.toString(),

@@ -6,13 +6,13 @@ import { promisify } from 'node:util'
 export const CLI = resolve('dist/cli/main.js')
 const run = promisify(execFile)
 
-/** A clean environment: no store or port overrides leak in from the shell. */
+/** A clean environment: no store or port overrides leak in from the shell (a test's own `extra` stand). */
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env = { ...process.env, ...extra }
+  const env = { ...process.env }
   delete env.DATABASE_URL
   delete env.PORT
   delete env.SVC_CONFIG
-  return env
+  return { ...env, ...extra }
 }
 
 /** Runs one svc command to completion. */
