@@ -15,3 +15,34 @@ export class Cancel extends EventEmitter {
     this.emit('abort')
   }
 }
+
+/**
+ * `pending`, or a rejection as soon as `cancel` fires. undici acts on a request's signal only once the request has a
+ * connection: one queued behind a busy pool would outlive its timeout and its client. What `pending` brings after
+ * losing is handed to `drop`.
+ */
+export function untilAborted<T>(cancel: Cancel, pending: Promise<T>, drop: (late: T) => void): Promise<T> {
+  if (cancel.aborted) {
+    pending.then(drop, () => {})
+    return Promise.reject(new Error('request cancelled'))
+  }
+  return new Promise((resolve, reject) => {
+    let lost = false
+    const onAbort = () => {
+      lost = true
+      reject(new Error('request cancelled'))
+    }
+    cancel.once('abort', onAbort)
+    pending.then(
+      (value) => {
+        cancel.removeListener('abort', onAbort)
+        if (lost) drop(value)
+        else resolve(value)
+      },
+      (err) => {
+        cancel.removeListener('abort', onAbort)
+        reject(err)
+      },
+    )
+  })
+}

@@ -1,7 +1,7 @@
-import { StringDecoder } from 'node:string_decoder'
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
-import { Cancel } from './cancel.js'
+import { Cancel, untilAborted } from './cancel.js'
+import { readBounded, readWhole } from './bodies.js'
 import { plainExchange, ReplyTooLarge, type PlainReply } from './plain-exchange.js'
 import { ChunkStream } from './chunk-stream.js'
 import { replyEvents } from './openai-chunks.js'
@@ -104,7 +104,7 @@ export class OpenAICompatibleProvider implements Provider {
         headersTimeout: budgetMs + 1000,
         // Bounded between its chunks (and between its events, by the timer above).
         bodyTimeout: idleMs,
-      }))
+      }), (late) => late.body.destroy())
     } catch (err) {
       clearTimer()
       client.removeListener('abort', onAbort)
@@ -114,7 +114,7 @@ export class OpenAICompatibleProvider implements Provider {
     try {
       if (res.statusCode !== 200) {
         clearTimer()
-        yield plainEvents({ status: res.statusCode, text: await readBounded(res.body) })
+        yield plainEvents({ status: res.statusCode, text: await readBounded(res.body, MAX_ERROR_BODY) })
         return
       }
       const type = String(res.headers['content-type'] ?? '')
@@ -197,63 +197,4 @@ function plainEvents(reply: PlainReply): UpstreamEvent[] {
 /** The start of an upstream's error body, on one line. */
 function errorSummary(text: string): string {
   return text.slice(0, 200).replace(/\s+/g, ' ')
-}
-
-/** A whole 200 body, refused with `ReplyTooLarge` past `limit` bytes. */
-async function readWhole(body: Dispatcher.ResponseData['body'], limit: number): Promise<string> {
-  const chunks: Buffer[] = []
-  let size = 0
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    size += chunk.length
-    if (size > limit) throw new ReplyTooLarge(limit)
-    chunks.push(chunk)
-  }
-  return Buffer.concat(chunks, size).toString('utf8')
-}
-
-/**
- * `pending`, or a rejection as soon as `cancel` fires. undici acts on a request's signal only once the request has a
- * connection: one queued behind a busy pool would outlive its timeout and its client. What `pending` brings after
- * losing is let go.
- */
-function untilAborted(cancel: Cancel, pending: Promise<Dispatcher.ResponseData>): Promise<Dispatcher.ResponseData> {
-  if (cancel.aborted) {
-    pending.then((r) => r.body.destroy(), () => {})
-    return Promise.reject(new Error('request cancelled'))
-  }
-  return new Promise((resolve, reject) => {
-    let lost = false
-    const onAbort = () => {
-      lost = true
-      reject(new Error('request cancelled'))
-    }
-    cancel.once('abort', onAbort)
-    pending.then(
-      (r) => {
-        cancel.removeListener('abort', onAbort)
-        if (lost) r.body.destroy()
-        else resolve(r)
-      },
-      (err) => {
-        cancel.removeListener('abort', onAbort)
-        reject(err)
-      },
-    )
-  })
-}
-
-/** The start of a refusal's body: reading stops past MAX_ERROR_BODY characters. */
-async function readBounded(body: Dispatcher.ResponseData['body']): Promise<string> {
-  // undici's body ignores setEncoding: it yields bytes, and a character may be cut between two reads.
-  const utf8 = new StringDecoder('utf8')
-  let text = ''
-  try {
-    for await (const chunk of body as AsyncIterable<Buffer>) {
-      text += utf8.write(chunk)
-      if (text.length > MAX_ERROR_BODY) break
-    }
-  } catch {
-    // The status already says what matters.
-  }
-  return text
 }
