@@ -34,6 +34,24 @@ describe('a Postgres store', () => {
     expect(await store.ledger.hold({ requestId: 'after', accountId: user, keyId: 'k', model: 'm', amount: 0n, owner: 'i1', now: 1000, expiresAt: 9000 })).toEqual({ ok: true })
   })
 
+  it('outlives a connection ended in the middle of a transaction: that transaction fails, nothing else', async () => {
+    const { store, user } = f!
+    const admin = new pg.Client({ connectionString: DATABASE_URL })
+    await admin.connect()
+    try {
+      const pending = store.db.transaction().execute(async (trx) => {
+        const { rows } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(trx)
+        await admin.query('select pg_terminate_backend($1)', [rows[0]!.pid])
+        await sql`select pg_sleep(1)`.execute(trx)
+      })
+      await expect(pending).rejects.toThrow()
+    } finally {
+      await admin.end()
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    expect(await store.accounts.byId(user)).toMatchObject({ id: user })
+  })
+
   it('opens a new schema from several processes at once', async () => {
     for (let round = 0; round < 10; round++) {
       const url = freshPostgresUrl()

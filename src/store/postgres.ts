@@ -37,6 +37,9 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
   // An idle connection that dies (a database restart, a failover, an idle-connection reaper) is an 'error' event of
   // the pool: unheard, it would end the process. The pool drops it and opens another for the next query.
   pool.on('error', (err) => console.error(`postgres: an idle connection failed (${err.message}); the next query opens another`))
+  // One in use that dies is an 'error' event of its client, which Kysely does not listen for: the query waiting on it
+  // fails (its caller sees that), the pool drops the client, and the process must not end.
+  pool.on('connect', (client) => client.on('error', () => {}))
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
   if (schema) await createSchema(db, schema)
   const backend: Backend = {
