@@ -17,6 +17,8 @@ export interface UpstreamTimeouts {
 }
 
 const MAX_ERROR_BODY = 2048
+/** How long a stream's body may stay open after its [DONE]. */
+const AFTER_DONE_MS = 250
 /** What a plain reply, or one event of a stream, may weigh: far above any completion, a bound on a broken upstream. */
 const MAX_REPLY_BYTES = 16 * 1024 * 1024
 
@@ -62,14 +64,16 @@ export class OpenAICompatibleProvider implements Provider {
      * that make no event (comments, empty deltas) do not count, so an upstream cannot hold the request, its hold and
      * its offer's slot for ever with pings.
      */
-    const heard = () => {
-      if (streaming) return void timer?.refresh()
+    const heard = (ended = false) => {
+      if (streaming && !ended) return void timer?.refresh()
       streaming = true
       clearTimer()
+      // After [DONE] the body's own end is due at once; an upstream that keeps the response open is left after a moment.
+      const ms = ended ? Math.min(idleMs, AFTER_DONE_MS) : idleMs
       timer = setTimeout(() => {
-        timedOut = `no event within ${idleMs} ms`
+        timedOut = ended ? `no end within ${ms} ms of [DONE]` : `no event within ${ms} ms`
         attempt.abort()
-      }, idleMs)
+      }, ms)
     }
     const why = (err: unknown): UpstreamEvent => {
       if (client.aborted) return failure('aborted', 'the client went away')
@@ -139,12 +143,15 @@ export class OpenAICompatibleProvider implements Provider {
     }
   }
 
-  private async *readStream(res: Dispatcher.ResponseData, heard: () => void, why: (err: unknown) => UpstreamEvent): AsyncIterable<UpstreamEvent[]> {
+  private async *readStream(res: Dispatcher.ResponseData, heard: (ended?: boolean) => void, why: (err: unknown) => UpstreamEvent): AsyncIterable<UpstreamEvent[]> {
     const reader = new ChunkStream()
     // A finish reason or [DONE]: the upstream closing the stream after either is its end, not a break.
     let finished = false
+    /** [DONE] came: only the body's end is waited for. */
+    let ending = false
     try {
       for await (const bytes of res.body as AsyncIterable<Buffer>) {
+        if (ending) continue
         const events: UpstreamEvent[] = []
         reader.push(bytes, events)
         if (reader.buffered > MAX_REPLY_BYTES && events[events.length - 1]?.type !== 'failure') {
@@ -152,17 +159,21 @@ export class OpenAICompatibleProvider implements Provider {
         }
         if (events.length > 0) {
           if (!finished) finished = events.some((e) => e.type === 'finish')
-          heard()
+          if (!reader.done) heard()
           yield events
           if (events[events.length - 1]!.type === 'failure') return
         }
-        // [DONE] is the stream's end, whatever the upstream does with the connection after it.
-        if (reader.done) return
+        // [DONE] is the stream's end. Its body is still read to its end, which comes with it (the connection then goes
+        // back to the pool: cut short, it would be closed), for a moment at most.
+        if (reader.done) {
+          finished = ending = true
+          heard(true)
+        }
       }
     } catch (err) {
       const broke = why(err)
-      // Past the finish reason the reply is whole: a reset, or silence until the idle timer, ends it as it is. The
-      // client's leaving still counts as such.
+      // Past the finish reason or [DONE] the reply is whole: a reset, or silence until the timer, ends it as it is.
+      // The client's leaving still counts as such.
       if (finished && !(broke.type === 'failure' && broke.failure.kind === 'aborted')) return
       yield [broke]
       return
