@@ -53,6 +53,7 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
     close: once(async () => {
       await rail.close?.()
       await settler.stop()
+      gateway.stopping = true
       await closeGently(app, gateway.tuning.shutdownGraceMs)
       // Requests whose connections closed still settle (capture what they delivered, or release) before the store goes.
       if (!(await gateway.lifecycle.drained(SETTLE_WAIT_MS))) gateway.log(`stopping with ${gateway.lifecycle.inFlight} requests unsettled; their holds are released`)
@@ -66,8 +67,9 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
 const SETTLE_WAIT_MS = 5_000
 
 /**
- * Stops the HTTP server: no new connection or request (503 on a connection still open), idle connections closed,
- * and those whose requests are in flight closed as each request ends; whatever is still open after `graceMs` is cut.
+ * Stops the HTTP server: no new connection, idle connections closed, those whose requests are in flight closed as
+ * each request ends (a new request on one is refused by the app while the gateway is stopping); whatever is still
+ * open after `graceMs` is cut.
  */
 async function closeGently(app: FastifyInstance, graceMs: number): Promise<void> {
   const idle = setInterval(() => app.server.closeIdleConnections(), 20)

@@ -1,3 +1,4 @@
+import { connect } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { chat, marketPerTest } from './helpers/market.js'
 
@@ -35,9 +36,23 @@ describe('stopping the gateway', () => {
     const res = await chat(m.url, m.key, ask)
     const requestId = res.headers.get('x-request-id')!
     const { rest } = await readUntil(res, (t) => t.split('"content":"').length > 3)
+    // A client whose request is half sent as the gateway begins to stop.
+    const late = connect(Number(new URL(m.url).port), '127.0.0.1')
+    let answer = ''
+    late.setEncoding('utf8').on('data', (d: string) => (answer += d))
+    const body = JSON.stringify(ask)
+    await new Promise<void>((resolve) => late.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n', () => resolve()))
     const stopping = m.server.close()
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    late.write(`Authorization: Bearer ${m.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`)
     const text = await rest()
     await stopping
+    // Refused in the one error shape, to be retried: not Fastify's own 503.
+    await expect.poll(() => answer).toMatch(/^HTTP\/1.1 503 /)
+    expect(answer).toMatch(/\r\nx-request-id: req_/)
+    expect(answer).toMatch(/\r\nretry-after: 1\r\n/)
+    expect(JSON.parse(answer.split('\r\n\r\n')[1]!).error).toMatchObject({ code: 'no_capacity', message: expect.stringContaining('stopping') })
+    late.destroy()
     expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true)
     expect(text).toContain('"svc":{')
     const record = (await m.store.usage.get(m.accountId, requestId))!

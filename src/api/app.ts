@@ -13,6 +13,7 @@ import { usageRoutes } from './routes/usage.js'
 export const BODY_LIMIT = 4 * 1024 * 1024
 
 const NO_HOST = apiError('feature_not_supported', 'The request has no Host header, which HTTP/1.1 requires.', { param: null, status: 400 })
+const STOPPING = apiError('no_capacity', 'This gateway is stopping and takes no new requests; retry after 1 s (another instance, or this one restarted, will take it).', { retryAfter: 1 })
 
 export interface AppPlugin {
   (app: FastifyInstance, gw: Gateway): void | Promise<void>
@@ -26,9 +27,9 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     bodyLimit: BODY_LIMIT,
     genReqId: newRequestId,
     requestIdHeader: false,
-    // Stopping: new requests are refused 503, idle connections closed, requests in flight left to finish (the server's
-    // close cuts them after the tuning's shutdownGraceMs).
-    return503OnClosing: true,
+    // Stopping: idle connections closed, requests in flight left to finish (the server's close cuts them after the
+    // tuning's shutdownGraceMs), new ones refused by the hook below in the one error shape (Fastify's own 503 is not).
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
     // What Node cannot read as a request (malformed HTTP, oversized headers, a body that never ends) is answered in the
     // same error shape, with a request id; a request must arrive whole within the tuning's requestTimeoutMs.
@@ -59,6 +60,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id)
     if (req.headers.host === undefined && req.raw.httpVersionMinor === 1) return void sendError(reply, NO_HOST)
+    if (gw.stopping) return void sendError(reply.header('connection', 'close'), STOPPING)
     done()
   })
 

@@ -32,6 +32,8 @@ export class Gateway {
   readonly log: (msg: string, err?: unknown) => void
   private settleCtx!: SettleContext
   private flushTimer: NodeJS.Timeout | undefined
+  /** The server is stopping: requests in flight finish, new ones are refused (503, retry). */
+  stopping = false
 
   private constructor(readonly config: Config, readonly store: Store, opts: GatewayOptions) {
     this.tuning = tuningOf(config)
