@@ -62,10 +62,9 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
     maxTokens = effectiveMax(named, needs)
     plan = planNamed(catalog, health, named, { inputTokens, maxOutputTokens: maxTokens })
   } else {
-    // Without max_tokens each candidate fits by what its own context leaves (DESIGN §4, §5), and the reply is bounded
-    // by the least of the fitting ones: any of them can serve it, and the hold covers no more than they could write.
-    const fitting = cortex!.candidates.map((id) => catalog.models.get(id)!).filter((m) => fitViolation(m, request, needs) === null)
-    maxTokens = needs.requestedMax ?? Math.min(cortex!.capabilities.maxOutputTokens, ...fitting.map((m) => effectiveMax(m, needs)))
+    maxTokens = needs.requestedMax ?? cortex!.capabilities.maxOutputTokens
+    const bounded: Needs = { ...needs, requestedMax: maxTokens }
+    const fitting = cortex!.candidates.map((id) => catalog.models.get(id)!).filter((m) => fitViolation(m, request, bounded) === null)
     plan = planCortex(catalog, health, fitting, { inputTokens, maxOutputTokens: maxTokens })
   }
   return {
