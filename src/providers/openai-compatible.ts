@@ -12,13 +12,11 @@ export interface UpstreamTimeouts {
   firstByteTimeoutMs: number
   /** Until a plain (non-stream) reply has arrived whole: the upstream sends nothing before it is done. */
   replyTimeoutMs: number
-  /** Longest silence between two body chunks once the reply started. */
+  /** Longest time between two events of a stream once it started (comments and empty deltas do not count). */
   idleTimeoutMs: number
 }
 
 const MAX_ERROR_BODY = 2048
-/** How long a stream's body may stay open after its [DONE]. */
-const AFTER_DONE_MS = 250
 /** What a plain reply, or one event of a stream, may weigh: far above any completion, a bound on a broken upstream. */
 const MAX_REPLY_BYTES = 16 * 1024 * 1024
 
@@ -64,16 +62,14 @@ export class OpenAICompatibleProvider implements Provider {
      * that make no event (comments, empty deltas) do not count, so an upstream cannot hold the request, its hold and
      * its offer's slot for ever with pings.
      */
-    const heard = (ended = false) => {
-      if (streaming && !ended) return void timer?.refresh()
+    const heard = () => {
+      if (streaming) return void timer?.refresh()
       streaming = true
       clearTimer()
-      // After [DONE] the body's own end is due at once; an upstream that keeps the response open is left after a moment.
-      const ms = ended ? Math.min(idleMs, AFTER_DONE_MS) : idleMs
       timer = setTimeout(() => {
-        timedOut = ended ? `no end within ${ms} ms of [DONE]` : `no event within ${ms} ms`
+        timedOut = `no event within ${idleMs} ms`
         attempt.abort()
-      }, ms)
+      }, idleMs)
     }
     const why = (err: unknown): UpstreamEvent => {
       if (client.aborted) return failure('aborted', 'the client went away')
@@ -98,6 +94,8 @@ export class OpenAICompatibleProvider implements Provider {
       return
     }
     let res: Dispatcher.ResponseData
+    /** The stream reached [DONE]. */
+    let ended = false
     try {
       res = await untilAborted(attempt, this.pool.request({
         path: this.path,
@@ -135,23 +133,25 @@ export class OpenAICompatibleProvider implements Provider {
         yield plainEvents({ status: 200, text })
         return
       }
-      yield* this.readStream(res, heard, why)
+      ended = yield* this.readStream(res, heard, why)
     } finally {
       clearTimer()
       client.removeListener('abort', onAbort)
-      if (!res.body.destroyed) res.body.destroy()
+      // After [DONE] the rest of the body (the response's end, which comes with it) is read in the background, so the
+      // connection goes back to the pool: destroyed before its end, undici would close it.
+      if (ended) res.body.dump({ limit: Number.MAX_SAFE_INTEGER }).catch(() => {})
+      else if (!res.body.destroyed) res.body.destroy()
     }
   }
 
-  private async *readStream(res: Dispatcher.ResponseData, heard: (ended?: boolean) => void, why: (err: unknown) => UpstreamEvent): AsyncIterable<UpstreamEvent[]> {
+  /** Yields the stream's events; returns whether it reached [DONE] (the body may still have its end to read). */
+  private async *readStream(res: Dispatcher.ResponseData, heard: () => void, why: (err: unknown) => UpstreamEvent): AsyncGenerator<UpstreamEvent[], boolean> {
     const reader = new ChunkStream()
-    // A finish reason or [DONE]: the upstream closing the stream after either is its end, not a break.
+    // A finish reason: the upstream closing the stream after it is its end, not a break.
     let finished = false
-    /** [DONE] came: only the body's end is waited for. */
-    let ending = false
     try {
-      for await (const bytes of res.body as AsyncIterable<Buffer>) {
-        if (ending) continue
+      // Leaving the loop must not destroy the body: after [DONE] its end is still to read (the caller dumps it).
+      for await (const bytes of res.body.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
         const events: UpstreamEvent[] = []
         reader.push(bytes, events)
         if (reader.buffered > MAX_REPLY_BYTES && events[events.length - 1]?.type !== 'failure') {
@@ -161,25 +161,22 @@ export class OpenAICompatibleProvider implements Provider {
           if (!finished) finished = events.some((e) => e.type === 'finish')
           if (!reader.done) heard()
           yield events
-          if (events[events.length - 1]!.type === 'failure') return
+          if (events[events.length - 1]!.type === 'failure') return false
         }
-        // [DONE] is the stream's end. Its body is still read to its end, which comes with it (the connection then goes
-        // back to the pool: cut short, it would be closed), for a moment at most.
-        if (reader.done) {
-          finished = ending = true
-          heard(true)
-        }
+        // [DONE] is the stream's end, whatever the upstream then does with the connection.
+        if (reader.done) return true
       }
     } catch (err) {
       const broke = why(err)
-      // Past the finish reason or [DONE] the reply is whole: a reset, or silence until the timer, ends it as it is.
-      // The client's leaving still counts as such.
-      if (finished && !(broke.type === 'failure' && broke.failure.kind === 'aborted')) return
+      // Past the finish reason the reply is whole: a reset, or silence until the timer, ends it as it is. The
+      // client's leaving still counts as such.
+      if (finished && !(broke.type === 'failure' && broke.failure.kind === 'aborted')) return false
       yield [broke]
-      return
+      return false
     }
     reader.end()
     if (!reader.done && !finished) yield [failure('unavailable', 'upstream closed the stream before it finished')]
+    return false
   }
 
   async close(): Promise<void> {
