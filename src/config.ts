@@ -42,6 +42,9 @@ const ManagedConfig = Type.Object({
   maxConcurrency: Type.Optional(Type.Integer({ minimum: 1 })),
 })
 
+/** A store URL: the config's `store` and DATABASE_URL alike. */
+const STORE_URL = /^(sqlite:|postgres(ql)?:\/\/)/
+
 const RailConfig = Type.Union([
   Type.Object({ kind: Type.Literal('local') }),
   Type.Object({
@@ -83,7 +86,7 @@ export const ConfigSchema = Type.Object({
       description: 'behind a reverse proxy: true, or the proxy addresses (comma-separated IPs/CIDRs) whose X-Forwarded-For/-Proto are believed',
     })),
   })),
-  store: Type.String({ pattern: '^(sqlite:|postgres(ql)?://)' }),
+  store: Type.String({ pattern: STORE_URL.source }),
   rail: RailConfig,
   feeBps: Type.Integer({ minimum: 0, maximum: 10_000 }),
   models: Type.Array(ModelConfig),
@@ -238,7 +241,7 @@ export function applyEnv(config: Config, env: NodeJS.ProcessEnv): Config {
   const out = { ...config, listen: { ...config.listen } }
   const problems: string[] = []
   if (env.DATABASE_URL) {
-    if (/^(sqlite:|postgres(ql)?:\/\/)/.test(env.DATABASE_URL)) out.store = env.DATABASE_URL
+    if (STORE_URL.test(env.DATABASE_URL)) out.store = env.DATABASE_URL
     else problems.push('DATABASE_URL: must start with sqlite: or postgres://')
   }
   if (env.PORT) {

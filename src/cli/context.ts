@@ -129,6 +129,8 @@ function environmentFailure(err: unknown): string | null {
   // Node reports a refused connection to a name with several addresses as an AggregateError without a message.
   const message = e.message || e.errors?.map((x) => x.message).join('; ') || e.code
   if (what) return `${what}: ${message}`
-  if (e.severity === 'FATAL' || e.severity === 'ERROR') return `the database refused: ${message}`
+  // Refused at the door (a bad password, a missing database or role), or for want of a privilege: the operator's to
+  // fix. Any other database error is a bug, and keeps its stack.
+  if (e.severity === 'FATAL' || e.code.startsWith('28') || e.code === '3D000' || e.code === '42501') return `the database refused: ${message}`
   return null
 }
