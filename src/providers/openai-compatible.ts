@@ -140,7 +140,12 @@ export class OpenAICompatibleProvider implements Provider {
       // After [DONE] the rest of the body (the response's end, which comes with it) is read in the background, so the
       // connection goes back to the pool: destroyed before its end, undici would close it.
       if (ended) res.body.dump({ limit: Number.MAX_SAFE_INTEGER }).catch(() => {})
-      else if (!res.body.destroyed) res.body.destroy()
+      else if (!res.body.destroyed) {
+        // Left by the read loop (which does not destroy it) before its end: destroyed, it reports the abort as an
+        // 'error' event that nothing else listens for any more.
+        res.body.on('error', () => {})
+        res.body.destroy()
+      }
     }
   }
 
