@@ -4,10 +4,15 @@ import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { isEvmAddress } from './accounts/address.js'
 import { Capabilities, ToolContract, CORTEX_MODEL_ID, MODEL_ID_PATTERN } from './protocol/models.js'
 
-/** The config file (DESIGN §9). This shape is a contract: outside tools write such files. */
+/**
+ * The config file (DESIGN §9). This shape is a contract: outside tools write such files. Its objects are closed: a
+ * field this shape does not name (most often a misspelt optional one, whose default would quietly apply) is refused.
+ */
+const Closed = <T extends Parameters<typeof Type.Object>[0]>(properties: T) => Type.Object(properties, { additionalProperties: false })
+
 const UnitsString = Type.String({ pattern: '^[0-9]+$', description: 'USDC base units (6 decimals), as a string' })
 
-const ModelConfig = Type.Object({
+const ModelConfig = Closed({
   id: Type.String({ pattern: MODEL_ID_PATTERN }),
   owned_by: Type.String({ minLength: 1 }),
   created: Type.Optional(Type.Integer({ minimum: 0 })),
@@ -16,7 +21,7 @@ const ModelConfig = Type.Object({
   tool_contract: Type.Optional(ToolContract),
 })
 
-const OfferConfig = Type.Object({
+const OfferConfig = Closed({
   model: Type.String({ minLength: 1 }),
   upstreamModel: Type.String({ minLength: 1 }),
   input_price_per_mtok: UnitsString,
@@ -24,7 +29,7 @@ const OfferConfig = Type.Object({
   maxConcurrency: Type.Integer({ minimum: 1 }),
 })
 
-const ProviderConfig = Type.Object({
+const ProviderConfig = Closed({
   address: Type.String(),
   baseUrl: Type.String({ pattern: '^https?://' }),
   apiKey: Type.Optional(Type.String()),
@@ -33,7 +38,7 @@ const ProviderConfig = Type.Object({
   offers: Type.Array(OfferConfig),
 })
 
-const ManagedConfig = Type.Object({
+const ManagedConfig = Closed({
   baseUrl: Type.String({ pattern: '^https?://' }),
   apiKey: Type.Optional(Type.String()),
   upstreamModel: Type.String({ minLength: 1 }),
@@ -46,8 +51,8 @@ const ManagedConfig = Type.Object({
 const STORE_URL = /^(sqlite:|postgres(ql)?:\/\/)/
 
 const RailConfig = Type.Union([
-  Type.Object({ kind: Type.Literal('local') }),
-  Type.Object({
+  Closed({ kind: Type.Literal('local') }),
+  Closed({
     kind: Type.Literal('evm'),
     rpcUrl: Type.String({ pattern: '^(https?|wss?)://' }),
     chainId: Type.Integer({ minimum: 1 }),
@@ -64,7 +69,7 @@ const RailConfig = Type.Union([
 ])
 
 /** Timeouts and limits of the request path; every field has a default. */
-const TuningConfig = Type.Object({
+const TuningConfig = Closed({
   firstByteTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
   replyTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
   idleTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
@@ -78,8 +83,9 @@ const TuningConfig = Type.Object({
   shutdownGraceMs: Type.Optional(Type.Integer({ minimum: 0 })),
 })
 
-export const ConfigSchema = Type.Object({
-  listen: Type.Optional(Type.Object({
+export const ConfigSchema = Closed({
+  $schema: Type.Optional(Type.String({ description: 'a JSON Schema for editors; not read' })),
+  listen: Type.Optional(Closed({
     host: Type.Optional(Type.String()),
     port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
     trustProxy: Type.Optional(Type.Union([Type.Boolean(), Type.String()], {
@@ -91,10 +97,10 @@ export const ConfigSchema = Type.Object({
   feeBps: Type.Integer({ minimum: 0, maximum: 10_000 }),
   models: Type.Array(ModelConfig),
   providers: Type.Array(ProviderConfig),
-  cortex: Type.Optional(Type.Object({ candidates: Type.Array(Type.String()) })),
+  cortex: Type.Optional(Closed({ candidates: Type.Array(Type.String()) })),
   managed: Type.Optional(ManagedConfig),
   tuning: Type.Optional(TuningConfig),
-  portal: Type.Optional(Type.Object({
+  portal: Type.Optional(Closed({
     sessionSecret: Type.Optional(Type.String({ minLength: 16 })),
     chainId: Type.Optional(Type.Integer({ minimum: 1 })),
     signInsPerMinute: Type.Optional(Type.Integer({ minimum: 1, description: 'nonces one client address may ask for per minute (default 20)' })),

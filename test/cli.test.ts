@@ -132,6 +132,19 @@ describe('svc sim-provider and svc serve', () => {
     expect(r.stderr).not.toMatch(/at .*\.js:\d+/)
   })
 
+  it('refuses a field the config does not have, such as a misspelt tuning, instead of applying its default', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-typo-'))
+    const file = join(dir, 'config.json')
+    const config = { $schema: './svc.schema.json', store: `sqlite:${join(dir, 'db')}`, rail: { kind: 'local' }, feeBps: 0, models: [], providers: [], tuning: { firstByteTimoutMs: 100 }, listen: { port: 0, hots: '0.0.0.0' } }
+    writeFileSync(file, JSON.stringify(config))
+    const r = await svc(['serve', '--config', file])
+    expect(r.code).toBe(1)
+    expect(r.stderr).toMatch(/tuning\.firstByteTimoutMs: Unexpected property/)
+    expect(r.stderr).toMatch(/listen\.hots: Unexpected property/)
+    expect(r.stderr).not.toContain('$schema')
+    expect(r.stderr).not.toMatch(/at .*\.js:\d+/)
+  })
+
   it('explains in one line a bad environment, a store it cannot reach and a port in use', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-env-'))
     const file = join(dir, 'config.json')
