@@ -20,7 +20,7 @@ export function portalPlugin(opts: PortalOptions = {}): AppPlugin {
   return async (app, gw) => {
     const ctx: PortalContext = {
       gw,
-      sessions: new Sessions(gw.store, gw.config.portal?.sessionSecret, gw.now),
+      sessions: new Sessions(gw.store, gw.config.portal?.sessionSecret, gw.now, gw.config.portal?.origin),
       chainId: signInChainId(gw.config),
       signIns: new AttemptLimiter(gw.config.portal?.signInsPerMinute ?? DEFAULT_SIGN_INS_PER_MINUTE, gw.now),
       origin: gw.config.portal?.origin === undefined ? undefined : new URL(gw.config.portal.origin),

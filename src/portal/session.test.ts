@@ -27,6 +27,18 @@ describe('portal sessions', () => {
       expect(await sessions.current(fakes('https', `other=1; ${cookie}`).req)).toMatchObject({ id: s.id, csrf: s.csrf })
       // Another gateway with another secret does not accept it (several processes need portal.sessionSecret).
       expect(await new Sessions(store, 'another-secret-of-16+++', Date.now).current(fakes('https', cookie).req)).toBeUndefined()
+      // Behind a TLS proxy whose X-Forwarded-Proto is not trusted the request looks like http: an https portal.origin
+      // still makes the cookie Secure, at sign-in and at sign-out.
+      const proxied = new Sessions(store, 'a-session-secret-of-16+', Date.now, 'https://portal.example.com')
+      const behind = fakes('http')
+      const p = await proxied.start(behind.req, behind.reply, account.id, account.address)
+      expect(behind.headers['set-cookie']).toMatch(/; Secure$/)
+      const out = fakes('http')
+      await proxied.end(out.req, out.reply, p)
+      expect(out.headers['set-cookie']).toMatch(/Max-Age=0; HttpOnly; SameSite=Lax; Secure$/)
+      const plain = fakes('http')
+      await new Sessions(store, 'a-session-secret-of-16+', Date.now, 'http://127.0.0.1:8080').start(plain.req, plain.reply, account.id, account.address)
+      expect(plain.headers['set-cookie']).not.toContain('Secure')
     } finally {
       await store.close()
     }

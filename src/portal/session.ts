@@ -18,7 +18,11 @@ const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
 export class Sessions {
   private readonly key: Buffer
 
-  constructor(private readonly store: Store, secret: string | undefined, private readonly now: () => number) {
+  /**
+   * `origin`: where browsers reach the portal (`portal.origin`). When it is https the cookie is always Secure, also
+   * when a TLS proxy in front forwards plain http and the gateway does not trust its X-Forwarded-Proto.
+   */
+  constructor(private readonly store: Store, secret: string | undefined, private readonly now: () => number, private readonly origin?: string) {
     // Without a configured secret, sessions last as long as this process; several processes need a shared one.
     this.key = secret ? Buffer.from(secret, 'utf8') : randomBytes(32)
   }
@@ -29,7 +33,7 @@ export class Sessions {
     const now = this.now()
     const session: PortalSession = { id: sha256(secret), accountId, address, csrf: b64url(randomBytes(24)), createdAt: now, expiresAt: now + SESSION_TTL_MS }
     await this.store.portal.createSession(session)
-    setCookie(req, reply, `${secret}.${this.mac(secret)}`, Math.floor(SESSION_TTL_MS / 1000))
+    setCookie(req, reply, `${secret}.${this.mac(secret)}`, Math.floor(SESSION_TTL_MS / 1000), this.secure(req))
     return session
   }
 
@@ -48,7 +52,11 @@ export class Sessions {
 
   async end(req: FastifyRequest, reply: FastifyReply, session: PortalSession): Promise<void> {
     await this.store.portal.deleteSession(session.id)
-    setCookie(req, reply, '', 0)
+    setCookie(req, reply, '', 0, this.secure(req))
+  }
+
+  private secure(req: FastifyRequest): boolean {
+    return req.protocol === 'https' || this.origin?.startsWith('https:') === true
   }
 
   private mac(secret: string): string {
@@ -57,9 +65,9 @@ export class Sessions {
 }
 
 /** Secure when the portal is served over https; HttpOnly keeps it from scripts; Lax keeps it off cross-site posts. */
-function setCookie(req: FastifyRequest, reply: FastifyReply, value: string, maxAgeSeconds: number): void {
+function setCookie(req: FastifyRequest, reply: FastifyReply, value: string, maxAgeSeconds: number, secure: boolean): void {
   const parts = [`${SESSION_COOKIE}=${value}`, `Path=${COOKIE_PATH}`, `Max-Age=${maxAgeSeconds}`, 'HttpOnly', 'SameSite=Lax']
-  if (req.protocol === 'https') parts.push('Secure')
+  if (secure) parts.push('Secure')
   reply.header('set-cookie', parts.join('; '))
 }
 
