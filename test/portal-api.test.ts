@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { chat, startMarket, type Market } from './helpers/market.js'
 import { signIn, type PortalClient } from './helpers/portal.js'
+import { STORE_KINDS, postgresReachable } from './helpers/stores.js'
 import { startServer } from '../src/server.js'
 
 /** What a signed-in wallet sees and changes through the portal API: keys, wallet, usage, provider earnings, the page. */
@@ -61,6 +62,26 @@ describe('keys', () => {
     expect((await json(await s.call('GET', '/session'))).status).toBe('suspended')
     const body = await json(await s.call('POST', '/keys', { name: 'k' }), 403)
     expect(body.error.code).toBe('account_suspended')
+  })
+})
+
+describe.each(STORE_KINDS)('the live-key bound on %s', (kind) => {
+  it('lets creations at the same time fill the last of 50 live keys and none past it', async (ctx) => {
+    if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
+    const market = await startMarket({ store: kind })
+    try {
+      const s = await signIn(market.url, privateKeyToAccount(generatePrivateKey()))
+      const create = (n: number, from: number) => Promise.all(Array.from({ length: n }, (_, i) => s.call('POST', '/keys', { name: `k${from + i}` })))
+      expect((await create(49, 0)).map((r) => r.status)).toEqual(Array(49).fill(201))
+      // Twenty at once for the one place left: each could count 49 before any of them inserts.
+      const created = await create(20, 49)
+      expect(created.filter((r) => r.status === 201)).toHaveLength(1)
+      const refused = await Promise.all(created.filter((r) => r.status !== 201).map((r) => json(r, 400)))
+      for (const body of refused) expect(body.error).toMatchObject({ code: 'feature_not_supported', message: 'This account has 50 live keys, the most allowed; revoke one first.' })
+      expect((await json(await s.call('GET', '/keys'))).data).toHaveLength(50)
+    } finally {
+      await market.close()
+    }
   })
 })
 

@@ -40,12 +40,14 @@ export function keyNameProblem(name: string): string | null {
 }
 
 /** Creates an API key named `name` (trimmed; refused with OperationError when `keyNameProblem` says why). */
-export async function issueKey(store: Store, accountId: number, raw: string, now = Date.now()): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
+/** A new API key for the account; with `maxLive`, refused (OperationError) while the account has that many live keys. */
+export async function issueKey(store: Store, accountId: number, raw: string, now = Date.now(), maxLive = Infinity): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
   const problem = keyNameProblem(raw)
   if (problem) throw new OperationError(problem)
   const name = raw.trim()
   const k = generateKey()
-  await store.keys.insert({ id: k.id, accountId, hash: k.hash, prefix: k.prefix, name, now })
+  const live = await store.keys.insert({ id: k.id, accountId, hash: k.hash, prefix: k.prefix, name, now }, maxLive)
+  if (live >= maxLive) throw new OperationError(`This account has ${live} live keys, the most allowed; revoke one first.`)
   return { id: k.id, key: k.key, prefix: k.prefix, name, createdAt: now }
 }
 

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely'
 import type { Database } from './schema.js'
-import { num, numOrNull } from './dialect.js'
+import { num, numOrNull, type Dialect } from './dialect.js'
 
 export interface ApiKey {
   id: string
@@ -21,13 +21,24 @@ export interface KeyOwner {
 }
 
 export class KeyRepo {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(private readonly db: Kysely<Database>, private readonly dialect: Dialect) {}
 
-  async insert(k: { id: string; accountId: number; hash: string; prefix: string; name: string; now: number }): Promise<void> {
-    await this.db
-      .insertInto('api_keys')
-      .values({ id: k.id, account_id: k.accountId, hash: k.hash, prefix: k.prefix, name: k.name, created_at: BigInt(k.now), last_used_at: null, revoked_at: null })
-      .execute()
+  /**
+   * Inserts a key while its account has fewer than `maxLive` live keys, and returns how many it had; a key is not
+   * inserted when that is `maxLive` or more. They are counted with the account's row locked (on SQLite every
+   * transaction holds the write lock), so creations at the same time cannot pass the bound together.
+   */
+  async insert(k: { id: string; accountId: number; hash: string; prefix: string; name: string; now: number }, maxLive = Infinity): Promise<number> {
+    return this.db.transaction().execute(async (trx) => {
+      if (this.dialect === 'postgres') await trx.selectFrom('accounts').select('id').where('id', '=', k.accountId).forUpdate().execute()
+      const live = num((await trx.selectFrom('api_keys').select((eb) => eb.fn.countAll<number>().as('n')).where('account_id', '=', k.accountId).where('revoked_at', 'is', null).executeTakeFirstOrThrow()).n)
+      if (live >= maxLive) return live
+      await trx
+        .insertInto('api_keys')
+        .values({ id: k.id, account_id: k.accountId, hash: k.hash, prefix: k.prefix, name: k.name, created_at: BigInt(k.now), last_used_at: null, revoked_at: null })
+        .execute()
+      return live
+    })
   }
 
   /** The key with this hash and its account, or undefined. */

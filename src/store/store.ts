@@ -35,7 +35,7 @@ export class Store {
 
   constructor(readonly db: Kysely<Database>, readonly dialect: Dialect, private readonly backend: Backend, private readonly hot: HotLedger) {
     this.accounts = new AccountRepo(db)
-    this.keys = new KeyRepo(db)
+    this.keys = new KeyRepo(db, dialect)
     this.ledger = new LedgerRepo(db, hot, dialect)
     this.usage = new UsageRepo(db)
     this.settlement = new SettlementRepo(db)

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { apiError } from '../../protocol/errors.js'
 import { clipped, sendError } from '../../api/errors.js'
-import { issueKey, keyNameProblem } from '../../accounts/operations.js'
+import { issueKey, keyNameProblem, OperationError } from '../../accounts/operations.js'
 import type { ApiKey } from '../../store/keys.js'
 import { sessionOf } from '../guard.js'
 import { accountOf, seconds, type PortalContext } from '../context.js'
@@ -31,11 +31,13 @@ export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
     if (problem) return sendError(reply, apiError('feature_not_supported', `${problem}.`, { param: 'name' }))
     const account = await accountOf(ctx, session.accountId)
     if (account.status !== 'active') return sendError(reply, apiError('account_suspended', 'This account is suspended; it cannot create keys.'))
-    const live = (await gw.store.keys.list(account.id)).filter((k) => k.revokedAt === null).length
-    if (live >= MAX_LIVE_KEYS) {
-      return sendError(reply, apiError('feature_not_supported', `This account has ${live} live keys, the most allowed; revoke one first.`, { param: null }))
+    let k: Awaited<ReturnType<typeof issueKey>>
+    try {
+      k = await issueKey(gw.store, account.id, name, gw.now(), MAX_LIVE_KEYS)
+    } catch (err) {
+      if (err instanceof OperationError) return sendError(reply, apiError('feature_not_supported', err.message, { param: null }))
+      throw err
     }
-    const k = await issueKey(gw.store, account.id, name, gw.now())
     return reply.code(201).send({ object: 'api_key', id: k.id, api_key: k.key, prefix: k.prefix, name: k.name, created: seconds(k.createdAt), last_used: null, revoked: null })
   })
 
