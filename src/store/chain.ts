@@ -27,10 +27,26 @@ export type SyncResult =
 const clamp = (v: bigint) => (v < 0n ? 0n : v > MAX_STORED ? MAX_STORED : v)
 
 /**
+ * An account's balance and cap for a wallet read, given what it owes and what its open holds reserve (`held`): the
+ * wallet minus what is owed, and the allowance minus the same. The balance never goes below `held`, since each open
+ * hold's capture takes up to its amount from it (below, a capture would take it negative). What the balance then
+ * cannot show goes into the cap, which a capture lowers no further than zero and no posting counts: spendable stays
+ * what the wallet covers, while the holds are open and after they close. A capture the wallet cannot pay is collected
+ * by settlement, whose failure records the debt.
+ */
+export function walletFigures(read: Pick<WalletRead, 'balance' | 'allowance'>, owed: bigint, held: bigint): { balance: bigint; cap: bigint } {
+  const covered = clamp(read.balance - owed)
+  const cap = clamp(read.allowance - owed)
+  if (covered >= held) return { balance: covered, cap }
+  return { balance: held, cap: covered < cap ? covered : cap }
+}
+
+/**
  * The ledger side of the evm rail. A payer's USDC stays in their wallet until settlement, so an account's
  * balance is the wallet's balance minus what it owes (captured, not yet settled on chain), and its cap is the
- * allowance to the settler minus the same; this repository brings the cached row to those values with `chain`
- * postings against svc:world (their own ref, netting to zero) and records what the watcher read.
+ * allowance to the settler minus the same (`walletFigures` when the wallet is short of what is held); this
+ * repository brings the cached row to those values with `chain` postings against svc:world (their own ref, netting
+ * to zero) and records what the watcher read.
  */
 export class ChainRepo {
   constructor(private readonly db: Kysely<Database>, private readonly dialect: Dialect) {}
@@ -44,7 +60,8 @@ export class ChainRepo {
    * Brings an account to what its wallet shows at `read.block`, in one transaction with the account row locked,
    * so a concurrent capture (which lowers balance and raises what is owed together) is counted exactly once.
    * A read older than the last one, or older than a batch mined for this payer, is stale and changes nothing.
-   * A debt is cleared once the wallet covers everything owed again.
+   * A debt is cleared once the wallet covers everything owed again. A wallet short of what the account's open holds
+   * reserve leaves the balance at what is held and the cap at what the wallet covers (`walletFigures`).
    */
   async sync(accountId: number, read: WalletRead, ref: string, now: number): Promise<SyncResult> {
     return this.db.transaction().execute(async (trx) => {
@@ -56,8 +73,7 @@ export class ChainRepo {
       const owed = await owedIn(trx, accountId)
       const prev = await trx.selectFrom('chain_wallets').selectAll().where('account_id', '=', accountId).executeTakeFirst()
       if (prev && (read.block < big(prev.block) || read.block < big(prev.floor))) return { kind: 'stale' as const }
-      const balance = clamp(read.balance - owed)
-      const cap = clamp(read.allowance - owed)
+      const { balance, cap } = walletFigures(read, owed, before.held)
       const delta = balance - before.balance
       const debtCleared = before.debt > 0n && read.balance >= owed && read.allowance >= owed
       if (delta !== 0n) await postFromWorld(trx, ref, accountId, 'chain', delta, now)
