@@ -4,6 +4,7 @@ import type { Config } from '../../src/config.js'
 import { anvilAccount, anvilBinary, anvilKey, startAnvil, type Anvil } from '../../src/chain/anvil.js'
 import { publicClientFor } from '../../src/chain/client.js'
 import { approveSettler, deploySettler, deployTestUsdc, mintUsdc, usdcBalance, walletFor, type Wallet } from '../../src/chain/deploy.js'
+import { usdcAbi } from '../../src/chain/contracts.js'
 import { EvmRail } from '../../src/settlement/evm-rail.js'
 import { chat, startMarket, type Market } from './market.js'
 
@@ -67,6 +68,13 @@ export async function newPayer(c: Chain, funds: bigint, allowance: bigint): Prom
 
 export const balanceOf = (c: Chain, a: Address) => usdcBalance(c.client, c.usdc, a)
 
+/** Moves test USDC out of a payer's wallet (as a user may at any time) and waits until it is mined. */
+export async function sendUsdc(c: Chain, from: Payer, to: Address, amount: bigint): Promise<void> {
+  const hash = await from.wallet.writeContract({ address: c.usdc, abi: usdcAbi, functionName: 'transfer', args: [to, amount] })
+  const receipt = await c.client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
+  if (receipt.status !== 'success') throw new Error(`transfer reverted (${hash})`)
+}
+
 /** The market's evm rail (startServer builds it from the config). */
 export function evmRail(m: Market): EvmRail {
   const rail = m.server.rail
@@ -96,12 +104,15 @@ export interface ChainMarket {
   close(): Promise<void>
 }
 
-/** A fresh chain and a market settling on it, its test account read from the wallet; settlement runs on demand. */
-export async function startChainMarket(): Promise<ChainMarket> {
+/**
+ * A fresh chain and a market settling on it, its test account read from the wallet; settlement runs on demand.
+ * `tuning` adds to the market's.
+ */
+export async function startChainMarket(tuning: Config['tuning'] = {}): Promise<ChainMarket> {
   const c = await startChain()
   const payer = await newPayer(c, 5n * USDC, 4n * USDC)
   // 200-token replies make charges large enough for a non-zero fee leg.
-  const m = await startMarket({ user: payer.address, sim: { replyTokens: 200 }, tuning: { settleIntervalMs: 0 }, edit: (cfg) => (cfg.rail = railConfig(c)) })
+  const m = await startMarket({ user: payer.address, sim: { replyTokens: 200 }, tuning: { settleIntervalMs: 0, ...tuning }, edit: (cfg) => (cfg.rail = railConfig(c)) })
   await evmRail(m).watcher.syncNow()
   return { c, m, payer, async close() {
     await m.close()
