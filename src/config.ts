@@ -89,7 +89,7 @@ export const ConfigSchema = Closed({
     host: Type.Optional(Type.String()),
     port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
     trustProxy: Type.Optional(Type.Union([Type.Boolean(), Type.String()], {
-      description: 'behind a reverse proxy: true, or the proxy addresses (comma-separated IPs/CIDRs) whose X-Forwarded-For/-Proto are believed',
+      description: 'behind a reverse proxy: true (one proxy in front: the last X-Forwarded-For entry is the client), or the proxy addresses (comma-separated IPs/CIDRs) whose X-Forwarded-For/-Proto are believed',
     })),
   })),
   store: Type.String({ pattern: STORE_URL.source }),

@@ -223,6 +223,10 @@ describe('sign-in attempts', () => {
         expect((await nonceFrom(proxied.url, client)).status).toBe(200)
         expect((await nonceFrom(proxied.url, client)).status).toBe(429)
       }
+      // The client is the address the proxy appended; what the client itself put before it is not believed, so a
+      // new made-up address per request does not make a new client.
+      for (const made of ['198.51.100.1', '198.51.100.2']) expect((await nonceFrom(proxied.url, `${made}, 203.0.113.9`)).status).toBe(200)
+      expect((await nonceFrom(proxied.url, '198.51.100.3, 203.0.113.9')).status).toBe(429)
     } finally {
       await proxied.close()
     }

@@ -48,7 +48,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     // A path parameter as long as the headers allow reaches its route (and its key check) instead of a 414.
     routerOptions: { maxParamLength: maxHeaderSize },
     // Behind a reverse proxy: client addresses (the portal's sign-in limit) and https (Secure cookies) come from it.
-    trustProxy: gw.config.listen?.trustProxy ?? false,
+    trustProxy: trustedProxies(gw.config.listen?.trustProxy),
     // A malformed URL is answered before routing: same error shape, same request id.
     frameworkErrors: (err, req, reply) => {
       reply.header('x-request-id', req.id)
@@ -109,4 +109,14 @@ function clientError(err: FastifyError, contentType?: string): ApiError | null {
   }
   if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) return apiError('feature_not_supported', err.message, { param: null, status: err.statusCode })
   return null
+}
+
+/**
+ * `trustProxy: true` is one proxy in front: the gateway's peer, whose X-Forwarded-Proto and last X-Forwarded-For entry
+ * (the address it saw) are believed, and nothing further left, which the client wrote (Fastify's own `true` believes
+ * every entry, so a client could pick its own address). Addresses name the proxies to believe, hop by hop.
+ */
+export function trustedProxies(setting: boolean | string | undefined): string | ((address: string, hop: number) => boolean) | false {
+  if (setting === true) return (_address, hop) => hop === 0
+  return setting || false
 }
