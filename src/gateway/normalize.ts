@@ -60,11 +60,12 @@ export function normalizeMessages(messages: readonly Message[]): NormalizedMessa
 }
 
 /**
- * The upstream body without model and stream flags: standard parameters forwarded, unknown ones dropped.
- * `toolsJson`, when given, is the request's tools already serialized (for metering): spliced in, not serialized again.
+ * The upstream body without model, stream flags and max_tokens (the adapter sets them): standard parameters forwarded,
+ * unknown ones dropped. `toolsJson`, when given, is the request's tools already serialized (for metering): spliced in,
+ * not serialized again.
  */
-export function upstreamBodyJson(req: ChatRequest, messages: Record<string, unknown>[], maxTokens: number, toolsJson?: string): string {
-  const body: Record<string, unknown> = { messages, max_tokens: maxTokens }
+export function upstreamBodyJson(req: ChatRequest, messages: Record<string, unknown>[], toolsJson?: string): string {
+  const body: Record<string, unknown> = { messages }
   for (const k of FORWARDED_PARAMS) {
     const v = req[k]
     if (v !== undefined && v !== null && !(k === 'tools' && toolsJson !== undefined)) body[k] = v

@@ -74,7 +74,7 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
     inputTokens,
     maxTokens,
     calls: callPolicyOf(request),
-    upstream: { bodyJson: upstreamBodyJson(request, messages.upstream, maxTokens, toolsJson), stream: needs.stream },
+    upstream: { bodyJson: upstreamBodyJson(request, messages.upstream, toolsJson), stream: needs.stream, maxTokens },
     plan,
   }
 }

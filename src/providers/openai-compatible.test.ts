@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Cancel } from './cancel.js'
-import { OpenAICompatibleProvider } from './openai-compatible.js'
+import { OpenAICompatibleProvider, requestBody } from './openai-compatible.js'
 import type { UpstreamEvent } from './types.js'
 
 const chunk = (delta: string, finish = 'null') =>
@@ -54,6 +54,18 @@ async function batches(path: string): Promise<UpstreamEvent[][]> {
   }
   return out
 }
+
+describe('the upstream body', () => {
+  it('carries the request\'s own max_tokens beside model and stream flags, the rest of the body as serialized', () => {
+    const bodyJson = '{"messages":[{"role":"user","content":"hi"}],"temperature":0}'
+    expect(JSON.parse(requestBody('up', { bodyJson, stream: true, maxTokens: 77 }))).toEqual({
+      model: 'up', stream: true, stream_options: { include_usage: true }, max_tokens: 77, messages: [{ role: 'user', content: 'hi' }], temperature: 0,
+    })
+    // Without a bound of its own, the body's (if any) stands: it is not written twice.
+    expect(JSON.parse(requestBody('up', { bodyJson: '{"max_tokens":5}', stream: false }))).toEqual({ model: 'up', stream: false, max_tokens: 5 })
+    expect(requestBody('up', { bodyJson: '{}', stream: false, maxTokens: 3 })).toBe('{"model":"up","stream":false,"max_tokens":3}')
+  })
+})
 
 /** The adapter yields the events of one network read together; a failure ends them, whatever follows in the read. */
 describe('the OpenAI-compatible adapter reading a stream', () => {

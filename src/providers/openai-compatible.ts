@@ -189,9 +189,10 @@ export class OpenAICompatibleProvider implements Provider {
   }
 }
 
-/** Splices model and stream flags into the pre-serialized body, so the request is stringified once per request. */
+/** Splices model, stream flags and max_tokens into the pre-serialized body, so the request is stringified once per request. */
 export function requestBody(upstreamModel: string, request: UpstreamRequest): string {
-  const head = `{"model":${JSON.stringify(upstreamModel)},"stream":${request.stream}${request.stream ? ',"stream_options":{"include_usage":true}' : ''}`
+  const max = request.maxTokens === undefined ? '' : `,"max_tokens":${request.maxTokens}`
+  const head = `{"model":${JSON.stringify(upstreamModel)},"stream":${request.stream}${request.stream ? ',"stream_options":{"include_usage":true}' : ''}${max}`
   return request.bodyJson === '{}' ? `${head}}` : `${head},${request.bodyJson.slice(1)}`
 }
 

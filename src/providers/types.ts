@@ -22,9 +22,14 @@ export type UpstreamEvent =
   | { type: 'failure'; failure: Failure }
 
 export interface UpstreamRequest {
-  /** The request body as JSON, without `model`, `stream` and `stream_options`, which the adapter sets. */
+  /** The request body as JSON, without `model`, `stream`, `stream_options` and `max_tokens`, which the adapter sets. */
   bodyJson: string
   stream: boolean
+  /**
+   * Sent as `max_tokens` (absent: the body's own, if any). Outside the body so that targets with different bounds
+   * share one serialized body.
+   */
+  maxTokens?: number
 }
 
 /** One Provider interface, many configurations: an OpenAI-compatible upstream is data, not code. */
