@@ -71,7 +71,7 @@ export class Gateway {
   /** Serves an admitted request through its plan and settles its money. */
   async run(caller: Caller, prepared: Prepared, hold: bigint, requestId: string, startedAt: number, sink: StreamSink | undefined, cancel: Cancel): Promise<Finished> {
     const outcome = await executeRoute(prepared.plan, prepared.calls, {
-      request: prepared.upstream, cancel, health: this.health, now: this.now, ...(sink ? { sink } : {}),
+      cancel, health: this.health, now: this.now, ...(sink ? { sink } : {}),
     })
     return settle(this.settleCtx, { requestId, caller, prepared, hold, startedAt }, outcome)
   }

@@ -5,7 +5,6 @@ import { countInput } from '../metering/tokens.js'
 import type { Catalog } from '../routing/catalog.js'
 import type { Health } from '../routing/health.js'
 import { planCortex, planNamed, type RoutePlan } from '../routing/route.js'
-import type { UpstreamRequest } from '../providers/types.js'
 import { effectiveMax, fitViolation, type Needs } from './fit.js'
 import { normalizeMessages, upstreamBodyJson } from './normalize.js'
 import { validateChatRequest } from './validate.js'
@@ -18,11 +17,11 @@ export interface Prepared {
   model: string
   stream: boolean
   inputTokens: number
-  /** The output bound: what the hold covers and what the upstream is told. */
+  /** The largest output bound of the plan's targets: what the hold covers (each target is told, and billed up to, its own). */
   maxTokens: number
   /** What the reply may call: declared tools, tool_choice, parallel_tool_calls. */
   calls: CallPolicy
-  upstream: UpstreamRequest
+  /** The targets, each with the upstream request it is sent. */
   plan: RoutePlan
 }
 
@@ -60,21 +59,15 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
     const unfit = fitViolation(named, request, needs)
     if (unfit) return unfit
     maxTokens = effectiveMax(named, needs)
-    plan = planNamed(catalog, health, named, { inputTokens, maxOutputTokens: maxTokens })
+    const upstream = { bodyJson: upstreamBodyJson(request, messages.upstream, toolsJson), stream: needs.stream, maxTokens }
+    plan = planNamed(catalog, health, inputTokens, named, upstream)
   } else {
+    const bodyJson = upstreamBodyJson(request, messages.upstream, toolsJson)
     maxTokens = needs.requestedMax ?? cortex!.capabilities.maxOutputTokens
     const bounded: Needs = { ...needs, requestedMax: maxTokens }
+    const upstream = { bodyJson, stream: needs.stream, maxTokens }
     const fitting = cortex!.candidates.map((id) => catalog.models.get(id)!).filter((m) => fitViolation(m, request, bounded) === null)
-    plan = planCortex(catalog, health, fitting, { inputTokens, maxOutputTokens: maxTokens })
+    plan = planCortex(catalog, health, inputTokens, fitting.map((model) => ({ model, request: upstream })), upstream)
   }
-  return {
-    request,
-    model: request.model,
-    stream: needs.stream,
-    inputTokens,
-    maxTokens,
-    calls: callPolicyOf(request),
-    upstream: { bodyJson: upstreamBodyJson(request, messages.upstream, toolsJson), stream: needs.stream, maxTokens },
-    plan,
-  }
+  return { request, model: request.model, stream: needs.stream, inputTokens, maxTokens, calls: callPolicyOf(request), plan }
 }

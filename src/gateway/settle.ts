@@ -86,8 +86,9 @@ async function capture(
   base: (o: Outcome, extra?: Partial<UsageRecord>) => UsageRecord,
 ): Promise<{ usage: Usage; cost: bigint }> {
   // max_tokens bounds the output and the charge (spec §4.1): an upstream that overruns it is billed, and reported, as
-  // if it had stopped there, at the price of the offer that served.
-  const completion = Math.min(countOutput(reply.content, reply.toolCalls.map((c) => c.function)), r.prepared.maxTokens)
+  // if it had stopped there, at the price of the offer that served. The bound is the one that offer was sent (targets
+  // of svc/cortex@1 may be sent less than the hold covers).
+  const completion = Math.min(countOutput(reply.content, reply.toolCalls.map((c) => c.function)), reply.maxTokens)
   const usage: Usage = { prompt_tokens: r.prepared.inputTokens, completion_tokens: completion, total_tokens: r.prepared.inputTokens + completion }
   // Never more than was held, whatever else happens.
   const cost = minBig(priceOf(reply.offer.prices, usage.prompt_tokens, usage.completion_tokens), r.hold)

@@ -18,6 +18,8 @@ export interface Produced {
   toolCalls: ToolCall[]
   finish: FinishReason
   upstreamUsage?: { promptTokens: number; completionTokens: number }
+  /** The max_tokens the offer was sent: the most its reply is billed for. */
+  maxTokens: number
 }
 
 export interface Attempt {
@@ -34,8 +36,10 @@ export type TargetOutcome =
   /** The client went away; `reply` holds what was delivered, if anything was. */
   | { kind: 'client_closed'; reply?: Produced }
 
+/** An upstream request with its reply bound: what one target of a plan is sent. */
+export type BoundRequest = UpstreamRequest & { maxTokens: number }
+
 export interface AttemptContext {
-  request: UpstreamRequest
   /** The client's going away. */
   cancel: Cancel
   health: Health
@@ -50,13 +54,13 @@ export interface AttemptContext {
  */
 const REQUEST_REFUSED = new Set([400, 413, 422])
 
-/** Tries the offers in order; fails over while nothing reached the client (DESIGN §5, §6). */
-export async function tryOffers(offers: readonly Offer[], rules: ToolRules, ctx: AttemptContext): Promise<TargetOutcome> {
+/** Tries the offers in order with the same request; fails over while nothing reached the client (DESIGN §5, §6). */
+export async function tryOffers(offers: readonly Offer[], request: BoundRequest, rules: ToolRules, ctx: AttemptContext): Promise<TargetOutcome> {
   const attempts: Attempt[] = []
   for (const offer of offers) {
     if (ctx.cancel.aborted) return { kind: 'client_closed' }
     if (!ctx.health.acquire(offer.key, offer.maxConcurrency)) continue
-    const outcome = await attempt(offer, rules, ctx)
+    const outcome = await attempt(offer, request, rules, ctx)
     if (outcome.kind === 'failed') {
       attempts.push(...outcome.attempts)
       continue
@@ -67,7 +71,7 @@ export async function tryOffers(offers: readonly Offer[], rules: ToolRules, ctx:
 }
 
 /** One attempt at one offer; the caller has acquired its health slot, which this releases. */
-async function attempt(offer: Offer, rules: ToolRules, ctx: AttemptContext): Promise<TargetOutcome> {
+async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ctx: AttemptContext): Promise<TargetOutcome> {
   const started = ctx.now()
   let firstEventMs: number | undefined
   let content = ''
@@ -75,10 +79,10 @@ async function attempt(offer: Offer, rules: ToolRules, ctx: AttemptContext): Pro
   let upstreamUsage: Produced['upstreamUsage']
   const tools = new ToolCallAssembler()
   const sink = ctx.sink
-  const produced = (): Produced => ({ offer, content, toolCalls: tools.result(), finish: finish ?? 'stop', upstreamUsage })
+  const produced = (): Produced => ({ offer, content, toolCalls: tools.result(), finish: finish ?? 'stop', upstreamUsage, maxTokens: request.maxTokens })
   let health: 'success' | 'failure' | 'neutral' = 'failure'
   try {
-    for await (const events of offer.upstream.stream(offer.upstreamModel, ctx.request, ctx.cancel)) {
+    for await (const events of offer.upstream.stream(offer.upstreamModel, request, ctx.cancel)) {
       firstEventMs ??= ctx.now() - started
       for (const ev of events) {
         switch (ev.type) {

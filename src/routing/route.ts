@@ -3,11 +3,16 @@ import { maxBig, type Prices } from '../ledger/money.js'
 import type { CallPolicy, ToolRules } from '../tools/assemble.js'
 import type { Catalog, Offer } from './catalog.js'
 import type { Health } from './health.js'
-import { rankOffers, type Estimate } from './plan.js'
-import { tryOffers, type Attempt, type AttemptContext, type Produced } from './failover.js'
+import { rankOffers } from './plan.js'
+import { tryOffers, type Attempt, type AttemptContext, type BoundRequest, type Produced } from './failover.js'
 
-export interface Target {
+/** A model that fits the request, and what its offers are sent: its own reply bound (svc/cortex@1's may differ, DESIGN §4). */
+export interface Candidate {
   model: ModelConfig
+  request: BoundRequest
+}
+
+export interface Target extends Candidate {
   /** Usable offers, best first, as ranked when the request was admitted. */
   offers: Offer[]
 }
@@ -18,8 +23,8 @@ export type ManagedWhy = 'no_capacity' | 'provider_output_invalid' | 'no_candida
 export interface RoutePlan {
   cortex: boolean
   targets: Target[]
-  /** The vendor of last resort (svc/cortex@1 only). */
-  managed?: Offer
+  /** The vendor of last resort (svc/cortex@1 only), and what it is sent. */
+  managed?: { offer: Offer; request: BoundRequest }
   /** Highest input and output prices of all offers in the plan. */
   ceiling: Prices
   /** Health keys of every offer the model(s) have, usable now or not (for Retry-After). */
@@ -27,21 +32,24 @@ export interface RoutePlan {
 }
 
 /** Plans a named model: its own offers only. A named model is never substituted. */
-export function planNamed(catalog: Catalog, health: Health, model: ModelConfig, est: Estimate): RoutePlan {
+export function planNamed(catalog: Catalog, health: Health, inputTokens: number, model: ModelConfig, request: BoundRequest): RoutePlan {
   const all = catalog.offers.get(model.id) ?? []
-  const offers = rankOffers(all, health, est)
-  return { cortex: false, targets: [{ model, offers }], ceiling: ceilingOf(offers), allKeys: all.map((o) => o.key) }
+  const offers = rankOffers(all, health, { inputTokens, maxOutputTokens: request.maxTokens })
+  return { cortex: false, targets: [{ model, offers, request }], ceiling: ceilingOf(offers), allKeys: all.map((o) => o.key) }
 }
 
-/** Plans svc/cortex@1: the fitting candidates in preference order, then the managed vendor. */
-export function planCortex(catalog: Catalog, health: Health, fitting: ModelConfig[], est: Estimate): RoutePlan {
-  const targets = fitting.map((model) => ({ model, offers: rankOffers(catalog.offers.get(model.id) ?? [], health, est) }))
+/** Plans svc/cortex@1: the fitting candidates in preference order, then the managed vendor, sent `vendor`. */
+export function planCortex(catalog: Catalog, health: Health, inputTokens: number, fitting: readonly Candidate[], vendor: BoundRequest): RoutePlan {
+  const targets = fitting.map(({ model, request }) => {
+    const offers = rankOffers(catalog.offers.get(model.id) ?? [], health, { inputTokens, maxOutputTokens: request.maxTokens })
+    return { model, offers, request }
+  })
   const offers = targets.flatMap((t) => t.offers)
   const managed = catalog.managed
   if (managed) offers.push(managed)
   const allKeys = (catalog.cortex?.candidates ?? []).flatMap((c) => (catalog.offers.get(c) ?? []).map((o) => o.key))
   if (managed) allKeys.push(managed.key)
-  return { cortex: true, targets, ...(managed ? { managed } : {}), ceiling: ceilingOf(offers), allKeys }
+  return { cortex: true, targets, ...(managed ? { managed: { offer: managed, request: vendor } } : {}), ceiling: ceilingOf(offers), allKeys }
 }
 
 /** The highest input and output prices among offers (the cortex's admission bound and its listed pricing). */
@@ -71,7 +79,7 @@ export async function executeRoute(plan: RoutePlan, calls: CallPolicy, ctx: Atte
   let failedTargets = 0
   for (const target of plan.targets) {
     const rules: ToolRules = { ...calls, maxArgumentBytes: target.model.tool_contract?.max_argument_bytes ?? 0 }
-    const out = await tryOffers(target.offers, rules, ctx)
+    const out = await tryOffers(target.offers, target.request, rules, ctx)
     if (out.kind === 'failed') {
       attempts.push(...out.attempts)
       failedTargets++
@@ -82,8 +90,9 @@ export async function executeRoute(plan: RoutePlan, calls: CallPolicy, ctx: Atte
   const invalidSeen = attempts.some((a) => a.failure.kind === 'invalid_output')
   if (plan.managed && !ctx.cancel.aborted) {
     const managedWhy: ManagedWhy = plan.targets.length === 0 ? 'no_candidate' : invalidSeen ? 'provider_output_invalid' : 'no_capacity'
-    const out = await tryOffers([plan.managed], { ...calls, maxArgumentBytes: 0 }, ctx)
-    if (out.kind !== 'failed') return withModel(out, plan.managed.modelId, failedTargets, managedWhy)
+    const { offer, request } = plan.managed
+    const out = await tryOffers([offer], request, { ...calls, maxArgumentBytes: 0 }, ctx)
+    if (out.kind !== 'failed') return withModel(out, offer.modelId, failedTargets, managedWhy)
     attempts.push(...out.attempts)
     return { kind: 'failed', code: 'no_capacity', attempts }
   }
