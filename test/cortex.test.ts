@@ -146,3 +146,75 @@ describe('cortex money', () => {
     expect((await chat(mk.url, mk.key, { ...ask(), model: 'svc/atlas@1' })).status).toBe(200)
   })
 })
+
+/** A prompt of about 380 tokens: wren's 512-token context leaves it about 130 for the reply, under the 256 listed for cortex. */
+const LONG = [{ role: 'user', content: 'word '.repeat(380) }]
+const VENDOR_PRICES = { input: 3_000_000n, output: 15_000_000n }
+const sentMax = (sim: { requests: Record<string, unknown>[] }) => sim.requests.at(-1)?.max_tokens
+
+describe.each([false, true])('svc/cortex@1 without max_tokens: a bound per candidate (stream %s)', (stream) => {
+  it('serves from a candidate whose context leaves less than the others’ bound, sent and billed its own', async () => {
+    // Upstreams that write 300 words whatever max_tokens says: the charge must stop at the bound the server was sent.
+    const mk = await market({ sim: { replyTokens: 300, ignoreMaxTokens: true } })
+    for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern]) s.setFault({ kind: 'status-500' })
+    const r = await send(mk, stream, { max_tokens: undefined, messages: LONG })
+    const room = 512 - r.usage.prompt_tokens
+    expect(room).toBeGreaterThan(0)
+    expect(room).toBeLessThan(256)
+    // Not the vendor at about a hundred times the price.
+    expect(r.svc.routing).toEqual({ model: 'svc/wren@1', served_by: P.wren, vendor_fallback: false, status: 'failover:2' })
+    expect(mk.sims.vendor.stats.requests).toBe(0)
+    // Each candidate tried was told its own bound: what its maximum output and its context leave.
+    expect(sentMax(mk.sims.atlasCheap)).toBe(4096)
+    expect(sentMax(mk.sims.atlasDear)).toBe(4096)
+    expect(sentMax(mk.sims.tern)).toBe(2048)
+    expect(sentMax(mk.sims.wren)).toBe(room)
+    // Billed up to wren's bound at wren's price, not up to the hold's larger bound.
+    expect(r.usage.completion_tokens).toBe(room)
+    expect(parseUsdc(r.svc.cost_usdc)).toBe(priceOf({ input: 50_000n, output: 100_000n }, r.usage.prompt_tokens, room))
+    expect((await mk.store.accounts.byId(mk.accountId))!.held).toBe(0n)
+  })
+
+  it('gives the first candidate its full bound, not the room a smaller candidate has', async () => {
+    const mk = await market({ sim: { replyTokens: 300 } })
+    const r = await send(mk, stream, { max_tokens: undefined, messages: LONG })
+    expect(r.svc.routing).toEqual({ model: 'svc/atlas@1', served_by: P.atlasCheap, vendor_fallback: false, status: 'available' })
+    expect(sentMax(mk.sims.atlasCheap)).toBe(4096)
+    // The whole reply, longer than wren's room and than the 256 listed for cortex.
+    expect(r.usage.completion_tokens).toBeGreaterThan(256)
+    expect(parseUsdc(r.svc.cost_usdc)).toBe(priceOf({ input: 150_000n, output: 600_000n }, r.usage.prompt_tokens, r.usage.completion_tokens))
+  })
+})
+
+describe('svc/cortex@1 bounds and the hold', () => {
+  it('without max_tokens, holds the ceiling prices for the largest bound of the plan', async () => {
+    const mk = await market()
+    mk.sims.atlasCheap.setFault({ kind: 'slow', ms: 300 })
+    const pending = chat(mk.url, mk.key, { model: 'svc/cortex@1', messages: LONG })
+    await expect.poll(async () => (await mk.store.accounts.byId(mk.accountId))!.held).toBeGreaterThan(0n)
+    const held = (await mk.store.accounts.byId(mk.accountId))!.held
+    const r = await (await pending).json()
+    expect(r.svc.routing.model).toBe('svc/atlas@1')
+    // atlas's 4096 tokens at the vendor's prices: whichever target serves, its charge is covered.
+    expect(held).toBe(priceOf(VENDOR_PRICES, r.usage.prompt_tokens, 4096))
+  })
+
+  it('without max_tokens, tells the vendor the listed cortex maximum', async () => {
+    const mk = await market()
+    for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern, mk.sims.wren]) s.setFault({ kind: 'status-500' })
+    const r = await send(mk, false, { max_tokens: undefined, messages: LONG })
+    expect(r.svc.routing).toMatchObject({ model: 'vendor-large', status: 'managed:no_capacity' })
+    expect(sentMax(mk.sims.wren)).toBe(512 - r.usage.prompt_tokens)
+    expect(sentMax(mk.sims.vendor)).toBe(256)
+  })
+
+  it('with max_tokens, sends every target that bound and drops a candidate that cannot carry it', async () => {
+    const mk = await market()
+    for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern]) s.setFault({ kind: 'status-500' })
+    // 200 tokens do not fit in what wren's context leaves after this prompt.
+    const r = await send(mk, false, { max_tokens: 200, messages: LONG })
+    expect(r.svc.routing).toEqual({ model: 'vendor-large', served_by: 'managed', vendor_fallback: true, status: 'managed:no_capacity' })
+    expect(mk.sims.wren.stats.requests).toBe(0)
+    for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern, mk.sims.vendor]) expect(sentMax(s)).toBe(200)
+  })
+})

@@ -2,9 +2,10 @@ import type { ChatRequest } from '../protocol/chat.js'
 import { apiError, isApiError, type ApiError } from '../protocol/errors.js'
 import { CORTEX_MODEL_ID } from '../protocol/models.js'
 import { countInput } from '../metering/tokens.js'
-import type { Catalog } from '../routing/catalog.js'
+import type { Catalog, CortexModel } from '../routing/catalog.js'
 import type { Health } from '../routing/health.js'
-import { planCortex, planNamed, type RoutePlan } from '../routing/route.js'
+import { planCortex, planNamed, type Candidate, type RoutePlan } from '../routing/route.js'
+import type { UpstreamRequest } from '../providers/types.js'
 import { effectiveMax, fitViolation, type Needs } from './fit.js'
 import { normalizeMessages, upstreamBodyJson } from './normalize.js'
 import { validateChatRequest } from './validate.js'
@@ -62,12 +63,30 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
     const upstream = { bodyJson: upstreamBodyJson(request, messages.upstream, toolsJson), stream: needs.stream, maxTokens }
     plan = planNamed(catalog, health, inputTokens, named, upstream)
   } else {
-    const bodyJson = upstreamBodyJson(request, messages.upstream, toolsJson)
-    maxTokens = needs.requestedMax ?? cortex!.capabilities.maxOutputTokens
-    const bounded: Needs = { ...needs, requestedMax: maxTokens }
-    const upstream = { bodyJson, stream: needs.stream, maxTokens }
-    const fitting = cortex!.candidates.map((id) => catalog.models.get(id)!).filter((m) => fitViolation(m, request, bounded) === null)
-    plan = planCortex(catalog, health, inputTokens, fitting.map((model) => ({ model, request: upstream })), upstream)
+    const body = { bodyJson: upstreamBodyJson(request, messages.upstream, toolsJson), stream: needs.stream }
+    ;({ plan, maxTokens } = cortexPlan(catalog, health, cortex!, request, needs, body))
   }
   return { request, model: request.model, stream: needs.stream, inputTokens, maxTokens, calls: callPolicyOf(request), plan }
+}
+
+/**
+ * Plans svc/cortex@1 (DESIGN §4, §5): each candidate fits as a named request would and is sent its own reply bound,
+ * max_tokens when the client sent it, else what the candidate's maximum output and context leave. One bound for all
+ * would either drop a small-context candidate that fits (sending the request to the vendor at many times the price) or
+ * cut every other candidate's reply to its room. The vendor is sent max_tokens, else the listed cortex maximum. The
+ * hold covers the largest bound of the plan.
+ */
+function cortexPlan(catalog: Catalog, health: Health, cortex: CortexModel, request: ChatRequest, needs: Needs, body: UpstreamRequest): { plan: RoutePlan; maxTokens: number } {
+  const vendor = { ...body, maxTokens: needs.requestedMax ?? cortex.capabilities.maxOutputTokens }
+  let maxTokens = catalog.managed ? vendor.maxTokens : 0
+  const fitting: Candidate[] = []
+  for (const id of cortex.candidates) {
+    const model = catalog.models.get(id)!
+    if (fitViolation(model, request, needs) !== null) continue
+    const bound = effectiveMax(model, needs)
+    // With max_tokens sent every bound is the same: one request serves the whole plan, as for a named model.
+    fitting.push({ model, request: bound === vendor.maxTokens ? vendor : { ...body, maxTokens: bound } })
+    maxTokens = Math.max(maxTokens, bound)
+  }
+  return { plan: planCortex(catalog, health, needs.inputTokens, fitting, vendor), maxTokens }
 }
