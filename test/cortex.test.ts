@@ -164,10 +164,10 @@ describe.each([false, true])('svc/cortex@1 without max_tokens: a bound per candi
     // Not the vendor at about a hundred times the price.
     expect(r.svc.routing).toEqual({ model: 'svc/wren@1', served_by: P.wren, vendor_fallback: false, status: 'failover:2' })
     expect(mk.sims.vendor.stats.requests).toBe(0)
-    // Each candidate tried was told its own bound: what its maximum output and its context leave.
-    expect(sentMax(mk.sims.atlasCheap)).toBe(4096)
-    expect(sentMax(mk.sims.atlasDear)).toBe(4096)
-    expect(sentMax(mk.sims.tern)).toBe(2048)
+    // Each candidate tried was told its own bound: the listed cortex maximum, or what its context leaves when less.
+    expect(sentMax(mk.sims.atlasCheap)).toBe(256)
+    expect(sentMax(mk.sims.atlasDear)).toBe(256)
+    expect(sentMax(mk.sims.tern)).toBe(256)
     expect(sentMax(mk.sims.wren)).toBe(room)
     // Billed up to wren's bound at wren's price, not up to the hold's larger bound.
     expect(r.usage.completion_tokens).toBe(room)
@@ -175,13 +175,13 @@ describe.each([false, true])('svc/cortex@1 without max_tokens: a bound per candi
     expect((await mk.store.accounts.byId(mk.accountId))!.held).toBe(0n)
   })
 
-  it('gives the first candidate its full bound, not the room a smaller candidate has', async () => {
+  it('gives the first candidate the listed cortex maximum, not the room a smaller candidate has', async () => {
     const mk = await market({ sim: { replyTokens: 300 } })
     const r = await send(mk, stream, { max_tokens: undefined, messages: LONG })
     expect(r.svc.routing).toEqual({ model: 'svc/atlas@1', served_by: P.atlasCheap, vendor_fallback: false, status: 'available' })
-    expect(sentMax(mk.sims.atlasCheap)).toBe(4096)
-    // The whole reply, longer than wren's room and than the 256 listed for cortex.
-    expect(r.usage.completion_tokens).toBeGreaterThan(256)
+    expect(sentMax(mk.sims.atlasCheap)).toBe(256)
+    // The whole bound, longer than wren's room.
+    expect(r.usage.completion_tokens).toBe(256)
     expect(parseUsdc(r.svc.cost_usdc)).toBe(priceOf({ input: 150_000n, output: 600_000n }, r.usage.prompt_tokens, r.usage.completion_tokens))
   })
 })
@@ -195,8 +195,8 @@ describe('svc/cortex@1 bounds and the hold', () => {
     const held = (await mk.store.accounts.byId(mk.accountId))!.held
     const r = await (await pending).json()
     expect(r.svc.routing.model).toBe('svc/atlas@1')
-    // atlas's 4096 tokens at the vendor's prices: whichever target serves, its charge is covered.
-    expect(held).toBe(priceOf(VENDOR_PRICES, r.usage.prompt_tokens, 4096))
+    // The largest bound (the listed cortex maximum) at the vendor's prices: whichever target serves, its charge is covered.
+    expect(held).toBe(priceOf(VENDOR_PRICES, r.usage.prompt_tokens, 256))
   })
 
   it('without max_tokens, tells the vendor the listed cortex maximum', async () => {

@@ -71,10 +71,10 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
 
 /**
  * Plans svc/cortex@1 (DESIGN §4, §5): each candidate fits as a named request would and is sent its own reply bound,
- * max_tokens when the client sent it, else what the candidate's maximum output and context leave. One bound for all
- * would either drop a small-context candidate that fits (sending the request to the vendor at many times the price) or
- * cut every other candidate's reply to its room. The vendor is sent max_tokens, else the listed cortex maximum. The
- * hold covers the largest bound of the plan.
+ * max_tokens when the client sent it, else the listed cortex maximum (the least of the candidates' maximum outputs)
+ * or less when the candidate's context leaves less. One bound for all would either drop a small-context candidate
+ * that fits (sending the request to the vendor at many times the price) or cut every other candidate's reply to its
+ * room. The vendor is sent max_tokens, else the listed cortex maximum. The hold covers the largest bound of the plan.
  */
 function cortexPlan(catalog: Catalog, health: Health, cortex: CortexModel, request: ChatRequest, needs: Needs, body: UpstreamRequest): { plan: RoutePlan; maxTokens: number } {
   const vendor = { ...body, maxTokens: needs.requestedMax ?? cortex.capabilities.maxOutputTokens }
@@ -83,7 +83,7 @@ function cortexPlan(catalog: Catalog, health: Health, cortex: CortexModel, reque
   for (const id of cortex.candidates) {
     const model = catalog.models.get(id)!
     if (fitViolation(model, request, needs) !== null) continue
-    const bound = effectiveMax(model, needs)
+    const bound = Math.min(vendor.maxTokens, effectiveMax(model, needs))
     // With max_tokens sent every bound is the same: one request serves the whole plan, as for a named model.
     fitting.push({ model, request: bound === vendor.maxTokens ? vendor : { ...body, maxTokens: bound } })
     maxTokens = Math.max(maxTokens, bound)
