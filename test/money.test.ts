@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import OpenAI from 'openai'
 import { chat, P, sseEvents, startMarket, type Market } from './helpers/market.js'
 import { checkInvariants, maxCostFor } from './helpers/money.js'
-import { STORE_KINDS, postgresReachable } from './helpers/stores.js'
+import { STORE_KINDS, freshPostgresUrl, postgresReachable } from './helpers/stores.js'
 import { parseUsdc, formatUsdc } from '../src/ledger/money.js'
 import { SYSTEM_ACCOUNTS } from '../src/store/accounts.js'
 import { issueKey, openAccount, depositTo } from '../src/accounts/operations.js'
@@ -130,6 +130,15 @@ describe('one settler at a time across processes', () => {
         const { Settler } = await import('../src/settlement/settler.js')
         const { LocalRail } = await import('../src/settlement/rail.js')
         expect(await new Settler(other, new LocalRail()).runOnce()).toEqual({ ran: false, batches: [] })
+        // A store in another schema of the same database is another marketplace: its settler is not this one's.
+        const elsewhere = await openStore(freshPostgresUrl())
+        try {
+          const theirs = await elsewhere.tryLock('svc-settler')
+          expect(theirs).not.toBeNull()
+          await theirs!.release()
+        } finally {
+          await elsewhere.close()
+        }
         await held!.release()
         expect((await new Settler(other, new LocalRail()).runOnce()).ran).toBe(true)
       } finally {

@@ -49,7 +49,7 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
       const lost = (err: Error) => console.error(`postgres: the connection holding lock ${name} failed (${err.message}); the lock went with it`)
       client.on('error', lost)
       try {
-        const r = await client.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [name])
+        const r = await client.query<{ ok: boolean }>(`select pg_try_advisory_lock(${LOCK_KEY}) as ok`, [name])
         if (!r.rows[0]?.ok) {
           client.removeListener('error', lost)
           client.release()
@@ -64,7 +64,7 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
         release: async () => {
           let broken: Error | undefined
           try {
-            await client.query('select pg_advisory_unlock(hashtext($1))', [name])
+            await client.query(`select pg_advisory_unlock(${LOCK_KEY})`, [name])
           } catch (err) {
             // A session that ended has released its locks already.
             broken = err as Error
@@ -79,6 +79,12 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
   }
   return { db, pool, backend, schema }
 }
+
+/**
+ * An advisory lock's key: its name within the connection's schema. Advisory locks belong to the whole database, and
+ * stores in other schemas of it (other marketplaces, each test run's own) must not take each other's settler or watcher.
+ */
+const LOCK_KEY = "hashtext(current_schema() || ':' || $1)"
 
 /**
  * `create schema if not exists`, safe when several processes open a new schema at once: Postgres may then refuse all
