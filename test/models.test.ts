@@ -50,6 +50,23 @@ describe('GET /v1/models', () => {
     expect(cortex.svc.pricing).toEqual({ input_price_per_mtok: '3000000', output_price_per_mtok: '15000000', basis: 'ceiling' })
   })
 
+  it('keeps the vendor in the cortex ceiling while its breaker is open, as admission does', async () => {
+    const mk = await startMarket()
+    try {
+      const health = mk.server.gateway.health
+      const vendor = mk.server.gateway.catalog.managed!.key
+      for (let i = 0; i < 5 && health.breaker(vendor) !== 'open'; i++) {
+        expect(health.acquire(vendor, 64)).toBe(true)
+        health.release(vendor, 'failure')
+      }
+      expect(health.breaker(vendor)).toBe('open')
+      const cortex = (await (await fetch(`${mk.url}/v1/models`)).json()).data.at(-1)
+      expect(cortex.svc.pricing).toEqual({ input_price_per_mtok: '3000000', output_price_per_mtok: '15000000', basis: 'ceiling' })
+    } finally {
+      await mk.close()
+    }
+  })
+
   it('is readable by the OpenAI SDK', async () => {
     const client = new OpenAI({ baseURL: `${m.url}/v1`, apiKey: 'unused' })
     const ids: string[] = []

@@ -26,11 +26,13 @@ export function modelList(gw: Gateway, created: number): WireModelList {
   }
   const cortex = catalog.cortex
   if (cortex) {
+    // The candidates' live offers, and the vendor whenever there is one: admission prices every cortex request with it
+    // (its breaker may close before the request reaches it), so a ceiling without it could be passed.
     const live: Offer[] = cortex.candidates.flatMap((c) => (catalog.offers.get(c) ?? []).filter((o) => health.breaker(o.key) !== 'open'))
-    if (catalog.managed && health.breaker(catalog.managed.key) !== 'open') live.push(catalog.managed)
+    const vendorLive = catalog.managed !== undefined && health.breaker(catalog.managed.key) !== 'open'
     let pricing: WirePricing | undefined
-    if (live.length) {
-      const { input, output } = ceilingOf(live)
+    if (live.length || vendorLive) {
+      const { input, output } = ceilingOf(catalog.managed ? [...live, catalog.managed] : live)
       pricing = { input_price_per_mtok: input.toString(), output_price_per_mtok: output.toString(), basis: 'ceiling' }
     }
     data.push({
