@@ -51,17 +51,25 @@ export class SettlementRepo {
       const dueBase = () => trx.selectFrom('holds').where('status', '=', sql.lit('captured')).where('batch_id', 'is', null).where('cost', '>', 0n).where('account_id', 'not in', debtors)
       let due = dueBase().select('request_id').limit(limits.maxHolds ?? 10_000)
       if (limits.maxLegs !== undefined) {
+        const maxLegs = limits.maxLegs
         const perPayer = await dueBase().select(['account_id', (eb) => eb.fn.count<number>('payee_id').distinct().as('payees')]).groupBy('account_id').orderBy('account_id').execute()
+        if (perPayer.length === 0) return null
         const payers: number[] = []
         let legs = 0
         for (const p of perPayer) {
           const n = num(p.payees) + 1
-          if (payers.length > 0 && legs + n > limits.maxLegs) break
+          if (legs + n > maxLegs) break
           payers.push(num(p.account_id))
           legs += n
         }
-        if (payers.length === 0) return null
-        due = due.where('account_id', 'in', payers)
+        if (payers.length > 0) due = due.where('account_id', 'in', payers)
+        else {
+          // The first payer alone needs more legs than a transaction may carry: its charges to its first maxLegs − 1
+          // payees go now, beside its fee leg; the rest stay due for the batches after.
+          const payer = num(perPayer[0]!.account_id)
+          const payees = await dueBase().where('account_id', '=', payer).select('payee_id').distinct().orderBy('payee_id').limit(maxLegs - 1).execute()
+          due = due.where('account_id', '=', payer).where('payee_id', 'in', payees.map((p) => num(p.payee_id)))
+        }
       }
       const assigned = await trx.updateTable('holds').set({ batch_id: id }).where('request_id', 'in', due).where('batch_id', 'is', null).returning('request_id').execute()
       if (assigned.length === 0) return null
