@@ -43,7 +43,8 @@ export class SettlementRepo {
   /**
    * Assigns due charges to a new batch and computes its legs; null when nothing is due. Charges of accounts in
    * debt wait until the debt is covered (collecting them again would only fail again). With `maxLegs`, whole
-   * payers are taken in order while their legs (one per payee, one for the fee) fit.
+   * payers are taken in order while their legs (one per payee, one for the fee) fit; a payer that fits in no batch
+   * alone is split by payee, so no batch ever has more than `maxLegs` legs.
    */
   async createBatch(id: string, feeAccountId: number, now: number, limits: BatchLimits = {}): Promise<Batch | null> {
     return this.db.transaction().execute(async (trx) => {
