@@ -6,8 +6,9 @@ import type { Batch, Leg } from '../store/settlement.js'
 import { evmSettings, operatorFromEnv, publicClientFor, type EvmRailConfig, type EvmSettings } from '../chain/client.js'
 import { BatchSender } from '../chain/sender.js'
 import { ChainWatcher } from '../chain/watcher.js'
+import { TokenProbe } from '../chain/probe.js'
 import type { ChainLeg } from '../chain/contracts.js'
-import type { Executed, Rail } from './rail.js'
+import type { Executed, Rail, Refused } from './rail.js'
 
 export interface EvmRailOptions {
   now?: () => number
@@ -15,10 +16,20 @@ export interface EvmRailOptions {
   env?: NodeJS.ProcessEnv
 }
 
+/** Why a payer's transfers failed when it was not for want of funds, as the log says it. */
+const NOT_FUNDS = {
+  payee: 'the token refuses one of its payees',
+  payer: 'the token refuses to move its tokens',
+  gone: 'its wallet covers them now',
+} as const
+
 /**
  * Settlement on an EVM chain: each batch is one BatchSettler transaction that moves USDC from payers' wallets
  * (within their allowance to the settler) to providers, the fee account and the vendor account. Payers whose
- * transfers fail are reported back so the ledger records their debt; the rest of the batch is settled.
+ * transfers fail are reported back, the rest of the batch is settled. A failure is the payer's debt only when its
+ * wallet does not cover its transfers: a payee or payer the token refuses whatever the amount is no debt (the payer
+ * could not mend it, and its debt would be lifted at once and the transfers fail again); those charges wait, and
+ * the operator is told, until the token takes them.
  */
 export class EvmRail implements Rail {
   readonly kind = 'evm' as const
@@ -26,8 +37,15 @@ export class EvmRail implements Rail {
   /** Where system accounts are paid on chain: the managed vendor has no wallet of its own. */
   readonly systemPayees: Record<string, Address>
   private readonly addresses = new Map<number, Address>()
+  /** Payers whose tokens the token would not move (kept in memory: after a restart one batch finds them again). */
+  private readonly refusedPayers = new Set<number>()
+  /** What the last pass left waiting, so the log tells each change once. */
+  private waiting = new Map<string, string>()
 
-  constructor(private readonly store: Store, readonly settings: EvmSettings, readonly sender: BatchSender, readonly watcher: ChainWatcher) {
+  constructor(
+    private readonly store: Store, readonly settings: EvmSettings, readonly sender: BatchSender, readonly watcher: ChainWatcher,
+    private readonly probe: TokenProbe, private readonly log: (msg: string) => void,
+  ) {
     this.maxLegs = settings.maxLegs
     const fees = settings.feeAccount ?? sender.operator
     this.systemPayees = { [SYSTEM_ACCOUNTS.fees]: fees, [SYSTEM_ACCOUNTS.vendor]: settings.vendorAccount ?? fees }
@@ -43,8 +61,56 @@ export class EvmRail implements Rail {
     }
     const landed = await this.sender.settle(batch, chainLegs)
     await this.store.chain.recordMined(batch.id, landed.block, [...payerIds.values()])
-    const failedPayers = landed.failedPayers.map((a) => payerIds.get(getAddress(a))).filter((id): id is number => id !== undefined)
-    return { failedPayers }
+    const out: Required<Executed> = { failedPayers: [], deferredPayers: [] }
+    for (const payer of new Set(landed.failedPayers.map((a) => getAddress(a)))) {
+      const id = payerIds.get(payer)
+      if (id === undefined) continue
+      const blame = await this.blame(payer, chainLegs.filter((l) => l.payer === payer))
+      if (blame === 'funds') out.failedPayers.push(id)
+      else {
+        if (blame === 'payer') this.refusedPayers.add(id)
+        this.log(`batch ${batch.id}: the transfers of payer ${payer} failed, not for want of funds (${NOT_FUNDS[blame]}); its charges wait, no debt`)
+        out.deferredPayers.push(id)
+      }
+    }
+    return out
+  }
+
+  /** Why a payer's transfers failed: a payee or the payer the token refuses whatever the amount, its funds, or neither any more. */
+  private async blame(payer: Address, legs: ChainLeg[]): Promise<'payee' | 'payer' | 'funds' | 'gone'> {
+    const refused = await Promise.all([...new Set(legs.map((l) => l.payee))].map((p) => this.probe.refusesPayee(p)))
+    if (refused.some(Boolean)) return 'payee'
+    if (await this.probe.refusesLeg(payer, legs[0]!.payee)) return 'payer'
+    return (await this.probe.covers(payer, legs.reduce((s, l) => s + l.amount, 0n))) ? 'gone' : 'funds'
+  }
+
+  /** The payees of due charges the token refuses now, and the payers found refused that still are. */
+  async refused(payees: number[]): Promise<Refused> {
+    const fees = this.systemPayees[SYSTEM_ACCOUNTS.fees]!
+    const out: Refused = {
+      payees: await this.refusing(payees, (a) => this.probe.refusesPayee(a)),
+      payers: await this.refusing(this.refusedPayers, (a) => this.probe.refusesLeg(a, fees)),
+    }
+    for (const id of this.refusedPayers) if (!out.payers.includes(id)) this.refusedPayers.delete(id)
+    await this.report(out)
+    return out
+  }
+
+  private async refusing(ids: Iterable<number>, refuses: (a: Address) => Promise<boolean>): Promise<number[]> {
+    const all = [...ids]
+    const answers = await Promise.all(all.map(async (id) => refuses(await this.addressOf(id))))
+    return all.filter((_, i) => answers[i])
+  }
+
+  /** Tells the operator once when the token starts refusing an account, and once when it stops. */
+  private async report(r: Refused): Promise<void> {
+    const now = new Map<string, string>()
+    for (const [role, ids] of [['payee', r.payees], ['payer', r.payers]] as const) {
+      for (const id of ids) now.set(`${role} ${id}`, `${role} ${await this.addressOf(id)}`)
+    }
+    for (const [k, what] of now) if (!this.waiting.has(k)) this.log(`the token refuses ${what}: its charges wait, no debt, until it takes them`)
+    for (const [k, what] of this.waiting) if (!now.has(k)) this.log(`the token takes ${what} again: its charges go in the next batches`)
+    this.waiting = now
   }
 
   /** What the batch's payers owe changed: the watcher reads their wallets again. */
@@ -87,5 +153,5 @@ export async function createEvmRail(rail: EvmRailConfig, store: Store, opts: Evm
     pollMs: settings.pollMs, bumpAfterMs: settings.bumpAfterMs, now, log,
   })
   const watcher = new ChainWatcher({ client, store, usdc: settings.usdc, settler: settings.settler, pollMs: settings.pollMs, now, log })
-  return new EvmRail(store, settings, sender, watcher)
+  return new EvmRail(store, settings, sender, watcher, new TokenProbe(client, settings.usdc, settings.settler), log)
 }

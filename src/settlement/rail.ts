@@ -1,8 +1,17 @@
 import type { Batch, Leg } from '../store/settlement.js'
 
-/** What a rail did with a batch: payers whose transfers it could not make (their charges become debt). */
+/** What a rail did with a batch: payers whose transfers it could not make. */
 export interface Executed {
+  /** Their funds did not cover their transfers: their charges become debt. */
   failedPayers: number[]
+  /** Their transfers failed for a reason that is not their funds (a payee the token refuses): their charges wait, no debt. */
+  deferredPayers?: number[]
+}
+
+/** Accounts whose charges must wait for now: the rail cannot move money from these payers or to these payees. */
+export interface Refused {
+  payers: number[]
+  payees: number[]
 }
 
 /** Where batches of captured charges are paid: the ledger alone, or a chain. */
@@ -15,6 +24,8 @@ export interface Rail {
    * same batch (a restart replays open and sent batches).
    */
   execute(batch: Batch, legs: Leg[]): Promise<Executed>
+  /** Asked before each pass batches: which of the payees with due charges, and which payers, it cannot pay now. */
+  refused?(payees: number[]): Promise<Refused>
   /** Called once the batch is marked settled in the store. */
   afterSettled?(batch: Batch, legs: Leg[]): Promise<void>
   /** Background work of the rail (the evm rail's chain watcher), started by a serving process. */

@@ -1,14 +1,16 @@
 import { ulid } from '../api/request-id.js'
 import type { Store } from '../store/store.js'
 import { SYSTEM_ACCOUNTS } from '../store/accounts.js'
-import type { Rail } from './rail.js'
+import type { Rail, Refused } from './rail.js'
 
 export const SETTLER_LOCK = 'svc-settler'
 
 export interface SettleReport {
   /** False when another settler held the lock. */
   ran: boolean
-  batches: { id: string; total: bigint; legs: number; failedPayers: number[] }[]
+  batches: { id: string; total: bigint; legs: number; failedPayers: number[]; deferredPayers: number[] }[]
+  /** Accounts whose charges the pass left waiting: the rail refuses them for now. */
+  waiting: Refused
 }
 
 /**
@@ -29,22 +31,24 @@ export class Settler {
 
   private async pass(): Promise<SettleReport> {
     const lock = await this.store.tryLock(SETTLER_LOCK)
-    if (!lock) return { ran: false, batches: [] }
+    if (!lock) return { ran: false, batches: [], waiting: { payers: [], payees: [] } }
     try {
       const fees = (await this.store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
-      const report: SettleReport = { ran: true, batches: [] }
+      const waiting = (await this.rail.refused?.([...new Set([...(await this.store.settlement.duePayees()), fees])])) ?? { payers: [], payees: [] }
+      const report: SettleReport = { ran: true, batches: [], waiting }
       const pending = await this.store.settlement.batches(['open', 'sent'])
+      const limits = { exclude: waiting, ...(this.rail.maxLegs === undefined ? {} : { maxLegs: this.rail.maxLegs }) }
       for (;;) {
-        const batch = await this.store.settlement.createBatch(`bat_${ulid(this.now())}`, fees, this.now(), this.rail.maxLegs === undefined ? {} : { maxLegs: this.rail.maxLegs })
+        const batch = await this.store.settlement.createBatch(`bat_${ulid(this.now())}`, fees, this.now(), limits)
         if (!batch) break
         pending.push(batch)
       }
       for (const batch of pending) {
         const legs = await this.store.settlement.legs(batch.id)
-        const { failedPayers } = await this.rail.execute(batch, legs)
-        await this.store.settlement.markSettled(batch.id, this.now(), failedPayers)
+        const { failedPayers, deferredPayers = [] } = await this.rail.execute(batch, legs)
+        await this.store.settlement.markSettled(batch.id, this.now(), failedPayers, deferredPayers)
         await this.rail.afterSettled?.(batch, legs)
-        report.batches.push({ id: batch.id, total: batch.total, legs: legs.length, failedPayers })
+        report.batches.push({ id: batch.id, total: batch.total, legs: legs.length, failedPayers, deferredPayers })
       }
       return report
     } finally {

@@ -139,7 +139,7 @@ export interface BatchLegsTable {
   payer_id: number
   payee_id: number
   amount: bigint
-  /** 1 when the payer's transfers failed on the rail (the amount became the payer's debt). */
+  /** 1 when the payer's transfers failed on the rail (the amount became its debt, or its charges wait for a later batch). */
   failed: Generated<number>
 }
 

@@ -3,8 +3,8 @@ import type { Store } from './store.js'
 import { STORE_KINDS, postgresReachable } from '../../test/helpers/stores.js'
 import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
 
-/** Batches under a leg limit: no batch carries more legs than one chain transaction may, and every charge goes in one batch. */
-describe.each(STORE_KINDS)('batches with a leg limit on %s', (kind) => {
+/** Batching: never more legs than one chain transaction may carry, refused accounts' charges left waiting, uncollected payers' charges due again. */
+describe.each(STORE_KINDS)('settlement batches on %s', (kind) => {
   let f: StoreFixture | undefined
   let store: Store
   let alice: number
@@ -68,5 +68,41 @@ describe.each(STORE_KINDS)('batches with a leg limit on %s', (kind) => {
       [...providers.map((p) => `${alice}:${p}`), `${bob}:${providers[0]}`].sort(),
     )
     expect(batches.reduce((s, b) => s + b.total, 0n)).toBe(400n)
+  })
+
+  it('leaves out the charges of refused payers and payees, and all with a fee when the fee account is refused', async () => {
+    await charge(alice, providers[0]!, 100n)
+    await charge(alice, providers[1]!, 100n)
+    await charge(bob, providers[1]!, 100n)
+    const exclude = (payers: number[], payees: number[]) => ({ exclude: { payers, payees } })
+    expect(await store.settlement.createBatch('b_none', fees, 3000, exclude([alice, bob], []))).toBeNull()
+    expect(await store.settlement.createBatch('b_nofee', fees, 3000, exclude([], [fees]))).toBeNull()
+    const some = (await store.settlement.createBatch('b_some', fees, 3001, exclude([bob], [providers[1]!])))!
+    expect((await store.settlement.legs(some.id)).map((l) => [l.payerId, l.payeeId])).toEqual([[alice, providers[0]], [alice, fees]].sort((a, b) => a[1]! - b[1]!))
+    expect(await store.settlement.duePayees()).toEqual([providers[1]])
+    const rest = (await store.settlement.createBatch('b_rest', fees, 3002))!
+    expect(rest.total).toBe(200n)
+    for (const id of [some.id, rest.id]) expect(await store.settlement.markSettled(id, 3003)).toBe(true)
+  })
+
+  it('returns the charges of a deferred payer to the due pool without debt, and pays its payees nothing', async () => {
+    const payee = providers[2]!
+    await charge(alice, payee, 1_000n)
+    await charge(bob, payee, 1_000n)
+    const before = (await store.accounts.books(payee)).pending
+    const batch = (await store.settlement.createBatch('b_defer', fees, 4000))!
+    expect(await store.settlement.markSettled(batch.id, 4001, [bob], [alice])).toBe(true)
+    expect((await store.accounts.byId(alice))!.debt).toBe(0n)
+    expect((await store.accounts.byId(bob))!.debt).toBe(1_000n)
+    expect((await store.accounts.books(payee)).pending).toBe(before)
+    expect((await store.settlement.payeeBatches(payee)).map((b) => b.id)).not.toContain(batch.id)
+    // Alice's charge is due again (Bob's waits for his debt).
+    const again = (await store.settlement.createBatch('b_defer_2', fees, 4002))!
+    expect((await store.settlement.legs(again.id)).map((l) => l.payerId)).toEqual([alice, alice])
+    expect(await store.settlement.markSettled(again.id, 4003)).toBe(true)
+    expect((await store.accounts.books(payee)).pending).toBe(before - 900n)
+    const audit = await store.ledger.audit()
+    expect(audit.unbalanced).toEqual([])
+    expect(audit.inconsistent).toEqual([])
   })
 })

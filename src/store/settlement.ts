@@ -21,6 +21,8 @@ export interface BatchLimits {
   maxHolds?: number
   /** Most transfer legs in one batch: a chain transaction has a gas limit. */
   maxLegs?: number
+  /** Charges of these payers, and to these payees, wait (the rail refuses them for now); the fee account among the payees holds back every charge with a fee. */
+  exclude?: { payers: number[]; payees: number[] }
 }
 
 export interface Leg {
@@ -36,6 +38,12 @@ function toBatch(r: Selectable<BatchesTable>): Batch {
   }
 }
 
+/** Captured charges not yet in a batch, debtors' aside: collecting those again would only fail again. */
+function dueCharges(db: Kysely<Database>) {
+  const debtors = db.selectFrom('accounts').select('id').where('debt', '>', 0n)
+  return db.selectFrom('holds').where('status', '=', sql.lit('captured')).where('batch_id', 'is', null).where('cost', '>', 0n).where('account_id', 'not in', debtors)
+}
+
 /** Settlement batches: captured charges grouped into payer → payee legs, settled once. */
 export class SettlementRepo {
   constructor(private readonly db: Kysely<Database>) {}
@@ -48,8 +56,14 @@ export class SettlementRepo {
    */
   async createBatch(id: string, feeAccountId: number, now: number, limits: BatchLimits = {}): Promise<Batch | null> {
     return this.db.transaction().execute(async (trx) => {
-      const debtors = trx.selectFrom('accounts').select('id').where('debt', '>', 0n)
-      const dueBase = () => trx.selectFrom('holds').where('status', '=', sql.lit('captured')).where('batch_id', 'is', null).where('cost', '>', 0n).where('account_id', 'not in', debtors)
+      const { payers: refusedPayers = [], payees: refusedPayees = [] } = limits.exclude ?? {}
+      const dueBase = () => {
+        let q = dueCharges(trx)
+        if (refusedPayers.length) q = q.where('account_id', 'not in', refusedPayers)
+        if (refusedPayees.length) q = q.where('payee_id', 'not in', refusedPayees)
+        if (refusedPayees.includes(feeAccountId)) q = q.where('fee', '=', 0n)
+        return q
+      }
       let due = dueBase().select('request_id').limit(limits.maxHolds ?? 10_000)
       if (limits.maxLegs !== undefined) {
         const maxLegs = limits.maxLegs
@@ -120,12 +134,13 @@ export class SettlementRepo {
   }
 
   /**
-   * Marks a batch settled and moves each payee's pending to available. Payers in `failedPayers` were not collected
-   * (the rail refused their transfers): their legs are marked failed, their charges return to the due pool and
-   * their debt grows by the amount, so admission refuses them until it is covered. A replay changes nothing and
+   * Marks a batch settled and moves each payee's pending to available. Payers in `failedPayers` and `deferredPayers`
+   * were not collected: their legs are marked failed and their charges return to the due pool. A failed payer's funds
+   * did not cover them: its debt grows by the amount, so admission refuses it until the debt is covered. A deferred
+   * payer's transfers failed for another reason (a payee the token refuses): no debt. A replay changes nothing and
    * returns false.
    */
-  async markSettled(batchId: string, now: number, failedPayers: readonly number[] = []): Promise<boolean> {
+  async markSettled(batchId: string, now: number, failedPayers: readonly number[] = [], deferredPayers: readonly number[] = []): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
       const done = await trx
         .updateTable('batches')
@@ -136,8 +151,9 @@ export class SettlementRepo {
         .executeTakeFirst()
       if (!done) return false
       const failed = [...failedPayers]
+      const unpaid = [...failed, ...deferredPayers]
       let paidLegs = trx.selectFrom('batch_legs').select(['payee_id', sql<bigint>`sum(amount)`.as('amount')]).where('batch_id', '=', batchId)
-      if (failed.length) paidLegs = paidLegs.where('payer_id', 'not in', failed)
+      if (unpaid.length) paidLegs = paidLegs.where('payer_id', 'not in', unpaid)
       const perPayee = await paidLegs.groupBy('payee_id').execute()
       const created_at = BigInt(now)
       const rows = perPayee.flatMap((p) => [
@@ -145,15 +161,23 @@ export class SettlementRepo {
         { ref: batchId, account_id: num(p.payee_id), book: 'available' as const, kind: 'settlement' as const, amount: big(p.amount), created_at },
       ])
       if (rows.length) await trx.insertInto('posting_rows').values(rows).execute()
+      if (unpaid.length) {
+        await trx.updateTable('batch_legs').set({ failed: 1 }).where('batch_id', '=', batchId).where('payer_id', 'in', unpaid).execute()
+        await trx.updateTable('holds').set({ batch_id: null }).where('batch_id', '=', batchId).where('account_id', 'in', unpaid).execute()
+      }
       if (failed.length) {
         const owed = await trx.selectFrom('batch_legs').select(['payer_id', sql<bigint>`sum(amount)`.as('amount')])
           .where('batch_id', '=', batchId).where('payer_id', 'in', failed).groupBy('payer_id').execute()
-        await trx.updateTable('batch_legs').set({ failed: 1 }).where('batch_id', '=', batchId).where('payer_id', 'in', failed).execute()
-        await trx.updateTable('holds').set({ batch_id: null }).where('batch_id', '=', batchId).where('account_id', 'in', failed).execute()
         for (const o of owed) await trx.updateTable('accounts').set({ debt: sql`debt + ${big(o.amount)}` }).where('id', '=', num(o.payer_id)).execute()
       }
       return true
     })
+  }
+
+  /** The payees of charges due for settlement (debtors' aside): whom the next batches would pay. */
+  async duePayees(): Promise<number[]> {
+    const rows = await dueCharges(this.db).select('payee_id').distinct().execute()
+    return rows.flatMap((r) => (r.payee_id === null ? [] : [num(r.payee_id)]))
   }
 
   /** Payees' pending (earned, unsettled) and settled sums. */

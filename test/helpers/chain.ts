@@ -106,13 +106,16 @@ export interface ChainMarket {
 
 /**
  * A fresh chain and a market settling on it, its test account read from the wallet; settlement runs on demand.
- * `tuning` adds to the market's.
+ * `tuning` adds to the market's; `edit` changes its config after the rail is set.
  */
-export async function startChainMarket(tuning: Config['tuning'] = {}): Promise<ChainMarket> {
+export async function startChainMarket(tuning: Config['tuning'] = {}, edit?: (config: Config) => void): Promise<ChainMarket> {
   const c = await startChain()
   const payer = await newPayer(c, 5n * USDC, 4n * USDC)
   // 200-token replies make charges large enough for a non-zero fee leg.
-  const m = await startMarket({ user: payer.address, sim: { replyTokens: 200 }, tuning: { settleIntervalMs: 0, ...tuning }, edit: (cfg) => (cfg.rail = railConfig(c)) })
+  const m = await startMarket({ user: payer.address, sim: { replyTokens: 200 }, tuning: { settleIntervalMs: 0, ...tuning }, edit: (cfg) => {
+    cfg.rail = railConfig(c)
+    edit?.(cfg)
+  } })
   await evmRail(m).watcher.syncNow()
   return { c, m, payer, async close() {
     await m.close()

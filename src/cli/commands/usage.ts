@@ -39,8 +39,14 @@ export function usageCommands(program: Command): void {
       const rail = await makeRail(config, store)
       const report = await new Settler(store, rail).runOnce().finally(() => rail.close?.())
       const batches = report.batches.map((b) => ({ id: b.id, total: formatUsdc(b.total), legs: b.legs }))
-      emit(opts, { ran: report.ran, batches }, !report.ran
+      const addresses = async (ids: number[]) => Promise.all(ids.map(async (id) => (await store.accounts.byId(id))?.address ?? String(id)))
+      const waiting = { payees: await addresses(report.waiting.payees), payers: await addresses(report.waiting.payers) }
+      const refused = [...waiting.payees.map((a) => `payee ${a}`), ...waiting.payers.map((a) => `payer ${a}`)]
+      emit(opts, { ran: report.ran, batches, waiting }, !report.ran
         ? 'another settler holds the lock; nothing done'
-        : batches.length ? batches.map((b) => `settled ${b.id}: ${b.total} USDC in ${b.legs} leg(s)`) : 'nothing to settle')
+        : [
+            ...(batches.length ? batches.map((b) => `settled ${b.id}: ${b.total} USDC in ${b.legs} leg(s)`) : ['nothing to settle']),
+            ...refused.map((r) => `waiting: the token refuses ${r}; its charges stay unsettled`),
+          ])
     })))
 }
