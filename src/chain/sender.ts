@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { encodeFunctionData, keccak256, type Address, type Hex, type PublicClient, type TransactionReceipt } from 'viem'
 import type { LocalAccount } from 'viem/accounts'
 import type { Store } from '../store/store.js'
-import { batchKey, findExecuted, landedFromReceipt, settlerAbi, type ChainLeg, type Landed } from './contracts.js'
+import { batchKey, settlerAbi, type ChainLeg } from './contracts.js'
+import { findExecuted, landedFromReceipt, type Landed } from './outcome.js'
 
 export interface SenderOptions {
   client: PublicClient
@@ -51,15 +52,22 @@ export class BatchSender {
     this.ac.abort()
   }
 
-  /** Gets the batch executed and confirmed on chain: resumes what an earlier run sent, sends otherwise, bumps when stuck. */
+  /**
+   * Gets the batch executed and confirmed on chain: resumes what an earlier run sent, sends otherwise, bumps when
+   * stuck. Where and how it landed is stored as soon as it is seen mined, so that confirming it, then or after a
+   * restart, needs only what every node keeps (the contract's state and block headers), not its logs.
+   */
   async settle(batch: { id: string; txHash: string | null; nonce: number | null }, legs: ChainLeg[]): Promise<Landed> {
     const key = batchKey(batch.id)
     const data = encodeFunctionData({ abi: settlerAbi, functionName: 'settle', args: [key, legs] })
-    const landed = (await findExecuted(this.o.client, this.o.settler, key)) ?? (await this.land(batch, key, data, legs.length))
+    const seen = (await this.o.store.chain.landed(batch.id)) as Landed | null
+    const known = { landed: seen, txHashes: batch.txHash ? [batch.txHash as Hex] : [] }
+    const landed = (await findExecuted(this.o.client, this.o.settler, batch.id, known)) ?? (await this.land(batch, key, data, legs.length))
+    await this.o.store.chain.recordLanded(batch.id, landed)
     await this.waitForBlock(landed.block + BigInt(this.o.confirmations))
-    // A reorg may have dropped the transaction while we waited: then the next pass sends the batch again.
-    const still = await findExecuted(this.o.client, this.o.settler, key)
-    if (!still || still.txHash !== landed.txHash) throw new Error(`batch ${batch.id} left the chain while confirming; it will be sent again`)
+    // A reorg may have dropped or moved the transaction while we waited: then the next pass sends it again or confirms it where it is.
+    const still = await findExecuted(this.o.client, this.o.settler, batch.id, { landed })
+    if (!still || still.blockHash !== landed.blockHash) throw new Error(`batch ${batch.id} was reorganised away while confirming; the next pass finds it again or sends it again`)
     return still
   }
 
@@ -79,7 +87,7 @@ export class BatchSender {
       }
       const receipt = await this.waitMined(hashes)
       if (receipt) {
-        const landed = landedFromReceipt(receipt, key) ?? (await findExecuted(this.o.client, this.o.settler, key))
+        const landed = landedFromReceipt(receipt, key) ?? (await findExecuted(this.o.client, this.o.settler, batch.id, { txHashes: hashes }))
         if (landed) return landed
         // Reverted without executing the batch (e.g. out of gas): one fresh attempt, then the error is the pass's.
         if (++reverted > 1) throw new Error(`the transaction ${receipt.transactionHash} of batch ${batch.id} reverted twice`)
@@ -88,7 +96,7 @@ export class BatchSender {
         hashes = []
         continue
       }
-      const executed = await findExecuted(this.o.client, this.o.settler, key)
+      const executed = await findExecuted(this.o.client, this.o.settler, batch.id, { txHashes: hashes })
       if (executed) return executed
       const used = await this.o.client.getTransactionCount({ address: this.operator, blockTag: 'latest' })
       // Our nonce was taken by a transaction that is not ours for this batch: start over with a fresh nonce.

@@ -24,6 +24,14 @@ export type SyncResult =
   | { kind: 'stale' }
   | { kind: 'synced'; account: Account; delta: bigint; owed: bigint; debtCleared: boolean }
 
+/** Where a batch's transaction was mined (the block's number and hash) and the payers the contract could not collect. */
+export interface Landing {
+  txHash: string
+  block: bigint
+  blockHash: string
+  failedPayers: string[]
+}
+
 const clamp = (v: bigint) => (v < 0n ? 0n : v > MAX_STORED ? MAX_STORED : v)
 
 /**
@@ -88,6 +96,23 @@ export class ChainRepo {
         .onConflict((oc) => oc.column('account_id').doUpdateSet(row)).execute()
       return { kind: 'synced' as const, account: toAccount(after), delta, owed, debtCleared }
     })
+  }
+
+  /**
+   * Records where a batch's transaction was seen mined and what the contract reported, before it is confirmed: a
+   * restart confirms it from this, whatever history the node has forgotten by then.
+   */
+  async recordLanded(batchId: string, l: Landing): Promise<void> {
+    await this.db.updateTable('batches')
+      .set({ tx_hash: l.txHash, block: l.block, block_hash: l.blockHash, failed_payers: JSON.stringify(l.failedPayers) })
+      .where('id', '=', batchId).where('status', 'in', ['open', 'sent']).execute()
+  }
+
+  /** What `recordLanded` recorded for a batch; null when its transaction was never seen mined. */
+  async landed(batchId: string): Promise<Landing | null> {
+    const r = await this.db.selectFrom('batches').select(['tx_hash', 'block', 'block_hash', 'failed_payers']).where('id', '=', batchId).executeTakeFirst()
+    if (!r || r.tx_hash === null || r.block === null || r.block_hash === null || r.failed_payers === null) return null
+    return { txHash: r.tx_hash, block: big(r.block), blockHash: r.block_hash, failedPayers: JSON.parse(r.failed_payers) as string[] }
   }
 
   /** Records the block a batch was mined in and makes older wallet reads of its payers stale. */

@@ -10,6 +10,7 @@ import * as m007 from './migrations/007_uncached_postings.js'
 import * as m008 from './migrations/008_rowid_request_rows.js'
 import * as m009 from './migrations/009_records_written_once.js'
 import * as m010 from './migrations/010_derived_request_postings.js'
+import * as m011 from './migrations/011_batch_landing.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -23,6 +24,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '008_rowid_request_rows': m008,
   '009_records_written_once': m009,
   '010_derived_request_postings': m010,
+  '011_batch_landing': m011,
 }
 
 /** Migrates to the latest schema, or only as far as `through` (a migration's name: tests that build an older store). */

@@ -131,6 +131,10 @@ export interface BatchesTable {
   nonce: number | null
   /** Block the batch's transaction was mined in (evm rail). */
   block: bigint | null
+  /** Hash of that block, set when the transaction was seen mined: a reorg replaces the block at that height. */
+  block_hash: string | null
+  /** JSON array of the payer addresses the contract reported failed, as seen when the transaction was mined. */
+  failed_payers: string | null
 }
 
 /** One transfer of a batch: payer → payee. */

@@ -31,7 +31,7 @@ export interface Leg {
   amount: bigint
 }
 
-function toBatch(r: Selectable<BatchesTable>): Batch {
+function toBatch(r: Omit<Selectable<BatchesTable>, 'block_hash' | 'failed_payers'>): Batch {
   return {
     id: r.id, status: r.status, total: big(r.total), createdAt: num(r.created_at), sentAt: numOrNull(r.sent_at),
     settledAt: numOrNull(r.settled_at), txHash: r.tx_hash, nonce: numOrNull(r.nonce), block: bigOrNull(r.block),
