@@ -1,10 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import type { Address } from 'viem'
+import type { Address, Hex } from 'viem'
 import type { Config } from '../src/config.js'
 import { Settler } from '../src/settlement/settler.js'
 import { createEvmRail, type EvmRail } from '../src/settlement/evm-rail.js'
 import { P, type Market } from './helpers/market.js'
-import { askAtlas, balanceOf, hasAnvil, startChainMarket, type Chain, type ChainMarket } from './helpers/chain.js'
+import { askAtlas, balanceOf, hasAnvil, startChainMarket, until, type Chain, type ChainMarket } from './helpers/chain.js'
 import { PruningRpc } from './helpers/pruning-rpc.js'
 
 /**
@@ -51,8 +51,52 @@ describe.skipIf(!hasAnvil)('batches whose history the node pruned (anvil)', () =
     await c.test.mine({ blocks: 3 })
     const report = await pass
     expect(report.batches).toHaveLength(1)
+    expect(report.unfinished).toEqual([])
     const books = await m.store.accounts.books(await provider())
     expect(books.pending).toBe(0n)
     expect(await balanceOf(c, P.atlasCheap as Address)).toBe(books.available)
+  })
+
+  it('goes on with later batches past one whose outcome the node cannot tell, and settles it, once, when a node can', async () => {
+    const before = await balanceOf(c, P.atlasCheap as Address)
+    // The process sends a batch and dies before seeing it mined.
+    await c.test.setAutomine(false)
+    const first = await railThroughPruning()
+    const dying = new Settler(m.store, first).runOnce()
+    dying.catch(() => {})
+    const [sent] = await until(() => m.store.settlement.batches(['sent']), (b) => b.length === 1)
+    await until(() => c.client.getTransaction({ hash: sent!.txHash as Hex }).catch(() => undefined), (t) => t !== undefined)
+    await first.close()
+    await expect(dying).rejects.toThrow()
+    await c.test.mine({ blocks: 1 })
+    await c.test.setAutomine(true)
+    // Long after, the node no longer has that block's logs or receipts; meanwhile a new charge is due.
+    rpc!.pruneThrough(await head())
+    expect((await askAtlas(m, m.key)).status).toBe(200)
+
+    const restarted = await railThroughPruning()
+    const report = await new Settler(m.store, restarted).runOnce()
+    expect(report.unfinished.map((u) => u.id)).toEqual([sent!.id])
+    expect(report.unfinished[0]!.why).toMatch(/history/)
+    expect(report.batches).toHaveLength(1)
+    expect(report.batches[0]!.failedPayers).toEqual([])
+    expect((await m.store.settlement.batches(['sent'])).map((b) => b.id)).toEqual([sent!.id])
+    // What the unresolved batch owes the provider stays pending; what the later one paid is on chain.
+    const paidLater = (await balanceOf(c, P.atlasCheap as Address)) - before
+    expect(paidLater).toBeGreaterThan(0n)
+    expect((await m.store.accounts.books(await provider())).pending).toBeGreaterThan(0n)
+
+    // A node that kept the receipts (only the log index is gone) tells the outcome: the batch settles, paid once.
+    rpc!.pruneThrough(await head(), ['logs'])
+    const again = await new Settler(m.store, restarted).runOnce()
+    expect(again.unfinished).toEqual([])
+    expect(again.batches.map((b) => b.id)).toEqual([sent!.id])
+    const books = await m.store.accounts.books(await provider())
+    expect(books.pending).toBe(0n)
+    expect(await balanceOf(c, P.atlasCheap as Address)).toBe(books.available)
+    expect(await m.store.settlement.countBatches(['open', 'sent'])).toBe(0)
+    const audit = await m.store.ledger.audit()
+    expect(audit.unbalanced).toEqual([])
+    expect(audit.inconsistent).toEqual([])
   })
 })

@@ -108,7 +108,7 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
     expect(pending).toBeGreaterThan(0n)
     const first = await m.server.settler.runOnce()
     expect(first.batches.length).toBeGreaterThanOrEqual(1)
-    expect(await m.server.settler.runOnce()).toEqual({ ran: true, batches: [], waiting: { payers: [], payees: [] } })
+    expect(await m.server.settler.runOnce()).toEqual({ ran: true, batches: [], waiting: { payers: [], payees: [] }, unfinished: [] })
     const totals = await m.store.settlement.payeeTotals(provider.id)
     expect(totals.pending).toBe(0n)
     expect(totals.settled).toBeGreaterThanOrEqual(pending)
@@ -129,7 +129,7 @@ describe('one settler at a time across processes', () => {
         expect(await other.tryLock('svc-settler')).toBeNull()
         const { Settler } = await import('../src/settlement/settler.js')
         const { LocalRail } = await import('../src/settlement/rail.js')
-        expect(await new Settler(other, new LocalRail()).runOnce()).toEqual({ ran: false, batches: [], waiting: { payers: [], payees: [] } })
+        expect(await new Settler(other, new LocalRail()).runOnce()).toEqual({ ran: false, batches: [], waiting: { payers: [], payees: [] }, unfinished: [] })
         // A store in another schema of the same database is another marketplace: its settler is not this one's.
         const elsewhere = await openStore(freshPostgresUrl())
         try {

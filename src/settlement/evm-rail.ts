@@ -7,6 +7,7 @@ import { evmSettings, operatorFromEnv, publicClientFor, type EvmRailConfig, type
 import { BatchSender } from '../chain/sender.js'
 import { ChainWatcher } from '../chain/watcher.js'
 import { TokenProbe } from '../chain/probe.js'
+import { OutcomeUnknown, type Landed } from '../chain/outcome.js'
 import type { ChainLeg } from '../chain/contracts.js'
 import type { Executed, Rail, Refused } from './rail.js'
 
@@ -59,9 +60,15 @@ export class EvmRail implements Rail {
       payerIds.set(payer, l.payerId)
       chainLegs.push({ payer, payee: await this.addressOf(l.payeeId), amount: l.amount })
     }
-    const landed = await this.sender.settle(batch, chainLegs)
+    let landed: Landed
+    try {
+      landed = await this.sender.settle(batch, chainLegs)
+    } catch (err) {
+      if (err instanceof OutcomeUnknown) return { kind: 'unknown', why: err.message }
+      throw err
+    }
     await this.store.chain.recordMined(batch.id, landed.block, [...payerIds.values()])
-    const out: Required<Executed> = { failedPayers: [], deferredPayers: [] }
+    const out = { kind: 'moved' as const, failedPayers: [] as number[], deferredPayers: [] as number[] }
     for (const payer of new Set(landed.failedPayers.map((a) => getAddress(a)))) {
       const id = payerIds.get(payer)
       if (id === undefined) continue

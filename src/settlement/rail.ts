@@ -1,12 +1,16 @@
 import type { Batch, Leg } from '../store/settlement.js'
 
-/** What a rail did with a batch: payers whose transfers it could not make. */
-export interface Executed {
-  /** Their funds did not cover their transfers: their charges become debt. */
-  failedPayers: number[]
-  /** Their transfers failed for a reason that is not their funds (a payee the token refuses): their charges wait, no debt. */
-  deferredPayers?: number[]
-}
+/** What a rail did with a batch. */
+export type Executed =
+  | {
+      kind: 'moved'
+      /** Their funds did not cover their transfers: their charges become debt. */
+      failedPayers: number[]
+      /** Their transfers failed for a reason that is not their funds (a payee the token refuses): their charges wait, no debt. */
+      deferredPayers?: number[]
+    }
+  /** It cannot tell whether or how the batch moved (the node forgot its outcome): the batch stays as it is for a later pass. */
+  | { kind: 'unknown'; why: string }
 
 /** Accounts whose charges must wait for now: the rail cannot move money from these payers or to these payees. */
 export interface Refused {
@@ -20,8 +24,8 @@ export interface Rail {
   /** Most transfer legs one batch may carry (a chain transaction has a gas limit); unlimited when absent. */
   readonly maxLegs?: number
   /**
-   * Moves the batch's legs and resolves once the rail confirmed them. Must be harmless to call again for the
-   * same batch (a restart replays open and sent batches).
+   * Moves the batch's legs and resolves once the rail confirmed them, or with `unknown` when it cannot tell what
+   * became of them. Must be harmless to call again for the same batch (a restart replays open and sent batches).
    */
   execute(batch: Batch, legs: Leg[]): Promise<Executed>
   /** Asked before each pass batches: which of the payees with due charges, and which payers, it cannot pay now. */
@@ -39,6 +43,6 @@ export class LocalRail implements Rail {
   readonly kind = 'local' as const
 
   async execute(): Promise<Executed> {
-    return { failedPayers: [] }
+    return { kind: 'moved', failedPayers: [] }
   }
 }

@@ -11,6 +11,8 @@ export interface SettleReport {
   batches: { id: string; total: bigint; legs: number; failedPayers: number[]; deferredPayers: number[] }[]
   /** Accounts whose charges the pass left waiting: the rail refuses them for now. */
   waiting: Refused
+  /** Batches whose outcome the rail could not tell: they stay open or sent, their charges owed, for a later pass. */
+  unfinished: { id: string; why: string }[]
 }
 
 /**
@@ -31,11 +33,11 @@ export class Settler {
 
   private async pass(): Promise<SettleReport> {
     const lock = await this.store.tryLock(SETTLER_LOCK)
-    if (!lock) return { ran: false, batches: [], waiting: { payers: [], payees: [] } }
+    if (!lock) return { ran: false, batches: [], waiting: { payers: [], payees: [] }, unfinished: [] }
     try {
       const fees = (await this.store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
       const waiting = (await this.rail.refused?.([...new Set([...(await this.store.settlement.duePayees()), fees])])) ?? { payers: [], payees: [] }
-      const report: SettleReport = { ran: true, batches: [], waiting }
+      const report: SettleReport = { ran: true, batches: [], waiting, unfinished: [] }
       const pending = await this.store.settlement.batches(['open', 'sent'])
       const limits = { exclude: waiting, ...(this.rail.maxLegs === undefined ? {} : { maxLegs: this.rail.maxLegs }) }
       for (;;) {
@@ -45,7 +47,14 @@ export class Settler {
       }
       for (const batch of pending) {
         const legs = await this.store.settlement.legs(batch.id)
-        const { failedPayers, deferredPayers = [] } = await this.rail.execute(batch, legs)
+        const executed = await this.rail.execute(batch, legs)
+        // A batch whose outcome is unknown must not hold back those after it: each moves its own charges, and one
+        // left open or sent keeps its charges owed (and its payees' pending) until a pass can tell.
+        if (executed.kind === 'unknown') {
+          report.unfinished.push({ id: batch.id, why: executed.why })
+          continue
+        }
+        const { failedPayers, deferredPayers = [] } = executed
         await this.store.settlement.markSettled(batch.id, this.now(), failedPayers, deferredPayers)
         await this.rail.afterSettled?.(batch, legs)
         report.batches.push({ id: batch.id, total: batch.total, legs: legs.length, failedPayers, deferredPayers })
@@ -58,7 +67,7 @@ export class Settler {
 
   start(intervalMs: number, onError: (err: unknown) => void): void {
     if (intervalMs <= 0) return
-    this.timer = setInterval(() => void this.runOnce().catch(onError), intervalMs)
+    this.timer = setInterval(() => void this.runOnce().then((r) => r.unfinished.forEach((u) => onError(new Error(u.why))), onError), intervalMs)
     this.timer.unref()
   }
 

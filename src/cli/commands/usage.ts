@@ -42,11 +42,12 @@ export function usageCommands(program: Command): void {
       const addresses = async (ids: number[]) => Promise.all(ids.map(async (id) => (await store.accounts.byId(id))?.address ?? String(id)))
       const waiting = { payees: await addresses(report.waiting.payees), payers: await addresses(report.waiting.payers) }
       const refused = [...waiting.payees.map((a) => `payee ${a}`), ...waiting.payers.map((a) => `payer ${a}`)]
-      emit(opts, { ran: report.ran, batches, waiting }, !report.ran
+      emit(opts, { ran: report.ran, batches, waiting, unfinished: report.unfinished }, !report.ran
         ? 'another settler holds the lock; nothing done'
         : [
             ...(batches.length ? batches.map((b) => `settled ${b.id}: ${b.total} USDC in ${b.legs} leg(s)`) : ['nothing to settle']),
             ...refused.map((r) => `waiting: the token refuses ${r}; its charges stay unsettled`),
+            ...report.unfinished.map((u) => `not settled ${u.id}: ${u.why}`),
           ])
     })))
 }
