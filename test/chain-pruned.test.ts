@@ -5,7 +5,7 @@ import { Settler } from '../src/settlement/settler.js'
 import { createEvmRail, type EvmRail } from '../src/settlement/evm-rail.js'
 import { P, type Market } from './helpers/market.js'
 import { askAtlas, balanceOf, hasAnvil, startChainMarket, until, type Chain, type ChainMarket } from './helpers/chain.js'
-import { PruningRpc } from './helpers/pruning-rpc.js'
+import { PruningRpc, type History } from './helpers/pruning-rpc.js'
 
 /**
  * A batch's outcome (which payers the contract collected) is in its transaction's logs, which a pruned node forgets
@@ -57,7 +57,14 @@ describe.skipIf(!hasAnvil)('batches whose history the node pruned (anvil)', () =
     expect(await balanceOf(c, P.atlasCheap as Address)).toBe(books.available)
   })
 
-  it('goes on with later batches past one whose outcome the node cannot tell, and settles it, once, when a node can', async () => {
+  /** Nodes that forgot some of a block's history, and the part that still tells a batch's outcome. */
+  const tellers: [string, History[]][] = [
+    ['an archive node (its logs)', []],
+    ['a node that forgot the logs (its transaction\'s receipt)', ['logs']],
+    ['a node that forgot the logs and the transaction index (its block\'s receipts)', ['logs', 'index']],
+  ]
+
+  it.each(tellers)('goes on with later batches past one whose outcome the node cannot tell, and settles it, once, on %s', async (_, forgotten) => {
     const before = await balanceOf(c, P.atlasCheap as Address)
     // The process sends a batch and dies before seeing it mined.
     await c.test.setAutomine(false)
@@ -86,8 +93,8 @@ describe.skipIf(!hasAnvil)('batches whose history the node pruned (anvil)', () =
     expect(paidLater).toBeGreaterThan(0n)
     expect((await m.store.accounts.books(await provider())).pending).toBeGreaterThan(0n)
 
-    // A node that kept the receipts (only the log index is gone) tells the outcome: the batch settles, paid once.
-    rpc!.pruneThrough(await head(), ['logs'])
+    // The operator points the rail at a node that kept enough: the batch settles, paid once.
+    rpc!.pruneThrough(await head(), forgotten)
     const again = await new Settler(m.store, restarted).runOnce()
     expect(again.unfinished).toEqual([])
     expect(again.batches.map((b) => b.id)).toEqual([sent!.id])

@@ -4,14 +4,17 @@ import type { AddressInfo } from 'node:net'
 interface RpcRequest { id: number | string; method: string; params?: unknown[] }
 interface RpcResponse { id: number | string; result?: unknown; error?: unknown }
 
+/** What a node may forget of old blocks: their logs, their receipts, or the index that finds a transaction by hash. */
+export type History = 'logs' | 'receipts' | 'index'
+
 /**
  * A JSON-RPC proxy in front of a node that forgets the history of old blocks, as a pruned node does: with
- * `pruneThrough(n)`, logs and receipts of blocks up to n are refused and transactions of those blocks are unknown
- * by hash. Headers and state stay, as they do on such a node. `what` narrows it (e.g. only logs).
+ * `pruneThrough(n)`, logs and receipts of blocks up to n are refused and their transactions are unknown by hash.
+ * Headers and state stay, as they do on such a node. `what` narrows it (e.g. only logs).
  */
 export class PruningRpc {
   private through = -1n
-  private what = new Set(['logs', 'receipts', 'transactions'])
+  private what = new Set<History>(['logs', 'receipts', 'index'])
   private waiters: { method: string; resolve: () => void }[] = []
 
   private constructor(private readonly server: Server, readonly url: string) {}
@@ -35,7 +38,7 @@ export class PruningRpc {
   }
 
   /** Forgets blocks up to `block` (-1n: none), for the kinds of history in `what`. */
-  pruneThrough(block: bigint, what: ('logs' | 'receipts' | 'transactions')[] = ['logs', 'receipts', 'transactions']): void {
+  pruneThrough(block: bigint, what: History[] = ['logs', 'receipts', 'index']): void {
     this.through = block
     this.what = new Set(what)
   }
@@ -77,9 +80,9 @@ export class PruningRpc {
       case 'eth_getBlockReceipts':
         return this.what.has('receipts') && (result as Record<string, unknown>[]).some((x) => old(x.blockNumber)) ? refused : r
       case 'eth_getTransactionReceipt':
-        return this.what.has('receipts') && old((result as Record<string, unknown>).blockNumber) ? { ...r, result: null } : r
+        return (this.what.has('receipts') || this.what.has('index')) && old((result as Record<string, unknown>).blockNumber) ? { ...r, result: null } : r
       case 'eth_getTransactionByHash':
-        return this.what.has('transactions') && old((result as Record<string, unknown>).blockNumber) ? { ...r, result: null } : r
+        return this.what.has('index') && old((result as Record<string, unknown>).blockNumber) ? { ...r, result: null } : r
       default:
         return r
     }
