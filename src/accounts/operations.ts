@@ -39,8 +39,10 @@ export function keyNameProblem(name: string): string | null {
   return null
 }
 
-/** Creates an API key named `name` (trimmed; refused with OperationError when `keyNameProblem` says why). */
-/** A new API key for the account; with `maxLive`, refused (OperationError) while the account has that many live keys. */
+/**
+ * Creates an API key named `name` (trimmed; refused with OperationError when `keyNameProblem` says why). With
+ * `maxLive`, refused (OperationError) while the account has that many live keys.
+ */
 export async function issueKey(store: Store, accountId: number, raw: string, now = Date.now(), maxLive = Infinity): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
   const problem = keyNameProblem(raw)
   if (problem) throw new OperationError(problem)

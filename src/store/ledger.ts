@@ -155,12 +155,12 @@ export class LedgerRepo {
 
   /**
    * Checks the ledger's invariants: every ref nets to zero; cached balances equal their postings and are not negative.
-   * Its reads see one state of the store (a repeatable-read transaction on Postgres; on SQLite a transaction, which the
-   * hot ledger's writes wait for), so requests closing beside it cannot show as a mismatch.
+   * Its reads see one state of the store (a read-only transaction: repeatable read on Postgres, a WAL snapshot on
+   * SQLite, where this process's hot ledger waits for it), so requests closing beside it cannot show as a mismatch.
    */
   async audit(): Promise<LedgerAudit> {
-    let audit = this.db.transaction()
-    if (this.dialect === 'postgres') audit = audit.setIsolationLevel('repeatable read').setAccessMode('read only')
+    let audit = this.db.transaction().setAccessMode('read only')
+    if (this.dialect === 'postgres') audit = audit.setIsolationLevel('repeatable read')
     return audit.execute((trx) => auditIn(trx))
   }
 }

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { CompiledQuery, SqliteDialect, SqliteDriver, type DatabaseConnection } from 'kysely'
+import { CompiledQuery, SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type TransactionSettings } from 'kysely'
 
 /** How long a query of the event loop's connection waits for a locked database before it fails (SQLITE_BUSY). */
 export const BUSY_WAIT_MS = 5_000
@@ -7,7 +7,8 @@ export const BUSY_WAIT_MS = 5_000
 /**
  * Kysely over the event loop's SQLite connection, which other processes (the `svc` CLI) may write beside:
  * - transactions begin IMMEDIATE: begun deferred, one that read before it wrote would fail (SQLITE_BUSY_SNAPSHOT)
- *   when another process committed in between, where an immediate one waits its turn and then reads the latest state;
+ *   when another process committed in between, where an immediate one waits its turn and then reads the latest state
+ *   (a read-only one, which never writes, begins deferred);
  * - a locked database is waited for on timers, never in SQLite's busy handler (the connection has busy_timeout 0):
  *   better-sqlite3 is synchronous, and the handler's sleeps (1, 2, 5 … ms) would stop the whole event loop while
  *   another process commits.
@@ -17,8 +18,10 @@ export class PatientSqliteDialect extends SqliteDialect {
     const driver = super.createDriver() as SqliteDriver
     const acquire = driver.acquireConnection.bind(driver)
     driver.acquireConnection = async () => patient(await acquire())
-    driver.beginTransaction = async (connection: DatabaseConnection) => {
-      await connection.executeQuery(CompiledQuery.raw('begin immediate'))
+    ;(driver as Driver).beginTransaction = async (connection: DatabaseConnection, settings: TransactionSettings) => {
+      // A read-only transaction (the audit) begins deferred: it reads one snapshot and takes no write lock, so it also
+      // runs on a store that refuses writes (`query_only` after a failed sync).
+      await connection.executeQuery(CompiledQuery.raw(settings.accessMode === 'read only' ? 'begin deferred' : 'begin immediate'))
     }
     return driver
   }
