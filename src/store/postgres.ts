@@ -49,7 +49,7 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
       const lost = (err: Error) => console.error(`postgres: the connection holding lock ${name} failed (${err.message}); the lock went with it`)
       client.on('error', lost)
       try {
-        const r = await client.query<{ ok: boolean }>(`select pg_try_advisory_lock(${LOCK_KEY}) as ok`, [name])
+        const r = await client.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [lockName(schema, name)])
         if (!r.rows[0]?.ok) {
           client.removeListener('error', lost)
           client.release()
@@ -64,7 +64,7 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
         release: async () => {
           let broken: Error | undefined
           try {
-            await client.query(`select pg_advisory_unlock(${LOCK_KEY})`, [name])
+            await client.query('select pg_advisory_unlock(hashtext($1))', [lockName(schema, name)])
           } catch (err) {
             // A session that ended has released its locks already.
             broken = err as Error
@@ -81,10 +81,14 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
 }
 
 /**
- * An advisory lock's key: its name within the connection's schema. Advisory locks belong to the whole database, and
- * stores in other schemas of it (other marketplaces, each test run's own) must not take each other's settler or watcher.
+ * An advisory lock's key. Advisory locks belong to the whole database: a store in a schema of its own (`?schema=`:
+ * another marketplace, a test run) names its locks within that schema, so that it does not take another's settler or
+ * watcher. A store without one keeps the name alone, the key every earlier version took, so gateways of two versions
+ * in a rolling upgrade still exclude each other.
  */
-const LOCK_KEY = "hashtext(current_schema() || ':' || $1)"
+function lockName(schema: string | null, name: string): string {
+  return schema ? `${schema}:${name}` : name
+}
 
 /**
  * `create schema if not exists`, safe when several processes open a new schema at once: Postgres may then refuse all
