@@ -187,6 +187,20 @@ describe.each([false, true])('svc/cortex@1 without max_tokens: a bound per candi
 })
 
 describe('svc/cortex@1 bounds and the hold', () => {
+  it('without max_tokens, tries a candidate whose context leaves less than the bound after those that give it whole', async () => {
+    const mk = await market({ edit: (c) => void (c.cortex = { candidates: ['svc/wren@1', 'svc/atlas@1'] }) })
+    const r = await send(mk, false, { max_tokens: undefined, messages: LONG })
+    // wren is preferred, but after this prompt its context leaves it less than 256 tokens: atlas answers in full.
+    expect(r.svc.routing).toEqual({ model: 'svc/atlas@1', served_by: P.atlasCheap, vendor_fallback: false, status: 'available' })
+    expect(mk.sims.wren.stats.requests).toBe(0)
+    expect(sentMax(mk.sims.atlasCheap)).toBe(256)
+    // With atlas down, wren still answers before the vendor, with what its context leaves.
+    for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear]) s.setFault({ kind: 'status-500' })
+    const cut = await send(mk, false, { max_tokens: undefined, messages: LONG })
+    expect(cut.svc.routing).toEqual({ model: 'svc/wren@1', served_by: P.wren, vendor_fallback: false, status: 'failover:1' })
+    expect(sentMax(mk.sims.wren)).toBe(512 - cut.usage.prompt_tokens)
+  })
+
   it('without max_tokens, holds the ceiling prices for the largest bound of the plan', async () => {
     const mk = await market()
     mk.sims.atlasCheap.setFault({ kind: 'slow', ms: 300 })

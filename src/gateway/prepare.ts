@@ -74,19 +74,23 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
  * max_tokens when the client sent it, else the listed cortex maximum (the least of the candidates' maximum outputs)
  * or less when the candidate's context leaves less. One bound for all would either drop a small-context candidate
  * that fits (sending the request to the vendor at many times the price) or cut every other candidate's reply to its
- * room. The vendor is sent max_tokens, else the listed cortex maximum. The hold covers the largest bound of the plan.
+ * room. Candidates that can give the whole bound come first, in preference order; those whose context leaves less
+ * after them (a reply cut short is the worse answer), then the vendor, sent max_tokens or the listed cortex maximum.
+ * The hold covers the largest bound of the plan.
  */
 function cortexPlan(catalog: Catalog, health: Health, cortex: CortexModel, request: ChatRequest, needs: Needs, body: UpstreamRequest): { plan: RoutePlan; maxTokens: number } {
   const vendor = { ...body, maxTokens: needs.requestedMax ?? cortex.capabilities.maxOutputTokens }
   let maxTokens = catalog.managed ? vendor.maxTokens : 0
-  const fitting: Candidate[] = []
+  const whole: Candidate[] = []
+  const short: Candidate[] = []
   for (const id of cortex.candidates) {
     const model = catalog.models.get(id)!
     if (fitViolation(model, request, needs) !== null) continue
     const bound = Math.min(vendor.maxTokens, effectiveMax(model, needs))
     // With max_tokens sent every bound is the same: one request serves the whole plan, as for a named model.
-    fitting.push({ model, request: bound === vendor.maxTokens ? vendor : { ...body, maxTokens: bound } })
+    if (bound === vendor.maxTokens) whole.push({ model, request: vendor })
+    else short.push({ model, request: { ...body, maxTokens: bound } })
     maxTokens = Math.max(maxTokens, bound)
   }
-  return { plan: planCortex(catalog, health, needs.inputTokens, fitting, vendor), maxTokens }
+  return { plan: planCortex(catalog, health, needs.inputTokens, short.length ? [...whole, ...short] : whole, vendor), maxTokens }
 }
