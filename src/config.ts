@@ -17,8 +17,8 @@ const ModelConfig = Closed({
   owned_by: Type.String({ minLength: 1 }),
   created: Type.Optional(Type.Integer({ minimum: 0 })),
   contextLimit: Type.Integer({ minimum: 1 }),
-  capabilities: Capabilities,
-  tool_contract: Type.Optional(ToolContract),
+  capabilities: Closed(Capabilities.properties),
+  tool_contract: Type.Optional(Closed(ToolContract.properties)),
 })
 
 const OfferConfig = Closed({
@@ -50,9 +50,8 @@ const ManagedConfig = Closed({
 /** A store URL: the config's `store` and DATABASE_URL alike. */
 const STORE_URL = /^(sqlite:|postgres(ql)?:\/\/)/
 
-const RailConfig = Type.Union([
-  Closed({ kind: Type.Literal('local') }),
-  Closed({
+const LocalRailConfig = Closed({ kind: Type.Literal('local') })
+const EvmRailConfig = Closed({
     kind: Type.Literal('evm'),
     rpcUrl: Type.String({ pattern: '^(https?|wss?)://' }),
     chainId: Type.Integer({ minimum: 1 }),
@@ -65,8 +64,9 @@ const RailConfig = Type.Union([
     pollMs: Type.Optional(Type.Integer({ minimum: 10, description: 'how often new blocks are looked for (default 1000)' })),
     maxLegs: Type.Optional(Type.Integer({ minimum: 2, description: 'most transfers in one batch transaction (default 200)' })),
     bumpAfterMs: Type.Optional(Type.Integer({ minimum: 1, description: 'a batch not mined after this is re-sent with higher fees (default 30000)' })),
-  }),
-])
+})
+const RAIL_KINDS = { local: LocalRailConfig, evm: EvmRailConfig }
+const RailConfig = Type.Union([LocalRailConfig, EvmRailConfig])
 
 /** Timeouts and limits of the request path; every field has a default. */
 const TuningConfig = Closed({
@@ -172,9 +172,18 @@ function schemaProblems(schema: TSchema, value: unknown): string[] {
     const path = jsonPointerToPath(e.path)
     if (seen.has(path)) continue
     seen.add(path)
-    problems.push(`${path}: ${e.message}`)
+    // A rail of a known kind is checked as that kind, so the message names its field, not only "Expected union value".
+    const rail = path === 'rail' ? railProblems((value as { rail?: unknown }).rail) : undefined
+    problems.push(...(rail ?? [`${path}: ${e.message}`]))
   }
   return problems
+}
+
+function railProblems(rail: unknown): string[] {
+  const kind = (rail as { kind?: unknown } | null)?.kind
+  const schema = typeof kind === 'string' && Object.hasOwn(RAIL_KINDS, kind) ? RAIL_KINDS[kind as keyof typeof RAIL_KINDS] : undefined
+  if (!schema) return [`rail.kind: must be one of ${Object.keys(RAIL_KINDS).map((k) => `"${k}"`).join(', ')}`]
+  return schemaProblems(schema, rail).map((p) => `rail.${p}`)
 }
 
 function isBareOrigin(text: string): boolean {

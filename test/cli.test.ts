@@ -135,12 +135,16 @@ describe('svc sim-provider and svc serve', () => {
   it('refuses a field the config does not have, such as a misspelt tuning, instead of applying its default', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-typo-'))
     const file = join(dir, 'config.json')
-    const config = { $schema: './svc.schema.json', store: `sqlite:${join(dir, 'db')}`, rail: { kind: 'local' }, feeBps: 0, models: [], providers: [], tuning: { firstByteTimoutMs: 100 }, listen: { port: 0, hots: '0.0.0.0' } }
+    const config = { $schema: './svc.schema.json', store: `sqlite:${join(dir, 'db')}`, rail: { kind: 'local', confirmations: 2 }, feeBps: 0, models: [], providers: [], tuning: { firstByteTimoutMs: 100 }, listen: { port: 0, hots: '0.0.0.0' } }
     writeFileSync(file, JSON.stringify(config))
     const r = await svc(['serve', '--config', file])
     expect(r.code).toBe(1)
     expect(r.stderr).toMatch(/tuning\.firstByteTimoutMs: Unexpected property/)
     expect(r.stderr).toMatch(/listen\.hots: Unexpected property/)
+    // A rail is checked as the kind it names, so the message names the field.
+    expect(r.stderr).toMatch(/rail\.confirmations: Unexpected property/)
+    writeFileSync(file, JSON.stringify({ ...config, rail: { kind: 'lightning' }, tuning: {}, listen: {} }))
+    expect((await svc(['serve', '--config', file])).stderr).toMatch(/rail\.kind: must be one of "local", "evm"/)
     expect(r.stderr).not.toContain('$schema')
     expect(r.stderr).not.toMatch(/at .*\.js:\d+/)
   })
