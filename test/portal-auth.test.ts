@@ -294,6 +294,21 @@ describe('the domain sign-in messages must name', () => {
     }
   })
 
+  it('takes writes from portal.origin, whatever Host a proxy in front sends, and from no other scheme or host', async () => {
+    const configured = await startMarket({ edit: (c) => void (c.portal = { ...c.portal, origin: 'https://portal.example.com' }) })
+    try {
+      // A proxy that passes its upstream's address as Host (nginx's default), and the browser's own Origin.
+      expect((await postAs(configured.url, '/nonce', { origin: 'https://portal.example.com' }, {})).status).toBe(200)
+      for (const origin of ['http://portal.example.com', 'https://portal.example.com:8443', 'https://evil.example', new URL(configured.url).origin]) {
+        const refused = await postAs(configured.url, '/nonce', { origin, host: 'portal.example.com' }, {})
+        expect(refused.status, origin).toBe(403)
+        expect(refused.json.error.code).toBe('csrf_failed')
+      }
+    } finally {
+      await configured.close()
+    }
+  })
+
   it('refuses a portal.origin that is more than an origin', () => {
     for (const origin of ['https://portal.example.com/portal', 'https://portal.example.com?x=1', 'ftp://portal.example.com', 'https://']) {
       expect(() => validateConfig({ ...marketConfig(m.sims, 'sqlite::memory:'), portal: { origin } })).toThrow(/portal\.origin/)

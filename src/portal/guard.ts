@@ -27,7 +27,7 @@ export function sessionOf(req: FastifyRequest): PortalSession {
  * Every portal API request passes here before its route: API keys are refused, state changes must come from this
  * origin as JSON, routes other than sign-in need a live session, and state changes need the session's CSRF token.
  */
-export function guardPortalApi(api: FastifyInstance, sessions: Sessions): void {
+export function guardPortalApi(api: FastifyInstance, sessions: Sessions, configured: URL | undefined): void {
   api.decorateRequest('portalSession', null)
   api.addHook('onRequest', async (req, reply) => {
     reply.header('cache-control', 'no-store')
@@ -35,7 +35,7 @@ export function guardPortalApi(api: FastifyInstance, sessions: Sessions): void {
       return sendError(reply, apiError('session_required', 'The portal API does not accept API keys (they are for /v1); sign in with your wallet.'))
     }
     const write = !SAFE_METHODS.has(req.method)
-    if (write && !sameOrigin(req)) return sendError(reply, apiError('csrf_failed', `Refused a ${req.method} from another origin.`))
+    if (write && !sameOrigin(req, configured)) return sendError(reply, apiError('csrf_failed', `Refused a ${req.method} from another origin.`))
     // Cross-site forms cannot send JSON, so this also keeps sign-in itself from being posted by another site.
     if (req.method === 'POST' && !/^application\/json\b/i.test(req.headers['content-type'] ?? '')) {
       return sendError(reply, apiError('csrf_failed', 'Portal API requests that change state must send Content-Type: application/json.'))
@@ -50,10 +50,15 @@ export function guardPortalApi(api: FastifyInstance, sessions: Sessions): void {
   })
 }
 
-/** Browsers send Origin on cross-origin and on all POST/DELETE requests; when present it must be this host. */
-function sameOrigin(req: FastifyRequest): boolean {
+/**
+ * Browsers send Origin on cross-origin and on all POST/DELETE requests; when present it must be this portal's:
+ * `portal.origin` exactly (scheme and port included) when configured, whatever Host a proxy in front sends on;
+ * otherwise the host the request names.
+ */
+function sameOrigin(req: FastifyRequest, configured: URL | undefined): boolean {
   const origin = req.headers.origin
   if (origin === undefined) return true
+  if (configured) return origin === configured.origin
   try {
     return new URL(origin).host === req.host
   } catch {

@@ -26,7 +26,7 @@ export function portalPlugin(opts: PortalOptions = {}): AppPlugin {
       origin: gw.config.portal?.origin === undefined ? undefined : new URL(gw.config.portal.origin),
     }
     await app.register(async (api) => {
-      guardPortalApi(api, ctx.sessions)
+      guardPortalApi(api, ctx.sessions, ctx.origin)
       authRoutes(api, ctx)
       keyRoutes(api, ctx)
       walletRoutes(api, ctx)
