@@ -165,6 +165,44 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
     }
   })
 
+  it('keeps the usage table to the filter last chosen, and goes back to sign-in when the session ends under an action', async () => {
+    const carol = privateKeyToAccount(generatePrivateKey())
+    const api = await signIn(m.url, carol)
+    expect((await api.call('POST', '/wallet/deposit', { amount: '5' })).status).toBe(200)
+    expect((await api.call('POST', '/wallet/cap', { amount: '5' })).status).toBe(200)
+    const key = (await (await api.call('POST', '/keys', { name: 'usage' })).json()).api_key
+    for (const [model, n] of [['svc/atlas@1', 3], ['svc/tern@2', 2]] as const) {
+      for (let i = 0; i < n; i++) expect((await chat(m.url, key, { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 })).status).toBe(200)
+    }
+    const { context, page, errors } = await open()
+    try {
+      await injectWallet(context, carol, CHAIN)
+      await signInWithWallet(page)
+      await page.getByRole('link', { name: 'Usage' }).click()
+      await page.locator('tr[data-request-id]').first().waitFor()
+      // The answers for atlas come late: the table and totals must end as tern's, chosen after it.
+      let slow = true
+      await page.route('**/portal/api/usage**', async (route) => {
+        if (slow && route.request().url().includes('model=svc%2Fatlas%401')) await new Promise((r) => setTimeout(r, 400))
+        await route.continue()
+      })
+      const select = page.locator('select[name="model"]')
+      await select.selectOption('svc/atlas@1')
+      await select.selectOption('svc/tern@2')
+      await page.waitForTimeout(900)
+      slow = false
+      expect(await page.locator('tr[data-request-id] td:nth-child(3) code').allTextContents()).toEqual(['svc/tern@2', 'svc/tern@2'])
+      expect(await figure(page, 'requests')).toBe('2')
+      // The session ends elsewhere; the next action goes back to sign-in instead of failing silently.
+      await m.store.db.deleteFrom('portal_sessions').execute()
+      await select.selectOption('svc/atlas@1')
+      await page.getByRole('button', { name: 'Sign in with browser wallet' }).waitFor()
+      expect(errors).toEqual([])
+    } finally {
+      await context.close()
+    }
+  })
+
   it('shows a provider wallet its offers, earnings and payouts', async () => {
     const { context, page, errors } = await open()
     try {

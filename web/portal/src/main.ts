@@ -13,6 +13,8 @@ export interface App {
   config: PortalConfig
   session: Session
   signOut(): Promise<void>
+  /** An action of the page failed: back to sign-in when the session is gone, else the error shown in `where`. */
+  fail(err: unknown, where: HTMLElement): void
 }
 
 type Page = (app: App, root: HTMLElement) => Promise<void>
@@ -46,6 +48,11 @@ function shell(config: PortalConfig, session: Session): void {
       history.replaceState(null, '', location.pathname)
       mount(root, signInPage(config, (s) => shell(config, s)))
     },
+    fail(err, where) {
+      // The session expired or was ended elsewhere: back to sign-in rather than an error on every action.
+      if (err instanceof ApiError && err.body.code === 'session_required') void app.signOut()
+      else mount(where, notice('error', describe(err)))
+    },
   }
   const visible = Object.entries(PAGES).filter(([, p]) => !p.providerOnly || session.kind === 'provider')
   const nav = h('nav', { 'aria-label': 'Portal sections' }, visible.map(([id, p]) => h('a', { href: `#/${id}`, 'data-page': id }, p.title)))
@@ -64,7 +71,11 @@ function shell(config: PortalConfig, session: Session): void {
   async function route(): Promise<void> {
     const id = location.hash.replace(/^#\/?/, '') || 'keys'
     const page = visible.find(([k]) => k === id)?.[1] ?? PAGES.keys!
-    for (const a of nav.querySelectorAll('a')) a.classList.toggle('active', a.dataset.page === id)
+    for (const a of nav.querySelectorAll('a')) {
+      a.classList.toggle('active', a.dataset.page === id)
+      if (a.dataset.page === id) a.setAttribute('aria-current', 'page')
+      else a.removeAttribute('aria-current')
+    }
     document.title = `${page.title} · svc portal`
     const mine = ++current
     mount(main, h('h1', {}, page.title), h('p', { class: 'loading' }, 'Loading…'))

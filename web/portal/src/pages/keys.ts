@@ -1,10 +1,10 @@
-import { api, describe, type ApiKey, type NewKey } from '../api.js'
+import { api, type ApiKey, type NewKey } from '../api.js'
 import { fieldsOf, h, mount, notice } from '../dom.js'
 import { when } from '../format.js'
 import type { App } from '../main.js'
 
 /** API keys: create one (shown once, with a copy button), list them, revoke with confirmation. */
-export async function keysPage(_app: App, root: HTMLElement): Promise<void> {
+export async function keysPage(app: App, root: HTMLElement): Promise<void> {
   const reveal = h('div', { class: 'reveal-slot' })
   const status = h('div', { class: 'status', 'aria-live': 'polite' })
   const table = h('div', { class: 'table-slot' })
@@ -25,13 +25,13 @@ export async function keysPage(_app: App, root: HTMLElement): Promise<void> {
         h('td', {}, when(k.last_used)),
         h('td', { class: 'actions' }, k.revoked
           ? h('span', { class: 'badge' }, `revoked ${when(k.revoked)}`)
-          : h('button', { class: 'danger', onclick: () => confirmRevoke(k) }, 'Revoke'))))))
+          : h('button', { class: 'danger', 'aria-label': `Revoke ${k.name} (${k.prefix})`, onclick: () => confirmRevoke(k) }, 'Revoke'))))))
   }
 
   function confirmRevoke(k: ApiKey): void {
     const dialog = h('dialog', { class: 'confirm', 'aria-labelledby': 'revoke-title' },
       h('h2', { id: 'revoke-title' }, `Revoke “${k.name}”?`),
-      h('p', {}, 'Requests with ', h('code', {}, k.prefix), ' will be refused at once (401 invalid_api_key). This cannot be undone.'),
+      h('p', {}, 'Requests with ', h('code', {}, k.prefix), ' will be refused within seconds (401 invalid_api_key). This cannot be undone.'),
       h('form', { method: 'dialog', class: 'row' },
         h('button', { value: 'cancel' }, 'Cancel'),
         h('button', { value: 'revoke', class: 'danger' }, 'Revoke key')))
@@ -43,7 +43,7 @@ export async function keysPage(_app: App, root: HTMLElement): Promise<void> {
         mount(status, notice('ok', `Revoked ${k.prefix} (${k.name}).`))
         await refresh()
       } catch (err) {
-        mount(status, notice('error', describe(err)))
+        app.fail(err, status)
       }
     })
     document.body.appendChild(dialog)
@@ -84,11 +84,11 @@ export async function keysPage(_app: App, root: HTMLElement): Promise<void> {
         showOnce(k)
         await refresh()
       } catch (err) {
-        mount(status, notice('error', describe(err)))
+        app.fail(err, status)
       }
     },
   },
-  h('label', {}, 'Name ', h('input', { name: 'name', required: true, maxlength: 64, placeholder: 'e.g. laptop, ci', autocomplete: 'off' })),
+  h('label', {}, 'Name ', h('input', { name: 'name', required: true, maxlength: 128, placeholder: 'e.g. laptop, ci', autocomplete: 'off' })),
   h('button', { class: 'primary', type: 'submit' }, 'Create key'))
 
   await refresh()

@@ -7,7 +7,7 @@ import type { App } from '../main.js'
 const PAGE = 50
 
 /** Every request, newest first, filtered by key and model; totals and a chart of spend per day. */
-export async function usagePage(_app: App, root: HTMLElement): Promise<void> {
+export async function usagePage(app: App, root: HTMLElement): Promise<void> {
   const [keys, models] = await Promise.all([
     api<{ data: ApiKey[] }>('GET', '/keys'),
     // The public model list names what can be filtered on; it needs no key.
@@ -20,7 +20,10 @@ export async function usagePage(_app: App, root: HTMLElement): Promise<void> {
   const chart = h('div', { class: 'chart-slot' })
   const rows = h('tbody')
   const more = h('button', { class: 'link', hidden: true }, 'Load more')
+  const status = h('div', { class: 'status', 'aria-live': 'polite' })
   let after: string | null = null
+  /** Each reload starts a generation: answers to an earlier one (a filter changed since) are dropped. */
+  let generation = 0
 
   const query = (extra: Record<string, string> = {}) => {
     const q = new URLSearchParams(extra)
@@ -39,30 +42,42 @@ export async function usagePage(_app: App, root: HTMLElement): Promise<void> {
     h('td', {}, h('span', { class: `badge ${u.outcome === 'completed' ? 'good' : u.outcome === 'client_closed' ? '' : 'warn'}` }, u.outcome)),
     h('td', { class: 'muted small', title: u.key_id }, keyName.get(u.key_id) ?? u.key_id))
 
-  async function loadPage(): Promise<void> {
-    const page = await api<UsagePage>('GET', `/usage?${query({ limit: String(PAGE), ...(after ? { after } : {}) })}`)
-    rows.append(...page.data.map(row))
-    if (!after && page.data.length === 0) rows.append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No requests match.')))
-    after = page.last_id
-    more.hidden = !page.has_more
+  /** The next page of the current generation; one at a time ("Load more" is disabled while one loads). */
+  async function loadPage(mine = generation): Promise<void> {
+    more.disabled = true
+    try {
+      const page = await api<UsagePage>('GET', `/usage?${query({ limit: String(PAGE), ...(after ? { after } : {}) })}`)
+      if (mine !== generation) return
+      rows.append(...page.data.map(row))
+      if (!after && page.data.length === 0) rows.append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No requests match.')))
+      after = page.last_id
+      more.hidden = !page.has_more
+    } finally {
+      if (mine === generation) more.disabled = false
+    }
   }
 
   async function reload(): Promise<void> {
+    const mine = ++generation
     after = null
     rows.replaceChildren()
+    more.hidden = true
+    mount(status)
     const summary = await api<UsageSummary>('GET', `/usage/summary?${query({ days: '14' })}`)
+    if (mine !== generation) return
     const t = summary.totals
     mount(totals,
       h('div', { class: 'figure', 'data-figure': 'requests' }, h('div', { class: 'label' }, 'Requests'), h('div', { class: 'amount' }, count(t.requests))),
       h('div', { class: 'figure', 'data-figure': 'tokens' }, h('div', { class: 'label' }, 'Tokens in / out'), h('div', { class: 'amount' }, `${count(t.prompt_tokens)} / ${count(t.completion_tokens)}`)),
       h('div', { class: 'figure', 'data-figure': 'cost' }, h('div', { class: 'label' }, 'Total cost'), h('div', { class: 'amount' }, usd(t.cost_usdc))))
     mount(chart, spendChart(summary.daily))
-    await loadPage()
+    await loadPage(mine)
   }
 
-  keySelect.addEventListener('change', () => void reload())
-  modelSelect.addEventListener('change', () => void reload())
-  more.addEventListener('click', () => void loadPage())
+  const failed = (err: unknown) => app.fail(err, status)
+  keySelect.addEventListener('change', () => void reload().catch(failed))
+  modelSelect.addEventListener('change', () => void reload().catch(failed))
+  more.addEventListener('click', () => void loadPage().catch(failed))
   await reload()
   mount(root,
     h('div', { class: 'row filters' }, h('label', {}, 'Key ', keySelect), h('label', {}, 'Model ', modelSelect)),
@@ -70,5 +85,5 @@ export async function usagePage(_app: App, root: HTMLElement): Promise<void> {
     h('div', { class: 'scroll' }, h('table', { class: 'usage' },
       h('thead', {}, h('tr', {}, ['Time', 'Request id', 'Model', 'Provider', 'Tokens', 'Cost', 'Outcome', 'Key'].map((t) => h('th', {}, t)))),
       rows)),
-    more)
+    more, status)
 }

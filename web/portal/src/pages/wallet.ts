@@ -1,4 +1,4 @@
-import { api, describe, type Wallet } from '../api.js'
+import { api, type Wallet } from '../api.js'
 import { fieldsOf, h, mount, notice } from '../dom.js'
 import { usd } from '../format.js'
 import type { App } from '../main.js'
@@ -30,7 +30,7 @@ export async function walletPage(app: App, root: HTMLElement): Promise<void> {
           form.reset()
           mount(status, notice('ok', `${done} ${amount} USDC.`))
         } catch (err) {
-          mount(status, notice('error', describe(err)))
+          app.fail(err, status)
         }
       },
     },
