@@ -82,6 +82,17 @@ describe('validation', () => {
     ['unknown model', { model: 'svc/nope@1', messages: msgs }, 404, 'model_not_found', 'model'],
     ['a vendor model name', { model: 'gpt-4o', messages: msgs }, 404, 'model_not_found', 'model'],
   ]
+  // An optional field's message names its limit, not only that the value is neither null nor of its type.
+  it.each([
+    [{ max_tokens: 0 }, 'max_tokens', /max_tokens: expected integer to be greater or equal to 1/],
+    [{ temperature: 7 }, 'temperature', /temperature: expected number to be less or equal to 2/],
+    [{ stream: 'yes' }, 'stream', /stream: expected boolean/],
+    [{ stream_options: { include_usage: 'x' } }, 'stream_options.include_usage', /stream_options\.include_usage: expected boolean/],
+  ])('says what an optional field must be: %j', async (extra, param, message) => {
+    const res = await chat(m.url, m.key, { model: 'svc/atlas@1', messages: msgs, ...extra })
+    expect((await expectError(res, 400, 'feature_not_supported', param)).message).toMatch(message)
+  })
+
   it.each(cases)('%s', async (_name, body, status, code, param) => {
     const before = (await m.store.accounts.byId(m.accountId))!
     await expectError(await chat(m.url, m.key, body), status, code, param)

@@ -1,5 +1,7 @@
 import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors'
+import { Value } from '@sinclair/typebox/value'
+import type { TSchema } from '@sinclair/typebox'
 import { ChatRequest } from '../protocol/chat.js'
 import { apiError, type ApiError } from '../protocol/errors.js'
 import { jsonPointerToPath } from '../config.js'
@@ -64,8 +66,23 @@ export function validateChatRequest(raw: unknown): ChatRequest | ApiError {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     return apiError('feature_not_supported', 'The request body must be a JSON object.', { param: null })
   }
-  const first = checker.Errors(body).First()
-  if (!first) return apiError('feature_not_supported', 'The request body is not a valid chat completion request.')
+  const found = checker.Errors(body).First()
+  if (!found) return apiError('feature_not_supported', 'The request body is not a valid chat completion request.')
+  const first = withinNullable(found)
   const param = jsonPointerToPath(first.path)
   return apiError('feature_not_supported', describe(first, param), { param })
+}
+
+/**
+ * An optional field may be null or its type (`Nullable`): a value that is neither fails the union, whose own message
+ * says nothing of the limit. The error of its type says it (`max_tokens` 0: "expected integer to be greater or equal
+ * to 1"), at the path within the field.
+ */
+function withinNullable(e: ValueError): ValueError {
+  if (e.type !== ValueErrorType.Union) return e
+  const options = (e.schema as { anyOf?: TSchema[] }).anyOf ?? []
+  const typed = options.filter((o) => (o as { type?: unknown }).type !== 'null')
+  if (typed.length !== 1 || typed.length === options.length) return e
+  const inner = Value.Errors(typed[0]!, e.value).First()
+  return inner ? withinNullable({ ...inner, path: `${e.path}${inner.path}` }) : e
 }
