@@ -79,6 +79,14 @@ describe('svc demo --json', () => {
       expect(Object.keys(line).sort()).toEqual(['api_key', 'base_url', 'config', 'portal_url'])
       expect(line.portal_url).toBe(`${line.base_url}/portal`)
       expect(JSON.parse(readFileSync(line.config, 'utf8')).store).toBe(`sqlite:${join(data, 'svc.db')}`)
+      // A second demo on the same data and port cannot start: it says so, and leaves the running one's config alone.
+      const written = readFileSync(line.config, 'utf8')
+      const port = new URL(line.base_url).port
+      const again = await svc(['demo', '--port', port, '--data', data])
+      expect(again.code).toBe(1)
+      expect(again.stderr).toContain(`port ${port} is in use; choose another with --port`)
+      expect(readFileSync(line.config, 'utf8')).toBe(written)
+      expect((await svc(['demo', '--chunk-delay-ms', 'abc', '--data', data])).stderr).toContain('--chunk-delay-ms must be a whole number of milliseconds, got abc')
     } finally {
       await d.stop()
     }
@@ -195,6 +203,8 @@ describe('svc sim-provider and svc serve', () => {
       [['--reply-tokens', '-3'], /--reply-tokens must be a whole number/],
       [['--chunk-delay-ms', 'abc'], /--chunk-delay-ms must be a whole number/],
       [['--models', '[1,2]'], /--models must be a JSON object/],
+      [['--models', '{bad'], /--models is not JSON/],
+      [['--models', '{"tern":{"paralel":false}}'], /--models: tern has no field paralel \(fields: toolChoice, /],
     ] as const) {
       const r = await svc(['sim-provider', ...args])
       expect(r.code, args.join(' ')).toBe(1)

@@ -40,13 +40,13 @@ export function demoCommand(program: Command): void {
       // The chain (viem, anvil) loads only for --rail anvil.
       const anvil = opts.rail === 'anvil' ? await import('../../demo/anvil.js') : undefined
       const chain: AnvilDemo | undefined = anvil ? await anvil.startAnvilDemo(data, FUNDS, CAP) : undefined
-      const sim = { chunkDelayMs: Number(opts.chunkDelayMs) || 0, replyTokens: 24, models: DEMO_SIM_MODELS }
+      if (!/^\d{1,6}$/.test(opts.chunkDelayMs)) throw new OperationError(`--chunk-delay-ms must be a whole number of milliseconds, got ${opts.chunkDelayMs}`)
+      const sim = { chunkDelayMs: Number(opts.chunkDelayMs), replyTokens: 24, models: DEMO_SIM_MODELS }
       const sims = await Promise.all([0, 1, 2, 3, 4].map(() => SimulatedProvider.start(sim)))
       const [a, b, c, d, vendor] = sims as [SimulatedProvider, SimulatedProvider, SimulatedProvider, SimulatedProvider, SimulatedProvider]
       const config = demoConfig({ providers: [a.url, b.url, c.url, d.url], vendor: vendor.url }, chain?.storeUrl ?? `sqlite:${join(data, 'svc.db')}`, port)
       if (chain) config.rail = chain.rail
       const configFile = join(data, 'config.json')
-      writeFileSync(configFile, `${JSON.stringify(config, null, 2)}\n`)
       const { startServer } = await import('../../server.js')
       let server
       try {
@@ -54,9 +54,11 @@ export function demoCommand(program: Command): void {
       } catch (err) {
         await Promise.all(sims.map((s) => s.close()))
         await chain?.anvil.close()
-        if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new OperationError(`port ${port} is in use; choose another with: npm start -- --port 8081`)
+        if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new OperationError(`port ${port} is in use; choose another with --port (npm start -- --port ${port + 1})`)
         throw err
       }
+      // Written once the gateway listens: a demo that could not start leaves a running one's config as it was.
+      writeFileSync(configFile, `${JSON.stringify(config, null, 2)}\n`)
       const { store } = server
       const { account } = await openAccount(store, DEMO_WALLET)
       if (anvil) {

@@ -2,7 +2,7 @@ import type { Command } from 'commander'
 import { OperationError } from '../../accounts/operations.js'
 import { FAULT_MODES, faultName, parseFault } from '../../providers/simulated/faults.js'
 import { FRAGMENTATIONS, SimulatedProvider, type Fragmentation } from '../../providers/simulated/server.js'
-import type { Behaviours } from '../../providers/simulated/behaviour.js'
+import { FULL_BEHAVIOUR, type Behaviours } from '../../providers/simulated/behaviour.js'
 import { action, emit, onShutdown, portOption, wholeOption } from '../context.js'
 
 interface SimCliOptions {
@@ -38,19 +38,13 @@ export function simCommand(program: Command): void {
       const fault = parseFault(opts.fault)
       if (!fault) throw new OperationError(`unknown fault mode ${opts.fault}; one of ${FAULT_MODES.join(', ')}`)
       if (!FRAGMENTATIONS.includes(opts.fragmentation as Fragmentation)) throw new OperationError(`--fragmentation must be one of ${FRAGMENTATIONS.join(', ')}`)
-      let models: unknown = {}
-      try {
-        if (opts.models) models = JSON.parse(opts.models)
-      } catch {
-        // refused below
-      }
-      if (typeof models !== 'object' || models === null || Array.isArray(models)) throw new OperationError('--models must be a JSON object')
+      const models = opts.models === undefined ? {} : parseModels(opts.models)
       const port = portOption('--port', opts.port)
       const replyTokens = wholeOption('--reply-tokens', opts.replyTokens, 100_000)
       const chunkDelayMs = wholeOption('--chunk-delay-ms', opts.chunkDelayMs, 60_000)
       const sim = await SimulatedProvider.start({
         port, host: opts.host, fault, replyTokens, chunkDelayMs,
-        fragmentation: opts.fragmentation as Fragmentation, toolPreface: opts.toolPreface, models: models as Behaviours, ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
+        fragmentation: opts.fragmentation as Fragmentation, toolPreface: opts.toolPreface, models, ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
       }).catch((err: NodeJS.ErrnoException) => {
         // The interface cannot be listened on: one line, not a stack trace.
         if (err.code === 'EADDRINUSE' || err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' || err.code === 'EACCES') {
@@ -61,4 +55,22 @@ export function simCommand(program: Command): void {
       onShutdown(() => sim.close())
       emit(opts, { base_url: sim.url, port: sim.port, fault: faultName(fault) }, `simulated provider on ${sim.url} (fault: ${faultName(fault)})`)
     }))
+}
+
+/** `--models`: a JSON object of behaviours by upstream model, each naming only fields a behaviour has. */
+function parseModels(text: string): Behaviours {
+  let models: unknown
+  try {
+    models = JSON.parse(text)
+  } catch (err) {
+    throw new OperationError(`--models is not JSON: ${(err as Error).message}`)
+  }
+  const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+  if (!isObject(models)) throw new OperationError('--models must be a JSON object of behaviours by upstream model')
+  for (const [model, b] of Object.entries(models)) {
+    if (!isObject(b)) throw new OperationError(`--models: ${model} must be an object`)
+    const unknown = Object.keys(b).filter((k) => !Object.hasOwn(FULL_BEHAVIOUR, k))
+    if (unknown.length) throw new OperationError(`--models: ${model} has no field ${unknown.join(', ')} (fields: ${Object.keys(FULL_BEHAVIOUR).join(', ')})`)
+  }
+  return models as Behaviours
 }
