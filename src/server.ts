@@ -54,7 +54,10 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
       await rail.close?.()
       await settler.stop()
       gateway.stopping = true
-      await closeGently(app, gateway.tuning.shutdownGraceMs)
+      await closeGently(app, gateway.tuning.shutdownGraceMs, () => {
+        const cut = gateway.stopServing()
+        if (cut > 0) gateway.log(`stopping: ${cut} requests still running after ${gateway.tuning.shutdownGraceMs} ms are ended (answered as failures to retry, charged nothing)`)
+      })
       // Requests whose connections closed still settle (capture what they delivered, or release) before the store goes.
       if (!(await gateway.lifecycle.drained(SETTLE_WAIT_MS))) gateway.log(`stopping with ${gateway.lifecycle.inFlight} requests unsettled; their holds are released`)
       await gateway.close()
@@ -68,19 +71,27 @@ const SETTLE_WAIT_MS = 5_000
 
 /**
  * Stops the HTTP server: no new connection, idle connections closed, those whose requests are in flight closed as
- * each request ends (a new request on one is refused by the app while the gateway is stopping); whatever is still
- * open after `graceMs` is cut.
+ * each request ends (a new request on one is refused by the app while the gateway is stopping). After `graceMs`,
+ * `ended` ends what is still being served (its answers go out); whatever is still open `ANSWER_MS` later is cut.
  */
-async function closeGently(app: FastifyInstance, graceMs: number): Promise<void> {
+async function closeGently(app: FastifyInstance, graceMs: number, ended: () => void): Promise<void> {
   const idle = setInterval(() => app.server.closeIdleConnections(), 20)
-  const cut = setTimeout(() => app.server.closeAllConnections(), graceMs)
+  let cut: NodeJS.Timeout | undefined
+  const grace = setTimeout(() => {
+    ended()
+    cut = setTimeout(() => app.server.closeAllConnections(), ANSWER_MS)
+  }, graceMs)
   try {
     await app.close()
   } finally {
     clearInterval(idle)
+    clearTimeout(grace)
     clearTimeout(cut)
   }
 }
+
+/** How long the answers of requests ended at the grace's end may take to go out before their connections are cut. */
+const ANSWER_MS = 1_000
 
 /** `fn` run once; later calls get the first call's promise. */
 function once(fn: () => Promise<void>): () => Promise<void> {

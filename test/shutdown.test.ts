@@ -62,20 +62,36 @@ describe('stopping the gateway', () => {
     await expect(chat(m.url, m.key, ask)).rejects.toThrow()
   })
 
-  it('cuts a stream still running after shutdownGraceMs, and charges what it delivered', async () => {
+  it('ends a stream still running after shutdownGraceMs with stream_interrupted and [DONE], and charges nothing', async () => {
     const m = await market({ sim: { chunkDelayMs: 100, replyTokens: 40 }, tuning: { shutdownGraceMs: 200 } })
     const res = await chat(m.url, m.key, ask)
     const requestId = res.headers.get('x-request-id')!
     const { rest } = await readUntil(res, (t) => t.split('"content":"').length > 2)
     await m.server.close()
     const text = await rest()
-    expect(text).not.toContain('[DONE]')
+    // The client learns the reply is not whole (an SDK would take a stream that just stops for a whole one).
+    const events = text.trimEnd().split('\n\n').map((e) => e.replace(/^data: /, ''))
+    expect(events.at(-1)).toBe('[DONE]')
+    expect(JSON.parse(events.at(-2)!).error).toMatchObject({ code: 'stream_interrupted', message: expect.stringContaining('stopping') })
     const record = (await m.store.usage.get(m.accountId, requestId))!
-    expect(record.outcome).toBe('client_closed')
-    expect(record.completionTokens).toBeGreaterThan(0)
-    expect(record.completionTokens).toBeLessThan(40)
-    expect(record.cost).toBeGreaterThan(0n)
+    expect(record).toMatchObject({ outcome: 'stream_interrupted', cost: 0n })
     expect((await m.store.accounts.byId(m.accountId))!.held).toBe(0n)
     expect(await m.store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+  })
+
+  it('answers a plain request still waiting after shutdownGraceMs with 503 and Retry-After, and charges nothing', async () => {
+    const m = await market({ tuning: { shutdownGraceMs: 200 } })
+    for (const s of [m.sims.atlasCheap, m.sims.atlasDear]) s.setFault({ kind: 'slow', ms: 5_000 })
+    const pending = chat(m.url, m.key, { ...ask, stream: false })
+    await expect.poll(async () => (await m.store.accounts.byId(m.accountId))!.held).toBeGreaterThan(0n)
+    const stopping = m.server.close()
+    const res = await pending
+    expect(res.status).toBe(503)
+    expect(res.headers.get('retry-after')).toBe('1')
+    const requestId = res.headers.get('x-request-id')!
+    expect((await res.json()).error).toMatchObject({ code: 'no_capacity', message: expect.stringContaining('stopping') })
+    await stopping
+    expect(await m.store.usage.get(m.accountId, requestId)).toMatchObject({ outcome: 'no_capacity', cost: 0n })
+    expect((await m.store.accounts.byId(m.accountId))!.held).toBe(0n)
   })
 })

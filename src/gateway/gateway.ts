@@ -34,6 +34,8 @@ export class Gateway {
   private flushTimer: NodeJS.Timeout | undefined
   /** The server is stopping: requests in flight finish, new ones are refused (503, retry). */
   stopping = false
+  /** The cancels of the requests being served. */
+  private readonly serving = new Set<Cancel>()
 
   private constructor(readonly config: Config, readonly store: Store, opts: GatewayOptions) {
     this.tuning = tuningOf(config)
@@ -70,10 +72,25 @@ export class Gateway {
 
   /** Serves an admitted request through its plan and settles its money. */
   async run(caller: Caller, prepared: Prepared, hold: bigint, requestId: string, startedAt: number, sink: StreamSink | undefined, cancel: Cancel): Promise<Finished> {
-    const outcome = await executeRoute(prepared.plan, prepared.calls, {
-      cancel, health: this.health, now: this.now, ...(sink ? { sink } : {}),
-    })
-    return settle(this.settleCtx, { requestId, caller, prepared, hold, startedAt }, outcome)
+    this.serving.add(cancel)
+    try {
+      const outcome = await executeRoute(prepared.plan, prepared.calls, {
+        cancel, health: this.health, now: this.now, ...(sink ? { sink } : {}),
+      })
+      return await settle(this.settleCtx, { requestId, caller, prepared, hold, startedAt, stopped: cancel.cause === 'stopping' }, outcome)
+    } finally {
+      this.serving.delete(cancel)
+    }
+  }
+
+  /**
+   * The stop's grace is over: requests still being served end now, each answered as a failure to retry (a stream with
+   * an error chunk and [DONE], a plain request with 503) and charged nothing. How many there were.
+   */
+  stopServing(): number {
+    const n = this.serving.size
+    for (const cancel of this.serving) cancel.abort('stopping')
+    return n
   }
 
   async close(): Promise<void> {

@@ -22,6 +22,8 @@ export interface SettleContext {
 
 export interface RequestContext {
   requestId: string
+  /** Its serving was ended by the gateway stopping, not by its client. */
+  stopped?: boolean
   caller: Caller
   prepared: Prepared
   hold: bigint
@@ -59,6 +61,7 @@ export async function settle(s: SettleContext, r: RequestContext, outcome: Route
       return { kind: 'delivered', reply: outcome.reply, servedModel: outcome.servedModel, usage, cost, failedTargets: outcome.failedTargets, ...(outcome.managedWhy ? { managedWhy: outcome.managedWhy } : {}) }
     }
     case 'client_closed': {
+      if (r.stopped) return stoppedUnderway(s, r, outcome.reply !== undefined && outcome.reply.content.length > 0, base)
       // The client pays for what reached it, and nothing when nothing did.
       if (outcome.reply && outcome.reply.content.length > 0) {
         await capture(s, r, { ...outcome.reply, toolCalls: [] }, outcome.servedModel ?? null, 'client_closed', base)
@@ -118,6 +121,18 @@ function failedError(health: Health, p: Prepared, outcome: Extract<RouteOutcome,
   const retryAfter = health.retryAfterSeconds(p.plan.allKeys)
   const advice = p.plan.cortex ? `retry after ${retryAfter} s` : `A named model is never substituted; retry after ${retryAfter} s or use svc/cortex@1`
   return apiError('no_capacity', `No provider of ${p.model} can take the request now (${tried} tried). ${advice}.`, { retryAfter })
+}
+
+/**
+ * A request the gateway stopped serving when its shutdown grace ran out: its client is still there and is told so, to
+ * retry elsewhere, and is charged nothing (as for a stream an upstream broke, DESIGN §4): a stream that had begun
+ * ends with `stream_interrupted`, anything else is refused with 503.
+ */
+async function stoppedUnderway(s: SettleContext, r: RequestContext, begun: boolean, base: (o: Outcome) => UsageRecord): Promise<Finished> {
+  const outcome = begun ? 'stream_interrupted' : 'no_capacity'
+  await s.store.ledger.release(r.requestId, s.now(), base(outcome))
+  const message = 'The gateway is stopping and could not finish this request in time. Nothing was charged; retry.'
+  return begun ? { kind: 'broken', code: 'stream_interrupted', message } : { kind: 'refused', error: apiError('no_capacity', message, { retryAfter: 1 }) }
 }
 
 /** no_capacity for a plan with no usable offer at all, decided before any money moves. */

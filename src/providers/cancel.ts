@@ -8,10 +8,13 @@ import { EventEmitter } from 'node:events'
  */
 export class Cancel extends EventEmitter {
   aborted = false
+  /** Who cancelled: the client going away, or the gateway stopping past its grace. */
+  cause: 'client' | 'stopping' | undefined
 
-  abort(): void {
+  abort(cause: 'client' | 'stopping' = 'client'): void {
     if (this.aborted) return
     this.aborted = true
+    this.cause = cause
     this.emit('abort')
   }
 }
