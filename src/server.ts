@@ -54,6 +54,8 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
       await rail.close?.()
       await settler.stop()
       gateway.stopping = true
+      const inFlight = gateway.lifecycle.inFlight
+      if (inFlight > 0) gateway.log(`stopping: ${inFlight} requests in flight get up to ${gateway.tuning.shutdownGraceMs} ms to finish`)
       await closeGently(app, gateway.tuning.shutdownGraceMs, () => {
         const cut = gateway.stopServing()
         if (cut > 0) gateway.log(`stopping: ${cut} requests still running after ${gateway.tuning.shutdownGraceMs} ms are ended (answered as failures to retry, charged nothing)`)

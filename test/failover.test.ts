@@ -109,7 +109,8 @@ describe('after content reached the client', () => {
 
 describe('health and capacity', () => {
   it('opens the breaker after consecutive failures and probes after the cool-down', async () => {
-    const mk = await market({ tuning: { breakerFailures: 2, breakerCooldownMs: 300 } })
+    const log: string[] = []
+    const mk = await market({ tuning: { breakerFailures: 2, breakerCooldownMs: 300 }, log: (msg) => void log.push(msg) })
     mk.sims.atlasCheap.setFault({ kind: 'status-500' })
     for (let i = 0; i < 2; i++) expect((await (await chat(mk.url, mk.key, body())).json()).svc.provider).toBe(P.atlasDear)
     expect(mk.sims.atlasCheap.stats.requests).toBe(2)
@@ -123,6 +124,11 @@ describe('health and capacity', () => {
     await new Promise((r) => setTimeout(r, 350))
     expect((await (await chat(mk.url, mk.key, body())).json()).svc.provider).toBe(P.atlasCheap)
     expect(mk.sims.atlasCheap.stats.requests).toBe(3)
+    // The operator's log says when the breaker opened and when it closed, once each.
+    expect(log).toEqual([
+      `offer ${P.atlasCheap}|svc/atlas@1: breaker opened after 2 failures in a row; next probe in 1 s`,
+      `offer ${P.atlasCheap}|svc/atlas@1: breaker closed: a probe succeeded`,
+    ])
   })
 
   it('sends Retry-After until the earliest breaker half-opens', async () => {

@@ -41,7 +41,12 @@ export class Gateway {
     this.tuning = tuningOf(config)
     this.now = opts.now ?? Date.now
     this.log = opts.log ?? ((msg, err) => console.error(msg, err ?? ''))
-    this.health = new Health({ failures: this.tuning.breakerFailures, cooldownMs: this.tuning.breakerCooldownMs }, this.now)
+    const { breakerFailures, breakerCooldownMs } = this.tuning
+    const breakerLine = { opened: `opened after ${breakerFailures} failures in a row`, reopened: 'opened again: its probe failed', closed: 'closed: a probe succeeded' }
+    this.health = new Health({
+      failures: breakerFailures, cooldownMs: breakerCooldownMs,
+      onChange: (key, change) => this.log(`offer ${key}: breaker ${breakerLine[change]}${change === 'closed' ? '' : `; next probe in ${Math.ceil(breakerCooldownMs / 1000)} s`}`),
+    }, this.now)
     const make = opts.makeUpstream ?? ((url, key, t) => new OpenAICompatibleProvider(url, key, t))
     this.catalog = new Catalog(config, (url, key) => make(url, key, this.tuning))
     this.keys = new KeyVerifier(store, this.tuning.keyCacheMs, this.now)

@@ -14,6 +14,8 @@ export interface HealthOptions {
   failures: number
   /** How long an open breaker keeps the offer out before one probe may pass. */
   cooldownMs: number
+  /** Told when an offer's breaker opens (again, after a failed probe) or closes (a probe succeeded), for the log. */
+  onChange?: (key: string, change: 'opened' | 'reopened' | 'closed') => void
 }
 
 const LATENCY_WEIGHT = 0.2
@@ -67,11 +69,16 @@ export class Health {
     const wasProbe = s.probing && s.failures >= this.opts.failures
     s.probing = false
     if (outcome === 'success') {
+      if (s.failures >= this.opts.failures) this.opts.onChange?.(key, 'closed')
       s.failures = 0
       if (latencyMs !== undefined) s.latencyMs = s.latencyMs === 0 ? latencyMs : s.latencyMs + LATENCY_WEIGHT * (latencyMs - s.latencyMs)
     } else if (outcome === 'failure') {
       s.failures++
-      if (s.failures >= this.opts.failures || wasProbe) s.openUntil = this.now() + this.opts.cooldownMs
+      if (s.failures >= this.opts.failures || wasProbe) {
+        s.openUntil = this.now() + this.opts.cooldownMs
+        if (wasProbe) this.opts.onChange?.(key, 'reopened')
+        else if (s.failures === this.opts.failures) this.opts.onChange?.(key, 'opened')
+      }
     }
   }
 

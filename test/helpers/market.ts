@@ -47,6 +47,8 @@ export interface MarketOptions {
   portal?: PortalOptions
   /** Wallet of the test account (default USER); on the evm rail its funds come from the chain, not a deposit. */
   user?: string
+  /** The gateway's log lines (default: dropped). */
+  log?: (msg: string, err?: unknown) => void
 }
 
 /** The test marketplace: atlas@1 (tools, two providers), tern@2 (limited tools), wren@1 (small context), quill@1 (no streaming), a vendor. */
@@ -91,7 +93,7 @@ export async function startMarket(opts: MarketOptions = {}): Promise<Market> {
   const config = marketConfig(sims, storeUrl, opts.tuning)
   opts.edit?.(config)
   const store = await openStore(storeUrl)
-  const server = await startServer(config, { store, log: () => {}, ...(opts.portal ? { portal: opts.portal } : {}) })
+  const server = await startServer(config, { store, log: opts.log ?? (() => {}), ...(opts.portal ? { portal: opts.portal } : {}) })
   const { account } = await openAccount(store, opts.user ?? USER)
   if (config.rail.kind === 'local') {
     await depositTo(store, account.id, opts.funds ?? 10_000_000n)
