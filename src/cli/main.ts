@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { createRequire } from 'node:module'
 import { Command } from 'commander'
 import { demoCommand } from './commands/demo.js'
 import { serveCommand } from './commands/serve.js'
@@ -9,8 +10,10 @@ import { usageCommands } from './commands/usage.js'
 import { chainCommands } from './commands/chain.js'
 import { certifyCommand } from './commands/certify.js'
 
+const { version } = createRequire(import.meta.url)('../../package.json') as { version: string }
 const program = new Command()
-program.name('svc').description('OpenAI-compatible chat completion marketplace, settled in test USDC').showHelpAfterError()
+// A usage mistake is one line and a pointer to the help, not the whole help.
+program.name('svc').description('OpenAI-compatible chat completion marketplace, settled in test USDC').version(version).showHelpAfterError('(run svc <command> --help for its options)')
 demoCommand(program)
 serveCommand(program)
 simCommand(program)

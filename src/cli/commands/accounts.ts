@@ -15,7 +15,7 @@ interface AmountOptions extends WalletOptions {
 
 function amountOf(text: string): bigint {
   const units = parseUsdc(text)
-  if (units === null) throw new OperationError(`--amount must be a USDC amount with at most 6 decimals, got ${text}`)
+  if (units === null) throw new OperationError(`--amount must be a positive USDC amount with at most 6 decimals (e.g. 12.5), got ${text}`)
   return units
 }
 
