@@ -79,6 +79,28 @@ describe('stopping the gateway', () => {
     expect(await m.store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
   })
 
+  it('answers a request whose body arrives after shutdownGraceMs with 503, not a stream cut off and charged', async () => {
+    const m = await market({ sim: { chunkDelayMs: 100, replyTokens: 40 }, tuning: { shutdownGraceMs: 200 } })
+    const late = connect(Number(new URL(m.url).port), '127.0.0.1')
+    let answer = ''
+    late.setEncoding('utf8').on('data', (d: string) => (answer += d))
+    const body = JSON.stringify(ask)
+    // Its headers come before the stop, its body after the grace: it reaches its upstream once the others were ended.
+    await new Promise<void>((resolve) => late.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${m.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`, () => resolve()))
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    const stopping = m.server.close()
+    await new Promise((resolve) => setTimeout(resolve, 400))
+    late.write(body)
+    await expect.poll(() => answer).toMatch(/^HTTP\/1.1 503 /)
+    await stopping
+    late.destroy()
+    expect(answer).toMatch(/\r\nretry-after: 1\r\n/)
+    expect(answer).toContain('"code":"no_capacity"')
+    const requestId = /\r\nx-request-id: (req_\w+)/.exec(answer)![1]!
+    expect(await m.store.usage.get(m.accountId, requestId)).toMatchObject({ outcome: 'no_capacity', cost: 0n })
+    expect((await m.store.accounts.byId(m.accountId))!.held).toBe(0n)
+  })
+
   it('answers a plain request still waiting after shutdownGraceMs with 503 and Retry-After, and charges nothing', async () => {
     const m = await market({ tuning: { shutdownGraceMs: 200 } })
     for (const s of [m.sims.atlasCheap, m.sims.atlasDear]) s.setFault({ kind: 'slow', ms: 5_000 })

@@ -36,6 +36,7 @@ export class Gateway {
   stopping = false
   /** The cancels of the requests being served. */
   private readonly serving = new Set<Cancel>()
+  private servingStopped = false
 
   private constructor(readonly config: Config, readonly store: Store, opts: GatewayOptions) {
     this.tuning = tuningOf(config)
@@ -78,6 +79,8 @@ export class Gateway {
   /** Serves an admitted request through its plan and settles its money. */
   async run(caller: Caller, prepared: Prepared, hold: bigint, requestId: string, startedAt: number, sink: StreamSink | undefined, cancel: Cancel): Promise<Finished> {
     this.serving.add(cancel)
+    // One that reaches its upstream after the grace ended (its body or hold came late) is ended at once, the same way.
+    if (this.servingStopped) cancel.abort('stopping')
     try {
       const outcome = await executeRoute(prepared.plan, prepared.calls, {
         cancel, health: this.health, now: this.now, ...(sink ? { sink } : {}),
@@ -93,6 +96,7 @@ export class Gateway {
    * an error chunk and [DONE], a plain request with 503) and charged nothing. How many there were.
    */
   stopServing(): number {
+    this.servingStopped = true
     const n = this.serving.size
     for (const cancel of this.serving) cancel.abort('stopping')
     return n

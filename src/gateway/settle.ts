@@ -61,7 +61,7 @@ export async function settle(s: SettleContext, r: RequestContext, outcome: Route
       return { kind: 'delivered', reply: outcome.reply, servedModel: outcome.servedModel, usage, cost, failedTargets: outcome.failedTargets, ...(outcome.managedWhy ? { managedWhy: outcome.managedWhy } : {}) }
     }
     case 'client_closed': {
-      if (r.stopped) return stoppedUnderway(s, r, outcome.reply !== undefined && outcome.reply.content.length > 0, base)
+      if (r.stopped) return stoppedUnderway(s, r, outcome, base)
       // The client pays for what reached it, and nothing when nothing did.
       if (outcome.reply && outcome.reply.content.length > 0) {
         await capture(s, r, { ...outcome.reply, toolCalls: [] }, outcome.servedModel ?? null, 'client_closed', base)
@@ -128,9 +128,13 @@ function failedError(health: Health, p: Prepared, outcome: Extract<RouteOutcome,
  * retry elsewhere, and is charged nothing (as for a stream an upstream broke, DESIGN §4): a stream that had begun
  * ends with `stream_interrupted`, anything else is refused with 503.
  */
-async function stoppedUnderway(s: SettleContext, r: RequestContext, begun: boolean, base: (o: Outcome) => UsageRecord): Promise<Finished> {
-  const outcome = begun ? 'stream_interrupted' : 'no_capacity'
-  await s.store.ledger.release(r.requestId, s.now(), base(outcome))
+async function stoppedUnderway(
+  s: SettleContext, r: RequestContext, outcome: Extract<RouteOutcome, { kind: 'client_closed' }>, base: (o: Outcome, extra?: Partial<UsageRecord>) => UsageRecord,
+): Promise<Finished> {
+  const reply = outcome.reply
+  const begun = reply !== undefined && reply.content.length > 0
+  const served = begun ? { servedModel: outcome.servedModel ?? null, provider: reply.offer.provider } : {}
+  await s.store.ledger.release(r.requestId, s.now(), base(begun ? 'stream_interrupted' : 'no_capacity', served))
   const message = 'The gateway is stopping and could not finish this request in time. Nothing was charged; retry.'
   return begun ? { kind: 'broken', code: 'stream_interrupted', message } : { kind: 'refused', error: apiError('no_capacity', message, { retryAfter: 1 }) }
 }
