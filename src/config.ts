@@ -180,6 +180,7 @@ function schemaProblems(schema: TSchema, value: unknown): string[] {
 }
 
 function railProblems(rail: unknown): string[] {
+  if (rail === undefined) return ['rail: required ({"kind": "local"} or {"kind": "evm", …})']
   const kind = (rail as { kind?: unknown } | null)?.kind
   const schema = typeof kind === 'string' && Object.hasOwn(RAIL_KINDS, kind) ? RAIL_KINDS[kind as keyof typeof RAIL_KINDS] : undefined
   if (!schema) return [`rail.kind: must be one of ${Object.keys(RAIL_KINDS).map((k) => `"${k}"`).join(', ')}`]

@@ -35,12 +35,12 @@ export function demoCommand(program: Command): void {
       noteMissingNodeFlags()
       const port = portOption('--port', opts.port)
       if (opts.rail !== 'local' && opts.rail !== 'anvil') throw new OperationError(`--rail must be local or anvil, got ${opts.rail}`)
+      if (!/^\d{1,6}$/.test(opts.chunkDelayMs)) throw new OperationError(`--chunk-delay-ms must be a whole number of milliseconds, got ${opts.chunkDelayMs}`)
       const data = resolve(opts.data)
       mkdirSync(data, { recursive: true })
       // The chain (viem, anvil) loads only for --rail anvil.
       const anvil = opts.rail === 'anvil' ? await import('../../demo/anvil.js') : undefined
       const chain: AnvilDemo | undefined = anvil ? await anvil.startAnvilDemo(data, FUNDS, CAP) : undefined
-      if (!/^\d{1,6}$/.test(opts.chunkDelayMs)) throw new OperationError(`--chunk-delay-ms must be a whole number of milliseconds, got ${opts.chunkDelayMs}`)
       const sim = { chunkDelayMs: Number(opts.chunkDelayMs), replyTokens: 24, models: DEMO_SIM_MODELS }
       const sims = await Promise.all([0, 1, 2, 3, 4].map(() => SimulatedProvider.start(sim)))
       const [a, b, c, d, vendor] = sims as [SimulatedProvider, SimulatedProvider, SimulatedProvider, SimulatedProvider, SimulatedProvider]
