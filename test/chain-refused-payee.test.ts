@@ -71,4 +71,34 @@ describe.skipIf(!hasAnvil)('a payee the token refuses (anvil)', () => {
     expect(audit.unbalanced).toEqual([])
     expect(audit.inconsistent).toEqual([])
   })
+
+  it('leaves a batch whose failure the node cannot explain for a later pass, and settles the batches after it', async () => {
+    expect((await askAtlas(m, m.key)).status).toBe(200)
+    const fees = (await accountOf(SYSTEM_ACCOUNTS.fees)).id
+    const early = (await m.store.settlement.createBatch('bat_unexplained', fees, Date.now()))!
+    expect((await chat(m.url, m.key, { model: 'svc/tern@2', messages: hello, max_tokens: 400 })).status).toBe(200)
+    // The token's questions fail (a node that rate-limits eth_call, say).
+    const rail = evmRail(m) as unknown as { probe: Record<string, (...args: unknown[]) => Promise<boolean>> }
+    const probe = rail.probe
+    const asked = { refusesPayee: probe.refusesPayee!, refusesLeg: probe.refusesLeg!, covers: probe.covers! }
+    for (const name of Object.keys(asked)) probe[name] = async () => { throw new Error('rate limited') }
+    const first = await m.server.settler.runOnce()
+    expect(first.unfinished.map((u) => u.id)).toEqual([early.id])
+    expect(first.unfinished[0]!.why).toContain('rate limited')
+    // The tern charge made after it went in a batch of its own, which settled.
+    expect(first.batches).toHaveLength(1)
+    expect(first.batches[0]).toMatchObject({ failedPayers: [], deferredPayers: [] })
+    expect((await account()).debt).toBe(0n)
+    // Once the node answers, the batch is read from what was stored when it was mined (not sent again) and its payer's
+    // charges wait for the refused payee, without debt.
+    for (const [name, fn] of Object.entries(asked)) probe[name] = fn.bind(probe)
+    const second = await m.server.settler.runOnce()
+    expect(second.unfinished).toEqual([])
+    expect(second.batches.find((b) => b.id === early.id)).toMatchObject({ failedPayers: [], deferredPayers: [m.accountId] })
+    expect((await account()).debt).toBe(0n)
+    expect((await m.store.settlement.batches(['open', 'sent']))).toEqual([])
+    const audit = await m.store.ledger.audit()
+    expect(audit.unbalanced).toEqual([])
+    expect(audit.inconsistent).toEqual([])
+  })
 })

@@ -72,7 +72,14 @@ export class EvmRail implements Rail {
     for (const payer of new Set(landed.failedPayers.map((a) => getAddress(a)))) {
       const id = payerIds.get(payer)
       if (id === undefined) continue
-      const blame = await this.blame(payer, chainLegs.filter((l) => l.payer === payer))
+      let blame: Awaited<ReturnType<EvmRail['blame']>>
+      try {
+        blame = await this.blame(payer, chainLegs.filter((l) => l.payer === payer))
+      } catch (err) {
+        // The node could not answer the token's questions: the batch waits for a pass that can tell (its landing is
+        // stored, nothing is sent again) and the batches after it go on.
+        return { kind: 'unknown', why: `batch ${batch.id}: could not tell why the transfers of payer ${payer} failed (${(err as Error).message})` }
+      }
       if (blame === 'funds') out.failedPayers.push(id)
       else {
         if (blame === 'payer') this.refusedPayers.add(id)
@@ -94,18 +101,26 @@ export class EvmRail implements Rail {
   /** The payees of due charges the token refuses now, and the payers found refused that still are. */
   async refused(payees: number[]): Promise<Refused> {
     const fees = this.systemPayees[SYSTEM_ACCOUNTS.fees]!
+    // A question the node cannot answer leaves the account as it stood: a payee is paid (a refusal shows in the batch,
+    // which defers its payer), a payer found refused stays so until a pass can tell.
     const out: Refused = {
-      payees: await this.refusing(payees, (a) => this.probe.refusesPayee(a)),
-      payers: await this.refusing(this.refusedPayers, (a) => this.probe.refusesLeg(a, fees)),
+      payees: await this.refusing(payees, (a) => this.probe.refusesPayee(a), false),
+      payers: await this.refusing(this.refusedPayers, (a) => this.probe.refusesLeg(a, fees), true),
     }
     for (const id of this.refusedPayers) if (!out.payers.includes(id)) this.refusedPayers.delete(id)
     await this.report(out)
     return out
   }
 
-  private async refusing(ids: Iterable<number>, refuses: (a: Address) => Promise<boolean>): Promise<number[]> {
+  private async refusing(ids: Iterable<number>, refuses: (a: Address) => Promise<boolean>, unanswered: boolean): Promise<number[]> {
     const all = [...ids]
-    const answers = await Promise.all(all.map(async (id) => refuses(await this.addressOf(id))))
+    const answers = await Promise.all(all.map(async (id) => {
+      const address = await this.addressOf(id)
+      return refuses(address).catch((err: Error) => {
+        this.log(`could not ask the token about ${address} (${err.message}); taken as ${unanswered ? 'still refused' : 'not refused'}`)
+        return unanswered
+      })
+    }))
     return all.filter((_, i) => answers[i])
   }
 
