@@ -302,7 +302,7 @@ describe('the domain sign-in messages must name', () => {
       for (const origin of ['http://portal.example.com', 'https://portal.example.com:8443', 'https://evil.example', new URL(configured.url).origin]) {
         const refused = await postAs(configured.url, '/nonce', { origin, host: 'portal.example.com' }, {})
         expect(refused.status, origin).toBe(403)
-        expect(refused.json.error.code).toBe('csrf_failed')
+        expect(refused.json.error).toMatchObject({ code: 'csrf_failed', message: expect.stringContaining('this portal is https://portal.example.com') })
       }
     } finally {
       await configured.close()

@@ -35,7 +35,10 @@ export function guardPortalApi(api: FastifyInstance, sessions: Sessions, configu
       return sendError(reply, apiError('session_required', 'The portal API does not accept API keys (they are for /v1); sign in with your wallet.'))
     }
     const write = !SAFE_METHODS.has(req.method)
-    if (write && !sameOrigin(req, configured)) return sendError(reply, apiError('csrf_failed', `Refused a ${req.method} from another origin.`))
+    if (write && !sameOrigin(req, configured)) {
+      const here = configured ? ` (this portal is ${configured.origin}, its portal.origin)` : ''
+      return sendError(reply, apiError('csrf_failed', `Refused a ${req.method} from another origin${here}.`))
+    }
     // Cross-site forms cannot send JSON, so this also keeps sign-in itself from being posted by another site.
     if (req.method === 'POST' && !/^application\/json\b/i.test(req.headers['content-type'] ?? '')) {
       return sendError(reply, apiError('csrf_failed', 'Portal API requests that change state must send Content-Type: application/json.'))
