@@ -127,7 +127,7 @@ describe('health and capacity', () => {
     // The operator's log says when the breaker opened and when it closed, once each.
     expect(log).toEqual([
       `offer ${P.atlasCheap}|svc/atlas@1: breaker opened after 2 failures in a row; next probe in 1 s`,
-      `offer ${P.atlasCheap}|svc/atlas@1: breaker closed: a probe succeeded`,
+      `offer ${P.atlasCheap}|svc/atlas@1: breaker closed: an attempt succeeded`,
     ])
   })
 

@@ -43,7 +43,7 @@ export class Gateway {
     this.now = opts.now ?? Date.now
     this.log = opts.log ?? ((msg, err) => console.error(msg, err ?? ''))
     const { breakerFailures, breakerCooldownMs } = this.tuning
-    const breakerLine = { opened: `opened after ${breakerFailures} failures in a row`, reopened: 'opened again: its probe failed', closed: 'closed: a probe succeeded' }
+    const breakerLine = { opened: `opened after ${breakerFailures} failures in a row`, reopened: 'opened again: its probe failed', closed: 'closed: an attempt succeeded' }
     this.health = new Health({
       failures: breakerFailures, cooldownMs: breakerCooldownMs,
       onChange: (key, change) => this.log(`offer ${key}: breaker ${breakerLine[change]}${change === 'closed' ? '' : `; next probe in ${Math.ceil(breakerCooldownMs / 1000)} s`}`),

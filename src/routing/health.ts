@@ -14,7 +14,7 @@ export interface HealthOptions {
   failures: number
   /** How long an open breaker keeps the offer out before one probe may pass. */
   cooldownMs: number
-  /** Told when an offer's breaker opens (again, after a failed probe) or closes (a probe succeeded), for the log. */
+  /** Told when an offer's breaker opens (again, after a failed probe) or closes (an attempt succeeded), for the log. */
   onChange?: (key: string, change: 'opened' | 'reopened' | 'closed') => void
 }
 
