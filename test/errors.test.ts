@@ -1,3 +1,4 @@
+import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { chat, startMarket, type Market } from './helpers/market.js'
 import { issueKey } from '../src/accounts/operations.js'
@@ -33,6 +34,27 @@ describe('keys', () => {
     await expectError(await chat(m.url, 'svc_test_doesnotexist000000000000000000000000', { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
     await expectError(await chat(m.url, 'sk-openai-style', { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
   })
+  it('invites a body (Expect: 100-continue) only once the key is known', async () => {
+    const body = JSON.stringify({ model: 'svc/atlas@1', messages: msgs, max_tokens: 5 })
+    const ask = async (key: string) => {
+      const socket = connect(Number(new URL(m.url).port), '127.0.0.1')
+      let answer = ''
+      socket.setEncoding('utf8').on('data', (d: string) => (answer += d))
+      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\n\r\n`)
+      await expect.poll(() => answer).toMatch(/^HTTP\/1.1 \d{3} /)
+      const first = answer.split('\r\n')[0]
+      if (first === 'HTTP/1.1 100 Continue') {
+        socket.write(body)
+        await expect.poll(() => answer).toMatch(/\r\n\r\nHTTP\/1.1 \d{3} [^]*\r\n\r\n\{/)
+      }
+      socket.destroy()
+      return { first, final: /HTTP\/1.1 (?!100)(\d{3})/.exec(answer)![1] }
+    }
+    // A stranger is refused before it uploads anything.
+    expect(await ask('svc_test_doesnotexist000000000000000000000000')).toEqual({ first: 'HTTP/1.1 401 Unauthorized', final: '401' })
+    expect(await ask(m.key)).toEqual({ first: 'HTTP/1.1 100 Continue', final: '200' })
+  })
+
   it('checks the key before the body: a stranger gets 401 whatever the body, and nothing of it is parsed', async () => {
     await expectError(await chat(m.url, undefined, '{"model": '), 401, 'invalid_api_key', null)
     const big = JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'x'.repeat(4 * 1024 * 1024 + 10) }] })
@@ -82,6 +104,11 @@ describe('validation', () => {
     ['unknown model', { model: 'svc/nope@1', messages: msgs }, 404, 'model_not_found', 'model'],
     ['a vendor model name', { model: 'gpt-4o', messages: msgs }, 404, 'model_not_found', 'model'],
   ]
+  it('reads a body that starts with a byte-order mark', async () => {
+    const res = await chat(m.url, m.key, `\ufeff${JSON.stringify({ model: 'svc/atlas@1', messages: msgs, max_tokens: 5 })}`)
+    expect(res.status).toBe(200)
+  })
+
   // An optional field's message names its limit, not only that the value is neither null nor of its type.
   it.each([
     [{ max_tokens: 0 }, 'max_tokens', /max_tokens: expected integer to be greater or equal to 1/],

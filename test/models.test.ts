@@ -72,6 +72,29 @@ describe('GET /v1/models', () => {
     const ids: string[] = []
     for await (const model of client.models.list()) ids.push(model.id)
     expect(ids).toContain('svc/cortex@1')
+    // One model, as models.retrieve asks for it (the id's slash encoded), and as a hand-written URL would.
+    const list = await (await fetch(`${m.url}/v1/models`)).json()
+    expect(await client.models.retrieve('svc/atlas@1')).toMatchObject(list.data[0])
+    expect(await (await fetch(`${m.url}/v1/models/svc/cortex@1`)).json()).toEqual(list.data.at(-1))
+    const missing = await fetch(`${m.url}/v1/models/svc%2Fnope@1`)
+    expect(missing.status).toBe(404)
+    expect((await missing.json()).error).toMatchObject({ code: 'model_not_found', param: 'model' })
+  })
+
+  it('may be called from any web page: preflights answered, x-request-id readable', async () => {
+    const preflight = await fetch(`${m.url}/v1/chat/completions`, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://localhost:3000', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type,x-stainless-os' },
+    })
+    expect(preflight.status).toBe(204)
+    expect(preflight.headers.get('access-control-allow-origin')).toBe('*')
+    expect(preflight.headers.get('access-control-allow-methods')).toContain('POST')
+    expect(preflight.headers.get('access-control-allow-headers')).toBe('authorization,content-type,x-stainless-os')
+    const list = await fetch(`${m.url}/v1/models`, { headers: { origin: 'http://localhost:3000' } })
+    expect(list.headers.get('access-control-allow-origin')).toBe('*')
+    expect(list.headers.get('access-control-expose-headers')).toContain('x-request-id')
+    // The portal stays same-origin.
+    expect((await fetch(`${m.url}/portal/api/config`, { headers: { origin: 'http://localhost:3000' } })).headers.get('access-control-allow-origin')).toBeNull()
   })
 })
 

@@ -1,5 +1,6 @@
 import { maxHeaderSize } from 'node:http'
-import Fastify, { type FastifyError, type FastifyInstance } from 'fastify'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import { apiError, type ApiError } from '../protocol/errors.js'
 import type { Gateway } from '../gateway/gateway.js'
 import { sendError } from './errors.js'
@@ -56,9 +57,21 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     },
   })
 
+  // `Expect: 100-continue`: Node would invite the body before any check. The /v1 routes that take a key invite it once
+  // the key is known (a stranger gets its 401 without uploading up to 4 MiB); others at once.
+  app.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    if (!req.url?.startsWith('/v1/')) res.writeContinue()
+    app.server.emit('request', req, res)
+  })
+
   // A callback hook: an async one would cost every request a promise and a turn of the hook runner.
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id)
+    // The API takes bearer keys, never cookies: any web page may call it, with its user's key (as OpenAI's does).
+    if (req.headers.origin !== undefined && req.url.startsWith('/v1/')) {
+      reply.header('access-control-allow-origin', '*').header('access-control-expose-headers', 'x-request-id, retry-after')
+      if (req.method === 'OPTIONS') return void preflight(req, reply)
+    }
     if (req.headers.host === undefined && req.raw.httpVersionMinor === 1) return void sendError(reply, NO_HOST)
     if (gw.stopping) return void sendError(reply.header('connection', 'close'), STOPPING)
     done()
@@ -67,7 +80,8 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   // Accept JSON whatever the content type says (curl -d sends form encoding), and refuse non-JSON clearly.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
-    const text = body as string
+    // A byte-order mark (Windows editors, PowerShell) is no part of the JSON (RFC 8259 §8.1).
+    const text = (body as string).charCodeAt(0) === 0xfeff ? (body as string).slice(1) : (body as string)
     if (text.trim() === '') return done(null, undefined)
     try {
       done(null, JSON.parse(text))
@@ -119,4 +133,13 @@ function clientError(err: FastifyError, contentType?: string): ApiError | null {
 export function trustedProxies(setting: boolean | string | undefined): string | ((address: string, hop: number) => boolean) | false {
   if (setting === true) return (_address, hop) => hop === 0
   return setting || false
+}
+
+/** A browser's preflight of a /v1 request: allowed for every origin and the headers it asks for (the key travels in Authorization, never in a cookie). */
+function preflight(req: FastifyRequest, reply: FastifyReply): void {
+  reply.code(204)
+    .header('access-control-allow-methods', 'GET, POST, OPTIONS')
+    .header('access-control-allow-headers', req.headers['access-control-request-headers'] ?? 'authorization, content-type')
+    .header('access-control-max-age', '86400')
+    .send()
 }

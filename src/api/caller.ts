@@ -23,6 +23,8 @@ export function keyCheck(app: FastifyInstance, gw: Gateway) {
       // A reply sent from a callback hook ends the request's lifecycle: done is not called.
       if (isApiError(caller)) return void sendError(reply, caller)
       req.caller = caller
+      // `Expect: 100-continue` (app.ts): the body is invited only now that the key is known.
+      if (req.headers.expect !== undefined && /^100-continue$/i.test(req.headers.expect)) reply.raw.writeContinue()
       done()
     }
     const caller = gw.keys.verify(req.headers.authorization)

@@ -1,4 +1,6 @@
 import type { FastifyInstance } from 'fastify'
+import { apiError } from '../../protocol/errors.js'
+import { clipped, sendError } from '../errors.js'
 import { CORTEX_MODEL_ID, type WireModel, type WireModelList, type WirePricing } from '../../protocol/models.js'
 import type { Gateway } from '../../gateway/gateway.js'
 import { lowestLive } from '../../routing/plan.js'
@@ -58,5 +60,18 @@ export function modelRoutes(app: FastifyInstance, gw: Gateway): void {
   app.get('/v1/models', async (_req, reply) => {
     reply.header('content-type', 'application/json; charset=utf-8')
     return JSON.stringify(modelList(gw, created))
+  })
+  // One model, as the SDKs' `models.retrieve` asks: the id's slash may come encoded (svc%2Fatlas@1) or not.
+  app.get<{ Params: { '*': string } }>('/v1/models/*', async (req, reply) => {
+    let id: string
+    try {
+      id = decodeURIComponent(req.params['*'])
+    } catch {
+      id = req.params['*']
+    }
+    const model = modelList(gw, created).data.find((m) => m.id === id)
+    if (!model) return sendError(reply, apiError('model_not_found', `The model ${clipped(id)} does not exist; GET /v1/models lists them.`, { param: 'model' }))
+    reply.header('content-type', 'application/json; charset=utf-8')
+    return JSON.stringify(model)
   })
 }
