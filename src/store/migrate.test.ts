@@ -6,7 +6,8 @@ import { migrate } from './migrate.js'
 import { AccountRepo } from './accounts.js'
 import type { Store } from './store.js'
 import BetterSqlite3 from 'better-sqlite3'
-import { dropSchema, freshPostgresUrl, freshSqliteUrl, postgresReachable } from '../../test/helpers/stores.js'
+import pg from 'pg'
+import { DATABASE_URL, dropSchema, freshPostgresUrl, freshSqliteUrl, postgresReachable } from '../../test/helpers/stores.js'
 import { usageRecord } from '../../test/helpers/store-fixture.js'
 import { legacyLedger, olderSqliteStore } from '../../test/helpers/older-store.js'
 
@@ -23,6 +24,39 @@ describe('migrations on postgres', () => {
     } finally {
       await first.close()
       for (const url of urls) await dropSchema(url)
+    }
+  })
+})
+
+describe('migrations on postgres, beside schemas that come and go', () => {
+  it('migrate whatever other schemas of the database are created and dropped meanwhile', async (ctx) => {
+    if (!(await postgresReachable())) return ctx.skip()
+    // Other stores, or other test runs cleaning up: Kysely's own look for its tables read every schema's columns and
+    // failed ("schema … does not exist") when one was dropped during it.
+    const admin = new pg.Client({ connectionString: DATABASE_URL })
+    await admin.connect()
+    let churning = true
+    const churn = (async () => {
+      for (let i = 0; churning; i++) {
+        const name = `churn_${process.pid}_${i}`
+        await admin.query(`create schema ${name}`)
+        await admin.query(`create table ${name}.t (a int)`)
+        await admin.query(`drop schema ${name} cascade`)
+      }
+    })()
+    try {
+      for (let n = 0; n < 10; n++) {
+        const url = freshPostgresUrl()
+        try {
+          await (await openStore(url)).close()
+        } finally {
+          await dropSchema(url)
+        }
+      }
+    } finally {
+      churning = false
+      await churn
+      await admin.end()
     }
   })
 })

@@ -34,11 +34,33 @@ export async function migrate(db: Kysely<unknown>, dialect: Dialect, through?: s
   // Without a schema, Kysely looks for its migration tables in every schema of the database and, finding
   // another store's, skips creating its own ("kysely_migration_lock does not exist" when stores share a database).
   const schema = dialect === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0]?.s : undefined
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) })
+  const migrator = new Migrator({ db: schema ? withinSchema(db) : db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) })
   if (through !== undefined && !(through in MIGRATIONS)) throw new Error(`no migration ${through}`)
   const { error, results } = await (through === undefined ? migrator.migrateToLatest() : migrator.migrateTo(through))
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName
     throw new Error(`migration ${failed ?? ''} failed: ${(error as Error).message}`)
   }
+}
+
+/**
+ * The database as Kysely's migrator sees it on Postgres, its introspection kept to the connection's schema. Kysely's own
+ * looks for the migration tables by reading the columns of every schema of the database, a query that fails ("schema …
+ * does not exist") whenever another schema is dropped while it runs: another store's, or a test run's cleanup.
+ */
+function withinSchema(db: Kysely<unknown>): Kysely<unknown> {
+  const introspection = {
+    getSchemas: async () => (await sql<{ name: string }>`select nspname as name from pg_namespace where nspname = current_schema()`.execute(db)).rows,
+    getTables: async () => {
+      const rows = await sql<{ name: string; schema: string }>`select table_name as name, table_schema as schema from information_schema.tables where table_schema = current_schema()`.execute(db)
+      return rows.rows.map((r) => ({ ...r, isView: false, columns: [] }))
+    },
+  }
+  return new Proxy(db, {
+    get(target, prop) {
+      if (prop === 'introspection') return introspection
+      const value = Reflect.get(target, prop, target) as unknown
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
 }
