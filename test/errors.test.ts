@@ -36,11 +36,11 @@ describe('keys', () => {
   })
   it('invites a body (Expect: 100-continue) only once the key is known', async () => {
     const body = JSON.stringify({ model: 'svc/atlas@1', messages: msgs, max_tokens: 5 })
-    const ask = async (key: string) => {
+    const ask = async (key: string, target = '/v1/chat/completions') => {
       const socket = connect(Number(new URL(m.url).port), '127.0.0.1')
       let answer = ''
       socket.setEncoding('utf8').on('data', (d: string) => (answer += d))
-      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\n\r\n`)
+      socket.write(`POST ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\n\r\n`)
       await expect.poll(() => answer).toMatch(/^HTTP\/1.1 \d{3} /)
       const first = answer.split('\r\n')[0]
       if (first === 'HTTP/1.1 100 Continue') {
@@ -52,7 +52,10 @@ describe('keys', () => {
     }
     // A stranger is refused before it uploads anything.
     expect(await ask('svc_test_doesnotexist000000000000000000000000')).toEqual({ first: 'HTTP/1.1 401 Unauthorized', final: '401' })
+    expect(await ask('svc_test_doesnotexist000000000000000000000000', `http://x/v1/chat/completions`)).toEqual({ first: 'HTTP/1.1 401 Unauthorized', final: '401' })
+    // A good key is invited once, in either form of the request target.
     expect(await ask(m.key)).toEqual({ first: 'HTTP/1.1 100 Continue', final: '200' })
+    expect(await ask(m.key, `http://x/v1/chat/completions`)).toEqual({ first: 'HTTP/1.1 100 Continue', final: '200' })
   })
 
   it('checks the key before the body: a stranger gets 401 whatever the body, and nothing of it is parsed', async () => {

@@ -1,3 +1,4 @@
+import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import OpenAI from 'openai'
 import { FULL_CONTRACT, LIMITED_CONTRACT, startMarket, type Market } from './helpers/market.js'
@@ -76,9 +77,14 @@ describe('GET /v1/models', () => {
     const list = await (await fetch(`${m.url}/v1/models`)).json()
     expect(await client.models.retrieve('svc/atlas@1')).toMatchObject(list.data[0])
     expect(await (await fetch(`${m.url}/v1/models/svc/cortex@1`)).json()).toEqual(list.data.at(-1))
-    const missing = await fetch(`${m.url}/v1/models/svc%2Fnope@1`)
-    expect(missing.status).toBe(404)
-    expect((await missing.json()).error).toMatchObject({ code: 'model_not_found', param: 'model' })
+    for (const path of ['svc%2Fnope@1', 'svc%252Fatlas@1']) {
+      const missing = await fetch(`${m.url}/v1/models/${path}`)
+      expect(missing.status, path).toBe(404)
+      expect((await missing.json()).error).toMatchObject({ code: 'model_not_found', param: 'model' })
+    }
+    const none = await fetch(`${m.url}/v1/models/`)
+    expect(none.status).toBe(404)
+    expect((await none.json()).error).toMatchObject({ code: 'feature_not_supported', message: expect.stringContaining('GET /v1/models lists') })
   })
 
   it('may be called from any web page: preflights answered, x-request-id readable', async () => {
@@ -93,6 +99,13 @@ describe('GET /v1/models', () => {
     const list = await fetch(`${m.url}/v1/models`, { headers: { origin: 'http://localhost:3000' } })
     expect(list.headers.get('access-control-allow-origin')).toBe('*')
     expect(list.headers.get('access-control-expose-headers')).toContain('x-request-id')
+    // A preflight is still an HTTP/1.1 request: without Host it gets the one error shape, not a 204.
+    const socket = connect(Number(new URL(m.url).port), '127.0.0.1')
+    let answer = ''
+    socket.setEncoding('utf8').on('data', (d: string) => (answer += d))
+    socket.write('OPTIONS /v1/models HTTP/1.1\r\nOrigin: http://localhost:3000\r\n\r\n')
+    await expect.poll(() => answer).toMatch(/^HTTP\/1.1 400 [^]*"code":"feature_not_supported"/)
+    socket.destroy()
     // The portal stays same-origin.
     expect((await fetch(`${m.url}/portal/api/config`, { headers: { origin: 'http://localhost:3000' } })).headers.get('access-control-allow-origin')).toBeNull()
   })

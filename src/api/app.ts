@@ -6,7 +6,7 @@ import type { Gateway } from '../gateway/gateway.js'
 import { sendError } from './errors.js'
 import { newRequestId } from './request-id.js'
 import { clientErrorAnswer } from './client-errors.js'
-import { keyCheck } from './caller.js'
+import { awaitingContinue, keyCheck } from './caller.js'
 import { chatRoutes, internalError } from './routes/chat.js'
 import { modelRoutes } from './routes/models.js'
 import { usageRoutes } from './routes/usage.js'
@@ -53,26 +53,26 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     // A malformed URL is answered before routing: same error shape, same request id.
     frameworkErrors: (err, req, reply) => {
       reply.header('x-request-id', req.id)
+      if (req.headers.origin !== undefined && isApi(req.url)) allowAnyOrigin(reply)
       return sendError(reply, clientError(err) ?? apiError('feature_not_supported', err.message, { param: null, status: 400 }))
     },
   })
 
-  // `Expect: 100-continue`: Node would invite the body before any check. The /v1 routes that take a key invite it once
-  // the key is known (a stranger gets its 401 without uploading up to 4 MiB); others at once.
+  // `Expect: 100-continue` (HTTP/1.1; Node raises this only then): Node would invite the body before any check. The
+  // /v1 routes that take a key invite it once the key is known (a stranger gets its 401 without uploading up to
+  // 4 MiB, `keyCheck`); others at once.
   app.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
-    if (!req.url?.startsWith('/v1/')) res.writeContinue()
+    if (isApi(req.url ?? '')) awaitingContinue.add(req)
+    else res.writeContinue()
     app.server.emit('request', req, res)
   })
 
   // A callback hook: an async one would cost every request a promise and a turn of the hook runner.
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id)
-    // The API takes bearer keys, never cookies: any web page may call it, with its user's key (as OpenAI's does).
-    if (req.headers.origin !== undefined && req.url.startsWith('/v1/')) {
-      reply.header('access-control-allow-origin', '*').header('access-control-expose-headers', 'x-request-id, retry-after')
-      if (req.method === 'OPTIONS') return void preflight(req, reply)
-    }
+    if (req.headers.origin !== undefined && isApi(req.url)) allowAnyOrigin(reply)
     if (req.headers.host === undefined && req.raw.httpVersionMinor === 1) return void sendError(reply, NO_HOST)
+    if (req.method === 'OPTIONS' && reply.hasHeader('access-control-allow-origin')) return void preflight(req, reply)
     if (gw.stopping) return void sendError(reply.header('connection', 'close'), STOPPING)
     done()
   })
@@ -133,6 +133,21 @@ function clientError(err: FastifyError, contentType?: string): ApiError | null {
 export function trustedProxies(setting: boolean | string | undefined): string | ((address: string, hop: number) => boolean) | false {
   if (setting === true) return (_address, hop) => hop === 0
   return setting || false
+}
+
+/** Requests of the API (/v1), whose answers any web page may read; a request target may also be in absolute form. */
+function isApi(url: string): boolean {
+  if (url.startsWith('/')) return url.startsWith('/v1/')
+  try {
+    return new URL(url).pathname.startsWith('/v1/')
+  } catch {
+    return false
+  }
+}
+
+/** The API takes bearer keys, never cookies: any web page may call it with its user's key (as OpenAI's does). */
+function allowAnyOrigin(reply: FastifyReply): void {
+  reply.header('access-control-allow-origin', '*').header('access-control-expose-headers', 'x-request-id, retry-after')
 }
 
 /** A browser's preflight of a /v1 request: allowed for every origin and the headers it asks for (the key travels in Authorization, never in a cookie). */

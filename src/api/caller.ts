@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunc
 import { isApiError, type ApiError } from '../protocol/errors.js'
 import type { Caller } from '../gateway/admission.js'
 import type { Gateway } from '../gateway/gateway.js'
+import type { IncomingMessage } from 'node:http'
 import { sendError } from './errors.js'
 
 declare module 'fastify' {
@@ -10,6 +11,9 @@ declare module 'fastify' {
     caller: Caller | null
   }
 }
+
+/** /v1 requests that sent `Expect: 100-continue` and are not yet invited to send their body (app.ts): the key check does. */
+export const awaitingContinue = new WeakSet<IncomingMessage>()
 
 /**
  * The key check of /v1 routes, as an onRequest hook: it runs before the body is read, so a missing or unknown key
@@ -24,7 +28,7 @@ export function keyCheck(app: FastifyInstance, gw: Gateway) {
       if (isApiError(caller)) return void sendError(reply, caller)
       req.caller = caller
       // `Expect: 100-continue` (app.ts): the body is invited only now that the key is known.
-      if (req.headers.expect !== undefined && /^100-continue$/i.test(req.headers.expect)) reply.raw.writeContinue()
+      if (req.headers.expect !== undefined && awaitingContinue.delete(req.raw)) reply.raw.writeContinue()
       done()
     }
     const caller = gw.keys.verify(req.headers.authorization)

@@ -36,6 +36,7 @@ describe('migrations on postgres, beside schemas that come and go', () => {
     const admin = new pg.Client({ connectionString: DATABASE_URL })
     await admin.connect()
     let churning = true
+    // Its own failure, if any, is kept to be thrown at the end rather than left unhandled meanwhile.
     const churn = (async () => {
       for (let i = 0; churning; i++) {
         const name = `churn_${process.pid}_${i}`
@@ -43,7 +44,7 @@ describe('migrations on postgres, beside schemas that come and go', () => {
         await admin.query(`create table ${name}.t (a int)`)
         await admin.query(`drop schema ${name} cascade`)
       }
-    })()
+    })().then(() => undefined, (err: unknown) => err)
     try {
       for (let n = 0; n < 10; n++) {
         const url = freshPostgresUrl()
@@ -55,8 +56,9 @@ describe('migrations on postgres, beside schemas that come and go', () => {
       }
     } finally {
       churning = false
-      await churn
+      const failed = await churn
       await admin.end()
+      if (failed) throw failed
     }
   })
 })

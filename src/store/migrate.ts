@@ -52,7 +52,8 @@ function withinSchema(db: Kysely<unknown>): Kysely<unknown> {
   const introspection = {
     getSchemas: async () => (await sql<{ name: string }>`select nspname as name from pg_namespace where nspname = current_schema()`.execute(db)).rows,
     getTables: async () => {
-      const rows = await sql<{ name: string; schema: string }>`select table_name as name, table_schema as schema from information_schema.tables where table_schema = current_schema()`.execute(db)
+      // pg_class, not information_schema: a table the role may not read is still there (and its error then names it).
+      const rows = await sql<{ name: string; schema: string }>`select c.relname as name, n.nspname as schema from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = current_schema() and c.relkind in ('r', 'p', 'v')`.execute(db)
       return rows.rows.map((r) => ({ ...r, isView: false, columns: [] }))
     },
   }

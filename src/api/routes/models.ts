@@ -61,14 +61,11 @@ export function modelRoutes(app: FastifyInstance, gw: Gateway): void {
     reply.header('content-type', 'application/json; charset=utf-8')
     return JSON.stringify(modelList(gw, created))
   })
-  // One model, as the SDKs' `models.retrieve` asks: the id's slash may come encoded (svc%2Fatlas@1) or not.
+  // One model, as the SDKs' `models.retrieve` asks: the id's slash may come encoded (svc%2Fatlas@1, which the router
+  // decodes) or not.
   app.get<{ Params: { '*': string } }>('/v1/models/*', async (req, reply) => {
-    let id: string
-    try {
-      id = decodeURIComponent(req.params['*'])
-    } catch {
-      id = req.params['*']
-    }
+    const id = req.params['*']
+    if (id === '') return sendError(reply, apiError('feature_not_supported', 'Unknown endpoint GET /v1/models/; GET /v1/models lists the models.', { param: null, status: 404 }))
     const model = modelList(gw, created).data.find((m) => m.id === id)
     if (!model) return sendError(reply, apiError('model_not_found', `The model ${clipped(id)} does not exist; GET /v1/models lists them.`, { param: 'model' }))
     reply.header('content-type', 'application/json; charset=utf-8')
