@@ -114,13 +114,16 @@ export class EvmRail implements Rail {
 
   private async refusing(ids: Iterable<number>, refuses: (a: Address) => Promise<boolean>, unanswered: boolean): Promise<number[]> {
     const all = [...ids]
+    const unasked: string[] = []
     const answers = await Promise.all(all.map(async (id) => {
       const address = await this.addressOf(id)
       return refuses(address).catch((err: Error) => {
-        this.log(`could not ask the token about ${address} (${err.message}); taken as ${unanswered ? 'still refused' : 'not refused'}`)
+        unasked.push(`${address} (${err.message})`)
         return unanswered
       })
     }))
+    // One line a pass, however many the node could not answer for.
+    if (unasked.length) this.log(`could not ask the token about ${unasked.length} account(s), taken as ${unanswered ? 'still refused' : 'not refused'}: ${unasked.slice(0, 3).join(', ')}${unasked.length > 3 ? ', …' : ''}`)
     return all.filter((_, i) => answers[i])
   }
 
