@@ -92,5 +92,5 @@ function cortexPlan(catalog: Catalog, health: Health, cortex: CortexModel, reque
     else short.push({ model, request: { ...body, maxTokens: bound } })
     maxTokens = Math.max(maxTokens, bound)
   }
-  return { plan: planCortex(catalog, health, needs.inputTokens, short.length ? [...whole, ...short] : whole, vendor), maxTokens }
+  return { plan: planCortex(catalog, health, needs.inputTokens, [...whole, ...short], vendor), maxTokens }
 }
