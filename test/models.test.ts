@@ -99,6 +99,10 @@ describe('GET /v1/models', () => {
     const list = await fetch(`${m.url}/v1/models`, { headers: { origin: 'http://localhost:3000' } })
     expect(list.headers.get('access-control-allow-origin')).toBe('*')
     expect(list.headers.get('access-control-expose-headers')).toContain('x-request-id')
+    // The CORS headers depend on the Origin (and a preflight's answer on the headers it asked for): caches are told.
+    expect(preflight.headers.get('vary')).toBe('origin, access-control-request-headers')
+    expect(list.headers.get('vary')).toBe('origin')
+    expect((await fetch(`${m.url}/v1/models`)).headers.get('vary')).toBe('origin')
     // A preflight is still an HTTP/1.1 request: without Host it gets the one error shape, not a 204.
     const socket = connect(Number(new URL(m.url).port), '127.0.0.1')
     let answer = ''

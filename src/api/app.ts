@@ -71,6 +71,8 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id)
     if (req.headers.origin !== undefined && isApi(req.url)) allowAnyOrigin(reply)
+    // A GET's answer carries the CORS headers only when asked with an Origin: a shared cache must keep the two apart.
+    if (req.method === 'GET' && isApi(req.url)) reply.header('vary', 'origin')
     if (req.headers.host === undefined && req.raw.httpVersionMinor === 1) return void sendError(reply, NO_HOST)
     if (req.method === 'OPTIONS' && reply.hasHeader('access-control-allow-origin')) return void preflight(req, reply)
     if (gw.stopping) return void sendError(reply.header('connection', 'close'), STOPPING)
@@ -153,6 +155,7 @@ function allowAnyOrigin(reply: FastifyReply): void {
 /** A browser's preflight of a /v1 request: allowed for every origin and the headers it asks for (the key travels in Authorization, never in a cookie). */
 function preflight(req: FastifyRequest, reply: FastifyReply): void {
   reply.code(204)
+    .header('vary', 'origin, access-control-request-headers')
     .header('access-control-allow-methods', 'GET, POST, OPTIONS')
     .header('access-control-allow-headers', req.headers['access-control-request-headers'] ?? 'authorization, content-type')
     .header('access-control-max-age', '86400')
