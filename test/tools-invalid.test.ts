@@ -55,6 +55,18 @@ describe('every offer answers with invalid calls', () => {
       expect(usage[0]).toMatchObject({ outcome: 'provider_output_invalid', cost: 0n })
     })
 
+  it('says to retry when the breakers its failures opened half-open', async () => {
+    const mk = await market({ tuning: { breakerFailures: 1, breakerCooldownMs: 4_000 } })
+    mk.sims.atlasCheap.setFault(FAULTS[0]!)
+    mk.sims.atlasDear.setFault(FAULTS[0]!)
+    const res = await chat(mk.url, mk.key, body())
+    expect(res.status).toBe(502)
+    expect((await res.json()).error.code).toBe('provider_output_invalid')
+    // Retrying after 1 s would only meet the open breakers (and a 503): the client is told when they half-open.
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(3)
+    expect(Number(res.headers.get('retry-after'))).toBeLessThanOrEqual(4)
+  })
+
   it('arguments beyond max_argument_bytes are refused like malformed ones', async () => {
     const mk = await market()
     const before = await snapshot(mk)

@@ -37,8 +37,6 @@ export type Finished =
   | { kind: 'broken'; code: 'stream_interrupted' | 'provider_output_invalid'; message: string }
   | { kind: 'closed' }
 
-const RETRY_AFTER_INVALID = 1
-
 /** The usage record of a request as admitted: nothing served or charged yet; `extra` says what was. */
 export function requestUsage(requestId: string, caller: Caller, p: Prepared, startedAt: number, now: number, outcome: Outcome, extra: Partial<UsageRecord> = {}): UsageRecord {
   return {
@@ -114,11 +112,12 @@ async function capture(
 
 function failedError(health: Health, p: Prepared, outcome: Extract<RouteOutcome, { kind: 'failed' }>): ApiError {
   const tried = outcome.attempts.length
+  // DESIGN §5: both codes tell the client when the earliest breaker half-opens (this failure may have opened them).
+  const retryAfter = health.retryAfterSeconds(p.plan.allKeys)
   if (outcome.code === 'provider_output_invalid') {
     const detail = outcome.attempts.find((a) => a.failure.kind === 'invalid_output')?.failure.detail ?? 'invalid output'
-    return apiError('provider_output_invalid', `Every provider of ${p.model} tried (${tried}) answered with output the marketplace refused to deliver (${detail}). Nothing was charged; retry after ${RETRY_AFTER_INVALID} s.`, { retryAfter: RETRY_AFTER_INVALID })
+    return apiError('provider_output_invalid', `Every provider of ${p.model} tried (${tried}) answered with output the marketplace refused to deliver (${detail}). Nothing was charged; retry after ${retryAfter} s.`, { retryAfter })
   }
-  const retryAfter = health.retryAfterSeconds(p.plan.allKeys)
   const advice = p.plan.cortex ? `retry after ${retryAfter} s` : `A named model is never substituted; retry after ${retryAfter} s or use svc/cortex@1`
   return apiError('no_capacity', `No provider of ${p.model} can take the request now (${tried} tried). ${advice}.`, { retryAfter })
 }

@@ -82,12 +82,12 @@ export class Health {
     }
   }
 
-  /** Seconds until the earliest of these offers' breakers half-opens; at least 1. */
+  /** Seconds until the earliest of these offers' breakers half-opens (an offer whose breaker is not open: now); at least 1. */
   retryAfterSeconds(keys: readonly string[]): number {
     const now = this.now()
     let earliest = Infinity
     for (const k of keys) {
-      if (this.breaker(k) === 'open') earliest = Math.min(earliest, this.state(k).openUntil - now)
+      earliest = Math.min(earliest, this.breaker(k) === 'open' ? this.state(k).openUntil - now : 0)
     }
     return earliest === Infinity ? 1 : Math.max(1, Math.ceil(earliest / 1000))
   }
