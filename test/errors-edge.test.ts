@@ -87,6 +87,36 @@ describe('edge URLs and query strings', () => {
     expect((await expectError(res, 415, 'feature_not_supported', null)).message).toContain('application/json')
   })
 
+  it('ends a stream asked with Connection: close by closing the connection', async () => {
+    const body = JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, stream: true })
+    const reply = await raw(m.url, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer ${m.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`)
+    const [head] = reply.split('\r\n\r\n')
+    expect(head).toMatch(/^HTTP\/1.1 200 /)
+    expect(head).toMatch(/\r\nconnection: close\r\n/i)
+    expect(head).not.toMatch(/keep-alive/i)
+    expect(reply).toContain('data: [DONE]')
+    // And a keep-alive stream stays open for the next request, as before.
+    const kept = await fetch(`${m.url}/v1/chat/completions`, { method: 'POST', headers: { ...auth(), 'content-type': 'application/json' }, body })
+    expect(kept.headers.get('connection')).toBe('keep-alive')
+    await kept.text()
+  })
+
+  it('refuses a compressed body with 415, saying to send it uncompressed', async () => {
+    const { gzipSync } = await import('node:zlib')
+    const res = await fetch(`${m.url}/v1/chat/completions`, {
+      method: 'POST', headers: { ...auth(), 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: gzipSync(JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }] })),
+    })
+    const e = await expectError(res, 415, 'feature_not_supported', null)
+    expect(e.message).toBe('The request body is encoded (Content-Encoding: gzip); send it uncompressed.')
+    // identity is no encoding.
+    const plain = await fetch(`${m.url}/v1/chat/completions`, {
+      method: 'POST', headers: { ...auth(), 'content-type': 'application/json', 'content-encoding': 'identity' },
+      body: JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }),
+    })
+    expect(plain.status).toBe(200)
+  })
+
   describe('requests Node cannot read', () => {
     it.each([
       ['malformed HTTP', 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n', 400],

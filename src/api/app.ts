@@ -81,7 +81,14 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
 
   // Accept JSON whatever the content type says (curl -d sends form encoding), and refuse non-JSON clearly.
   app.removeAllContentTypeParsers()
-  app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
+  app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (req, body, done) => {
+    const encoding = req.headers['content-encoding']
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+      const e = new Error(`The request body is encoded (Content-Encoding: ${encoding}); send it uncompressed.`) as FastifyError
+      e.code = 'SVC_ENCODED_BODY'
+      e.statusCode = 415
+      return done(e, undefined)
+    }
     // A byte-order mark (Windows editors, PowerShell) is no part of the JSON (RFC 8259 §8.1).
     const text = (body as string).charCodeAt(0) === 0xfeff ? (body as string).slice(1) : (body as string)
     if (text.trim() === '') return done(null, undefined)
@@ -120,6 +127,7 @@ function clientError(err: FastifyError, contentType?: string): ApiError | null {
     return apiError('feature_not_supported', `The request body is larger than ${BODY_LIMIT / 1024 / 1024} MiB.`, { param: null, status: 413 })
   }
   // Any media type is read as JSON, but a Content-Type header that is no media type at all cannot be read.
+  if (err.code === 'SVC_ENCODED_BODY') return apiError('feature_not_supported', err.message, { param: null, status: 415 })
   if (err.statusCode === 415) {
     return apiError('feature_not_supported', `The Content-Type header ${JSON.stringify(contentType ?? '')} is not a media type; send Content-Type: application/json.`, { param: null, status: 415 })
   }

@@ -181,7 +181,6 @@ export class SseReply implements StreamSink {
     this.reply.raw.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
-      connection: 'keep-alive',
       'x-accel-buffering': 'no',
       'x-request-id': this.requestId,
     })
