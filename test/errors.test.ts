@@ -30,6 +30,15 @@ describe('keys', () => {
     const e = await expectError(await chat(m.url, undefined, { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
     expect(e.type).toBe('authentication_error')
   })
+  it('says a key sent without the Bearer scheme is not read as one', async () => {
+    const res = await fetch(`${m.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: m.key, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'svc/atlas@1', messages: msgs }) })
+    const e = await expectError(res, 401, 'invalid_api_key', null)
+    expect(e.message).toMatch(/^The Authorization header holds no Bearer key\. Send it as "Authorization: Bearer svc_test_…"/)
+  })
+  it('writes the error object in the key order of the interface: type, code, param, message', async () => {
+    const text = await (await chat(m.url, undefined, { model: 'svc/atlas@1', messages: msgs })).text()
+    expect(Object.keys(JSON.parse(text).error)).toEqual(['type', 'code', 'param', 'message'])
+  })
   it('refuses an unknown key and a key without the prefix', async () => {
     await expectError(await chat(m.url, 'svc_test_doesnotexist000000000000000000000000', { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
     await expectError(await chat(m.url, 'sk-openai-style', { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
@@ -100,6 +109,8 @@ describe('validation', () => {
     ['max_completion_tokens above maxOutputTokens', { model: 'svc/wren@1', messages: msgs, max_completion_tokens: 300 }, 400, 'feature_not_supported', 'max_completion_tokens'],
     ['prompt + max_tokens over the context', { model: 'svc/wren@1', messages: [{ role: 'user', content: 'word '.repeat(400) }], max_tokens: 200 }, 400, 'feature_not_supported', 'max_tokens'],
     ['a prompt alone over the context', { model: 'svc/wren@1', messages: [{ role: 'user', content: 'word '.repeat(600) }] }, 400, 'feature_not_supported', 'messages'],
+    // No max_tokens could make room: the prompt is at fault.
+    ['a prompt alone over the context, with max_tokens', { model: 'svc/wren@1', messages: [{ role: 'user', content: 'word '.repeat(600) }], max_tokens: 5 }, 400, 'feature_not_supported', 'messages'],
     ['stream on a model that cannot stream', { model: 'svc/quill@1', messages: msgs, stream: true }, 400, 'feature_not_supported', 'stream'],
     ['stream not a boolean', { model: 'svc/atlas@1', messages: msgs, stream: 'yes' }, 400, 'feature_not_supported', 'stream'],
     ['n above 1', { model: 'svc/atlas@1', messages: msgs, n: 2 }, 400, 'feature_not_supported', 'n'],

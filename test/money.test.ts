@@ -59,6 +59,9 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
     const { max_tokens: _sent, ...unbounded } = body as Record<string, unknown>
     const bare = await (await chat(m.url, key, unbounded)).json()
     expect(bare.error.message).toMatch(/a reply of up to [\d,]+ tokens, as no max_tokens was sent/)
+    // The alias is named as the client sent it.
+    const alias = await (await chat(m.url, key, { ...unbounded, max_completion_tokens: (body as { max_tokens: number }).max_tokens })).json()
+    expect(alias.error.message).toMatch(/\+ max_completion_tokens [\d,]+, at the offer price\).*Lower max_completion_tokens, deposit USDC/)
     const after = (await m.store.accounts.byId(account.id))!
     expect(after).toMatchObject({ balance: 5n, held: 0n, cap: 10n })
     // A cap below the balance limits just the same.
@@ -67,7 +70,7 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
     await m.store.accounts.approve(account.id, 1_000_000n)
     expect((await chat(m.url, key, body)).status).toBe(200)
     const outcomes = (await m.store.usage.list(account.id, { limit: 10 })).map((u) => u.outcome)
-    expect(outcomes).toEqual(['completed', 'insufficient_quota', 'insufficient_quota', 'insufficient_quota'])
+    expect(outcomes).toEqual(['completed', 'insufficient_quota', 'insufficient_quota', 'insufficient_quota', 'insufficient_quota'])
   })
 
   it('holds exactly the maximum cost while serving', async () => {

@@ -27,7 +27,10 @@ export class KeyVerifier {
    */
   verify(authorization: string | undefined): Caller | ApiError | Promise<Caller | ApiError> {
     const key = bearer(authorization)
-    if (!key) return apiError('invalid_api_key', 'Missing API key. Send it as "Authorization: Bearer svc_test_…"; keys are created in the account portal.')
+    if (!key) {
+      const sent = authorization !== undefined && authorization.trim() !== ''
+      return apiError('invalid_api_key', `${sent ? 'The Authorization header holds no Bearer key' : 'Missing API key'}. Send it as "Authorization: Bearer svc_test_…"; keys are created in the account portal.`)
+    }
     if (!key.startsWith(KEY_PREFIX)) return apiError('invalid_api_key', `Unknown API key: keys of this network start with ${KEY_PREFIX}.`)
     // Keyed by the presented key itself, so a cached answer costs no hashing.
     const entry = this.cache.get(key)

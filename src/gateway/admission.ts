@@ -43,10 +43,11 @@ export async function admit(
 
 function refusalMessage(p: Prepared, amount: bigint, a: Account, inDebt: boolean): string {
   const spendable = spendableOf(a)
+  const field = p.request.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens'
   const sent = (p.request.max_completion_tokens ?? p.request.max_tokens) != null
-  const output = sent ? `max_tokens ${count(p.maxTokens)}` : `a reply of up to ${count(p.maxTokens)} tokens, as no max_tokens was sent`
+  const output = sent ? `${field} ${count(p.maxTokens)}` : `a reply of up to ${count(p.maxTokens)} tokens, as no max_tokens was sent`
   const head = `This request could cost up to ${formatUsdc(amount)} USDC (${count(p.inputTokens)} input tokens estimated + ${output}, at the offer price); ` +
     `${formatUsdc(spendable)} USDC is spendable (balance ${formatUsdc(a.balance)}, approved cap ${formatUsdc(a.cap)}, held ${formatUsdc(a.held)}).`
   if (inDebt) return `${head} The account owes ${formatUsdc(a.debt)} USDC that settlement could not collect; cover it (restore the balance and the approval) before new requests. Nothing was charged.`
-  return `${head} Lower max_tokens, deposit USDC, or raise the approved spending cap. Nothing was charged.`
+  return `${head} Lower ${field}, deposit USDC, or raise the approved spending cap. Nothing was charged.`
 }

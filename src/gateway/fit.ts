@@ -33,7 +33,8 @@ export function fitViolation(model: ModelConfig, req: ChatRequest, needs: Needs)
   }
   const max = effectiveMax(model, needs)
   if (needs.inputTokens + Math.max(max, 1) > model.contextLimit) {
-    const param = needs.requestedMax !== undefined ? needs.maxParam : 'messages'
+    // Only when the prompt leaves room for a reply can a lower bound help.
+    const param = needs.requestedMax !== undefined && needs.inputTokens < model.contextLimit ? needs.maxParam : 'messages'
     return unsupported(param, `The prompt (${needs.inputTokens} tokens) plus ${needs.requestedMax !== undefined ? `${needs.maxParam} ${needs.requestedMax}` : 'a reply'} exceeds the context window of ${model.id} (${model.contextLimit} tokens).`)
   }
   return null

@@ -29,7 +29,7 @@ export interface ApiError {
 }
 
 export interface ErrorBody {
-  error: { type: string; code: ErrorCode; message: string; param: string | null }
+  error: { type: string; code: ErrorCode; param: string | null; message: string }
 }
 
 export function apiError(code: ErrorCode, message: string, extra: Omit<ApiError, 'code' | 'message'> = {}): ApiError {
@@ -50,6 +50,7 @@ export function statusOf(err: ApiError): number {
   return err.status ?? ERROR_TABLE[err.code].status
 }
 
+/** In the key order of the interface's examples (spec/examples.md: "field names, order and types are the contract"). */
 export function errorBody(err: ApiError): ErrorBody {
-  return { error: { type: ERROR_TABLE[err.code].type, code: err.code, message: err.message, param: err.param ?? null } }
+  return { error: { type: ERROR_TABLE[err.code].type, code: err.code, param: err.param ?? null, message: err.message } }
 }
