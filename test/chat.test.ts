@@ -76,6 +76,36 @@ describe('official openai SDK', () => {
     expect(svc).toMatchObject({ provider: P.atlasCheap })
   })
 
+  it('passes back the upstream\'s token log probabilities when asked, plain and streamed', async () => {
+    const client = new OpenAI({ baseURL: `${m.url}/v1`, apiKey: m.key })
+    const ask = { model: 'svc/atlas@1', messages: [{ role: 'user' as const, content: 'hi' }], max_tokens: 8, logprobs: true, top_logprobs: 2 }
+    const r = await client.chat.completions.create(ask)
+    const entries = r.choices[0]!.logprobs!.content!
+    expect(entries).toHaveLength(8)
+    expect(entries.map((e) => e.token).join('')).toBe(r.choices[0]!.message.content)
+    for (const e of entries) {
+      expect(e.logprob).toBeLessThanOrEqual(0)
+      expect(Buffer.from(e.bytes!).toString()).toBe(e.token)
+      expect(e.top_logprobs).toHaveLength(2)
+    }
+    const stream = await client.chat.completions.create({ ...ask, stream: true })
+    const streamed: { token: string }[] = []
+    let text = ''
+    for await (const chunk of stream) {
+      const choice = chunk.choices[0]
+      if (!choice?.delta.content) continue
+      text += choice.delta.content
+      // Each content chunk carries the entries of its own text.
+      expect(choice.logprobs!.content!.map((e) => e.token).join('')).toBe(choice.delta.content)
+      streamed.push(...choice.logprobs!.content!)
+    }
+    expect(streamed.map((e) => e.token).join('')).toBe(text)
+    expect(streamed).toHaveLength(8)
+    // Not asked: the choice has none, as before.
+    const plain = await client.chat.completions.create({ ...ask, logprobs: false })
+    expect(plain.choices[0]).not.toHaveProperty('logprobs')
+  })
+
   it('raises typed errors with codes', async () => {
     const client = new OpenAI({ baseURL: `${m.url}/v1`, apiKey: 'svc_test_nope', maxRetries: 0 })
     await expect(client.chat.completions.create({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }] })).rejects.toMatchObject({ status: 401, code: 'invalid_api_key' })

@@ -59,10 +59,14 @@ export class ChunkEncoder {
     return `${this.prefix}[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n`
   }
 
-  /** `plain`: `isPlainAscii(text)`, when the caller has it already. The same text as `JSON.stringify` either way. */
-  content(text: string, plain = isPlainAscii(text)): string {
+  /**
+   * `plain`: `isPlainAscii(text)`, when the caller has it already. The same text as `JSON.stringify` either way.
+   * `logprobs`: the upstream's entries for this text, written as OpenAI places them, beside the delta.
+   */
+  content(text: string, plain = isPlainAscii(text), logprobs?: readonly unknown[]): string {
     const json = plain ? `"${text}"` : JSON.stringify(text)
-    return `${this.prefix}[{"index":0,"delta":{"content":${json}},"finish_reason":null}]}\n\n`
+    const lp = logprobs ? `,"logprobs":{"content":${JSON.stringify(logprobs)},"refusal":null}` : ''
+    return `${this.prefix}[{"index":0,"delta":{"content":${json}}${lp},"finish_reason":null}]}\n\n`
   }
 
   toolCall(index: number, call: ToolCall): string {
@@ -127,10 +131,11 @@ export class SseReply implements StreamSink {
     this.write(this.encoder.role(), this.encoder.ascii)
   }
 
-  content(offer: Offer, text: string): void {
+  content(offer: Offer, text: string, logprobs?: readonly unknown[]): void {
     if (!this.committedTo) this.commit(offer)
     const plain = isPlainAscii(text)
-    this.write(this.encoder.content(text, plain), plain && this.encoder.ascii)
+    // Log probabilities are the upstream's JSON: not known to be ASCII.
+    this.write(this.encoder.content(text, plain, logprobs), plain && this.encoder.ascii && !logprobs)
   }
 
   /**

@@ -123,6 +123,8 @@ export interface ChatCompletion {
   choices: {
     index: number
     message: { role: 'assistant'; content: string | null; tool_calls?: ToolCall[] }
+    /** Present when the request asked for them (`logprobs: true`); null when the serving upstream sent none. */
+    logprobs?: { content: unknown[]; refusal: null } | null
     finish_reason: FinishReason
   }[]
   usage: Usage

@@ -35,6 +35,22 @@ function invalid(detail: string): UpstreamEvent[] {
   return [{ type: 'failure', failure: { kind: 'invalid_output', detail } }]
 }
 
+/**
+ * A choice's token log probabilities (`logprobs.content`, asked for with `logprobs: true`): passed on as the upstream
+ * wrote them, entries that are objects; undefined when there are none.
+ */
+function logprobsOf(choice: Record<string, unknown>): unknown[] | undefined {
+  const lp = choice.logprobs
+  if (!isObject(lp) || !Array.isArray(lp.content) || lp.content.length === 0) return undefined
+  return lp.content.every(isObject) ? lp.content : undefined
+}
+
+/** A content event, with its log probabilities when it has them. */
+function contentEvent(text: string, choice: Record<string, unknown>): UpstreamEvent {
+  const logprobs = logprobsOf(choice)
+  return logprobs ? { type: 'content', text, logprobs } : { type: 'content', text }
+}
+
 /** Events of one parsed stream chunk; a chunk of the wrong shape is one invalid_output failure. */
 export function chunkEvents(chunk: unknown, out: UpstreamEvent[]): void {
   if (!isObject(chunk)) return void out.push(...invalid('stream chunk is not a JSON object'))
@@ -45,7 +61,7 @@ export function chunkEvents(chunk: unknown, out: UpstreamEvent[]): void {
   if (isObject(choice)) {
     const delta = choice.delta
     if (isObject(delta)) {
-      if (typeof delta.content === 'string' && delta.content.length > 0) out.push({ type: 'content', text: delta.content })
+      if (typeof delta.content === 'string' && delta.content.length > 0) out.push(contentEvent(delta.content, choice))
       const calls = delta.tool_calls
       if (Array.isArray(calls)) {
         for (const call of calls) {
@@ -123,7 +139,7 @@ export function replyEvents(reply: unknown): UpstreamEvent[] {
   if (!isObject(choice) || !isObject(choice.message)) return invalid('reply has no message')
   const out: UpstreamEvent[] = []
   const msg = choice.message
-  if (typeof msg.content === 'string' && msg.content.length > 0) out.push({ type: 'content', text: msg.content })
+  if (typeof msg.content === 'string' && msg.content.length > 0) out.push(contentEvent(msg.content, choice))
   if (Array.isArray(msg.tool_calls)) {
     msg.tool_calls.forEach((call, index) => {
       const fn = isObject(call) && isObject(call.function) ? call.function : {}

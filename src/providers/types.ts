@@ -14,7 +14,8 @@ export interface Failure {
 
 /** Upstream output parsed once into typed events (DESIGN §2). A broken upstream is an event, not an exception. */
 export type UpstreamEvent =
-  | { type: 'content'; text: string }
+  /** `logprobs`: the entries of the choice's `logprobs.content` that came with this text, when the upstream sent them. */
+  | { type: 'content'; text: string; logprobs?: readonly unknown[] }
   /** `index` is absent when the upstream omitted it. */
   | { type: 'tool_delta'; index?: number; id?: string; name?: string; arguments?: string }
   | { type: 'finish'; reason: FinishReason }

@@ -8,13 +8,15 @@ import type { Health } from './health.js'
 /** Where streamed content goes as it arrives. The first content commits the reply to the offer that sent it. */
 export interface StreamSink {
   readonly committed: boolean
-  content(offer: Offer, text: string): void
+  content(offer: Offer, text: string, logprobs?: readonly unknown[]): void
 }
 
 /** What one offer produced: everything for a delivered reply, or what was delivered before a failure. */
 export interface Produced {
   offer: Offer
   content: string
+  /** The content's token log probabilities, when the upstream sent them. */
+  logprobs?: unknown[]
   toolCalls: ToolCall[]
   finish: FinishReason
   upstreamUsage?: { promptTokens: number; completionTokens: number }
@@ -75,11 +77,12 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
   const started = ctx.now()
   let firstEventMs: number | undefined
   let content = ''
+  let logprobs: unknown[] | undefined
   let finish: FinishReason | undefined
   let upstreamUsage: Produced['upstreamUsage']
   const tools = new ToolCallAssembler()
   const sink = ctx.sink
-  const produced = (): Produced => ({ offer, content, toolCalls: tools.result(), finish: finish ?? 'stop', upstreamUsage, maxTokens: request.maxTokens })
+  const produced = (): Produced => ({ offer, content, ...(logprobs ? { logprobs } : {}), toolCalls: tools.result(), finish: finish ?? 'stop', upstreamUsage, maxTokens: request.maxTokens })
   let health: 'success' | 'failure' | 'neutral' = 'failure'
   try {
     for await (const events of offer.upstream.stream(offer.upstreamModel, request, ctx.cancel)) {
@@ -88,7 +91,8 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
         switch (ev.type) {
           case 'content':
             content += ev.text
-            sink?.content(offer, ev.text)
+            if (ev.logprobs) (logprobs ??= []).push(...ev.logprobs)
+            sink?.content(offer, ev.text, ev.logprobs)
             break
           case 'tool_delta':
             tools.add(ev.index, ev.id, ev.name, ev.arguments)

@@ -145,6 +145,7 @@ function plainFinished(reply: FastifyReply, p: Prepared, f: Finished, identity: 
         choices: [{
           index: 0,
           message: { role: 'assistant', content: r.content === '' && r.toolCalls.length ? null : r.content, ...(r.toolCalls.length ? { tool_calls: r.toolCalls } : {}) },
+          ...(p.request.logprobs === true ? { logprobs: r.logprobs ? { content: r.logprobs, refusal: null } : null } : {}),
           finish_reason: r.finish,
         }],
         usage: f.usage,

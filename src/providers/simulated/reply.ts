@@ -7,6 +7,25 @@ export interface SimReply {
   toolCalls: { id: string; name: string; arguments: string }[]
   finish: 'stop' | 'length' | 'tool_calls'
   promptTokens: number
+  /** One entry per piece when the request asked for `logprobs`, as OpenAI writes them. */
+  logprobs?: TokenLogprob[]
+}
+
+export interface TokenLogprob {
+  token: string
+  logprob: number
+  bytes: number[]
+  top_logprobs: { token: string; logprob: number; bytes: number[] }[]
+}
+
+/** Deterministic log probabilities of the pieces: the piece itself, then `top - 1` made-up alternatives. */
+export function logprobsOf(pieces: readonly string[], top: number): TokenLogprob[] {
+  return pieces.map((token, i) => {
+    const logprob = -((hash(`${token}|${i}`) % 1000) / 1000)
+    const entry = (t: string, lp: number) => ({ token: t, logprob: lp, bytes: [...Buffer.from(t)] })
+    const alternatives = Array.from({ length: Math.max(0, top - 1) }, (_, k) => entry(`${token.trim()}~${k + 1}`, logprob - 1 - k))
+    return { ...entry(token, logprob), top_logprobs: top > 0 ? [entry(token, logprob), ...alternatives] : [] }
+  })
 }
 
 export interface ReplySettings {
@@ -44,6 +63,12 @@ function selectTools(body: Body, tools: SimTool[], lastText: string, parallel: b
  * agentic, even after a tool result), else deterministic words.
  */
 export function planReply(body: Body, settings: ReplySettings, behaviour: ModelBehaviour = FULL_BEHAVIOUR): SimReply {
+  const reply = planPieces(body, settings, behaviour)
+  if (body.logprobs !== true) return reply
+  return { ...reply, logprobs: logprobsOf(reply.pieces, typeof body.top_logprobs === 'number' ? body.top_logprobs : 0) }
+}
+
+function planPieces(body: Body, settings: ReplySettings, behaviour: ModelBehaviour): SimReply {
   const messages = Array.isArray(body.messages) ? (body.messages as { role?: string; content?: unknown }[]) : []
   const last = messages.at(-1)
   const lastText = textOf(last?.content)

@@ -154,8 +154,8 @@ export class SimulatedProvider {
   private async stream(model: string, reply: SimReply, fault: Fault, res: ServerResponse): Promise<void> {
     const id = `chatcmpl-sim${Date.now().toString(36)}`
     const created = Math.floor(Date.now() / 1000)
-    const chunk = (delta: Record<string, unknown>, finish: string | null = null, extra: Record<string, unknown> = {}) =>
-      `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null, logprobs?: unknown) =>
+      `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, ...(logprobs ? { logprobs } : {}), finish_reason: finish }] })}\n\n`
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
     if (fault.kind === 'garbage') return void res.end('data: {"choices":[{"delta":{"content":"Hel\n\ndata: ]]} not json {{\n\n')
     const write = async (text: string) => {
@@ -168,9 +168,10 @@ export class SimulatedProvider {
     // Breaks only after what was written reached the socket, so the client really saw it.
     const breakNow = () => new Promise<void>((resolve) => res.write('', () => resolve())).then(() => void res.socket?.destroy())
     let sent = 0
-    for (const piece of reply.pieces) {
+    for (const [i, piece] of reply.pieces.entries()) {
       if (fault.kind === 'break-after' && sent >= fault.chunks) return breakNow()
-      if (!(await write(chunk({ content: piece })))) return
+      const logprobs = reply.logprobs && { content: [reply.logprobs[i]], refusal: null }
+      if (!(await write(chunk({ content: piece }, null, logprobs)))) return
       sent++
     }
     if (fault.kind === 'break-after' && sent >= fault.chunks && reply.toolCalls.length) return breakNow()
@@ -266,6 +267,7 @@ function completion(model: string, reply: SimReply) {
         content: content || (reply.toolCalls.length ? null : ''),
         ...(reply.toolCalls.length ? { tool_calls: reply.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })) } : {}),
       },
+      ...(reply.logprobs ? { logprobs: { content: reply.logprobs, refusal: null } } : {}),
       finish_reason: reply.finish,
     }],
     usage: { prompt_tokens: reply.promptTokens, completion_tokens: reply.pieces.length, total_tokens: reply.promptTokens + reply.pieces.length },
