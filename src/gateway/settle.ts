@@ -3,6 +3,7 @@ import { apiError, type ApiError } from '../protocol/errors.js'
 import { countOutput } from '../metering/tokens.js'
 import { minBig, priceOf, splitFee } from '../ledger/money.js'
 import type { Store } from '../store/store.js'
+import { CloseUnanswered, type CaptureRequest } from '../store/ledger-types.js'
 import type { Outcome, UsageRecord } from '../store/usage.js'
 import type { Produced } from '../routing/failover.js'
 import type { RouteOutcome } from '../routing/route.js'
@@ -55,14 +56,24 @@ export async function settle(s: SettleContext, r: RequestContext, outcome: Route
   const base = (o: Outcome, extra: Partial<UsageRecord> = {}): UsageRecord => requestUsage(r.requestId, r.caller, p, r.startedAt, s.now(), o, extra)
   switch (outcome.kind) {
     case 'delivered': {
-      const { usage, cost } = await capture(s, r, outcome.reply, outcome.servedModel, 'completed', base)
-      return { kind: 'delivered', reply: outcome.reply, servedModel: outcome.servedModel, usage, cost, failedTargets: outcome.failedTargets, ...(outcome.managedWhy ? { managedWhy: outcome.managedWhy } : {}) }
+      const charge = chargeOf(s, r, outcome.reply, outcome.servedModel, 'completed', base)
+      const delivered: Delivered = {
+        kind: 'delivered', reply: outcome.reply, servedModel: outcome.servedModel, usage: charge.usage, cost: charge.cost,
+        failedTargets: outcome.failedTargets, ...(outcome.managedWhy ? { managedWhy: outcome.managedWhy } : {}),
+      }
+      let captured: boolean
+      try {
+        captured = await capture(s, charge)
+      } catch (err) {
+        throw err instanceof CloseUnanswered ? new CaptureInDoubt(delivered, err) : err
+      }
+      return captured ? delivered : { ...delivered, cost: 0n }
     }
     case 'client_closed': {
       if (r.stopped) return stoppedUnderway(s, r, outcome, base)
       // The client pays for what reached it, and nothing when nothing did.
       if (outcome.reply && outcome.reply.content.length > 0) {
-        await capture(s, r, { ...outcome.reply, toolCalls: [] }, outcome.servedModel ?? null, 'client_closed', base)
+        await capture(s, chargeOf(s, r, { ...outcome.reply, toolCalls: [] }, outcome.servedModel ?? null, 'client_closed', base))
       } else {
         await s.store.ledger.release(r.requestId, s.now(), base('client_closed'))
       }
@@ -82,10 +93,11 @@ export async function settle(s: SettleContext, r: RequestContext, outcome: Route
   }
 }
 
-async function capture(
+/** What a delivered reply costs, and the capture that charges it. */
+function chargeOf(
   s: SettleContext, r: RequestContext, reply: Produced, servedModel: string | null, outcome: Outcome,
   base: (o: Outcome, extra?: Partial<UsageRecord>) => UsageRecord,
-): Promise<{ usage: Usage; cost: bigint }> {
+): { usage: Usage; cost: bigint; capture: CaptureRequest } {
   // max_tokens bounds the output and the charge (spec §4.1): an upstream that overruns it is billed, and reported, as
   // if it had stopped there, at the price of the offer that served. The bound is the one that offer was sent (targets
   // of svc/cortex@1 may be sent less than the hold covers).
@@ -97,17 +109,50 @@ async function capture(
   const { fee } = managed ? { fee: 0n } : splitFee(cost, s.feeBps)
   const payeeId = managed ? s.accounts.vendor : s.accounts.payees.get(reply.offer.provider)
   if (payeeId === undefined) throw new Error(`no account for provider ${reply.offer.provider}`)
-  const captured = await s.store.ledger.capture({
+  const capture: CaptureRequest = {
     requestId: r.requestId, cost, payeeId, fee, feeAccountId: s.accounts.fees, now: s.now(),
     usage: base(outcome, {
       servedModel, provider: reply.offer.provider, completionTokens: completion, cost,
       upstreamPromptTokens: reply.upstreamUsage?.promptTokens ?? null, upstreamCompletionTokens: reply.upstreamUsage?.completionTokens ?? null,
     }),
-  })
-  // The hold was already closed (a sweeper released it after its lease lapsed): nothing was charged, so the reply
-  // must not claim a charge. The usage record is the sweeper's.
-  if (!captured) s.log(`capture of ${r.requestId} found its hold closed; delivered without charge`)
-  return { usage, cost: captured ? cost : 0n }
+  }
+  return { usage, cost, capture }
+}
+
+/**
+ * Charges it; false when the hold was already closed (a sweeper released it after its lease lapsed): nothing was
+ * charged, so the reply must not claim a charge. The usage record is the sweeper's.
+ */
+async function capture(s: SettleContext, charge: { capture: CaptureRequest }): Promise<boolean> {
+  const captured = await s.store.ledger.capture(charge.capture)
+  if (!captured) s.log(`capture of ${charge.capture.requestId} found its hold closed; delivered without charge`)
+  return captured
+}
+
+type Delivered = Extract<Finished, { kind: 'delivered' }>
+
+/**
+ * A delivered reply whose capture the store never answered: it may have charged. The route settles which (`landed`)
+ * before it answers: the reply and its charge, or an error and nothing charged, never an error after a charge.
+ */
+export class CaptureInDoubt extends Error {
+  readonly requestId: string
+
+  constructor(readonly finished: Delivered, cause: CloseUnanswered) {
+    super(cause.message, { cause })
+    this.requestId = cause.requestId
+  }
+}
+
+/**
+ * After a failure of its request's settlement, released (nothing charged) or not: whether a capture in doubt had
+ * landed, in which case its reply is delivered as charged. A release that found the hold closed leaves the capture or
+ * a sweep as what closed it; the request's record says which (the capture's outcome and cost, or the sweep's).
+ */
+export async function landed(store: Store, accountId: number, err: unknown, released: boolean | undefined): Promise<Delivered | undefined> {
+  if (!(err instanceof CaptureInDoubt) || released !== false) return undefined
+  const record = await store.usage.get(accountId, err.requestId).catch(() => undefined)
+  return record?.outcome === 'completed' && record.cost === err.finished.cost ? err.finished : undefined
 }
 
 function failedError(health: Health, p: Prepared, outcome: Extract<RouteOutcome, { kind: 'failed' }>): ApiError {

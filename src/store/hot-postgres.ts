@@ -1,10 +1,10 @@
-import type pg from 'pg'
+import pg from 'pg'
 import { toAccount } from './accounts.js'
 import { usageRow, type UsageRecord } from './usage.js'
 import { USAGE_ON_HOLDS } from './migrations/009_records_written_once.js'
 import { OpenHolds } from './open-holds.js'
 import { Recount, type Counter } from './recount.js'
-import { capturedClose, overCapture, recordValues, refusalOf, refusedValues, releasedClose, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult, type HotLedger } from './ledger-types.js'
+import { CloseUnanswered, capturedClose, overCapture, recordValues, refusalOf, refusedValues, releasedClose, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult, type HotLedger } from './ledger-types.js'
 
 /**
  * The hot ledger on Postgres: each operation is ONE statement of data-modifying CTEs, prepared once per connection. A
@@ -121,7 +121,9 @@ export class PostgresHotLedger implements HotLedger {
         }
         this.open.add(h)
         this.doubts.closeFailed(h, h.requestId)
-        throw err
+        // The server's own refusal of the statement is an answer: it did not commit. Anything else (the connection
+        // broke) leaves it unknown.
+        throw err instanceof pg.DatabaseError ? err : new CloseUnanswered(h.requestId, err)
       }
     })
   }

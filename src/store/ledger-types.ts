@@ -58,6 +58,16 @@ export interface HotLedger {
   close(): Promise<void>
 }
 
+/**
+ * A close of a hold whose statement was sent but never answered (the connection broke): it may have committed. What the
+ * store holds tells, once a release has settled it either way (`HotLedger.release` finds the hold closed only if it was).
+ */
+export class CloseUnanswered extends Error {
+  constructor(readonly requestId: string, cause: unknown) {
+    super(`the store did not answer the close of ${requestId} (${cause instanceof Error ? cause.message : String(cause)})`, { cause })
+  }
+}
+
 export function refusalOf(account: Account | undefined): HoldResult {
   if (!account) return { ok: false, reason: 'missing' }
   const reason = account.status !== 'active' ? 'suspended' : account.debt > 0n ? 'in_debt' : 'insufficient'

@@ -5,7 +5,7 @@ import { formatUsdc } from '../../ledger/money.js'
 import { admit, type Caller } from '../../gateway/admission.js'
 import type { Gateway } from '../../gateway/gateway.js'
 import { prepare, type Prepared } from '../../gateway/prepare.js'
-import { noCapacityBeforeWork, requestUsage, type Finished } from '../../gateway/settle.js'
+import { landed, noCapacityBeforeWork, requestUsage, type Finished } from '../../gateway/settle.js'
 import { planOfferCount } from '../../routing/route.js'
 import type { Offer } from '../../routing/catalog.js'
 import { sendError } from '../errors.js'
@@ -81,7 +81,8 @@ async function serveAdmitted(gw: Gateway, reply: FastifyReply, caller: Caller, p
     try {
       finished = await gw.run(caller, prepared, held, requestId, startedAt, sse, cancel)
     } catch (err) {
-      await failedInternally(gw, err, caller, prepared, requestId, startedAt, sse.headersSent ? 'stream_interrupted' : 'no_capacity')
+      const charged = await failedInternally(gw, err, caller, prepared, requestId, startedAt, sse.headersSent ? 'stream_interrupted' : 'no_capacity')
+      if (charged) return streamFinished(reply, sse, prepared, charged, requestId)
       return failStream(reply, sse, internalError(requestId))
     }
     return streamFinished(reply, sse, prepared, finished, requestId)
@@ -90,7 +91,8 @@ async function serveAdmitted(gw: Gateway, reply: FastifyReply, caller: Caller, p
   try {
     finished = await gw.run(caller, prepared, held, requestId, startedAt, undefined, cancel)
   } catch (err) {
-    await failedInternally(gw, err, caller, prepared, requestId, startedAt, 'no_capacity')
+    const charged = await failedInternally(gw, err, caller, prepared, requestId, startedAt, 'no_capacity')
+    if (charged) return plainFinished(reply, prepared, charged, identity, requestId)
     return sendError(reply, internalError(requestId))
   }
   return plainFinished(reply, prepared, finished, identity, requestId)
@@ -170,12 +172,16 @@ async function recordRefusal(gw: Gateway, caller: Caller, p: Prepared, requestId
 
 /**
  * A bug or an unreachable store interrupted the request: log it and release its hold (best effort), charging
- * nothing. The usage record (which the client is told to check) carries what the client was answered.
+ * nothing. The usage record (which the client is told to check) carries what the client was answered. Unless its
+ * capture had landed though the store's answer was lost: then the reply it charged for is what the client gets.
  */
-async function failedInternally(gw: Gateway, err: unknown, caller: Caller, p: Prepared, requestId: string, startedAt: number, outcome: 'no_capacity' | 'stream_interrupted'): Promise<void> {
-  gw.log(`request ${requestId} failed`, err)
+async function failedInternally(gw: Gateway, err: unknown, caller: Caller, p: Prepared, requestId: string, startedAt: number, outcome: 'no_capacity' | 'stream_interrupted'): Promise<Delivered | undefined> {
   const now = gw.now()
-  await gw.store.ledger.release(requestId, now, requestUsage(requestId, caller, p, startedAt, now, outcome)).catch(() => {})
+  const released = await gw.store.ledger.release(requestId, now, requestUsage(requestId, caller, p, startedAt, now, outcome)).catch(() => undefined)
+  const charged = await landed(gw.store, caller.accountId, err, released)
+  if (charged) gw.log(`request ${requestId}: the store did not answer its capture, which had landed; the reply is delivered as charged`)
+  else gw.log(`request ${requestId} failed`, err)
+  return charged
 }
 
 export function internalError(requestId: string) {
