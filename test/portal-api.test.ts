@@ -7,6 +7,8 @@ import { chat, startMarket, type Market } from './helpers/market.js'
 import { signIn, type PortalClient } from './helpers/portal.js'
 import { STORE_KINDS, postgresReachable } from './helpers/stores.js'
 import { startServer } from '../src/server.js'
+import { openAccount } from '../src/accounts/operations.js'
+import { accountView } from '../src/cli/commands/accounts.js'
 
 /** What a signed-in wallet sees and changes through the portal API: keys, wallet, usage, provider earnings, the page. */
 let m: Market
@@ -149,6 +151,32 @@ describe('usage and provider earnings', () => {
     expect(Number(r.svc.cost_usdc)).toBeGreaterThan(0)
     const notProvider = await json(await c.call('GET', '/provider'), 404)
     expect(notProvider.error.code).toBe('feature_not_supported')
+  })
+
+  it('is shown to a wallet listed in providers[] after its account was created as a user\'s', async () => {
+    const late = privateKeyToAccount(generatePrivateKey())
+    const { account } = await openAccount(m.store, late.address)
+    expect(account.kind).toBe('user')
+    const config = structuredClone(m.config)
+    config.providers[0]!.address = late.address
+    const s = await startServer({ ...config, listen: { host: '127.0.0.1', port: 0 } }, { store: m.store, log: () => {} })
+    try {
+      const p = await signIn(s.url, late)
+      expect(await json(await p.call('GET', '/session'))).toMatchObject({ kind: 'user', provider: true })
+      expect((await chat(s.url, m.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'pay me' }], max_tokens: 10 })).status).toBe(200)
+      const earned = await json(await p.call('GET', '/provider'))
+      expect(earned.offers).toEqual([expect.objectContaining({ model: 'svc/atlas@1', input_price_per_mtok: '150000' })])
+      expect(earned.requests_served).toBe(1)
+      expect(Number(earned.pending_usdc)).toBeGreaterThan(0)
+      // The CLI's view of the account shows it too.
+      expect(await accountView(m.store, (await m.store.accounts.byId(account.id))!)).toMatchObject({ kind: 'user', earned_pending: earned.pending_usdc })
+      // Still a user that pays: its own keys and spending are unchanged by it.
+      expect((await json(await p.call('GET', '/wallet'))).kind).toBe('user')
+    } finally {
+      await s.close()
+    }
+    // A wallet that is not listed stays a user only.
+    expect(await json(await c.call('GET', '/session'))).toMatchObject({ kind: 'user', provider: false })
   })
 })
 

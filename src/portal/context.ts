@@ -61,6 +61,15 @@ export function portalOrigin(configured: URL | undefined, req: FastifyRequest): 
 /** Epoch milliseconds → the seconds the API's `created` fields carry. */
 export const seconds = (ms: number | null): number | null => (ms === null ? null : Math.floor(ms / 1000))
 
+/**
+ * Whether the account is a provider of this marketplace: its wallet is listed in `providers[]` (README), whatever kind
+ * its account was created as (a wallet that signed in, or was created by the CLI, before it was listed stays a user
+ * that pays as well), or it was created as one.
+ */
+export function isProvider(gw: Gateway, account: Account): boolean {
+  return account.kind === 'provider' || gw.accounts.payees.get(account.address) === account.id
+}
+
 export async function accountOf(ctx: PortalContext, accountId: number): Promise<Account> {
   const account = await ctx.gw.store.accounts.byId(accountId)
   if (!account) throw new Error(`session names account ${accountId}, which is gone`)

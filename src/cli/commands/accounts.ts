@@ -32,8 +32,9 @@ export async function accountView(store: Store, a: Account) {
     open_holds: await store.ledger.openHolds(a.id),
     keys: (await store.keys.list(a.id)).filter((k) => k.revokedAt === null).length,
   }
-  if (a.kind === 'user') return view
+  // A user's wallet may also be a provider's (listed in providers[] after its account was created): what it earned shows.
   const t = await store.settlement.payeeTotals(a.id)
+  if (a.kind === 'user' && t.pending === 0n && t.settled === 0n) return view
   return { ...view, earned_pending: formatUsdc(t.pending), earned_settled: formatUsdc(t.settled) }
 }
 

@@ -6,12 +6,13 @@ import type { Account } from '../../store/accounts.js'
 import type { PortalSession } from '../../store/portal.js'
 import { issueNonce, verifySignIn } from '../siwe.js'
 import { sessionOf } from '../guard.js'
-import { accountOf, portalOrigin, seconds, type PortalContext } from '../context.js'
+import { accountOf, isProvider, portalOrigin, seconds, type PortalContext } from '../context.js'
 
 const STATEMENT = 'Sign in to the svc marketplace account portal.'
 
-function sessionView(s: PortalSession, a: Account) {
-  return { object: 'portal.session', address: s.address, kind: a.kind, status: a.status, csrf_token: s.csrf, expires_at: seconds(s.expiresAt) }
+/** `provider`: the wallet is a provider here (`isProvider`), whatever its account's kind. */
+function sessionView(s: PortalSession, a: Account, provider: boolean) {
+  return { object: 'portal.session', address: s.address, kind: a.kind, provider, status: a.status, csrf_token: s.csrf, expires_at: seconds(s.expiresAt) }
 }
 
 /** What the sign-in page needs before a session, and the session itself: nonce, sign in, who am I, sign out. */
@@ -43,12 +44,13 @@ export function authRoutes(api: FastifyInstance, ctx: PortalContext): void {
     if (isApiError(signedIn)) return sendError(reply, signedIn)
     const { account } = await openAccount(gw.store, signedIn.address, gw.now())
     const session = await ctx.sessions.start(req, reply, account.id, account.address)
-    return sessionView(session, account)
+    return sessionView(session, account, isProvider(gw, account))
   })
 
   api.get('/session', async (req) => {
     const session = sessionOf(req)
-    return sessionView(session, await accountOf(ctx, session.accountId))
+    const account = await accountOf(ctx, session.accountId)
+    return sessionView(session, account, isProvider(gw, account))
   })
 
   api.delete('/session', async (req, reply) => {

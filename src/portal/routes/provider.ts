@@ -3,7 +3,7 @@ import { apiError } from '../../protocol/errors.js'
 import { sendError } from '../../api/errors.js'
 import { formatUsdc } from '../../ledger/money.js'
 import { sessionOf } from '../guard.js'
-import { accountOf, seconds, type PortalContext } from '../context.js'
+import { accountOf, isProvider, seconds, type PortalContext } from '../context.js'
 
 /** For provider wallets: their offers as routed now, requests served, what they earned, and payouts settled and pending. */
 export function providerRoutes(api: FastifyInstance, ctx: PortalContext): void {
@@ -11,7 +11,7 @@ export function providerRoutes(api: FastifyInstance, ctx: PortalContext): void {
 
   api.get('/provider', async (req, reply) => {
     const account = await accountOf(ctx, sessionOf(req).accountId)
-    if (account.kind !== 'provider') {
+    if (!isProvider(gw, account)) {
       return sendError(reply, apiError('feature_not_supported', 'This wallet is not a provider of this marketplace.', { param: null, status: 404 }))
     }
     const mine = account.address.toLowerCase()

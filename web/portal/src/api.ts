@@ -38,7 +38,7 @@ export function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err)
 }
 
-export interface Session { address: string; kind: 'user' | 'provider' | 'system'; status: 'active' | 'suspended'; csrf_token: string; expires_at: number }
+export interface Session { address: string; kind: 'user' | 'provider' | 'system'; provider: boolean; status: 'active' | 'suspended'; csrf_token: string; expires_at: number }
 export interface PortalConfig { chain_id: number; rail: { kind: 'local' } | { kind: 'evm'; chain_id: number; usdc: string; spender: string }; local_test_wallet: boolean }
 export interface Nonce { nonce: string; domain: string; uri: string; chain_id: number; version: '1'; statement: string; expires_at: number }
 export interface ApiKey { id: string; prefix: string; name: string; created: number; last_used: number | null; revoked: number | null }

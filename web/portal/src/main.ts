@@ -54,7 +54,7 @@ function shell(config: PortalConfig, session: Session): void {
       else mount(where, notice('error', describe(err)))
     },
   }
-  const visible = Object.entries(PAGES).filter(([, p]) => !p.providerOnly || session.kind === 'provider')
+  const visible = Object.entries(PAGES).filter(([, p]) => !p.providerOnly || session.provider)
   const nav = h('nav', { 'aria-label': 'Portal sections' }, visible.map(([id, p]) => h('a', { href: `#/${id}`, 'data-page': id }, p.title)))
   const main = h('main', { id: 'page' })
   const header = h('header', { class: 'top' },
@@ -62,7 +62,7 @@ function shell(config: PortalConfig, session: Session): void {
     nav,
     h('div', { class: 'who' },
       h('span', { class: 'address', title: session.address }, shortAddress(session.address)),
-      session.kind === 'provider' ? h('span', { class: 'badge' }, 'provider') : null,
+      session.provider ? h('span', { class: 'badge' }, 'provider') : null,
       session.status !== 'active' ? h('span', { class: 'badge warn' }, session.status) : null,
       h('button', { class: 'link', onclick: () => void app.signOut() }, 'Sign out')))
   mount(root, header, main)
