@@ -161,6 +161,8 @@ describe('svc sim-provider and svc serve', () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-env-'))
     const file = join(dir, 'config.json')
     writeFileSync(file, JSON.stringify({ store: `sqlite:${join(dir, 'db')}`, listen: { port: 0 }, rail: { kind: 'local' }, feeBps: 0, models: [], providers: [] }))
+    const notDb = join(dir, 'notes.txt')
+    writeFileSync(notDb, 'these are not the tables you are looking for\n'.repeat(100))
     const taken = createServer()
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
     try {
@@ -172,6 +174,8 @@ describe('svc sim-provider and svc serve', () => {
         [{ DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/x?schema=Bad-Name' }, /schema: Bad-Name is not a schema name/],
         [{ DATABASE_URL: `sqlite:${file}/db` }, /error: (not a directory|a file is in the way)/],
         [{ PORT: String((taken.address() as AddressInfo).port) }, /error: the address is in use/],
+        [{ DATABASE_URL: `sqlite:${notDb}` }, /error: the store file is not a SQLite database/],
+        [{ DATABASE_URL: `sqlite:${dir}` }, /error: the store file cannot be opened/],
       ] as const) {
         const r = await svc(['serve', '--config', file], env)
         expect(r.code, JSON.stringify(env)).toBe(1)
@@ -180,6 +184,28 @@ describe('svc sim-provider and svc serve', () => {
       }
     } finally {
       taken.close()
+    }
+  })
+
+  it('explains in one line an address not of this machine and a store written by a newer svc', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-env-'))
+    const file = join(dir, 'config.json')
+    const config = { store: `sqlite:${join(dir, 'db')}`, listen: { host: '10.255.255.1', port: 0 }, rail: { kind: 'local' }, feeBps: 0, models: [], providers: [] }
+    writeFileSync(file, JSON.stringify(config))
+    const foreign = await svc(['serve', '--config', file])
+    expect(foreign.code).toBe(1)
+    expect(foreign.stderr).toMatch(/error: the address is not one of this machine's: .*10\.255\.255\.1/)
+    expect(foreign.stderr).not.toMatch(/at .*\.js:\d+/)
+    expect((await svc(['account', 'create', '--config', file, '--wallet', addressOf(0x51)])).code).toBe(0)
+    const { default: Sqlite } = await import('better-sqlite3')
+    const db = new Sqlite(join(dir, 'db'))
+    db.prepare('INSERT INTO kysely_migration (name, timestamp) VALUES (?, ?)').run('999_future', new Date().toISOString())
+    db.close()
+    for (const args of [['account', 'show', '--wallet', addressOf(0x51)], ['serve']]) {
+      const r = await svc([...args, '--config', file])
+      expect(r.code, args[0]).toBe(1)
+      expect(r.stderr).toMatch(/^error: the store was written by a newer svc: it has migration 999_future, which this svc \(whose last is 0\d\d_\w+\) does not know; run the svc that wrote it$/m)
+      expect(r.stderr).not.toMatch(/at .*\.js:\d+/)
     }
   })
 

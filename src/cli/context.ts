@@ -116,6 +116,10 @@ const ENVIRONMENT_CODES: Record<string, string> = {
   ENOTDIR: 'not a directory',
   EEXIST: 'a file is in the way',
   EROFS: 'read-only file system',
+  EADDRNOTAVAIL: 'the address is not one of this machine\'s',
+  SQLITE_NOTADB: 'the store file is not a SQLite database',
+  SQLITE_CANTOPEN: 'the store file cannot be opened',
+  SVC_STORE_NEWER: 'the store was written by a newer svc',
 }
 
 /**

@@ -38,8 +38,14 @@ export async function migrate(db: Kysely<unknown>, dialect: Dialect, through?: s
   if (through !== undefined && !(through in MIGRATIONS)) throw new Error(`no migration ${through}`)
   const { error, results } = await (through === undefined ? migrator.migrateToLatest() : migrator.migrateTo(through))
   if (error) {
+    const message = (error as Error).message
+    // Kysely refuses a store that ran a migration this code does not have: a store of a newer svc.
+    const unknown = /previously executed migration (\S+) is missing/.exec(message)?.[1]
+    if (unknown) {
+      throw Object.assign(new Error(`it has migration ${unknown}, which this svc (whose last is ${Object.keys(MIGRATIONS).at(-1)}) does not know; run the svc that wrote it`), { code: 'SVC_STORE_NEWER' })
+    }
     const failed = results?.find((r) => r.status === 'Error')?.migrationName
-    throw new Error(`migration ${failed ?? ''} failed: ${(error as Error).message}`)
+    throw new Error(failed ? `migration ${failed} failed: ${message}` : `migrating the store failed: ${message}`)
   }
 }
 
