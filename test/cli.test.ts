@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { execFile } from 'node:child_process'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createServer, type AddressInfo } from 'node:net'
@@ -248,6 +248,13 @@ describe('svc sim-provider and svc serve', () => {
     expect(bad.stderr).toMatch(/at most 6 decimals/)
     const unknown = await svc(['account', 'show', '--wallet', addressOf(2), '--config', file])
     expect(unknown.stderr).toMatch(/no account for/)
+    // A store path with a typo is no new, empty store: the commands that only read or change accounts say so.
+    for (const args of [['account', 'show', '--wallet', addressOf(2)], ['usage', '--wallet', addressOf(2)], ['key', 'list', '--wallet', addressOf(2)]]) {
+      const r = await svc([...args, '--config', file], { DATABASE_URL: `sqlite:${join(dir, 'typo', 'db')}` })
+      expect(r.code, args.join(' ')).toBe(1)
+      expect(r.stderr, args.join(' ')).toMatch(/^error: no store at .*typo\/db \(the config's store, or DATABASE_URL\): check the path/)
+    }
+    expect(existsSync(join(dir, 'typo'))).toBe(false)
     // Amounts past what the store's 64-bit integers hold are refused in words, and nothing is written.
     const huge = await svc(['deposit', '--wallet', addressOf(1), '--amount', '9'.repeat(30), '--config', file])
     expect(huge.code).toBe(1)

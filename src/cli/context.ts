@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs'
+import { resolve } from 'node:path'
 import type { Command } from 'commander'
 import type { Config } from '../config.js'
 import type { Store } from '../store/store.js'
@@ -37,8 +38,17 @@ export async function readConfig(opts: CommonOptions): Promise<Config> {
 }
 
 /** Opens the config's store for one command and closes it afterwards. */
-export async function withStore<T>(opts: CommonOptions, fn: (store: Store, config: Config) => Promise<T>): Promise<T> {
+/**
+ * Runs `fn` on the config's store. A SQLite file must exist unless `create` (the commands that begin a store: `account
+ * create`, `deposit`, `chain status` before the first serve): a mistyped path would otherwise be a new, empty store,
+ * and its accounts would look lost.
+ */
+export async function withStore<T>(opts: CommonOptions, fn: (store: Store, config: Config) => Promise<T>, create = false): Promise<T> {
   const config = await readConfig(opts)
+  const path = config.store.startsWith('sqlite:') ? config.store.slice('sqlite:'.length) : ''
+  if (!create && path !== '' && path !== ':memory:' && !existsSync(path)) {
+    throw new CliError(`no store at ${resolve(path)} (the config's store, or DATABASE_URL): check the path; svc serve, svc demo or svc account create make a new one`)
+  }
   const { openStore } = await import('../store/open.js')
   const store = await openStore(config.store)
   try {
