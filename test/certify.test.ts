@@ -65,6 +65,16 @@ describe('faulty upstreams earn less', () => {
     expect(c.probes.find((p) => p.name === 'tool_choice.named.plain')!.detail).toMatch(/names "get_time"/)
   })
 
+  it('takes behaviours through its control API only when they are behaviours', async () => {
+    const s = await sim()
+    const set = (models: unknown) => fetch(`${s.url.replace(/\/v1$/, '')}/_sim/settings`, { method: 'POST', body: JSON.stringify({ models }) })
+    const refused = await set({ m: { toolChoice: 5 } })
+    expect(refused.status).toBe(400)
+    expect((await refused.json()).error.message).toMatch(/^models: m\.toolChoice must be an array of/)
+    expect((await set({ m: { parallel: false } })).status).toBe(200)
+    expect(s.settings.models).toEqual({ m: { parallel: false } })
+  })
+
   it('one ability missing at a time costs exactly that part of the contract', async () => {
     const s = await sim({ models: { serial: { parallel: false }, short: { maxArgumentBytes: 2000 }, loops: { agentic: false }, lax: { strict: false } } })
     const contract = async (model: string) => (await certify({ baseUrl: s.url, model, ...quick })).tool_contract!

@@ -231,6 +231,9 @@ describe('svc sim-provider and svc serve', () => {
       [['--models', '[1,2]'], /--models must be a JSON object/],
       [['--models', '{bad'], /--models is not JSON/],
       [['--models', '{"tern":{"paralel":false}}'], /--models: tern has no field paralel \(fields: toolChoice, /],
+      [['--models', '{"tern":{"toolChoice":5}}'], /--models: tern\.toolChoice must be an array of "auto", "none", "required", "named", got 5/],
+      [['--models', '{"tern":{"parallel":"no"}}'], /--models: tern\.parallel must be true or false, got "no"/],
+      [['--models', '{"tern":{"latencyMs":-1}}'], /--models: tern\.latencyMs must be a whole number of ms, got -1/],
     ] as const) {
       const r = await svc(['sim-provider', ...args])
       expect(r.code, args.join(' ')).toBe(1)

@@ -2,7 +2,7 @@ import type { Command } from 'commander'
 import { OperationError } from '../../accounts/operations.js'
 import { FAULT_MODES, faultName, parseFault } from '../../providers/simulated/faults.js'
 import { FRAGMENTATIONS, SimulatedProvider, type Fragmentation } from '../../providers/simulated/server.js'
-import { FULL_BEHAVIOUR, type Behaviours } from '../../providers/simulated/behaviour.js'
+import { behavioursProblem, type Behaviours } from '../../providers/simulated/behaviour.js'
 import { action, emit, onShutdown, portOption, wholeOption } from '../context.js'
 
 interface SimCliOptions {
@@ -65,12 +65,7 @@ function parseModels(text: string): Behaviours {
   } catch (err) {
     throw new OperationError(`--models is not JSON: ${(err as Error).message}`)
   }
-  const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
-  if (!isObject(models)) throw new OperationError('--models must be a JSON object of behaviours by upstream model')
-  for (const [model, b] of Object.entries(models)) {
-    if (!isObject(b)) throw new OperationError(`--models: ${model} must be an object`)
-    const unknown = Object.keys(b).filter((k) => !Object.hasOwn(FULL_BEHAVIOUR, k))
-    if (unknown.length) throw new OperationError(`--models: ${model} has no field ${unknown.join(', ')} (fields: ${Object.keys(FULL_BEHAVIOUR).join(', ')})`)
-  }
+  const problem = behavioursProblem(models)
+  if (problem) throw new OperationError(`--models${problem.startsWith('must') ? ' ' : ': '}${problem}`)
   return models as Behaviours
 }

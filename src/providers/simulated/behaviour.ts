@@ -30,6 +30,36 @@ export const FULL_BEHAVIOUR: ModelBehaviour = {
 
 export type Behaviours = Record<string, Partial<ModelBehaviour>>
 
+const TOOL_CHOICES: readonly ToolChoiceMode[] = ['auto', 'none', 'required', 'named']
+const isWhole = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0
+
+/** What each field of a behaviour must be, as a check and its words. */
+const FIELD_RULES: { [K in keyof ModelBehaviour]: [(v: unknown) => boolean, string] } = {
+  toolChoice: [(v) => Array.isArray(v) && v.every((m) => TOOL_CHOICES.includes(m)), `an array of ${TOOL_CHOICES.map((m) => JSON.stringify(m)).join(', ')}`],
+  toolChoiceUnsupported: [(v) => v === 'refuse' || v === 'ignore', '"refuse" or "ignore"'],
+  parallel: [(v) => typeof v === 'boolean', 'true or false'],
+  strict: [(v) => typeof v === 'boolean', 'true or false'],
+  maxArgumentBytes: [isWhole, 'a whole number (0: no limit)'],
+  maxConcurrency: [isWhole, 'a whole number (0: no limit)'],
+  agentic: [(v) => typeof v === 'boolean', 'true or false'],
+  latencyMs: [isWhole, 'a whole number of ms'],
+}
+
+/** Why `models` is not a set of behaviours by upstream model (unknown fields, values of the wrong kind), or null. */
+export function behavioursProblem(models: unknown): string | null {
+  const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+  if (!isObject(models)) return 'must be a JSON object of behaviours by upstream model'
+  for (const [model, b] of Object.entries(models)) {
+    if (!isObject(b)) return `${model} must be an object`
+    const unknown = Object.keys(b).filter((k) => !Object.hasOwn(FULL_BEHAVIOUR, k))
+    if (unknown.length) return `${model} has no field ${unknown.join(', ')} (fields: ${Object.keys(FULL_BEHAVIOUR).join(', ')})`
+    for (const [field, [ok, words]] of Object.entries(FIELD_RULES)) {
+      if (Object.hasOwn(b, field) && !ok(b[field])) return `${model}.${field} must be ${words}, got ${JSON.stringify(b[field])}`
+    }
+  }
+  return null
+}
+
 export function behaviourOf(models: Behaviours, model: string): ModelBehaviour {
   const own = Object.hasOwn(models, model) ? models[model] : undefined
   return own ? { ...FULL_BEHAVIOUR, ...own } : FULL_BEHAVIOUR

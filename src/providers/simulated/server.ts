@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { faultName, parseFault, type Fault } from './faults.js'
 import { planReply, type SimReply } from './reply.js'
-import { actedOn, behaviourOf, cutLongArguments, refusalOf, type Behaviours } from './behaviour.js'
+import { actedOn, behaviourOf, behavioursProblem, cutLongArguments, refusalOf, type Behaviours } from './behaviour.js'
 
 export type Fragmentation = 'whole' | 'split' | 'bytes' | 'unindexed'
 export const FRAGMENTATIONS: readonly Fragmentation[] = ['whole', 'split', 'bytes', 'unindexed']
@@ -202,6 +202,8 @@ export class SimulatedProvider {
       return json(res, 200, { fault: faultName(fault) })
     }
     if (url === '/_sim/settings') {
+      const problem = body.models === undefined ? null : behavioursProblem(body.models)
+      if (problem) return json(res, 400, { error: { message: `models: ${problem}` } })
       this.settings = { ...this.settings, ...pickSettings(body as Partial<SimSettings>) }
       return json(res, 200, { settings: this.settings })
     }
