@@ -174,9 +174,17 @@ function schemaProblems(schema: TSchema, value: unknown): string[] {
     seen.add(path)
     // A rail of a known kind is checked as that kind, so the message names its field, not only "Expected union value".
     const rail = path === 'rail' ? railProblems((value as { rail?: unknown }).rail) : undefined
-    problems.push(...(rail ?? [`${path}: ${e.message}`]))
+    const choices = literalChoices(e.schema)
+    problems.push(...(rail ?? [choices ? `${path}: must be one of ${choices}` : `${path}: ${e.message}`]))
   }
   return problems
+}
+
+/** The values a union of literals allows, in words (`"chat", "embedding"`); undefined for any other schema. */
+function literalChoices(schema: TSchema): string | undefined {
+  const options = (schema as { anyOf?: { const?: unknown }[] }).anyOf
+  if (!options?.length || !options.every((o) => Object.hasOwn(o, 'const'))) return undefined
+  return options.map((o) => JSON.stringify(o.const)).join(', ')
 }
 
 function railProblems(rail: unknown): string[] {

@@ -131,9 +131,12 @@ describe('svc sim-provider and svc serve', () => {
   it('refuses a bad config with one clear message per field', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-bad-'))
     const file = join(dir, 'config.json')
-    writeFileSync(file, JSON.stringify({ store: 'mysql://x', rail: { kind: 'local' }, feeBps: 20000, models: [], providers: [{ address: 'nope' }] }))
+    const model = { id: 'svc/x@1', owned_by: 'x', contextLimit: 4096, capabilities: { workload: 'chats', tools: false, structuredOutputs: false, reasoning: false, streaming: true, maxOutputTokens: 256 } }
+    writeFileSync(file, JSON.stringify({ store: 'mysql://x', rail: { kind: 'local' }, feeBps: 20000, models: [model], providers: [{ address: 'nope' }] }))
     const r = await svc(['serve', '--config', file])
     expect(r.code).toBe(1)
+    // A field with a few allowed values names them.
+    expect(r.stderr).toContain('models[0].capabilities.workload: must be one of "chat", "embedding"')
     expect(r.stderr).toContain('store:')
     expect(r.stderr).toContain('feeBps:')
     expect(r.stderr).toContain('providers[0]')
