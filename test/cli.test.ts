@@ -245,6 +245,20 @@ describe('svc sim-provider and svc serve', () => {
     }
   })
 
+  it('answers a usage mistake with one line and the help of the command at fault', async () => {
+    for (const [args, why, hint] of [
+      [['account', 'show'], /required option '--wallet <address>' not specified/, 'svc account show --help'],
+      [['demo', '--config', '/x.json'], /unknown option '--config'/, 'svc demo --help'],
+      [['certify', '--config', '/x.json', '--base-url', 'http://127.0.0.1:9/v1', '--model', 'm'], /unknown option '--config'/, 'svc certify --help'],
+      [['bogus'], /unknown command 'bogus'/, 'svc --help'],
+    ] as const) {
+      const r = await svc([...args])
+      expect(r.code, args.join(' ')).toBe(1)
+      expect(r.stderr).toMatch(why)
+      expect(r.stderr.trim().split('\n').at(-1)).toBe(`(run ${hint} for ${hint === 'svc --help' ? 'the commands' : 'its options'})`)
+    }
+  })
+
   it('explains a bad amount and an unknown wallet', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-bad-'))
     const file = join(dir, 'config.json')

@@ -12,8 +12,7 @@ import { certifyCommand } from './commands/certify.js'
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string }
 const program = new Command()
-// A usage mistake is one line and a pointer to the help, not the whole help.
-program.name('svc').description('OpenAI-compatible chat completion marketplace, settled in test USDC').version(version).showHelpAfterError('(run svc <command> --help for its options)')
+program.name('svc').description('OpenAI-compatible chat completion marketplace, settled in test USDC').version(version).showHelpAfterError('(run svc --help for the commands)')
 demoCommand(program)
 serveCommand(program)
 simCommand(program)
@@ -22,5 +21,14 @@ keyCommands(program)
 usageCommands(program)
 chainCommands(program)
 certifyCommand(program)
+// A usage mistake is one line and a pointer to that command's own help.
+const pointToHelp = (cmd: Command, name: string): void => {
+  for (const sub of cmd.commands) {
+    const full = `${name} ${sub.name()}`
+    sub.showHelpAfterError(`(run ${full} --help for its options)`)
+    pointToHelp(sub, full)
+  }
+}
+pointToHelp(program, 'svc')
 
 await program.parseAsync()
