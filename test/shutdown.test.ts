@@ -63,7 +63,8 @@ describe('stopping the gateway', () => {
   })
 
   it('ends a stream still running after shutdownGraceMs with stream_interrupted and [DONE], and charges nothing', async () => {
-    const m = await market({ sim: { chunkDelayMs: 100, replyTokens: 40 }, tuning: { shutdownGraceMs: 200 } })
+    const log: string[] = []
+    const m = await market({ sim: { chunkDelayMs: 100, replyTokens: 40 }, tuning: { shutdownGraceMs: 200 }, log: (msg) => log.push(msg) })
     const res = await chat(m.url, m.key, ask)
     const requestId = res.headers.get('x-request-id')!
     const { rest } = await readUntil(res, (t) => t.split('"content":"').length > 2)
@@ -77,6 +78,11 @@ describe('stopping the gateway', () => {
     expect(record).toMatchObject({ outcome: 'stream_interrupted', cost: 0n })
     expect((await m.store.accounts.byId(m.accountId))!.held).toBe(0n)
     expect(await m.store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+    // The operator's log says what the stop did, in words.
+    expect(log).toEqual(expect.arrayContaining([
+      'stopping: 1 request in flight, given up to 200 ms to finish',
+      'stopping: 1 request still running after 200 ms ended (answered as failures to retry, charged nothing)',
+    ]))
   })
 
   it('answers a request whose body arrives after shutdownGraceMs with 503, not a stream cut off and charged', async () => {

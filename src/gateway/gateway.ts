@@ -41,7 +41,7 @@ export class Gateway {
   private constructor(readonly config: Config, readonly store: Store, opts: GatewayOptions) {
     this.tuning = tuningOf(config)
     this.now = opts.now ?? Date.now
-    this.log = opts.log ?? ((msg, err) => console.error(msg, err ?? ''))
+    this.log = opts.log ?? ((msg, err) => (err === undefined ? console.error(msg) : console.error(msg, err)))
     const { breakerFailures, breakerCooldownMs } = this.tuning
     const breakerLine = { opened: `opened after ${breakerFailures} failures in a row`, reopened: 'opened again: its probe failed', closed: 'closed: an attempt succeeded' }
     this.health = new Health({
