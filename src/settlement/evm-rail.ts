@@ -168,7 +168,7 @@ export class EvmRail implements Rail {
 export async function createEvmRail(rail: EvmRailConfig, store: Store, opts: EvmRailOptions = {}): Promise<EvmRail> {
   const settings = evmSettings(rail)
   const now = opts.now ?? Date.now
-  const log = opts.log ?? ((msg, err) => console.error(msg, err ?? ''))
+  const log = opts.log ?? ((msg, err) => (err === undefined ? console.error(msg) : console.error(msg, err)))
   const operator = operatorFromEnv(settings, opts.env)
   const client = publicClientFor(settings.rpcUrl, settings.chainId, settings.pollMs)
   const chainId = await client.getChainId()
