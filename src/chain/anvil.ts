@@ -52,7 +52,14 @@ export async function startAnvil(opts: AnvilOptions = {}): Promise<Anvil> {
   const args = ['--host', '127.0.0.1', '--port', '0', '--chain-id', String(ANVIL_CHAIN_ID)]
   if (opts.blockTime !== undefined) args.push('--block-time', String(opts.blockTime))
   const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] })
-  const port = await listeningPort(child)
+  // Never outlives this process: whatever ends it (an exit before `close`, a failed start), the chain goes with it.
+  const killOnExit = () => child.kill('SIGTERM')
+  process.once('exit', killOnExit)
+  child.once('exit', () => process.off('exit', killOnExit))
+  const port = await listeningPort(child).catch((err) => {
+    child.kill('SIGTERM')
+    throw err
+  })
   return {
     rpcUrl: `http://127.0.0.1:${port}`,
     port,

@@ -38,6 +38,9 @@ export function demoCommand(program: Command): void {
       if (!/^\d{1,6}$/.test(opts.chunkDelayMs)) throw new OperationError(`--chunk-delay-ms must be a whole number of milliseconds, got ${opts.chunkDelayMs}`)
       const data = resolve(opts.data)
       mkdirSync(data, { recursive: true })
+      // Until it can stop gently, a signal ends the demo at once, through process exit (which stops an anvil it started).
+      const early = (signal: NodeJS.Signals) => process.exit(signal === 'SIGINT' ? 130 : 143)
+      process.once('SIGINT', early).once('SIGTERM', early)
       // The chain (viem, anvil) loads only for --rail anvil.
       const anvil = opts.rail === 'anvil' ? await import('../../demo/anvil.js') : undefined
       const chain: AnvilDemo | undefined = anvil ? await anvil.startAnvilDemo(data, FUNDS, CAP) : undefined
@@ -74,6 +77,7 @@ export function demoCommand(program: Command): void {
       const key = await issueKey(store, account.id, 'demo')
       const baseUrl = server.url
       const portalUrl = `${baseUrl}/portal`
+      process.off('SIGINT', early).off('SIGTERM', early)
       onShutdown(async () => {
         await server.close()
         await Promise.all(sims.map((s) => s.close()))
