@@ -40,6 +40,11 @@ describe.skipIf(!hasAnvil)('svc chain commands (anvil)', () => {
       chain_id: 31337, usdc: { address: out.usdc, symbol: 'USDC' }, settler: { address: out.settler, deployed: true, operator: anvilAccount(9).address },
       fee_account: { address: anvilAccount(9).address, usdc: '0.000000' }, pending_batches: [], debtors: [], problems: [],
     })
+    // Without the operator's key it says so, on one line.
+    const keyless = await svc(['chain', 'status', '--config', file], { SVC_OPERATOR_KEY: '' })
+    expect(keyless.problems).toHaveLength(1)
+    expect(keyless.problems[0]).toMatch(/SVC_OPERATOR_KEY/)
+    expect(keyless.problems[0]).not.toContain('\n')
     // A ledger deposit makes no sense when the balance is the wallet's.
     const refused = await run('node', [CLI, 'deposit', '--config', file, '--wallet', anvilAccount(0).address, '--amount', '1']).catch((e: { stderr: string }) => e)
     expect((refused as { stderr: string }).stderr).toMatch(/send test USDC to the wallet/)

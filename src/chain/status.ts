@@ -20,7 +20,8 @@ export async function chainStatus(rail: EvmRailConfig, store: Store, env: NodeJS
   try {
     keyAddress = operatorFromEnv(s, env).address
   } catch (err) {
-    keyProblem = (err as Error).message
+    // One line, as every problem is (the config's own errors list their fields on lines of their own).
+    keyProblem = (err as Error).message.split('\n').map((l) => l.trim().replace(/^- /, '')).filter(Boolean).join(' ')
   }
   const operator = keyAddress ?? settlerOperator
   const fees = s.feeAccount ?? operator

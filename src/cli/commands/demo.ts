@@ -32,10 +32,11 @@ export function demoCommand(program: Command): void {
     .option('--chunk-delay-ms <n>', 'pause between streamed tokens of the simulated providers', '15')
     .option('--rail <kind>', 'local (settled in the ledger) or anvil (test USDC on a local chain)', 'local')
     .action(action(async (opts: DemoOptions) => {
-      noteMissingNodeFlags()
       const port = portOption('--port', opts.port)
       if (opts.rail !== 'local' && opts.rail !== 'anvil') throw new OperationError(`--rail must be local or anvil, got ${opts.rail}`)
       if (!/^\d{1,6}$/.test(opts.chunkDelayMs)) throw new OperationError(`--chunk-delay-ms must be a whole number of milliseconds, got ${opts.chunkDelayMs}`)
+      // After the options' own errors, which are the line to read when there are any.
+      noteMissingNodeFlags()
       const data = resolve(opts.data)
       mkdirSync(data, { recursive: true })
       // Until it can stop gently, a signal ends the demo at once, through process exit (which stops an anvil it started).
