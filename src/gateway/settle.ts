@@ -133,7 +133,8 @@ type Delivered = Extract<Finished, { kind: 'delivered' }>
 
 /**
  * A delivered reply whose capture the store never answered: it may have charged. The route settles which (`landed`)
- * before it answers: the reply and its charge, or an error and nothing charged, never an error after a charge.
+ * before it answers: the reply and its charge, or an error and nothing charged; an error after a charge only when the
+ * store cannot be read at all (the error then says to check GET /v1/usage/{id} before retrying).
  */
 export class CaptureInDoubt extends Error {
   readonly requestId: string
@@ -147,11 +148,15 @@ export class CaptureInDoubt extends Error {
 /**
  * After a failure of its request's settlement, released (nothing charged) or not: whether a capture in doubt had
  * landed, in which case its reply is delivered as charged. A release that found the hold closed leaves the capture or
- * a sweep as what closed it; the request's record says which (the capture's outcome and cost, or the sweep's).
+ * a sweep as what closed it, and one that failed leaves it unknown; the request's record says which (only the capture
+ * writes it completed, with its cost; a sweep writes it abandoned). Read twice before giving up: the connection that
+ * lost one answer may have lost the next.
  */
 export async function landed(store: Store, accountId: number, err: unknown, released: boolean | undefined): Promise<Delivered | undefined> {
-  if (!(err instanceof CaptureInDoubt) || released !== false) return undefined
-  const record = await store.usage.get(accountId, err.requestId).catch(() => undefined)
+  // A release that threw (its answer lost as well, most likely) proves nothing either way: the record tells.
+  if (!(err instanceof CaptureInDoubt) || released === true) return undefined
+  const read = () => store.usage.get(accountId, err.requestId)
+  const record = await read().catch(read).catch(() => undefined)
   return record?.outcome === 'completed' && record.cost === err.finished.cost ? err.finished : undefined
 }
 
