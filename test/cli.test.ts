@@ -248,8 +248,8 @@ describe('svc sim-provider and svc serve', () => {
   it('answers a usage mistake with one line and the help of the command at fault', async () => {
     for (const [args, why, hint] of [
       [['account', 'show'], /required option '--wallet <address>' not specified/, 'svc account show --help'],
-      [['demo', '--config', '/x.json'], /unknown option '--config'/, 'svc demo --help'],
-      [['certify', '--config', '/x.json', '--base-url', 'http://127.0.0.1:9/v1', '--model', 'm'], /unknown option '--config'/, 'svc certify --help'],
+      [['demo', '--prot', '8081'], /unknown option '--prot'/, 'svc demo --help'],
+      [['certify', '--model', 'm'], /required option '--base-url <url>' not specified/, 'svc certify --help'],
       [['bogus'], /unknown command 'bogus'/, 'svc --help'],
     ] as const) {
       const r = await svc([...args])

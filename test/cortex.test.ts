@@ -117,6 +117,23 @@ describe.each([false, true])('svc/cortex@1 (stream %s)', (stream) => {
   })
 })
 
+describe('cortex Retry-After', () => {
+  it('counts only the candidates that fit the request: one that cannot take it does not make a retry look useful', async () => {
+    const mk = await market({ tuning: { breakerFailures: 1, breakerCooldownMs: 4_000 } })
+    for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern, mk.sims.vendor]) s.setFault({ kind: 'status-500' })
+    // wren takes no tools, so no request with tools can go to it, whatever its breaker says.
+    const withTools = ask({ tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }] })
+    expect((await chat(mk.url, mk.key, withTools)).status).toBe(503)
+    const res = await chat(mk.url, mk.key, withTools)
+    expect(res.status).toBe(503)
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(3)
+    expect(Number(res.headers.get('retry-after'))).toBeLessThanOrEqual(4)
+    expect(mk.sims.wren.stats.requests).toBe(0)
+    // A request wren can take may be retried at once.
+    expect((await chat(mk.url, mk.key, ask())).status).toBe(200)
+  })
+})
+
 describe('cortex money', () => {
   it('holds at the ceiling (vendor included) and captures the served price', async () => {
     const mk = await market()

@@ -103,6 +103,7 @@ describe('GET /v1/models', () => {
     expect(preflight.headers.get('vary')).toBe('origin, access-control-request-headers')
     expect(list.headers.get('vary')).toBe('origin')
     expect((await fetch(`${m.url}/v1/models`)).headers.get('vary')).toBe('origin')
+    expect((await fetch(`${m.url}/v1/models`, { method: 'HEAD', headers: { origin: 'http://localhost:3000' } })).headers.get('vary')).toBe('origin')
     // A preflight is still an HTTP/1.1 request: without Host it gets the one error shape, not a 204.
     const socket = connect(Number(new URL(m.url).port), '127.0.0.1')
     let answer = ''

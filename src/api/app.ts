@@ -72,7 +72,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     reply.header('x-request-id', req.id)
     if (req.headers.origin !== undefined && isApi(req.url)) allowAnyOrigin(reply)
     // A GET's answer carries the CORS headers only when asked with an Origin: a shared cache must keep the two apart.
-    if (req.method === 'GET' && isApi(req.url)) reply.header('vary', 'origin')
+    if ((req.method === 'GET' || req.method === 'HEAD') && isApi(req.url)) reply.header('vary', 'origin')
     if (req.headers.host === undefined && req.raw.httpVersionMinor === 1) return void sendError(reply, NO_HOST)
     if (req.method === 'OPTIONS' && reply.hasHeader('access-control-allow-origin')) return void preflight(req, reply)
     if (gw.stopping) return void sendError(reply.header('connection', 'close'), STOPPING)

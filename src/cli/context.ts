@@ -18,12 +18,16 @@ export interface CommonOptions {
 
 /** Every command accepts --config and --json (DESIGN §9). */
 export function common(cmd: Command): Command {
-  return jsonOption(cmd.option('--config <file>', `config file (default: $SVC_CONFIG, else ${DEFAULT_CONFIG} as written by svc demo)`))
+  return cmd
+    .option('--config <file>', `config file (default: $SVC_CONFIG, else ${DEFAULT_CONFIG} as written by svc demo)`)
+    .option('--json', 'print one JSON object on stdout instead of text')
 }
 
-/** `--json` alone, for the commands that read no config (`demo` writes its own, `certify` probes an upstream). */
-export function jsonOption(cmd: Command): Command {
-  return cmd.option('--json', 'print one JSON object on stdout instead of text')
+/** For the commands that read no config (`demo` writes its own, `certify` probes an upstream): `--config` is accepted, as by every command (DESIGN §9), and said to be unused. */
+export function noConfig(cmd: Command): Command {
+  return cmd
+    .option('--config <file>', 'accepted like every command\'s; unused here')
+    .option('--json', 'print one JSON object on stdout instead of text')
 }
 
 export function configPath(opts: CommonOptions): string {

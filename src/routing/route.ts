@@ -27,7 +27,10 @@ export interface RoutePlan {
   managed?: { offer: Offer; request: BoundRequest }
   /** Highest input and output prices of all offers in the plan. */
   ceiling: Prices
-  /** Health keys of every offer the model(s) have, usable now or not (for Retry-After). */
+  /**
+   * Health keys of every offer that could serve the request, usable now or not (for Retry-After): a named model's, or the
+   * fitting cortex candidates' and the vendor's.
+   */
   allKeys: string[]
 }
 
@@ -47,7 +50,8 @@ export function planCortex(catalog: Catalog, health: Health, inputTokens: number
   const offers = targets.flatMap((t) => t.offers)
   const managed = catalog.managed
   if (managed) offers.push(managed)
-  const allKeys = (catalog.cortex?.candidates ?? []).flatMap((c) => (catalog.offers.get(c) ?? []).map((o) => o.key))
+  // Candidates that do not fit this request cannot serve it whatever their breakers say.
+  const allKeys = fitting.flatMap(({ model }) => (catalog.offers.get(model.id) ?? []).map((o) => o.key))
   if (managed) allKeys.push(managed.key)
   return { cortex: true, targets, ...(managed ? { managed: { offer: managed, request: vendor } } : {}), ceiling: ceilingOf(offers), allKeys }
 }

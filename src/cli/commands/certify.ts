@@ -1,6 +1,6 @@
 import type { Command } from 'commander'
 import { OperationError } from '../../accounts/operations.js'
-import { action, jsonOption, emit, type CommonOptions } from '../context.js'
+import { action, noConfig, emit, type CommonOptions } from '../context.js'
 
 interface CertifyCliOptions extends CommonOptions {
   baseUrl: string
@@ -20,7 +20,7 @@ function positive(name: string, text: string): number {
 
 /** `svc certify`: the probe suite against an OpenAI-compatible upstream, printing the tool_contract it earned. */
 export function certifyCommand(program: Command): void {
-  jsonOption(program.command('certify'))
+  noConfig(program.command('certify'))
     .description('probe an OpenAI-compatible upstream for tool calling and print the tool_contract it earned')
     .requiredOption('--base-url <url>', 'the upstream, ending in /v1')
     .requiredOption('--model <name>', 'the model name the upstream knows')

@@ -7,7 +7,7 @@ import { approveCap, depositTo, issueKey, openAccount, OperationError } from '..
 import { formatUsdc, parseUsdc } from '../../ledger/money.js'
 import { spendableOf } from '../../ledger/spendable.js'
 import type { AnvilDemo } from '../../demo/anvil.js'
-import { action, jsonOption, DEFAULT_DATA_DIR, emit, onShutdown, portOption, type CommonOptions } from '../context.js'
+import { action, noConfig, DEFAULT_DATA_DIR, emit, onShutdown, portOption, type CommonOptions } from '../context.js'
 import { noteMissingNodeFlags } from '../node-flags.js'
 
 const FUNDS = parseUsdc('25')!
@@ -25,7 +25,7 @@ interface DemoOptions extends CommonOptions {
  * ledger (`--rail local`) or in test USDC on a local anvil chain started for the demo (`--rail anvil`).
  */
 export function demoCommand(program: Command): void {
-  jsonOption(program.command('demo'))
+  noConfig(program.command('demo'))
     .description('start the embedded demo marketplace (what npm start runs)')
     .option('--port <n>', 'gateway port (0 picks a free one)', '8080')
     .option('--data <dir>', 'directory for the database and the written config', DEFAULT_DATA_DIR)
