@@ -30,6 +30,26 @@ describe('keys', () => {
     const e = await expectError(await chat(m.url, undefined, { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
     expect(e.type).toBe('authentication_error')
   })
+  it('refuses a key of no shape of ours without reading the store or keeping it', async () => {
+    const keys = m.store.keys
+    const ownerOf = keys.ownerOf.bind(keys)
+    let lookups = 0
+    keys.ownerOf = (hash) => (lookups++, ownerOf(hash))
+    try {
+      for (const key of [`svc_test_${'a'.repeat(8000)}`, 'svc_test_short', `svc_test_${'a'.repeat(39)}!`]) {
+        const e = await expectError(await chat(m.url, key, { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
+        expect(e.message).toBe('Unknown or revoked API key.')
+      }
+      expect(lookups).toBe(0)
+      // One of the right shape is looked up (and unknown).
+      await expectError(await chat(m.url, `svc_test_${'a'.repeat(40)}`, { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
+      expect(lookups).toBe(1)
+      // The key in use still passes.
+      expect((await chat(m.url, m.key, { model: 'svc/atlas@1', messages: msgs, max_tokens: 3 })).status).toBe(200)
+    } finally {
+      keys.ownerOf = ownerOf
+    }
+  })
   it('says a key sent without the Bearer scheme is not read as one', async () => {
     const res = await fetch(`${m.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: m.key, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'svc/atlas@1', messages: msgs }) })
     const e = await expectError(res, 401, 'invalid_api_key', null)

@@ -20,6 +20,13 @@ function base62(length: number): string {
   return out
 }
 
+const KEY_SHAPE = new RegExp(`^${KEY_PREFIX}[0-9A-Za-z]{${KEY_LENGTH}}$`)
+
+/** Whether `key` could be one of ours (the prefix and 40 base62 characters): anything else is unknown without a lookup. */
+export function isKeyShaped(key: string): boolean {
+  return key.length === KEY_PREFIX.length + KEY_LENGTH && KEY_SHAPE.test(key)
+}
+
 /** SHA-256 is enough for high-entropy keys (≈ 238 bits); no salt or slow hash needed. */
 export function hashKey(key: string): string {
   return createHash('sha256').update(key).digest('hex')

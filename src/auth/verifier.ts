@@ -2,7 +2,7 @@ import { apiError, type ApiError } from '../protocol/errors.js'
 import type { Store } from '../store/store.js'
 import type { KeyOwner } from '../store/keys.js'
 import type { Caller } from '../gateway/admission.js'
-import { KEY_PREFIX, hashKey } from './keys.js'
+import { KEY_PREFIX, hashKey, isKeyShaped } from './keys.js'
 
 interface Cached {
   owner: KeyOwner | null
@@ -10,6 +10,7 @@ interface Cached {
 }
 
 const MAX_CACHED = 10_000
+const UNKNOWN = apiError('invalid_api_key', 'Unknown or revoked API key.')
 
 /**
  * Checks Bearer keys against the store, caching the answer for `ttlMs` so the hot path rarely reads.
@@ -31,11 +32,15 @@ export class KeyVerifier {
       const sent = authorization !== undefined && authorization.trim() !== ''
       return apiError('invalid_api_key', `${sent ? 'The Authorization header holds no Bearer key' : 'Missing API key'}. Send it as "Authorization: Bearer svc_test_…"; keys are created in the account portal.`)
     }
-    if (!key.startsWith(KEY_PREFIX)) return apiError('invalid_api_key', `Unknown API key: keys of this network start with ${KEY_PREFIX}.`)
-    // Keyed by the presented key itself, so a cached answer costs no hashing.
+    // Keyed by the presented key itself, so a cached answer costs no hashing (nor any check below).
     const entry = this.cache.get(key)
     const now = this.now()
-    return entry && entry.until > now ? this.answer(entry.owner) : this.lookUp(key, now)
+    if (entry && entry.until > now) return this.answer(entry.owner)
+    if (!key.startsWith(KEY_PREFIX)) return apiError('invalid_api_key', `Unknown API key: keys of this network start with ${KEY_PREFIX}.`)
+    // No key of ours has another shape: refused without reading the store or filling the cache (a client could
+    // otherwise make it hold 10 000 keys as long as its headers allow).
+    if (!isKeyShaped(key)) return UNKNOWN
+    return this.lookUp(key, now)
   }
 
   private async lookUp(key: string, now: number): Promise<Caller | ApiError> {
@@ -46,7 +51,7 @@ export class KeyVerifier {
   }
 
   private answer(owner: KeyOwner | null): Caller | ApiError {
-    if (!owner || owner.revoked) return apiError('invalid_api_key', 'Unknown or revoked API key.')
+    if (!owner || owner.revoked) return UNKNOWN
     if (owner.accountStatus !== 'active') return apiError('account_suspended', 'This account is suspended; its keys cannot make requests.')
     this.touched.add(owner.keyId)
     return { keyId: owner.keyId, accountId: owner.accountId, address: owner.address }
