@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base'
-import { countOutput, tokenCount } from './tokens.js'
+import { cachedTextChars, countOutput, tokenCount } from './tokens.js'
 
 describe('tokenCount', () => {
   it('counts ordinary text exactly as the o200k encoder does', () => {
@@ -12,6 +12,21 @@ describe('tokenCount', () => {
       '{"city":"Paris","unit":"celsius","days":[1,2,3]}',
     ]
     for (const t of texts) expect(tokenCount(t)).toBe(countTokens(t))
+  })
+
+  it('keeps no more than a bounded amount of text in its cache, and no text V8 would hash by its length alone', () => {
+    // 4096 texts of a megabyte each would be 8 GB kept for counting's sake.
+    const big = (i: number) => `${i} ${'word '.repeat(20_000)}`
+    const before = cachedTextChars()
+    const n = tokenCount(big(0))
+    expect(tokenCount(big(0))).toBe(n)
+    expect(cachedTextChars()).toBe(before)
+    // Texts of cacheable size fill it up to its bound of characters, evicting the oldest.
+    const mid = (i: number) => `${String(i).padStart(6, '0')} ${'text '.repeat(3_000)}`
+    for (let i = 0; i < 1_000; i++) tokenCount(mid(i))
+    expect(cachedTextChars()).toBeLessThanOrEqual(8 * 1024 * 1024)
+    expect(cachedTextChars()).toBeGreaterThan(7 * 1024 * 1024)
+    expect(tokenCount(mid(999))).toBe(countTokens(mid(999)))
   })
 
   // The encoder merges each pre-token in time quadratic in its length: one request of a few hundred KB of

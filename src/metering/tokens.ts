@@ -9,10 +9,21 @@ export const METERING_VERSION = 1
 export const PER_MESSAGE_OVERHEAD = 3
 export const REPLY_PRIMING = 3
 
-// Agents resend the same history every turn; caching counts of recent strings makes that cheap.
+// Agents resend the same history every turn; caching counts of recent strings makes that cheap. Bounded by entries and
+// by the characters they hold (a client could otherwise make it keep 4096 texts of 1 MB each); texts longer than V8
+// hashes by content (it hashes longer strings by their length alone, so equal-length keys would all collide) are not
+// kept at all.
 const CACHE_LIMIT = 4096
+const CACHE_CHARS = 8 * 1024 * 1024
 const MIN_CACHED_LENGTH = 8
+const MAX_CACHED_LENGTH = 16_383
 const cache = new Map<string, number>()
+let cachedChars = 0
+
+/** Characters of text the count cache holds now (its bound is CACHE_CHARS). */
+export function cachedTextChars(): number {
+  return cachedChars
+}
 
 /**
  * The encoder merges each pre-token (a run of letters, of punctuation or of whitespace) in time quadratic in its
@@ -40,11 +51,17 @@ function boundedCount(text: string): number {
 export function tokenCount(text: string): number {
   if (text.length === 0) return 0
   if (text.length < MIN_CACHED_LENGTH) return countTokens(text)
+  if (text.length > MAX_CACHED_LENGTH) return boundedCount(text)
   const hit = cache.get(text)
   if (hit !== undefined) return hit
   const n = text.length < MAX_RUN ? countTokens(text) : boundedCount(text)
-  if (cache.size >= CACHE_LIMIT) cache.delete(cache.keys().next().value as string)
+  while (cache.size >= CACHE_LIMIT || cachedChars + text.length > CACHE_CHARS) {
+    const oldest = cache.keys().next().value as string
+    cache.delete(oldest)
+    cachedChars -= oldest.length
+  }
   cache.set(text, n)
+  cachedChars += text.length
   return n
 }
 
