@@ -47,6 +47,15 @@ describe('sign-in', () => {
     expect(await me.json()).toMatchObject({ address: alice.address, csrf_token: body.csrf_token })
   })
 
+  it('refuses a body larger than anything the portal takes with 413, before parsing it', async () => {
+    const big = JSON.stringify({ message: 'x'.repeat(70 * 1024), signature: '0x' })
+    const res = await fetch(`${m.url}/portal/api/session`, { method: 'POST', headers: { 'content-type': 'application/json', origin: m.url }, body: big })
+    await expectError(res, 413, 'feature_not_supported', /larger than this endpoint takes \(4 MiB on \/v1, 64 KiB on the portal's API\)/)
+    // The API's own limit is unchanged.
+    const api = await chat(m.url, m.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'x'.repeat(70 * 1024) }], max_tokens: 3 })
+    expect(api.status).toBe(200)
+  })
+
   it('refuses a replayed nonce', async () => {
     const n = await fetchNonce(m.url)
     const message = siweMessage(n, alice.address)

@@ -11,7 +11,10 @@ import { chatRoutes, internalError } from './routes/chat.js'
 import { modelRoutes } from './routes/models.js'
 import { usageRoutes } from './routes/usage.js'
 
+/** The largest request body of the API (/v1); the portal's API takes less (`PORTAL_BODY_LIMIT`). */
 export const BODY_LIMIT = 4 * 1024 * 1024
+/** The largest request body of the portal's API: nothing it takes is large (a sign-in message is at most 4096 characters). */
+export const PORTAL_BODY_LIMIT = 64 * 1024
 
 const NO_HOST = apiError('feature_not_supported', 'The request has no Host header, which HTTP/1.1 requires.', { param: null, status: 400 })
 const STOPPING = apiError('no_capacity', 'This gateway is stopping and takes no new requests; retry after 1 s (another instance, or this one restarted, will take it).', { retryAfter: 1 })
@@ -124,7 +127,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
 /** What a client did wrong, as the one error shape (413 for an oversized body); null for our own failures. */
 function clientError(err: FastifyError, contentType?: string): ApiError | null {
   if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-    return apiError('feature_not_supported', `The request body is larger than ${BODY_LIMIT / 1024 / 1024} MiB.`, { param: null, status: 413 })
+    return apiError('feature_not_supported', `The request body is larger than this endpoint takes (${BODY_LIMIT / 1024 / 1024} MiB on /v1, ${PORTAL_BODY_LIMIT / 1024} KiB on the portal's API).`, { param: null, status: 413 })
   }
   // Any media type is read as JSON, but a Content-Type header that is no media type at all cannot be read.
   if (err.code === 'SVC_ENCODED_BODY') return apiError('feature_not_supported', err.message, { param: null, status: 415 })

@@ -1,4 +1,4 @@
-import type { AppPlugin } from '../api/app.js'
+import { PORTAL_BODY_LIMIT, type AppPlugin } from '../api/app.js'
 import { Sessions } from './session.js'
 import { AttemptLimiter, DEFAULT_SIGN_INS_PER_MINUTE } from './attempts.js'
 import { guardPortalApi } from './guard.js'
@@ -26,6 +26,9 @@ export function portalPlugin(opts: PortalOptions = {}): AppPlugin {
       origin: gw.config.portal?.origin === undefined ? undefined : new URL(gw.config.portal.origin),
     }
     await app.register(async (api) => {
+      // Nothing the portal takes is large (a sign-in message is at most 4096 characters): the API's 4 MiB would let a
+      // stranger, with no session yet, make the gateway hold or parse megabytes per connection.
+      api.addHook('onRoute', (route) => void (route.bodyLimit ??= PORTAL_BODY_LIMIT))
       guardPortalApi(api, ctx.sessions, ctx.origin)
       authRoutes(api, ctx)
       keyRoutes(api, ctx)
