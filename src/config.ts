@@ -81,6 +81,7 @@ const TuningConfig = Closed({
   settleIntervalMs: Type.Optional(Type.Integer({ minimum: 0 })),
   requestTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
   shutdownGraceMs: Type.Optional(Type.Integer({ minimum: 0 })),
+  maxConnections: Type.Optional(Type.Integer({ minimum: 1 })),
 })
 
 export const ConfigSchema = Closed({
@@ -128,6 +129,8 @@ export interface Tuning {
   requestTimeoutMs: number
   /** On stop, how long requests in flight may take to finish before their connections are cut (and charged for what they delivered). */
   shutdownGraceMs: number
+  /** Client connections open at once; one more is closed as it arrives (file descriptors and buffered bodies stay bounded). */
+  maxConnections: number
 }
 
 export const DEFAULT_TUNING: Tuning = {
@@ -142,6 +145,7 @@ export const DEFAULT_TUNING: Tuning = {
   settleIntervalMs: 60_000,
   requestTimeoutMs: 120_000,
   shutdownGraceMs: 10_000,
+  maxConnections: 4096,
 }
 
 export function tuningOf(config: Config): Tuning {

@@ -1,4 +1,4 @@
-import { connect } from 'node:net'
+import { connect, type Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { chat, startMarket, type Market } from './helpers/market.js'
 import { STORE_KINDS, postgresReachable } from './helpers/stores.js'
@@ -198,6 +198,27 @@ describe('edge URLs and query strings', () => {
         m.sims.atlasCheap.setFault({ kind: 'none' })
       }
     })
+  })
+})
+
+describe('connections beyond maxConnections', () => {
+  it('are closed as they arrive, and served again once others closed', async () => {
+    const m = await startMarket({ tuning: { maxConnections: 3 } })
+    const { hostname, port } = new URL(m.url)
+    const open = () => new Promise<Socket>((resolve, reject) => {
+      const s = connect(Number(port), hostname, () => resolve(s)).on('error', reject)
+    })
+    try {
+      const idle = await Promise.all([open(), open(), open()])
+      // The fourth is accepted by the kernel and closed by the server at once, unanswered.
+      const refused = await raw(m.url, 'GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n').catch((e: NodeJS.ErrnoException) => e.code)
+      expect(['', 'ECONNRESET']).toContain(refused)
+      idle[0]!.destroy()
+      await expect.poll(async () => (await raw(m.url, 'GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n').catch(() => '')).slice(0, 15)).toBe('HTTP/1.1 200 OK')
+      for (const s of idle) s.destroy()
+    } finally {
+      await m.close()
+    }
   })
 })
 

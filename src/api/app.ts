@@ -64,6 +64,10 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   // `Expect: 100-continue` (HTTP/1.1; Node raises this only then): Node would invite the body before any check. The
   // /v1 routes that take a key invite it once the key is known (a stranger gets its 401 without uploading up to
   // 4 MiB, `keyCheck`); others at once.
+  // Idle or silent connections cost a file descriptor each, and one sending a large body slowly holds what it sent:
+  // beyond this many, new ones are closed as they arrive.
+  app.server.maxConnections = gw.tuning.maxConnections
+
   app.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     if (isApi(req.url ?? '')) awaitingContinue.add(req)
     else res.writeContinue()
