@@ -129,7 +129,7 @@ async function capture(s: SettleContext, charge: { capture: CaptureRequest }): P
   return captured
 }
 
-type Delivered = Extract<Finished, { kind: 'delivered' }>
+export type Delivered = Extract<Finished, { kind: 'delivered' }>
 
 /**
  * A delivered reply whose capture the store never answered: it may have charged. The route settles which (`landed`)

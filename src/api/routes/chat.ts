@@ -5,7 +5,7 @@ import { formatUsdc } from '../../ledger/money.js'
 import { admit, type Caller } from '../../gateway/admission.js'
 import type { Gateway } from '../../gateway/gateway.js'
 import { prepare, type Prepared } from '../../gateway/prepare.js'
-import { landed, noCapacityBeforeWork, requestUsage, type Finished } from '../../gateway/settle.js'
+import { landed, noCapacityBeforeWork, requestUsage, type Delivered, type Finished } from '../../gateway/settle.js'
 import { planOfferCount } from '../../routing/route.js'
 import type { Offer } from '../../routing/catalog.js'
 import { sendError } from '../errors.js'
@@ -13,8 +13,6 @@ import { DONE, SseReply } from '../sse.js'
 import { completionId } from '../request-id.js'
 import { callerOf, type keyCheck } from '../caller.js'
 import { Cancel } from '../../providers/cancel.js'
-
-type Delivered = Extract<Finished, { kind: 'delivered' }>
 
 /** svc object of a delivered reply; routing description on cortex replies (spec §2.2, DESIGN §3). */
 function svcOf(p: Prepared, d: Delivered, requestId: string): ReplySvc {
