@@ -219,6 +219,11 @@ describe('sign-in attempts', () => {
       expect((await postSession(limited.url, message, await alice.signMessage({ message }))).status).toBe(200)
       // Without trustProxy a forwarded address is not believed: still the same client.
       expect((await nonceFrom(limited.url, '203.0.113.7')).status).toBe(429)
+      // Sign-in attempts are limited too, three per nonce allowed, counted apart (the sign-in above was the first of 9).
+      for (let i = 0; i < 8; i++) expect((await postSession(limited.url, 'not a message', '0x00')).status).toBe(401)
+      const tooMany = await postSession(limited.url, 'not a message', '0x00')
+      expect(Number(tooMany.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+      await expectError(tooMany, 429, 'sign_in_failed', /too many sign-in attempts/i)
     } finally {
       await limited.close()
     }

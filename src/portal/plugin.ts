@@ -23,6 +23,7 @@ export function portalPlugin(opts: PortalOptions = {}): AppPlugin {
       sessions: new Sessions(gw.store, gw.config.portal?.sessionSecret, gw.now, gw.config.portal?.origin),
       chainId: signInChainId(gw.config),
       signIns: new AttemptLimiter(gw.config.portal?.signInsPerMinute ?? DEFAULT_SIGN_INS_PER_MINUTE, gw.now),
+      sessionAttempts: new AttemptLimiter(3 * (gw.config.portal?.signInsPerMinute ?? DEFAULT_SIGN_INS_PER_MINUTE), gw.now),
       origin: gw.config.portal?.origin === undefined ? undefined : new URL(gw.config.portal.origin),
     }
     await app.register(async (api) => {

@@ -28,17 +28,20 @@ export function authRoutes(api: FastifyInstance, ctx: PortalContext): void {
     local_test_wallet: rail.kind === 'local',
   }))
 
+  const tooMany = (wait: number) => apiError('sign_in_failed', `Too many sign-in attempts from this address; try again in ${wait} s.`, { status: 429, retryAfter: wait })
+
   api.post('/nonce', { config: { portalPublic: true } }, async (req, reply) => {
     const wait = ctx.signIns.take(req.ip)
-    if (wait !== null) {
-      return sendError(reply, apiError('sign_in_failed', `Too many sign-in attempts from this address; try again in ${wait} s.`, { status: 429, retryAfter: wait }))
-    }
+    if (wait !== null) return sendError(reply, tooMany(wait))
     const { nonce, expiresAt } = await issueNonce(gw.store, gw.now())
     const { host, origin } = portalOrigin(ctx.origin, req)
     return { object: 'portal.nonce', nonce, expires_at: seconds(expiresAt), domain: host, uri: `${origin}/portal`, chain_id: ctx.chainId, version: '1', statement: STATEMENT }
   })
 
   api.post('/session', { config: { portalPublic: true } }, async (req, reply) => {
+    // Each attempt costs a signature check and a write: one address may not make them without bound either.
+    const wait = ctx.sessionAttempts.take(req.ip)
+    if (wait !== null) return sendError(reply, tooMany(wait))
     const { host, origin } = portalOrigin(ctx.origin, req)
     const signedIn = await verifySignIn(gw.store, req.body, { domain: host, origin, chainId: ctx.chainId, now: gw.now() })
     if (isApiError(signedIn)) return sendError(reply, signedIn)
