@@ -63,7 +63,7 @@ export async function settle(s: SettleContext, r: RequestContext, outcome: Route
       }
       let captured: boolean
       try {
-        captured = await capture(s, charge)
+        captured = await capture(s, charge.capture)
       } catch (err) {
         throw err instanceof CloseUnanswered ? new CaptureInDoubt(delivered, err) : err
       }
@@ -73,7 +73,7 @@ export async function settle(s: SettleContext, r: RequestContext, outcome: Route
       if (r.stopped) return stoppedUnderway(s, r, outcome, base)
       // The client pays for what reached it, and nothing when nothing did.
       if (outcome.reply && outcome.reply.content.length > 0) {
-        await capture(s, chargeOf(s, r, { ...outcome.reply, toolCalls: [] }, outcome.servedModel ?? null, 'client_closed', base))
+        await capture(s, chargeOf(s, r, { ...outcome.reply, toolCalls: [] }, outcome.servedModel ?? null, 'client_closed', base).capture)
       } else {
         await s.store.ledger.release(r.requestId, s.now(), base('client_closed'))
       }
@@ -123,9 +123,9 @@ function chargeOf(
  * Charges it; false when the hold was already closed (a sweeper released it after its lease lapsed): nothing was
  * charged, so the reply must not claim a charge. The usage record is the sweeper's.
  */
-async function capture(s: SettleContext, charge: { capture: CaptureRequest }): Promise<boolean> {
-  const captured = await s.store.ledger.capture(charge.capture)
-  if (!captured) s.log(`capture of ${charge.capture.requestId} found its hold closed; delivered without charge`)
+async function capture(s: SettleContext, c: CaptureRequest): Promise<boolean> {
+  const captured = await s.store.ledger.capture(c)
+  if (!captured) s.log(`capture of ${c.requestId} found its hold closed; delivered without charge`)
   return captured
 }
 
