@@ -50,7 +50,7 @@ export async function readConfig(opts: CommonOptions): Promise<Config> {
  * create`, `deposit`, `chain status` before the first serve): a mistyped path would otherwise be a new, empty store,
  * and its accounts would look lost.
  */
-export async function withStore<T>(opts: CommonOptions, fn: (store: Store, config: Config) => Promise<T>, create = false): Promise<T> {
+export async function withStore<T>(opts: CommonOptions, fn: (store: Store, config: Config) => Promise<T>, { create = false } = {}): Promise<T> {
   const config = await readConfig(opts)
   const path = config.store.startsWith('sqlite:') ? config.store.slice('sqlite:'.length) : ''
   if (!create && path !== '' && path !== ':memory:' && !existsSync(path)) {

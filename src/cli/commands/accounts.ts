@@ -50,7 +50,7 @@ export function accountCommands(program: Command): void {
     .action(action(async (opts: WalletOptions) => withStore(opts, async (store) => {
       const { account: a, created } = await openAccount(store, opts.wallet)
       emit(opts, { created, ...(await accountView(store, a)) }, `${created ? 'created' : 'exists'}: account ${a.address}`)
-    }, true)))
+    }, { create: true })))
   common(account.command('show').requiredOption('--wallet <address>', 'wallet address'))
     .description('balance, approved cap, holds and spendable amount of an account')
     .action(action(async (opts: WalletOptions) => withStore(opts, async (store) => {
@@ -75,7 +75,7 @@ export function accountCommands(program: Command): void {
       const after = await depositTo(store, a.id, amount)
       emit(opts, { wallet: a.address, deposited: formatUsdc(amount), balance: formatUsdc(after.balance), spendable: formatUsdc(spendableOf(after)) },
         `deposited ${formatUsdc(amount)} USDC to ${a.address}; balance ${formatUsdc(after.balance)}, spendable ${formatUsdc(spendableOf(after))}`)
-    }, true)))
+    }, { create: true })))
   common(program.command('approve').requiredOption('--wallet <address>', 'wallet address').requiredOption('--amount <usdc>', 'USDC, e.g. 10'))
     .description('set the approved spending cap of an account (like an ERC-20 allowance)')
     .action(action(async (opts: AmountOptions) => withStore(opts, async (store, config) => {

@@ -105,6 +105,6 @@ export function chainCommands(program: Command): void {
         `  debtors         ${s.debtors.length ? s.debtors.map((d) => `${d.wallet} owes ${d.debt}`).join(', ') : 'none'}`,
         ...s.problems.map((p) => `  problem: ${p}`),
       ])
-    }, true)))
+    }, { create: true })))
 }
 
