@@ -73,6 +73,7 @@ const TuningConfig = Closed({
   firstByteTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
   replyTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
   idleTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  stallTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
   keepAliveMs: Type.Optional(Type.Integer({ minimum: 1 })),
   breakerFailures: Type.Optional(Type.Integer({ minimum: 1 })),
   breakerCooldownMs: Type.Optional(Type.Integer({ minimum: 1 })),
@@ -119,6 +120,11 @@ export interface Tuning {
   firstByteTimeoutMs: number
   replyTimeoutMs: number
   idleTimeoutMs: number
+  /**
+   * Longest a stream waits for its client to take what it was sent. The upstream is not read meanwhile; past it the
+   * client is taken as gone, and pays for what it was sent.
+   */
+  stallTimeoutMs: number
   keepAliveMs: number
   breakerFailures: number
   breakerCooldownMs: number
@@ -137,6 +143,7 @@ export const DEFAULT_TUNING: Tuning = {
   firstByteTimeoutMs: 15_000,
   replyTimeoutMs: 300_000,
   idleTimeoutMs: 60_000,
+  stallTimeoutMs: 60_000,
   keepAliveMs: 10_000,
   breakerFailures: 3,
   breakerCooldownMs: 5_000,

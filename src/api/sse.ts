@@ -107,6 +107,8 @@ export class SseReply implements StreamSink {
     private readonly requestId: string,
     private readonly fingerprintOf: (offer: Offer) => string,
     keepAliveMs: number,
+    /** Longest `drained()` waits before the client is taken as gone (its connection is closed). */
+    private readonly stallTimeoutMs: number,
   ) {
     this.encoder = new ChunkEncoder(identity)
     this.keepAlive = setInterval(() => this.write(KEEP_ALIVE, true), keepAliveMs)
@@ -136,6 +138,31 @@ export class SseReply implements StreamSink {
     const plain = isPlainAscii(text)
     // Log probabilities are the upstream's JSON: not known to be ASCII.
     this.write(this.encoder.content(text, plain, logprobs), plain && this.encoder.ascii && !logprobs)
+  }
+
+  /**
+   * Node holds what the socket could not take yet: past its high-water mark the client is behind. What was joined for
+   * this turn's write (`pending`) is not counted; it is at most one upstream read.
+   */
+  get backlogged(): boolean {
+    return this.reply.raw.writableNeedDrain
+  }
+
+  drained(): Promise<void> {
+    const raw = this.reply.raw
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(stalled)
+        raw.off('drain', done)
+        raw.off('close', done)
+        resolve()
+      }
+      // Its closing ends the wait, and (its request's cancel) the request: it pays for what it was sent.
+      const stalled = setTimeout(() => raw.destroy(), this.stallTimeoutMs)
+      raw.on('drain', done)
+      raw.on('close', done)
+      if (raw.destroyed) done()
+    })
   }
 
   /**

@@ -24,6 +24,12 @@ function failure(kind: Failure['kind'], detail: string, status?: number): Upstre
   return { type: 'failure', failure: status === undefined ? { kind, detail } : { kind, detail, status } }
 }
 
+/** Around each batch a stream yields: its idle timer does not run out while the consumer holds the batch. */
+interface StreamFlow {
+  hold(): void
+  resumed(): void
+}
+
 /** An OpenAI-compatible upstream reached over a keep-alive undici Pool. */
 export class OpenAICompatibleProvider implements Provider {
   private readonly pool: Pool
@@ -53,23 +59,35 @@ export class OpenAICompatibleProvider implements Provider {
       attempt.abort()
     }, budgetMs)
     let streaming = false
+    /** The stream's reader is suspended at a yield: the consumer has its events and has not asked for more. */
+    let held = false
     const clearTimer = () => {
       if (timer) clearTimeout(timer)
       timer = undefined
     }
+    const idle = () => {
+      // A consumer waiting for its own client (a slow reader) holds the upstream back: that is no silence of the upstream.
+      if (held) return void timer?.refresh()
+      timedOut = `no event within ${idleMs} ms`
+      attempt.abort()
+    }
     /**
-     * A stream's events arrived: from the first on, it may go no longer than idleTimeoutMs without another. Bytes
-     * that make no event (comments, empty deltas) do not count, so an upstream cannot hold the request, its hold and
-     * its offer's slot for ever with pings.
+     * A stream's events arrived: from the first on, it may go no longer than idleTimeoutMs without another, counted
+     * from when its consumer asks for more (`resumed`). Bytes that make no event (comments, empty deltas) do not count,
+     * so an upstream cannot hold the request, its hold and its offer's slot for ever with pings.
      */
-    const heard = () => {
-      if (streaming) return void timer?.refresh()
-      streaming = true
-      clearTimer()
-      timer = setTimeout(() => {
-        timedOut = `no event within ${idleMs} ms`
-        attempt.abort()
-      }, idleMs)
+    const flow = {
+      hold: () => {
+        held = true
+        if (streaming) return
+        streaming = true
+        clearTimer()
+        timer = setTimeout(idle, idleMs)
+      },
+      resumed: () => {
+        held = false
+        timer?.refresh()
+      },
     }
     const why = (err: unknown): UpstreamEvent => {
       if (client.aborted) return failure('aborted', 'the client went away')
@@ -133,7 +151,7 @@ export class OpenAICompatibleProvider implements Provider {
         yield plainEvents({ status: 200, text })
         return
       }
-      ended = yield* this.readStream(res, heard, why)
+      ended = yield* this.readStream(res, flow, why)
     } finally {
       clearTimer()
       client.removeListener('abort', onAbort)
@@ -150,7 +168,7 @@ export class OpenAICompatibleProvider implements Provider {
   }
 
   /** Yields the stream's events; returns whether it reached [DONE] (the body may still have its end to read). */
-  private async *readStream(res: Dispatcher.ResponseData, heard: () => void, why: (err: unknown) => UpstreamEvent): AsyncGenerator<UpstreamEvent[], boolean> {
+  private async *readStream(res: Dispatcher.ResponseData, flow: StreamFlow, why: (err: unknown) => UpstreamEvent): AsyncGenerator<UpstreamEvent[], boolean> {
     const reader = new ChunkStream()
     // A finish reason: the upstream closing the stream after it is its end, not a break.
     let finished = false
@@ -164,8 +182,9 @@ export class OpenAICompatibleProvider implements Provider {
         }
         if (events.length > 0) {
           if (!finished) finished = events.some((e) => e.type === 'finish')
-          if (!reader.done) heard()
+          if (!reader.done) flow.hold()
           yield events
+          flow.resumed()
           if (events[events.length - 1]!.type === 'failure') return false
         }
         // [DONE] is the stream's end, whatever the upstream then does with the connection.

@@ -74,7 +74,7 @@ async function serveAdmitted(gw: Gateway, reply: FastifyReply, caller: Caller, p
   if (reply.raw.destroyed) onClose()
   const identity = { id: completionId(requestId), created: Math.floor(startedAt / 1000), model: prepared.model }
   if (prepared.stream) {
-    const sse = new SseReply(reply, identity, requestId, fingerprintFor(prepared), gw.tuning.keepAliveMs)
+    const sse = new SseReply(reply, identity, requestId, fingerprintFor(prepared), gw.tuning.keepAliveMs, gw.tuning.stallTimeoutMs)
     let finished: Finished
     try {
       finished = await gw.run(caller, prepared, held, requestId, startedAt, sse, cancel)

@@ -158,9 +158,10 @@ export class SimulatedProvider {
       `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, ...(logprobs ? { logprobs } : {}), finish_reason: finish }] })}\n\n`
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
     if (fault.kind === 'garbage') return void res.end('data: {"choices":[{"delta":{"content":"Hel\n\ndata: ]]} not json {{\n\n')
+    // As a serving engine does, it produces no faster than the gateway reads.
     const write = async (text: string) => {
       if (res.destroyed) return false
-      res.write(text)
+      if (!res.write(text)) await drained(res)
       if (this.settings.chunkDelayMs > 0) await sleep(this.settings.chunkDelayMs)
       return !res.destroyed
     }
@@ -274,6 +275,19 @@ function completion(model: string, reply: SimReply) {
     }],
     usage: { prompt_tokens: reply.promptTokens, completion_tokens: reply.pieces.length, total_tokens: reply.promptTokens + reply.pieces.length },
   }
+}
+
+/** Resolves once `res` can take more, or is closed. */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done)
+      res.off('close', done)
+      resolve()
+    }
+    res.on('drain', done)
+    res.on('close', done)
+  })
 }
 
 function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
