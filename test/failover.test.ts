@@ -154,6 +154,21 @@ describe('health and capacity', () => {
 })
 
 describe('an upstream that overruns max_tokens', () => {
+  it('is cut in a stream soon after max_tokens, whatever it goes on sending', async () => {
+    // Far more than any buffer between: the upstream would write it all while the client reads.
+    const mk = await market({ sim: { replyTokens: 200_000, ignoreMaxTokens: true } })
+    const res = await chat(mk.url, mk.key, body({ stream: true, max_tokens: 1000 }))
+    const chunks = (await sseEvents(res)).slice(0, -1).map((e) => JSON.parse(e))
+    const tokens = chunks.filter((c) => c.choices[0]?.delta?.content).length
+    expect(tokens).toBeGreaterThan(1000)
+    expect(tokens).toBeLessThanOrEqual(1125)
+    expect(chunks.at(-2).usage.completion_tokens).toBe(1000)
+    // The upstream's stream was closed, not read to its end.
+    await expect.poll(() => mk.sims.atlasCheap.stats.active).toBe(0)
+    expect(await mk.store.usage.get(mk.accountId, res.headers.get('x-request-id')!)).toMatchObject({ outcome: 'completed', completionTokens: 1000 })
+  })
+
+
   it.each([false, true])('is billed and reported up to max_tokens at the serving offer\'s price, not up to the hold (stream %s)', async (stream) => {
     const mk = await market({ sim: { replyTokens: 40, ignoreMaxTokens: true } })
     const res = await chat(mk.url, mk.key, body({ stream, max_tokens: 5 }))
@@ -162,8 +177,12 @@ describe('an upstream that overruns max_tokens', () => {
     let svc: { provider: string; cost_usdc: string }
     if (stream) {
       const chunks = (await sseEvents(res)).slice(0, -1).map((e) => JSON.parse(e))
-      // The 40 words were relayed (the upstream sent them), but the client pays for the 5 it asked for at most.
-      expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('').split(' ')).toHaveLength(40)
+      // The upstream sent 40 words: the stream is cut once it passed the 5 asked for, and ends as a reply cut by its
+      // bound does. The client pays for the 5 at most.
+      const words = chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('').split(' ')
+      expect(words.length).toBeGreaterThan(5)
+      expect(words.length).toBeLessThan(9)
+      expect(chunks.map((c) => c.choices[0]?.finish_reason).filter(Boolean)).toEqual(['length'])
       usage = chunks.find((c) => c.usage).usage
       svc = chunks.at(-1).svc
     } else {

@@ -1,6 +1,7 @@
 import type { FinishReason, ToolCall } from '../protocol/chat.js'
 import type { Failure, UpstreamRequest } from '../providers/types.js'
 import type { Cancel } from '../providers/cancel.js'
+import { OutputBound } from '../metering/output-bound.js'
 import { ToolCallAssembler, invalidToolCall, type ToolRules } from '../tools/assemble.js'
 import type { Offer } from './catalog.js'
 import type { Health } from './health.js'
@@ -86,10 +87,13 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
   let upstreamUsage: Produced['upstreamUsage']
   const tools = new ToolCallAssembler()
   const sink = ctx.sink
+  // A stream is read as it comes, so an upstream ignoring its max_tokens would be too: it is cut there. A plain reply
+  // is bounded as a whole (the adapter's reply limit), and billed at most at the bound like any other.
+  const bound = sink && new OutputBound(request.maxTokens)
   const produced = (): Produced => ({ offer, content, ...(logprobs ? { logprobs } : {}), toolCalls: tools.result(), finish: finish ?? 'stop', upstreamUsage, maxTokens: request.maxTokens })
   let health: 'success' | 'failure' | 'neutral' = 'failure'
   try {
-    for await (const events of offer.upstream.stream(offer.upstreamModel, request, ctx.cancel)) {
+    reading: for await (const events of offer.upstream.stream(offer.upstreamModel, request, ctx.cancel)) {
       firstEventMs ??= ctx.now() - started
       for (const ev of events) {
         switch (ev.type) {
@@ -97,6 +101,11 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
             content += ev.text
             if (ev.logprobs) (logprobs ??= []).push(...ev.logprobs)
             sink?.content(offer, ev.text, ev.logprobs)
+            if (bound?.passed(content)) {
+              // Leaving the loop closes the upstream's stream.
+              finish = 'length'
+              break reading
+            }
             break
           case 'tool_delta':
             tools.add(ev.index, ev.id, ev.name, ev.arguments)
