@@ -83,6 +83,7 @@ const TuningConfig = Closed({
   requestTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
   shutdownGraceMs: Type.Optional(Type.Integer({ minimum: 0 })),
   maxConnections: Type.Optional(Type.Integer({ minimum: 1 })),
+  maxRequestsPerAccount: Type.Optional(Type.Integer({ minimum: 1 })),
 })
 
 export const ConfigSchema = Closed({
@@ -137,6 +138,8 @@ export interface Tuning {
   shutdownGraceMs: number
   /** Client connections open at once; one more is closed as it arrives (file descriptors and buffered bodies stay bounded). */
   maxConnections: number
+  /** Chat requests one account may have in flight at this instance; one more is refused (503, retry). */
+  maxRequestsPerAccount: number
 }
 
 export const DEFAULT_TUNING: Tuning = {
@@ -153,6 +156,7 @@ export const DEFAULT_TUNING: Tuning = {
   requestTimeoutMs: 120_000,
   shutdownGraceMs: 10_000,
   maxConnections: 4096,
+  maxRequestsPerAccount: 64,
 }
 
 export function tuningOf(config: Config): Tuning {

@@ -29,38 +29,51 @@ function fingerprintFor(p: Prepared): (offer: Offer) => string {
   return p.plan.cortex ? (offer) => `cortex:${offer.modelId}` : (offer) => offer.fingerprint
 }
 
-/** POST /v1/chat/completions: authenticate, validate, admit, serve, settle, reply (spec §4.1). */
+/** POST /v1/chat/completions: authenticate, take one of the account's slots, validate, admit, serve, settle, reply (spec §4.1). */
 export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnType<typeof keyCheck>): void {
   app.post('/v1/chat/completions', { onRequest }, async (req, reply) => {
-    const startedAt = gw.now()
     const caller = callerOf(req)
-    const prepared = prepare(req.body, gw.catalog, gw.health)
-    if (isApiError(prepared)) return sendError(reply, prepared)
-    const requestId = req.id
-    if (planOfferCount(prepared.plan) === 0) {
-      await recordRefusal(gw, caller, prepared, requestId, startedAt, 'no_capacity')
-      return sendError(reply, noCapacityBeforeWork(gw.health, prepared))
-    }
-    let admitted: Awaited<ReturnType<typeof admit>>
+    if (!gw.slots.take(caller.accountId)) return sendError(reply, accountBusy(gw.slots.limit))
     try {
-      admitted = await admit(gw.store, caller, prepared, requestId, { owner: gw.lifecycle.id, now: startedAt, holdTtlMs: gw.tuning.holdTtlSeconds * 1000 })
-    } catch (err) {
-      // The hold may have been written before the store failed: release it, or the live instance would keep it.
-      await failedInternally(gw, err, caller, prepared, requestId, startedAt, 'no_capacity')
-      return sendError(reply, internalError(requestId))
-    }
-    if (isApiError(admitted)) {
-      if (admitted.code === 'insufficient_quota') await recordRefusal(gw, caller, prepared, requestId, startedAt, 'insufficient_quota')
-      return sendError(reply, admitted)
-    }
-    // Its hold's lease is extended while it is served; a hold its request leaves open (a failed release) expires.
-    gw.lifecycle.admitted(requestId)
-    try {
-      return await serveAdmitted(gw, reply, caller, prepared, admitted.amount, requestId, startedAt)
+      return await serve(gw, req.body, reply, caller, req.id)
     } finally {
-      gw.lifecycle.settled(requestId)
+      gw.slots.give(caller.accountId)
     }
   })
+}
+
+function accountBusy(limit: number): ApiError {
+  return apiError('no_capacity', `This account has ${limit} requests in flight, the most this gateway serves at once for one account; retry when one has finished.`, { retryAfter: 1 })
+}
+
+/** Validates, admits, serves and settles one request of a caller holding one of its account's slots. */
+async function serve(gw: Gateway, body: unknown, reply: FastifyReply, caller: Caller, requestId: string): Promise<FastifyReply> {
+  const startedAt = gw.now()
+  const prepared = prepare(body, gw.catalog, gw.health)
+  if (isApiError(prepared)) return sendError(reply, prepared)
+  if (planOfferCount(prepared.plan) === 0) {
+    await recordRefusal(gw, caller, prepared, requestId, startedAt, 'no_capacity')
+    return sendError(reply, noCapacityBeforeWork(gw.health, prepared))
+  }
+  let admitted: Awaited<ReturnType<typeof admit>>
+  try {
+    admitted = await admit(gw.store, caller, prepared, requestId, { owner: gw.lifecycle.id, now: startedAt, holdTtlMs: gw.tuning.holdTtlSeconds * 1000 })
+  } catch (err) {
+    // The hold may have been written before the store failed: release it, or the live instance would keep it.
+    await failedInternally(gw, err, caller, prepared, requestId, startedAt, 'no_capacity')
+    return sendError(reply, internalError(requestId))
+  }
+  if (isApiError(admitted)) {
+    if (admitted.code === 'insufficient_quota') await recordRefusal(gw, caller, prepared, requestId, startedAt, 'insufficient_quota')
+    return sendError(reply, admitted)
+  }
+  // Its hold's lease is extended while it is served; a hold its request leaves open (a failed release) expires.
+  gw.lifecycle.admitted(requestId)
+  try {
+    return await serveAdmitted(gw, reply, caller, prepared, admitted.amount, requestId, startedAt)
+  } finally {
+    gw.lifecycle.settled(requestId)
+  }
 }
 
 /** Serves an admitted request and settles it: capture or release, then the reply (DESIGN §4, §6). */

@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest'
+import { depositTo, issueKey, openAccount } from '../src/accounts/operations.js'
+import { addressOf, chat, marketPerTest, sseEvents } from './helpers/market.js'
+
+const market = marketPerTest()
+
+const body = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 20, stream: true }
+
+describe('maxRequestsPerAccount', () => {
+  it('refuses an account its next request while it has that many in flight, and no other account', async () => {
+    // Streams of 12 words 40 ms apart: each stays in flight about half a second.
+    const mk = await market({ sim: { chunkDelayMs: 40 }, tuning: { maxRequestsPerAccount: 2 } })
+    const { account } = await openAccount(mk.store, addressOf(0x22))
+    await depositTo(mk.store, account.id, 1_000_000n)
+    await mk.store.accounts.approve(account.id, 1_000_000n)
+    const other = (await issueKey(mk.store, account.id, 'other')).key
+
+    const inFlight = [chat(mk.url, mk.key, body), chat(mk.url, mk.key, body)]
+    // Both have their status line: both hold their slot.
+    const started = await Promise.all(inFlight)
+    expect(started.map((r) => r.status)).toEqual([200, 200])
+
+    const refused = await chat(mk.url, mk.key, body)
+    expect(refused.status).toBe(503)
+    expect(refused.headers.get('retry-after')).toBe('1')
+    const { error } = await refused.json()
+    expect(error).toMatchObject({ type: 'api_error', code: 'no_capacity', param: null })
+    expect(error.message).toContain('This account has 2 requests in flight')
+    expect(refused.headers.get('x-request-id')).toMatch(/^req_/)
+    // Another account is served meanwhile.
+    const theirs = await chat(mk.url, other, body)
+    expect(theirs.status).toBe(200)
+    expect((await sseEvents(theirs)).at(-1)).toBe('[DONE]')
+
+    // Once they finish, the account is served again; the refusal charged nothing and held nothing.
+    for (const r of started) expect((await sseEvents(r)).at(-1)).toBe('[DONE]')
+    const again = await chat(mk.url, mk.key, body)
+    expect(again.status).toBe(200)
+    expect((await sseEvents(again)).at(-1)).toBe('[DONE]')
+    const outcomes = (await mk.store.usage.list(mk.accountId, { limit: 10 })).map((u) => u.outcome)
+    expect(outcomes).toEqual(['completed', 'completed', 'completed'])
+    expect((await mk.store.accounts.byId(mk.accountId))!.held).toBe(0n)
+  })
+
+  it('gives the slot back whatever the request came to: refused input, a refused admission, a client gone', async () => {
+    const mk = await market({ sim: { chunkDelayMs: 40 }, tuning: { maxRequestsPerAccount: 1 }, funds: 2_000n })
+    expect((await chat(mk.url, mk.key, { ...body, model: 'svc/nope@1' })).status).toBe(404)
+    expect((await chat(mk.url, mk.key, { ...body, max_tokens: 4000 })).status).toBe(402)
+    const ac = new AbortController()
+    const gone = await fetch(`${mk.url}/v1/chat/completions`, {
+      method: 'POST', signal: ac.signal, body: JSON.stringify(body),
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${mk.key}` },
+    })
+    expect(gone.status).toBe(200)
+    ac.abort()
+    // Served once the client that left is settled (its stream ended, charged for what it was sent).
+    await expect.poll(async () => (await chat(mk.url, mk.key, { ...body, stream: false })).status).toBe(200)
+    const outcomes = (await mk.store.usage.list(mk.accountId, { limit: 10 })).map((u) => u.outcome)
+    expect(outcomes.sort()).toEqual(['client_closed', 'completed', 'insufficient_quota'])
+  })
+})
