@@ -84,6 +84,7 @@ const TuningConfig = Closed({
   shutdownGraceMs: Type.Optional(Type.Integer({ minimum: 0 })),
   maxConnections: Type.Optional(Type.Integer({ minimum: 1 })),
   maxRequestsPerAccount: Type.Optional(Type.Integer({ minimum: 1 })),
+  maxBodyBytesInFlight: Type.Optional(Type.Integer({ minimum: 4 * 1024 * 1024, description: 'at least the largest body (4 MiB)' })),
 })
 
 export const ConfigSchema = Closed({
@@ -140,6 +141,8 @@ export interface Tuning {
   maxConnections: number
   /** Chat requests one account may have in flight at this instance; one more is refused (503, retry). */
   maxRequestsPerAccount: number
+  /** Bytes of chat request bodies taken in at once (by Content-Length; 4 MiB without one); past it a request is refused (503, retry). */
+  maxBodyBytesInFlight: number
 }
 
 export const DEFAULT_TUNING: Tuning = {
@@ -157,6 +160,7 @@ export const DEFAULT_TUNING: Tuning = {
   shutdownGraceMs: 10_000,
   maxConnections: 4096,
   maxRequestsPerAccount: 64,
+  maxBodyBytesInFlight: 256 * 1024 * 1024,
 }
 
 export function tuningOf(config: Config): Tuning {

@@ -7,6 +7,7 @@ import { sendError } from './errors.js'
 import { newRequestId } from './request-id.js'
 import { clientErrorAnswer } from './client-errors.js'
 import { awaitingContinue, keyCheck } from './caller.js'
+import { Intake } from './intake.js'
 import { chatRoutes, internalError } from './routes/chat.js'
 import { modelRoutes } from './routes/models.js'
 import { usageRoutes } from './routes/usage.js'
@@ -120,10 +121,11 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     sendError(reply, apiError('feature_not_supported', `Unknown endpoint ${req.method} ${req.url.split('?')[0]}.`, { param: null, status: 404 }))
   })
 
-  const key = keyCheck(app, gw)
+  app.decorateRequest('caller', null)
+  const { maxRequestsPerAccount: perAccount, maxBodyBytesInFlight: bodyBytes } = gw.tuning
   modelRoutes(app, gw)
-  chatRoutes(app, gw, key)
-  usageRoutes(app, gw, key)
+  chatRoutes(app, gw, keyCheck(gw, new Intake({ perAccount, bodyBytes, bodyLimit: BODY_LIMIT })))
+  usageRoutes(app, gw, keyCheck(gw))
   for (const plugin of plugins) await plugin(app, gw)
   return app
 }

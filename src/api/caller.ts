@@ -4,6 +4,7 @@ import type { Caller } from '../gateway/admission.js'
 import type { Gateway } from '../gateway/gateway.js'
 import type { IncomingMessage } from 'node:http'
 import { sendError } from './errors.js'
+import type { Intake } from './intake.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -16,16 +17,21 @@ declare module 'fastify' {
 export const awaitingContinue = new WeakSet<IncomingMessage>()
 
 /**
- * The key check of /v1 routes, as an onRequest hook: it runs before the body is read, so a missing or unknown key
+ * The key check of /v1 routes, as an onRequest hook (`intake`: the route's requests are taken in there, chat's): it runs before the body is read, so a missing or unknown key
  * is refused without parsing (up to 4 MiB of) JSON for a stranger. A callback hook, not an async one: a cached key
  * (nearly every request) is answered in the same call, without a promise and a turn of the hook runner.
  */
-export function keyCheck(app: FastifyInstance, gw: Gateway) {
-  app.decorateRequest('caller', null)
+export function keyCheck(gw: Gateway, intake?: Intake) {
   return (req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     const admit = (caller: Caller | ApiError) => {
       // A reply sent from a callback hook ends the request's lifecycle: done is not called.
       if (isApiError(caller)) return void sendError(reply, caller)
+      if (intake) {
+        const size = intake.enter(caller.accountId, req.headers['content-length'])
+        if (typeof size !== 'number') return void sendError(reply, size)
+        // Closed when answered, or when the client left: a request refused before its handler ran is given back too.
+        reply.raw.once('close', () => intake.leave(caller.accountId, size))
+      }
       req.caller = caller
       // `Expect: 100-continue` (app.ts): the body is invited only now that the key is known.
       if (req.headers.expect !== undefined && awaitingContinue.delete(req.raw)) reply.raw.writeContinue()

@@ -14,7 +14,6 @@ import type { Prepared } from './prepare.js'
 import { InstanceLifecycle, newInstanceId } from './lifecycle.js'
 import { checksumAddress } from '../accounts/address.js'
 import type { Cancel } from '../providers/cancel.js'
-import { AccountSlots } from './account-slots.js'
 
 export interface GatewayOptions {
   now?: () => number
@@ -29,8 +28,6 @@ export class Gateway {
   readonly catalog: Catalog
   readonly keys: KeyVerifier
   readonly lifecycle: InstanceLifecycle
-  /** Chat requests in flight per account. */
-  readonly slots: AccountSlots
   readonly now: () => number
   readonly log: (msg: string, err?: unknown) => void
   private settleCtx!: SettleContext
@@ -54,7 +51,6 @@ export class Gateway {
     const make = opts.makeUpstream ?? ((url, key, t) => new OpenAICompatibleProvider(url, key, t))
     this.catalog = new Catalog(config, (url, key) => make(url, key, this.tuning))
     this.keys = new KeyVerifier(store, this.tuning.keyCacheMs, this.now)
-    this.slots = new AccountSlots(this.tuning.maxRequestsPerAccount)
     this.lifecycle = new InstanceLifecycle(store, newInstanceId(), this.tuning.holdTtlSeconds * 1000, this.now, (err) => this.log('background task failed', err))
   }
 

@@ -29,24 +29,12 @@ function fingerprintFor(p: Prepared): (offer: Offer) => string {
   return p.plan.cortex ? (offer) => `cortex:${offer.modelId}` : (offer) => offer.fingerprint
 }
 
-/** POST /v1/chat/completions: authenticate, take one of the account's slots, validate, admit, serve, settle, reply (spec §4.1). */
+/** POST /v1/chat/completions: authenticate and take in (`Intake`), validate, admit, serve, settle, reply (spec §4.1). */
 export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnType<typeof keyCheck>): void {
-  app.post('/v1/chat/completions', { onRequest }, async (req, reply) => {
-    const caller = callerOf(req)
-    if (!gw.slots.take(caller.accountId)) return sendError(reply, accountBusy(gw.slots.limit))
-    try {
-      return await serve(gw, req.body, reply, caller, req.id)
-    } finally {
-      gw.slots.give(caller.accountId)
-    }
-  })
+  app.post('/v1/chat/completions', { onRequest }, (req, reply) => serve(gw, req.body, reply, callerOf(req), req.id))
 }
 
-function accountBusy(limit: number): ApiError {
-  return apiError('no_capacity', `This account has ${limit} requests in flight, the most this gateway serves at once for one account; retry when one has finished.`, { retryAfter: 1 })
-}
-
-/** Validates, admits, serves and settles one request of a caller holding one of its account's slots. */
+/** Validates, admits, serves and settles one request. */
 async function serve(gw: Gateway, body: unknown, reply: FastifyReply, caller: Caller, requestId: string): Promise<FastifyReply> {
   const startedAt = gw.now()
   const prepared = prepare(body, gw.catalog, gw.health)

@@ -1,3 +1,4 @@
+import { connect } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { depositTo, issueKey, openAccount } from '../src/accounts/operations.js'
 import { addressOf, chat, marketPerTest, sseEvents } from './helpers/market.js'
@@ -57,5 +58,27 @@ describe('maxRequestsPerAccount', () => {
     await expect.poll(async () => (await chat(mk.url, mk.key, { ...body, stream: false })).status).toBe(200)
     const outcomes = (await mk.store.usage.list(mk.accountId, { limit: 10 })).map((u) => u.outcome)
     expect(outcomes.sort()).toEqual(['client_closed', 'completed', 'insufficient_quota'])
+  })
+})
+
+describe('maxBodyBytesInFlight', () => {
+  it('refuses a request before its body while bodies held take the budget, and takes one again once they are gone', async () => {
+    const mk = await market({ tuning: { maxBodyBytesInFlight: 4 * 1024 * 1024 } })
+    const { hostname, port } = new URL(mk.url)
+    // A body announced just short of the budget and sent in part: held by the gateway until it is whole.
+    const held = connect(Number(port), hostname)
+    await new Promise<void>((resolve, reject) => held.once('connect', resolve).once('error', reject))
+    held.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: ${hostname}\r\nauthorization: Bearer ${mk.key}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${4 * 1024 * 1024 - 100}\r\n\r\n{"model":"svc/atlas@1","messages":[`,
+    )
+    // Another's small request finds the budget taken: refused at once, its body not read.
+    await expect.poll(async () => (await chat(mk.url, mk.key, { ...body, stream: false })).status).toBe(503)
+    const refused = await chat(mk.url, mk.key, { ...body, stream: false })
+    expect(refused.headers.get('retry-after')).toBe('1')
+    expect((await refused.json()).error).toMatchObject({ code: 'no_capacity', message: expect.stringContaining('MiB of request bodies at once') })
+    held.destroy()
+    await expect.poll(async () => (await chat(mk.url, mk.key, { ...body, stream: false })).status).toBe(200)
+    expect((await mk.store.usage.list(mk.accountId, { limit: 10 })).map((u) => u.outcome)).toEqual(['completed'])
   })
 })
