@@ -141,7 +141,7 @@ export interface Tuning {
   maxConnections: number
   /** Chat requests one account may have in flight at this instance; one more is refused (503, retry). */
   maxRequestsPerAccount: number
-  /** Bytes of chat request bodies taken in at once (by Content-Length; 4 MiB without one); past it a request is refused (503, retry). */
+  /** Bytes of chat request bodies being read at once (by Content-Length; 4 MiB without one); past it a request is refused (503, retry). */
   maxBodyBytesInFlight: number
 }
 
@@ -160,7 +160,8 @@ export const DEFAULT_TUNING: Tuning = {
   shutdownGraceMs: 10_000,
   maxConnections: 4096,
   maxRequestsPerAccount: 64,
-  maxBodyBytesInFlight: 256 * 1024 * 1024,
+  // Four times what one account's bodies can take (maxRequestsPerAccount × 4 MiB).
+  maxBodyBytesInFlight: 1024 * 1024 * 1024,
 }
 
 export function tuningOf(config: Config): Tuning {

@@ -54,7 +54,7 @@ describe('maxRequestsPerAccount', () => {
     })
     expect(gone.status).toBe(200)
     ac.abort()
-    // Served once the client that left is settled (its stream ended, charged for what it was sent).
+    // Served once the response of the client that left has closed (its slot is given back then).
     await expect.poll(async () => (await chat(mk.url, mk.key, { ...body, stream: false })).status).toBe(200)
     const outcomes = (await mk.store.usage.list(mk.accountId, { limit: 10 })).map((u) => u.outcome)
     expect(outcomes.sort()).toEqual(['client_closed', 'completed', 'insufficient_quota'])
@@ -79,6 +79,49 @@ describe('maxBodyBytesInFlight', () => {
     expect((await refused.json()).error).toMatchObject({ code: 'no_capacity', message: expect.stringContaining('MiB of request bodies at once') })
     held.destroy()
     await expect.poll(async () => (await chat(mk.url, mk.key, { ...body, stream: false })).status).toBe(200)
-    expect((await mk.store.usage.list(mk.accountId, { limit: 10 })).map((u) => u.outcome)).toEqual(['completed'])
+    // A probe that came before the held body counted was served: every request that ran completed.
+    const outcomes = (await mk.store.usage.list(mk.accountId, { limit: 10 })).map((u) => u.outcome)
+    expect(outcomes.length).toBeGreaterThan(0)
+    expect(outcomes.every((o) => o === 'completed')).toBe(true)
+  })
+
+  it('counts a body only until it is read: long streams hold no budget', async () => {
+    // Bodies as large as the budget allows one at a time, and streams that last: each body is read before the next.
+    const mk = await market({
+      sim: { chunkDelayMs: 30 }, tuning: { maxBodyBytesInFlight: 4 * 1024 * 1024 },
+      edit: (config) => void (config.models.find((m) => m.id === 'svc/atlas@1')!.contextLimit = 1_000_000),
+    })
+    const big = { ...body, messages: [{ role: 'user', content: 'hello' }, { role: 'assistant', content: ' '.repeat(3 * 1024 * 1024) }, { role: 'user', content: 'go on' }] }
+    const first = await chat(mk.url, mk.key, big)
+    expect(first.status).toBe(200)
+    // The first stream is still running: its body was read, so it counts no more.
+    const second = await chat(mk.url, mk.key, big)
+    expect(second.status).toBe(200)
+    for (const r of [first, second]) expect((await sseEvents(r)).at(-1)).toBe('[DONE]')
+  })
+})
+
+describe('the intake of a client that leaves during its key lookup', () => {
+  it('gives nothing to keep: the account is served afterwards', async () => {
+    const mk = await market({ tuning: { maxRequestsPerAccount: 1 } })
+    // The key lookup waits for the store while the client goes away.
+    let open!: () => void
+    const gate = new Promise<void>((resolve) => (open = resolve))
+    const blocking = mk.store.db.connection().execute(() => gate)
+    const { hostname, port } = new URL(mk.url)
+    const text = JSON.stringify({ ...body, stream: false })
+    const socket = connect(Number(port), hostname)
+    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject))
+    socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: ${hostname}\r\nauthorization: Bearer ${mk.key}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+    )
+    socket.destroy()
+    const conns = () => new Promise<number>((resolve, reject) => mk.server.app.server.getConnections((err, n) => (err ? reject(err) : resolve(n))))
+    await expect.poll(conns).toBe(0)
+    open()
+    await blocking
+    const res = await chat(mk.url, mk.key, { ...body, stream: false })
+    expect(res.status).toBe(200)
   })
 })

@@ -122,9 +122,11 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   })
 
   app.decorateRequest('caller', null)
+  app.decorateRequest('intake', null)
   const { maxRequestsPerAccount: perAccount, maxBodyBytesInFlight: bodyBytes } = gw.tuning
+  const intake = new Intake({ perAccount, bodyBytes, bodyLimit: BODY_LIMIT })
   modelRoutes(app, gw)
-  chatRoutes(app, gw, keyCheck(gw, new Intake({ perAccount, bodyBytes, bodyLimit: BODY_LIMIT })))
+  chatRoutes(app, gw, keyCheck(gw, intake), intake)
   usageRoutes(app, gw, keyCheck(gw))
   for (const plugin of plugins) await plugin(app, gw)
   return app

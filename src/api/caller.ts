@@ -4,12 +4,14 @@ import type { Caller } from '../gateway/admission.js'
 import type { Gateway } from '../gateway/gateway.js'
 import type { IncomingMessage } from 'node:http'
 import { sendError } from './errors.js'
-import type { Intake } from './intake.js'
+import type { Intake, Ticket } from './intake.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** The API key's owner, set by the key check of /v1 routes that take a key. */
     caller: Caller | null
+    /** What the key check took in for this request (chat's), until its body is read and its response closes. */
+    intake: Ticket | null
   }
 }
 
@@ -17,8 +19,8 @@ declare module 'fastify' {
 export const awaitingContinue = new WeakSet<IncomingMessage>()
 
 /**
- * The key check of /v1 routes, as an onRequest hook (`intake`: the route's requests are taken in there, chat's): it runs before the body is read, so a missing or unknown key
- * is refused without parsing (up to 4 MiB of) JSON for a stranger. A callback hook, not an async one: a cached key
+ * The key check of /v1 routes, as an onRequest hook. It runs before the body is read, so a missing or unknown key is
+ * refused without parsing (up to 4 MiB of) JSON for a stranger; `intake`, for chat, takes the request in there too. A callback hook, not an async one: a cached key
  * (nearly every request) is answered in the same call, without a promise and a turn of the hook runner.
  */
 export function keyCheck(gw: Gateway, intake?: Intake) {
@@ -26,11 +28,13 @@ export function keyCheck(gw: Gateway, intake?: Intake) {
     const admit = (caller: Caller | ApiError) => {
       // A reply sent from a callback hook ends the request's lifecycle: done is not called.
       if (isApiError(caller)) return void sendError(reply, caller)
-      if (intake) {
-        const size = intake.enter(caller.accountId, req.headers['content-length'])
-        if (typeof size !== 'number') return void sendError(reply, size)
+      // A client that left during a key lookup closed its response before a listener could hear it: nothing to take.
+      if (intake && !reply.raw.destroyed) {
+        const ticket = intake.enter(caller.accountId, req.headers['content-length'])
+        if (isApiError(ticket)) return void sendError(reply, ticket)
         // Closed when answered, or when the client left: a request refused before its handler ran is given back too.
-        reply.raw.once('close', () => intake.leave(caller.accountId, size))
+        reply.raw.once('close', () => intake.leave(ticket))
+        req.intake = ticket
       }
       req.caller = caller
       // `Expect: 100-continue` (app.ts): the body is invited only now that the key is known.

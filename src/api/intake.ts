@@ -3,17 +3,23 @@ import { apiError, type ApiError } from '../protocol/errors.js'
 export interface IntakeLimits {
   /** Chat requests one account may have in flight at this process. */
   perAccount: number
-  /** Bytes of chat request bodies this process takes in at once (each counted at its Content-Length, else at `bodyLimit`). */
+  /** Bytes of chat request bodies this process reads at once (each counted at its Content-Length, else at `bodyLimit`). */
   bodyBytes: number
   /** The largest body a request may send: what one without a Content-Length is counted at. */
   bodyLimit: number
 }
 
+/** One request taken in: its account's slot until `leave`, its body's bytes until `bodyRead` (or `leave`). */
+export interface Ticket {
+  readonly account: number
+  bytes: number
+}
+
 /**
- * What this process has taken in of chat requests, from their key check (before their body is read) until their
- * response closes. One account's slow streams cannot take every slot of every offer from the others, and bodies held
- * just short of complete cannot take the memory: past either limit a request is refused before its body is read.
- * Per process, as the offers' own counts are (DESIGN §11).
+ * What this process has taken in of chat requests, from their key check (before their body is read): a slot of the
+ * account until the response closes, and the body's bytes until it has been read. One account's slow streams cannot
+ * take every slot of every offer from the others, and bodies held just short of complete cannot take the memory: past
+ * either limit a request is refused before its body is read. Per process, as the offers' own counts are (DESIGN §11).
  */
 export class Intake {
   private readonly taken = new Map<number, number>()
@@ -21,27 +27,29 @@ export class Intake {
 
   constructor(readonly limits: IntakeLimits) {}
 
-  /** Takes the request in, or says why not; one taken in is given back with `leave` and the same arguments. */
-  enter(account: number, contentLength: string | undefined): ApiError | number {
+  /** Takes the request in, or says why not. */
+  enter(account: number, contentLength: string | undefined): Ticket | ApiError {
     const n = this.taken.get(account) ?? 0
     if (n >= this.limits.perAccount) return accountBusy(this.limits.perAccount)
-    const size = contentLength === undefined ? this.limits.bodyLimit : Math.min(Number(contentLength) || 0, this.limits.bodyLimit)
-    if (this.bytes + size > this.limits.bodyBytes) return bodiesFull(this.limits.bodyBytes)
+    const bytes = contentLength === undefined ? this.limits.bodyLimit : Math.min(Number(contentLength) || 0, this.limits.bodyLimit)
+    if (this.bytes + bytes > this.limits.bodyBytes) return bodiesFull(this.limits.bodyBytes)
     this.taken.set(account, n + 1)
-    this.bytes += size
-    return size
+    this.bytes += bytes
+    return { account, bytes }
   }
 
-  leave(account: number, size: number): void {
-    const n = this.taken.get(account) ?? 0
-    if (n <= 1) this.taken.delete(account)
-    else this.taken.set(account, n - 1)
-    this.bytes -= size
+  /** The body has been read (and parsed): its bytes no longer count. */
+  bodyRead(ticket: Ticket): void {
+    this.bytes -= ticket.bytes
+    ticket.bytes = 0
   }
 
-  /** Bytes of bodies counted now (tests, and a look at load). */
-  get bodyBytes(): number {
-    return this.bytes
+  /** The request is over: its slot is given back, and its body's bytes if they still counted. */
+  leave(ticket: Ticket): void {
+    this.bodyRead(ticket)
+    const n = this.taken.get(ticket.account) ?? 0
+    if (n <= 1) this.taken.delete(ticket.account)
+    else this.taken.set(ticket.account, n - 1)
   }
 }
 
@@ -50,5 +58,5 @@ function accountBusy(limit: number): ApiError {
 }
 
 function bodiesFull(limit: number): ApiError {
-  return apiError('no_capacity', `This gateway is taking in ${Math.round(limit / 1024 / 1024)} MiB of request bodies at once, the most it takes; retry after 1 s.`, { retryAfter: 1 })
+  return apiError('no_capacity', `This gateway is reading ${Math.round(limit / 1024 / 1024)} MiB of request bodies at once, the most it takes; retry after 1 s.`, { retryAfter: 1 })
 }

@@ -12,6 +12,7 @@ import { sendError } from '../errors.js'
 import { DONE, SseReply } from '../sse.js'
 import { completionId } from '../request-id.js'
 import { callerOf, type keyCheck } from '../caller.js'
+import type { Intake } from '../intake.js'
 import { Cancel } from '../../providers/cancel.js'
 
 /** svc object of a delivered reply; routing description on cortex replies (spec §2.2, DESIGN §3). */
@@ -30,8 +31,11 @@ function fingerprintFor(p: Prepared): (offer: Offer) => string {
 }
 
 /** POST /v1/chat/completions: authenticate and take in (`Intake`), validate, admit, serve, settle, reply (spec §4.1). */
-export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnType<typeof keyCheck>): void {
-  app.post('/v1/chat/completions', { onRequest }, (req, reply) => serve(gw, req.body, reply, callerOf(req), req.id))
+export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnType<typeof keyCheck>, intake: Intake): void {
+  app.post('/v1/chat/completions', { onRequest }, (req, reply) => {
+    if (req.intake) intake.bodyRead(req.intake)
+    return serve(gw, req.body, reply, callerOf(req), req.id)
+  })
 }
 
 /** Validates, admits, serves and settles one request. */
