@@ -1,34 +1,49 @@
-import { tokenCount } from './tokens.js'
+import { uncachedCount } from './tokens.js'
 
 /**
- * More characters a token than ordinary text has (English prose has about 4.5, code less): a reply shorter than this
- * many characters a token of its bound cannot have passed it, and is not counted.
+ * About as many characters a token as English prose has (about 4.5; code has about 3): a reply shorter than this many
+ * characters a token of its bound is not counted.
  */
-const CHARS_PER_TOKEN = 6
+const CHARS_PER_TOKEN = 4
+/** Characters of tool-call arguments a token of the bound: far more than JSON of any tokenizer takes. */
+const ARGUMENT_CHARS_PER_TOKEN = 32
 
 /**
  * A streamed reply's bound (the max_tokens its upstream was sent), held against an upstream that ignores it: past it
- * the reply is cut, so it cannot grow without end in the client's stream and the gateway's memory.
- * The reply is counted only once it is long enough to have passed the bound, then again once it has grown by what the
- * rest of the bound would take at its own characters per token, and by at least an eighth (so all the counts of a
- * reply cost at most a few counts of the whole of it). An upstream that keeps its bound is never cut. One that does
- * not is cut within an eighth past the bound for text of up to 6 characters a token; denser text (a token or more a
- * character) is counted first at 6 characters a token of the bound, and cut there.
+ * the reply is cut, so it cannot grow without end in the client's stream and the gateway's memory (it is billed at most
+ * at the bound whatever it delivered).
+ * - Content is counted only once it is long enough to have passed the bound at 4 characters a token, then again once
+ *   it has grown by what the rest of the bound would take at its own characters per token, and by at least an eighth:
+ *   all the counts of a reply cost at most about nine counts of the whole, and most replies are never counted. An
+ *   upstream that keeps its bound is never cut. One that does not is cut within about an eighth past the bound for
+ *   text of 4 or more characters a token; denser text (code, CJK) is cut at its first count, 4 characters a token of
+ *   the bound (about a third past it for code).
+ * - Tool-call arguments, which reach the client only whole, are bounded by their characters alone.
  */
 export class OutputBound {
   private countAt: number
+  private readonly argumentChars: number
+  private argumentsSeen = 0
 
   constructor(private readonly maxTokens: number) {
     this.countAt = maxTokens * CHARS_PER_TOKEN
+    this.argumentChars = maxTokens * ARGUMENT_CHARS_PER_TOKEN
   }
 
   /** Whether `content`, the reply so far, has more tokens than the bound. */
   passed(content: string): boolean {
     const chars = content.length
     if (chars < this.countAt) return false
-    const n = tokenCount(content)
+    // Not kept in the count cache: a reply's prefix is never counted again, and would push out the prompts kept there.
+    const n = uncachedCount(content)
     if (n > this.maxTokens) return true
     this.countAt = chars + Math.max(Math.ceil(((this.maxTokens - n + 1) * chars) / Math.max(n, 1)), chars >> 3)
     return false
+  }
+
+  /** Whether the tool-call arguments streamed so far, with `more`, are longer than any reply within the bound. */
+  argumentsPassed(more: string | undefined): boolean {
+    if (more) this.argumentsSeen += more.length
+    return this.argumentsSeen > this.argumentChars
   }
 }

@@ -47,6 +47,11 @@ function boundedCount(text: string): number {
   return last < text.length ? n + countTokens(text.slice(last)) : n
 }
 
+/** Token count of one text under o200k, neither looked up in the cache nor kept there (a text seen once). */
+export function uncachedCount(text: string): number {
+  return text.length < MAX_RUN ? countTokens(text) : boundedCount(text)
+}
+
 /** Token count of one text under o200k. */
 export function tokenCount(text: string): number {
   if (text.length === 0) return 0
@@ -54,7 +59,7 @@ export function tokenCount(text: string): number {
   if (text.length > MAX_CACHED_LENGTH) return boundedCount(text)
   const hit = cache.get(text)
   if (hit !== undefined) return hit
-  const n = text.length < MAX_RUN ? countTokens(text) : boundedCount(text)
+  const n = uncachedCount(text)
   while (cache.size >= CACHE_LIMIT || cachedChars + text.length > CACHE_CHARS) {
     const oldest = cache.keys().next().value as string
     cache.delete(oldest)

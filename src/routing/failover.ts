@@ -92,6 +92,11 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
   const bound = sink && new OutputBound(request.maxTokens)
   const produced = (): Produced => ({ offer, content, ...(logprobs ? { logprobs } : {}), toolCalls: tools.result(), finish: finish ?? 'stop', upstreamUsage, maxTokens: request.maxTokens })
   let health: 'success' | 'failure' | 'neutral' = 'failure'
+  /** The upstream's output cannot be used: the next offer is tried while nothing reached the client. */
+  const invalid = (detail: string): TargetOutcome => {
+    if (sink?.committed) return { kind: 'broken', code: 'provider_output_invalid', detail, reply: produced() }
+    return { kind: 'failed', attempts: [{ offer, failure: { kind: 'invalid_output', detail } }] }
+  }
   try {
     reading: for await (const events of offer.upstream.stream(offer.upstreamModel, request, ctx.cancel)) {
       firstEventMs ??= ctx.now() - started
@@ -109,6 +114,7 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
             break
           case 'tool_delta':
             tools.add(ev.index, ev.id, ev.name, ev.arguments)
+            if (bound?.argumentsPassed(ev.arguments)) return invalid(`tool call arguments longer than max_tokens (${request.maxTokens}) allows`)
             break
           case 'finish':
             finish = ev.reason
@@ -138,10 +144,7 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
     }
     const reply = produced()
     const why = invalidToolCall(reply.toolCalls, rules)
-    if (why) {
-      if (sink?.committed) return { kind: 'broken', code: 'provider_output_invalid', detail: why, reply }
-      return { kind: 'failed', attempts: [{ offer, failure: { kind: 'invalid_output', detail: why } }] }
-    }
+    if (why) return invalid(why)
     if (reply.toolCalls.length) reply.finish = 'tool_calls'
     health = 'success'
     return { kind: 'delivered', reply }
