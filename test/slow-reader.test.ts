@@ -65,21 +65,22 @@ describe('a client that reads its stream slowly', () => {
     // The gateway closes the connection; the client reads on to see it.
     let closed = false
     socket.once('close', () => (closed = true))
+    // Still reading nothing: the gateway gives up on it and settles.
+    const u = await onlyUsage(mk)
+    // Reading on, the client finds its connection closed.
     socket.on('data', () => {})
-    await new Promise((r) => setTimeout(r, 1_500))
     socket.resume()
     await expect.poll(() => closed, { timeout: 10_000 }).toBe(true)
-    const u = await onlyUsage(mk)
     expect(u.completionTokens).toBeGreaterThan(0)
     expect(u.completionTokens).toBeLessThan(TOKENS * 0.4)
     expect(await mk.store.accounts.byId(mk.accountId)).toMatchObject({ balance: 10_000_000n - u.cost, held: 0n })
   })
 
   it('is not taken for a silent upstream while the upstream waits for it', async () => {
-    const mk = await longReplies({ tuning: { idleTimeoutMs: 300, stallTimeoutMs: 10_000 } })
+    const mk = await longReplies({ tuning: { idleTimeoutMs: 1_000, stallTimeoutMs: 20_000 } })
     const socket = await streamAndPause(mk)
-    // Paused several idle timeouts long: the gateway waits for the client, the upstream for the gateway.
-    await new Promise((r) => setTimeout(r, 1_200))
+    // Paused three idle timeouts long: the gateway waits for the client, the upstream for the gateway.
+    await new Promise((r) => setTimeout(r, 3_000))
     const chunks: Buffer[] = []
     let tail = ''
     socket.on('data', (b: Buffer) => {

@@ -3,6 +3,7 @@ import type { FinishReason, ReplySvc, ToolCall, Usage } from '../protocol/chat.j
 import { ERROR_TABLE, type ErrorCode } from '../protocol/errors.js'
 import type { Offer } from '../routing/catalog.js'
 import type { StreamSink } from '../routing/failover.js'
+import type { Cancel } from '../providers/cancel.js'
 
 export interface ChunkIdentity {
   id: string
@@ -148,20 +149,22 @@ export class SseReply implements StreamSink {
     return this.reply.raw.writableNeedDrain
   }
 
-  drained(): Promise<void> {
+  drained(cancel: Cancel): Promise<void> {
     const raw = this.reply.raw
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(stalled)
         raw.off('drain', done)
         raw.off('close', done)
+        cancel.off('abort', done)
         resolve()
       }
       // Its closing ends the wait, and (its request's cancel) the request: it pays for what it was sent.
       const stalled = setTimeout(() => raw.destroy(), this.stallTimeoutMs)
       raw.on('drain', done)
       raw.on('close', done)
-      if (raw.destroyed) done()
+      cancel.on('abort', done)
+      if (raw.destroyed || cancel.aborted) done()
     })
   }
 

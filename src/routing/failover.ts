@@ -12,8 +12,8 @@ export interface StreamSink {
   content(offer: Offer, text: string, logprobs?: readonly unknown[]): void
   /** The client has not taken what it was sent: nothing more is read from the upstream until `drained()`. */
   readonly backlogged: boolean
-  /** Resolves once the client has taken what it was sent, or is gone. */
-  drained(): Promise<void>
+  /** Resolves once the client has taken what it was sent, is gone, or `cancel` fires (the gateway stopping). */
+  drained(cancel: Cancel): Promise<void>
 }
 
 /** What one offer produced: everything for a delivered reply, or what was delivered before a failure. */
@@ -136,7 +136,7 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
       // A client that reads slowly (or not at all) holds the upstream back, not the gateway's memory: the upstream's
       // next events wait in its socket until the client has taken these, and a client that leaves pays for what it
       // was sent, not for all the upstream could send meanwhile.
-      if (sink?.backlogged) await sink.drained()
+      if (sink?.backlogged) await sink.drained(ctx.cancel)
     }
     if (ctx.cancel.aborted) {
       health = 'neutral'
