@@ -160,8 +160,9 @@ describe('an upstream that overruns max_tokens', () => {
     const res = await chat(mk.url, mk.key, body({ stream: true, max_tokens: 1000 }))
     const chunks = (await sseEvents(res)).slice(0, -1).map((e) => JSON.parse(e))
     const tokens = chunks.filter((c) => c.choices[0]?.delta?.content).length
+    // The simulator's words are 6.7 characters a token: the reply is first counted at 8 a token of the bound, and cut.
     expect(tokens).toBeGreaterThan(1000)
-    expect(tokens).toBeLessThanOrEqual(1125)
+    expect(tokens).toBeLessThanOrEqual(1250)
     expect(chunks.at(-2).usage.completion_tokens).toBe(1000)
     // The upstream's stream was closed, not read to its end.
     await expect.poll(() => mk.sims.atlasCheap.stats.active).toBe(0)

@@ -19,19 +19,27 @@ describe('OutputBound', () => {
     for (const m of [1, 16, 500]) expect(feed(new OutputBound(m), english(m)).cut).toBe(false)
   })
 
-  it('cuts ordinary text within an eighth past the bound', () => {
+  it('cuts text of up to 8 characters a token at its first count, past the bound', () => {
     const { content, cut } = feed(new OutputBound(1000), english(100_000))
+    expect(cut).toBe(true)
+    expect(tokenCount(content)).toBeGreaterThan(1000)
+    expect(content.length).toBeLessThanOrEqual(8000 + 6)
+  })
+
+  it('cuts text of more characters a token within about an eighth past the bound', () => {
+    // Words of 9 characters and their space, one token each or two: counted at 8000 characters, then as it nears 1000.
+    const long = Array.from({ length: 100_000 }, (_, i) => ` ${['underline', 'parliament', 'breakfast'][i % 3]}`)
+    const { content, cut } = feed(new OutputBound(1000), long)
     expect(cut).toBe(true)
     const n = tokenCount(content)
     expect(n).toBeGreaterThan(1000)
     expect(n).toBeLessThanOrEqual(1125)
   })
 
-  it('cuts dense text at 4 characters a token of the bound', () => {
-    // One character a token or more: its first count comes at 4 characters a token of the bound.
+  it('cuts dense text at 8 characters a token of the bound', () => {
     const { content, cut } = feed(new OutputBound(1000), Array.from({ length: 100_000 }, () => '語'))
     expect(cut).toBe(true)
-    expect(content.length).toBeLessThanOrEqual(4000)
+    expect(content.length).toBeLessThanOrEqual(8000)
   })
 
   it('bounds tool-call arguments by their characters', () => {
