@@ -20,8 +20,9 @@ export const awaitingContinue = new WeakSet<IncomingMessage>()
 
 /**
  * The key check of /v1 routes, as an onRequest hook. It runs before the body is read, so a missing or unknown key is
- * refused without parsing (up to 4 MiB of) JSON for a stranger; `intake`, for chat, takes the request in there too. A callback hook, not an async one: a cached key
- * (nearly every request) is answered in the same call, without a promise and a turn of the hook runner.
+ * refused without parsing (up to 4 MiB of) JSON for a stranger; `intake`, for chat, takes the request in there too.
+ * A callback hook, not an async one: a cached key (nearly every request) is answered in the same call, without a
+ * promise and a turn of the hook runner.
  */
 export function keyCheck(gw: Gateway, intake?: Intake) {
   return (req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
