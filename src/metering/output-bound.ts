@@ -7,6 +7,13 @@ import { uncachedCount } from './tokens.js'
  * keep their bound are never counted; one that does not is given away at most this many characters a token of it.
  */
 const CHARS_PER_TOKEN = 8
+/**
+ * Characters a token of text outside ASCII: Chinese and Japanese take 1–1.5 under o200k, Korean and Hindi about 2,
+ * Cyrillic and Greek 3–4. Each such character weighs CHARS_PER_TOKEN / NON_ASCII_CHARS_PER_TOKEN ASCII ones, so dense
+ * scripts are counted as early, for their length, as prose is.
+ */
+const NON_ASCII_CHARS_PER_TOKEN = 2
+const NON_ASCII_EXTRA = CHARS_PER_TOKEN / NON_ASCII_CHARS_PER_TOKEN - 1
 /** Characters of tool-call arguments a token of the bound: far more than JSON of any tokenizer takes. */
 const ARGUMENT_CHARS_PER_TOKEN = 32
 
@@ -14,26 +21,31 @@ const ARGUMENT_CHARS_PER_TOKEN = 32
  * A streamed reply's bound (the max_tokens its upstream was sent), held against an upstream that ignores it: past it
  * the reply is cut, so it cannot grow without end in the client's stream and the gateway's memory (it is billed at most
  * at the bound whatever it delivered).
- * - Content is counted only once it is long enough to have passed the bound at 8 characters a token, then again once
- *   it has grown by what the rest of the bound would take at its own characters per token, and by at least an eighth:
- *   all the counts of a reply cost at most about nine counts of the whole. An upstream that keeps its bound is never
- *   cut. One that does not is cut at its first count for text of up to 8 characters a token: about 1.8 times the
- *   bound for prose, 2.7 times for code, more for denser text (billed at most at the bound all the same).
+ * - Content is counted only once it is long enough to have passed the bound at 8 characters a token (2 for characters
+ *   outside ASCII), then again once it has grown by what the rest of the bound would take at its own characters per
+ *   token, and by at least an eighth: all the counts of a reply cost at most about nine counts of the whole. An
+ *   upstream that keeps its bound is never cut. One that does not is cut at its first count for text of up to those
+ *   characters a token: about 1.8 times the bound for English prose and for Chinese, 2.7 times for code (billed at
+ *   most at the bound all the same).
  * - Tool-call arguments, which reach the client only whole, are bounded by their characters alone.
  */
 export class OutputBound {
   private countAt: number
   private readonly argumentChars: number
   private argumentsSeen = 0
+  /** Characters outside ASCII in the content so far. */
+  private nonAscii = 0
 
   constructor(private readonly maxTokens: number) {
     this.countAt = maxTokens * CHARS_PER_TOKEN
     this.argumentChars = maxTokens * ARGUMENT_CHARS_PER_TOKEN
   }
 
-  /** Whether `content`, the reply so far, has more tokens than the bound. */
-  passed(content: string): boolean {
-    const chars = content.length
+  /** Whether `content`, the reply so far (its last event's text `added`), has more tokens than the bound. */
+  passed(content: string, added: string): boolean {
+    for (let i = 0; i < added.length; i++) if (added.charCodeAt(i) > 0x7f) this.nonAscii++
+    // Weighed as ASCII characters: 8 of them a token.
+    const chars = content.length + NON_ASCII_EXTRA * this.nonAscii
     if (chars < this.countAt) return false
     // Not kept in the count cache: a reply's prefix is never counted again, and would push out the prompts kept there.
     const n = uncachedCount(content)

@@ -106,7 +106,7 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
             content += ev.text
             if (ev.logprobs) (logprobs ??= []).push(...ev.logprobs)
             sink?.content(offer, ev.text, ev.logprobs)
-            if (bound?.passed(content)) {
+            if (bound?.passed(content, ev.text)) {
               // Leaving the loop closes the upstream's stream.
               finish = 'length'
               break reading
