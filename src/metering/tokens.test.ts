@@ -37,6 +37,9 @@ describe('tokenCount', () => {
     ['random letters without a space', Array.from({ length: 300_000 }, (_, i) => String.fromCharCode(97 + ((i * 7919) % 26))).join('')],
     ['one punctuation mark', '!'.repeat(300_000)],
     ['whitespace', ' '.repeat(300_000)],
+    ['whitespace outside ASCII between spaces', '\u3000 \u00a0\u2009'.repeat(75_000)],
+    ['emoji', '😀'.repeat(100_000)],
+    ['short words with a long run among them', `${'a b '.repeat(50_000)}${'c'.repeat(100_000)}${' d'.repeat(50_000)}`],
   ])('counts a long run of %s in bounded time, close to the exact count', (_name, text) => {
     const started = performance.now()
     const n = countOutput(text)
