@@ -1,6 +1,8 @@
 // A closed-loop load generator in its own process: `concurrency` connections each sending the next request as
 // soon as the previous one ended. Prints one JSON line: requests/s, latency and time-to-first-byte percentiles.
 // `key` may be several, comma-separated: requests take them in turn (one account each at the gateway).
+// `{{n}}` in the body is replaced by the request's number, so that no two requests (and no two replies of the
+// simulated upstream, which follow from the request) are the same text, as in real traffic.
 import { Pool } from 'undici'
 
 const [url, bodyJson, concurrencyText, secondsText, warmupText, key] = process.argv.slice(2)
@@ -8,6 +10,9 @@ const target = new URL(url)
 const concurrency = Number(concurrencyText)
 const headerSets = (key ? key.split(',') : ['']).map((k) => ({ 'content-type': 'application/json', ...(k ? { authorization: `Bearer ${k}` } : {}) }))
 let turn = 0
+const [bodyHead, bodyTail] = bodyJson.split('{{n}}')
+let sent = 0
+const nextBody = bodyTail === undefined ? () => bodyJson : () => bodyHead + sent++ + bodyTail
 const pool = new Pool(target.origin, { connections: concurrency, pipelining: 1 })
 
 async function phase(seconds, record) {
@@ -20,7 +25,7 @@ async function phase(seconds, record) {
       const t0 = performance.now()
       try {
         const headers = headerSets[turn++ % headerSets.length]
-        const res = await pool.request({ path: target.pathname, method: 'POST', headers, body: bodyJson })
+        const res = await pool.request({ path: target.pathname, method: 'POST', headers, body: nextBody() })
         let first
         for await (const _ of res.body) first ??= performance.now() - t0
         if (res.statusCode !== 200) errors++

@@ -71,7 +71,9 @@ async function measure(baseRoot, thisFirst) {
   }
   const builds = [null, null]
   for (const i of thisFirst ? [1, 0] : [0, 1]) builds[i] = await gateway(i === 1 ? '.' : baseRoot)
-  const payload = JSON.stringify({ model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' })
+  // Each request's own, as the load generator's (bench/loadgen.mjs).
+  const [payloadHead, payloadTail] = JSON.stringify({ model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' }).split('{{n}}')
+  let sent = 0
   const concurrency = Number(o.concurrency)
 
   /** A closed loop of `concurrency` requests in flight for `seconds`: requests/s and CPU µs per request. */
@@ -83,7 +85,7 @@ async function measure(baseRoot, thisFirst) {
     const cpu = cpuUs(process.pid, true)
     await Promise.all(Array.from({ length: concurrency }, async () => {
       while (performance.now() < end) {
-        const res = await build.server.app.inject({ method: 'POST', url: '/v1/chat/completions', headers, payload })
+        const res = await build.server.app.inject({ method: 'POST', url: '/v1/chat/completions', headers, payload: payloadHead + sent++ + payloadTail })
         if (res.statusCode === 200) served++
         else failed++
       }

@@ -121,7 +121,10 @@ export function load(url, body, concurrency, seconds, warmup, key) {
   })
 }
 
-export const MESSAGES = [{ role: 'user', content: 'Tell me something about the river and the harbor.' }]
+// Each request's own: the load generator puts its number in place of {{n}}, so that prompts and the simulated upstream's
+// replies differ from one request to the next as in real traffic, and are counted as such (not found in the gateway's
+// count cache).
+export const MESSAGES = [{ role: 'user', content: 'Tell me something about the river and the harbor ({{n}}).' }]
 
 /** A work tree of the base ref beside this checkout, built with this checkout's node_modules. */
 export function buildBase(ref) {

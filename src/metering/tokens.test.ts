@@ -29,6 +29,27 @@ describe('tokenCount', () => {
     expect(tokenCount(mid(999))).toBe(countTokens(mid(999)))
   })
 
+  it('keeps the 4096 texts it saw last, the oldest leaving first, after evictions by characters', () => {
+    // Follows the test above, whose texts left by characters: the order kept must still be the texts' own.
+    const small = (i: number) => `message ${i}${' again'.repeat(i % 7)}`
+    for (let i = 0; i < 10_000; i++) tokenCount(small(i))
+    let last = 0
+    for (let i = 10_000 - 4096; i < 10_000; i++) last += small(i).length
+    expect(cachedTextChars()).toBe(last)
+    // A text seen again is not kept twice.
+    tokenCount(small(9_999))
+    expect(cachedTextChars()).toBe(last)
+  })
+
+  it('counts a reply without keeping it', () => {
+    tokenCount('get_weather')
+    const before = cachedTextChars()
+    const reply = 'A reply no request has sent before, counted once. '.repeat(5)
+    expect(countOutput(reply, [{ name: 'get_weather', arguments: '{"city":"Paris, a city no one asked about before"}' }]))
+      .toBe(countTokens(reply) + countTokens('get_weather') + countTokens('{"city":"Paris, a city no one asked about before"}'))
+    expect(cachedTextChars()).toBe(before)
+  })
+
   // The encoder merges each pre-token in time quadratic in its length: one request of a few hundred KB of
   // one letter, one CJK character or one punctuation mark used to block the event loop for minutes.
   it.each([

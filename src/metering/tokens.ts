@@ -18,6 +18,13 @@ const CACHE_CHARS = 8 * 1024 * 1024
 const MIN_CACHED_LENGTH = 8
 const MAX_CACHED_LENGTH = 16_383
 const cache = new Map<string, number>()
+/**
+ * The cached texts in the order they came, oldest at `oldest`: the next to leave. A Map's first key is no substitute:
+ * its iterator steps over the slots of every entry deleted since the table was last rebuilt, about a microsecond a
+ * lookup at this size.
+ */
+const order: string[] = new Array<string>(CACHE_LIMIT)
+let oldest = 0
 let cachedChars = 0
 
 /** Characters of text the count cache holds now (its bound is CACHE_CHARS). */
@@ -88,10 +95,12 @@ export function tokenCount(text: string): number {
   if (hit !== undefined) return hit
   const n = uncachedCount(text)
   while (cache.size >= CACHE_LIMIT || cachedChars + text.length > CACHE_CHARS) {
-    const oldest = cache.keys().next().value as string
-    cache.delete(oldest)
-    cachedChars -= oldest.length
+    const gone = order[oldest]!
+    oldest = (oldest + 1) % CACHE_LIMIT
+    cache.delete(gone)
+    cachedChars -= gone.length
   }
+  order[(oldest + cache.size) % CACHE_LIMIT] = text
   cache.set(text, n)
   cachedChars += text.length
   return n
@@ -118,9 +127,13 @@ export function countInput(messages: readonly MeteredMessage[], definitionsJson?
   return n
 }
 
-/** Output tokens of a delivered reply. */
+/**
+ * Output tokens of a delivered reply. Its text and arguments are new, so they are counted without the cache: kept
+ * there, each reply would push out a prompt that the next requests may send again (a reply comes back as history only
+ * on its conversation's next turn, which a busy gateway's cache does not last until).
+ */
 export function countOutput(content: string, toolCalls: readonly { name: string; arguments: string }[] = []): number {
-  let n = tokenCount(content)
-  for (const c of toolCalls) n += tokenCount(c.name) + tokenCount(c.arguments)
+  let n = content.length === 0 ? 0 : uncachedCount(content)
+  for (const c of toolCalls) n += tokenCount(c.name) + (c.arguments.length === 0 ? 0 : uncachedCount(c.arguments))
   return n
 }
