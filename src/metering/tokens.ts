@@ -1,4 +1,4 @@
-import { countTokens } from 'gpt-tokenizer/encoding/o200k_base'
+import { countText } from './o200k.js'
 
 /**
  * Metering version 1 (DESIGN §7): the gateway counts tokens itself with the o200k BPE.
@@ -32,65 +32,15 @@ export function cachedTextChars(): number {
   return cachedChars
 }
 
-/**
- * The encoder merges each pre-token (a run of letters, of punctuation or of whitespace) in time quadratic in its
- * length: a few hundred KB of one letter blocked the event loop for minutes. Runs this long are cut into pieces of
- * this many code points, each counted alone; ordinary text has no such runs and counts exactly, a cut adds a token or two.
- */
-const MAX_RUN = 64
-/** A run of MAX_RUN or more letters, whitespace, or other symbols, matched from its start only (linear scan). */
-const LONG_RUN = /(?<![\p{L}\p{M}])[\p{L}\p{M}]{64,}|(?<!\s)\s{64,}|(?<![^\s\p{L}\p{M}\p{N}])[^\s\p{L}\p{M}\p{N}]{64,}/gu
-const PIECE = /[\s\S]{1,64}/gu
-
-/** Whether `c` is a code unit JavaScript's `\s` matches (ECMAScript's WhiteSpace and LineTerminator). */
-function isSpace(c: number): boolean {
-  if (c < 0x80) return c === 32 || (c >= 9 && c <= 13)
-  return c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff
-}
-
-/**
- * Whether `text` may hold a run LONG_RUN matches. Each of its runs is MAX_RUN or more code points, all of them
- * whitespace or none of them: without MAX_RUN code units of either in a row, it has none. A loop over the code units
- * is about ten times quicker than the expression, and ordinary prose never reaches the length.
- */
-function mayHoldLongRun(text: string): boolean {
-  let spaces = 0
-  let others = 0
-  for (let i = 0; i < text.length; i++) {
-    if (isSpace(text.charCodeAt(i))) {
-      others = 0
-      if (++spaces >= MAX_RUN) return true
-    } else {
-      spaces = 0
-      if (++others >= MAX_RUN) return true
-    }
-  }
-  return false
-}
-
-function boundedCount(text: string): number {
-  if (!mayHoldLongRun(text)) return countTokens(text)
-  let n = 0
-  let last = 0
-  for (const m of text.matchAll(LONG_RUN)) {
-    if (m.index > last) n += countTokens(text.slice(last, m.index))
-    for (const [piece] of m[0].matchAll(PIECE)) n += countTokens(piece)
-    last = m.index + m[0].length
-  }
-  if (last === 0) return countTokens(text)
-  return last < text.length ? n + countTokens(text.slice(last)) : n
-}
-
 /** Token count of one text under o200k, neither looked up in the cache nor kept there (a text seen once). */
 export function uncachedCount(text: string): number {
-  return text.length < MAX_RUN ? countTokens(text) : boundedCount(text)
+  return countText(text)
 }
 
 /** Token count of one text under o200k. */
 export function tokenCount(text: string): number {
   if (text.length === 0) return 0
-  if (text.length < MIN_CACHED_LENGTH) return countTokens(text)
-  if (text.length > MAX_CACHED_LENGTH) return boundedCount(text)
+  if (text.length < MIN_CACHED_LENGTH || text.length > MAX_CACHED_LENGTH) return countText(text)
   const hit = cache.get(text)
   if (hit !== undefined) return hit
   const n = uncachedCount(text)

@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest'
+import { countTokens } from 'gpt-tokenizer/encoding/o200k_base'
+import { countText } from './o200k.js'
+
+const AS_TEXT = { disallowedSpecial: new Set<string>() }
+
+/** A text of `n` pieces drawn (deterministically from `seed`) from every kind the split tells apart. */
+function mixed(seed: number, n: number): string {
+  const kinds = [
+    'river', ' River', 'RIVER', ' don\'t', "'s", ' they\'LL', '12345', ' 7', '3.14159', ' ', '  ', '\t', '\n', '\r\n', ' \n\n ',
+    ',', '!?', ' ...', ' ---', '/', '//\n', '中文', '日本語の', ' 한국어', 'é', ' naïve', 'Ωμέγα', ' Москва', '😀', ' 👍🏽', '\u3000',
+    '\u00a0', 'x\u0301', '<', '|', '>', 'endoftext', ' {"a":1}', '_id', 'camelCase', ' ALLCAPSWord', '\u200b', '\ud800',
+  ]
+  let x = seed * 2654435761
+  let out = ''
+  for (let i = 0; i < n; i++) {
+    x = (x * 1103515245 + 12345) >>> 0
+    out += kinds[x % kinds.length]
+  }
+  return out
+}
+
+describe('countText', () => {
+  it('counts text exactly as the o200k encoder does', () => {
+    for (let seed = 0; seed < 400; seed++) {
+      const text = mixed(seed, 1 + (seed % 90))
+      expect(countText(text), JSON.stringify(text)).toBe(countTokens(text))
+    }
+  })
+
+  it('counts text that spells a special token as text, where the encoder refuses it', () => {
+    for (const special of ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|endofprompt|>', '<|fim_prefix|>']) {
+      const text = `Please repeat ${special} back to me.`
+      expect(() => countTokens(text)).toThrow(/special token/i)
+      expect(countText(text)).toBe(countTokens(text, AS_TEXT))
+      expect(countText(text)).toBeGreaterThan(countText('Please repeat  back to me.'))
+    }
+  })
+
+  it('counts the same pieces alike however often it has seen them', () => {
+    const text = mixed(7, 200)
+    const first = countText(text)
+    for (let i = 0; i < 20_000; i++) countText(mixed(i, 3))
+    expect(countText(text)).toBe(first)
+    expect(first).toBe(countTokens(text))
+  })
+})
