@@ -8,9 +8,8 @@ import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants'
  * - Runs of MAX_RUN code points of one kind (below) are cut, so that no text takes more than linear time.
  * The encoder counts a text as the sum of its pre-tokens' counts (o200k's split expression cuts it into words,
  * numbers, punctuation and whitespace, each merged alone); so do we, with the count of each pre-token seen lately
- * kept in a small table of our own. A reply's few hundred pre-tokens are then looked up there, not in the encoder's
- * table of 200,000 (whose misses in the processor's caches were most of a count under load), and a text is scanned
- * once.
+ * kept in a small table. A reply's few hundred pre-tokens are then looked up there, not in the encoder's table of
+ * 200,000 (whose misses in the processor's caches were most of a count under load), and a text is scanned once.
  */
 
 /** Special tokens' text is counted as text: none is allowed as a special token, none refused. */
@@ -23,45 +22,19 @@ const AS_TEXT = { disallowedSpecial: new Set<string>() }
  */
 const PRE_TOKEN = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, 'uy')
 
-/**
- * Counts of the pre-tokens seen lately. Looked up by a hash of the pre-token's code units where it stands in the
- * text, so that one seen before is neither copied out of the text nor hashed again by V8 (a Map of the slices took
- * half as long again). Open addressing; emptied when half full, which a few common words then fill again.
- */
-class PieceCounts {
-  private static readonly SLOTS = 1 << 15
-  private static readonly MASK = PieceCounts.SLOTS - 1
-  private readonly keys: (string | undefined)[] = new Array<string | undefined>(PieceCounts.SLOTS).fill(undefined)
-  private readonly hashes = new Int32Array(PieceCounts.SLOTS)
-  private readonly counts = new Int32Array(PieceCounts.SLOTS)
-  private used = 0
+/** Counts of pre-tokens seen lately: emptied when full, which a few common words then fill again. */
+const HOT_LIMIT = 16_384
+const hot = new Map<string, number>()
 
-  /** Tokens of the pre-token `text.slice(at, end)`. */
-  count(text: string, at: number, end: number): number {
-    // FNV-1a over the code units.
-    let h = 0x811c9dc5
-    for (let i = at; i < end; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193)
-    let slot = h & PieceCounts.MASK
-    for (let key = this.keys[slot]; key !== undefined; key = this.keys[slot]) {
-      if (this.hashes[slot] === h && key.length === end - at && text.startsWith(key, at)) return this.counts[slot]!
-      slot = (slot + 1) & PieceCounts.MASK
-    }
-    const piece = text.slice(at, end)
-    const n = countTokens(piece, AS_TEXT)
-    if (this.used >= PieceCounts.SLOTS >> 1) {
-      this.keys.fill(undefined)
-      this.used = 0
-      slot = h & PieceCounts.MASK
-    }
-    this.keys[slot] = piece
-    this.hashes[slot] = h
-    this.counts[slot] = n
-    this.used++
-    return n
+function pieceCount(piece: string): number {
+  let n = hot.get(piece)
+  if (n === undefined) {
+    n = countTokens(piece, AS_TEXT)
+    if (hot.size >= HOT_LIMIT) hot.clear()
+    hot.set(piece, n)
   }
+  return n
 }
-
-const pieces = new PieceCounts()
 
 /** Tokens of a text without long runs: the sum of its pre-tokens' counts. */
 function splitCount(text: string): number {
@@ -72,7 +45,7 @@ function splitCount(text: string): number {
     // The split matches every character; were it not to, the encoder, which skips what it does not match, counts the rest.
     if (!PRE_TOKEN.test(text) || PRE_TOKEN.lastIndex === at) return n + countTokens(text.slice(at), AS_TEXT)
     const end = PRE_TOKEN.lastIndex
-    n += pieces.count(text, at, end)
+    n += pieceCount(text.slice(at, end))
     at = end
   }
   return n
