@@ -61,6 +61,11 @@ describe('tokenCount', () => {
     ['whitespace outside ASCII between spaces', '\u3000 \u00a0\u2009'.repeat(75_000)],
     ['emoji', '😀'.repeat(100_000)],
     ['short words with a long run among them', `${'a b '.repeat(50_000)}${'c'.repeat(100_000)}${' d'.repeat(50_000)}`],
+    // One pre-token each, though no 64 code points of one class stand in a row: a symbol and a combining mark in
+    // turn, and slashes and newlines in turn.
+    ['a symbol and a variation selector in turn', ` ${'❤\ufe0f'.repeat(100_000)}`],
+    ['a symbol and a combining mark in turn', `!!${'\u0301!'.repeat(100_000)}`],
+    ['slashes and newlines in turn', '//\n'.repeat(100_000)],
   ])('counts a long run of %s in bounded time, close to the exact count', (_name, text) => {
     const started = performance.now()
     const n = countOutput(text)

@@ -23,7 +23,7 @@ const cache = new Map<string, number>()
  * its iterator steps over the slots of every entry deleted since the table was last rebuilt, about a microsecond a
  * lookup at this size.
  */
-const order: string[] = new Array<string>(CACHE_LIMIT)
+const order: (string | undefined)[] = new Array<string | undefined>(CACHE_LIMIT)
 let oldest = 0
 let cachedChars = 0
 
@@ -44,8 +44,10 @@ export function tokenCount(text: string): number {
   const hit = cache.get(text)
   if (hit !== undefined) return hit
   const n = uncachedCount(text)
-  while (cache.size >= CACHE_LIMIT || cachedChars + text.length > CACHE_CHARS) {
+  while (cache.size > 0 && (cache.size >= CACHE_LIMIT || cachedChars + text.length > CACHE_CHARS)) {
     const gone = order[oldest]!
+    // Not kept by the ring either, which would hold it until its slot came round again.
+    order[oldest] = undefined
     oldest = (oldest + 1) % CACHE_LIMIT
     cache.delete(gone)
     cachedChars -= gone.length
