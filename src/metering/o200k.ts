@@ -70,7 +70,7 @@ export function countText(text: string): number {
   let at = 0
   PRE_TOKEN.lastIndex = 0
   while (at < text.length) {
-    // Never so (above); were it so, the rest is counted in pieces, so that it ends, and ends soon.
+    // The split matches every code point (above), so this never happens; were it to, the rest is counted in pieces.
     if (!PRE_TOKEN.test(text) || PRE_TOKEN.lastIndex === at) return n + cutCount(text.slice(at))
     const end = PRE_TOKEN.lastIndex
     n += end - at <= MAX_PIECE ? pieceCount(text.slice(at, end)) : cutCount(text.slice(at, end))

@@ -85,7 +85,7 @@ export function countInput(messages: readonly MeteredMessage[], definitionsJson?
  * on its conversation's next turn, which a busy gateway's cache does not last until).
  */
 export function countOutput(content: string, toolCalls: readonly { name: string; arguments: string }[] = []): number {
-  let n = content.length === 0 ? 0 : uncachedCount(content)
-  for (const c of toolCalls) n += tokenCount(c.name) + (c.arguments.length === 0 ? 0 : uncachedCount(c.arguments))
+  let n = uncachedCount(content)
+  for (const c of toolCalls) n += tokenCount(c.name) + uncachedCount(c.arguments)
   return n
 }
