@@ -37,6 +37,30 @@ describe('countText', () => {
     }
   })
 
+  it('merges long pre-tokens whole, exactly as the encoder does', () => {
+    // Runs of one class the split keeps together: words without a space, Thai, CJK, symbols and marks in turn. The
+    // encoder's own merge is quadratic, so these stay a few thousand characters long.
+    const alphabets = ['abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef', 'กขคงจฉชซฌญฎฏฐฑ', '的一是不了人我在有他这为之大来以个中上们',
+      'абвгдежзийклмнопрстуфхцчшщъыьэюя', 'éèàçùâêîôûëïü', '❤️\u0301\u200d', '😀🎉👍🏽🙂', 'x\ud800y\udfffz', '()[]{}<>|/\\-+=*&^%$#@!~']
+    let x = 12345
+    const next = () => (x = (x * 1103515245 + 12345) >>> 0)
+    for (let k = 0; k < 60; k++) {
+      const letters = [...alphabets[k % alphabets.length]!]
+      let text = ''
+      for (let i = 0, n = 65 + (next() % 3000); i < n; i++) text += letters[next() % letters.length]
+      expect(countText(text), `${k}: ${text.slice(0, 40)}…`).toBe(countTokens(text, AS_TEXT))
+    }
+  })
+
+  it('stops counting past the bound it is given, and counts exactly below it', () => {
+    const text = 'every word here is a token '.repeat(50_000)
+    const whole = countText(text)
+    expect(countText(text, whole)).toBe(whole)
+    const stopped = countText(text, 1000)
+    expect(stopped).toBeGreaterThan(1000)
+    expect(stopped).toBeLessThan(1010)
+  })
+
   it('counts the same pieces alike however often it has seen them', () => {
     const text = mixed(7, 200)
     const first = countText(text)

@@ -1,22 +1,18 @@
-import { countTokens } from 'gpt-tokenizer/encoding/o200k_base'
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants'
+import { MAX_MERGED, preTokenCount } from './bpe.js'
 
 /**
- * Token counts of text under o200k: the encoder's own count (gpt-tokenizer's), with two differences that are ours.
+ * Token counts of text under o200k: the count gpt-tokenizer's encoder gives, with two differences that are ours.
  * - Text that spells a special token (`<|endoftext|>`) is text like any other, in a message or a reply: the encoder
  *   would refuse it with an error, which made such a request fail, and such a reply go uncharged.
- * - A pre-token longer than MAX_PIECE code units is cut into pieces of that many, each counted alone. The encoder
- *   merges a pre-token in time quadratic in its length: a few hundred KB of one letter, or of a symbol and a
- *   combining mark in turn, blocked the event loop for minutes. Ordinary text has no such pre-tokens and counts
- *   exactly; a cut adds a token or two.
+ * - A pre-token longer than MAX_MERGED code units (16 Ki: a word of that length, or a run of one symbol) is merged
+ *   in pieces of that many, each counted alone; a cut may add or take a token. Every other text counts exactly.
  * The encoder counts a text as the sum of its pre-tokens' counts (o200k's split expression cuts it into words,
- * numbers, punctuation and whitespace, each merged alone); so do we, with the count of each pre-token seen lately
- * kept in a small table. A reply's few hundred pre-tokens are then looked up there, not in the encoder's table of
- * 200,000 (whose misses in the processor's caches were most of a count under load), and a text is scanned once.
+ * numbers, punctuation and whitespace, each merged alone); so do we, with the count of each short pre-token seen
+ * lately kept in a small table, and the others merged by `preTokenCount` (bpe.ts), in O(n log n). A reply's few
+ * hundred pre-tokens are then looked up there, not in the encoder's table of 200,000 (whose misses in the
+ * processor's caches were most of a count under load), and a text is scanned once.
  */
-
-/** Special tokens' text is counted as text: none is allowed as a special token, none refused. */
-const AS_TEXT = { disallowedSpecial: new Set<string>() }
 
 /**
  * o200k's split, sticky: each match is the pre-token that starts where the last one ended. A pre-token counted alone
@@ -26,8 +22,8 @@ const AS_TEXT = { disallowedSpecial: new Set<string>() }
  */
 const PRE_TOKEN = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, 'uy')
 
-const MAX_PIECE = 64
-
+/** Pre-tokens this long or shorter have their counts remembered. */
+const HOT_PIECE = 64
 /** Counts of pre-tokens seen lately: emptied when full, which a few common words then fill again. */
 const HOT_LIMIT = 16_384
 const hot = new Map<string, number>()
@@ -35,28 +31,30 @@ const hot = new Map<string, number>()
 function pieceCount(piece: string): number {
   let n = hot.get(piece)
   if (n === undefined) {
-    const own = ownCopy(piece)
-    n = countTokens(own, AS_TEXT)
+    n = preTokenCount(piece)
     if (hot.size >= HOT_LIMIT) hot.clear()
-    hot.set(own, n)
+    hot.set(ownCopy(piece), n)
   }
   return n
 }
 
 /**
  * `s` as a string of its own. V8 makes a slice of 13 characters or more a view into the whole text it was cut from:
- * kept as a key, here or in the encoder's own cache of merges (100,000 pre-tokens), it would keep that prompt or
- * reply, up to the body limit, for as long as the key lives. Joined to a character and cut again, it is first copied.
+ * kept as a key it would keep that prompt or reply, up to the body limit, for as long as the key lives. Joined to a
+ * character and cut again, it is first copied.
  */
 const ownCopy = (s: string): string => (s.length < 13 ? s : ` ${s}`.slice(1))
 
-/** A long pre-token's tokens: its pieces of MAX_PIECE code units (never between a surrogate pair's halves), each alone. */
-function cutCount(preToken: string): number {
+/**
+ * A long pre-token's tokens: merged whole up to MAX_MERGED code units, else in pieces of that many (never between a
+ * surrogate pair's halves), no further than past `stopAbove`.
+ */
+function longCount(preToken: string, stopAbove: number): number {
   let n = 0
-  for (let at = 0; at < preToken.length; ) {
-    let end = Math.min(at + MAX_PIECE, preToken.length)
+  for (let at = 0; at < preToken.length && n <= stopAbove; ) {
+    let end = Math.min(at + MAX_MERGED, preToken.length)
     if (end < preToken.length && isLowSurrogate(preToken.charCodeAt(end))) end--
-    n += countTokens(ownCopy(preToken.slice(at, end)), AS_TEXT)
+    n += preTokenCount(at === 0 && end === preToken.length ? preToken : preToken.slice(at, end))
     at = end
   }
   return n
@@ -64,16 +62,19 @@ function cutCount(preToken: string): number {
 
 const isLowSurrogate = (c: number) => c >= 0xdc00 && c <= 0xdfff
 
-/** Tokens of `text` under o200k, special tokens' text counted as text, long pre-tokens cut (above). */
-export function countText(text: string): number {
+/**
+ * Tokens of `text` under o200k, special tokens' text counted as text, long pre-tokens cut (above). Past `stopAbove`
+ * it stops: the count returned is then more than that, and may be less than the text's.
+ */
+export function countText(text: string, stopAbove = Infinity): number {
   let n = 0
   let at = 0
   PRE_TOKEN.lastIndex = 0
-  while (at < text.length) {
+  while (at < text.length && n <= stopAbove) {
     // The split matches every code point (above), so this never happens; were it to, the rest is counted in pieces.
-    if (!PRE_TOKEN.test(text) || PRE_TOKEN.lastIndex === at) return n + cutCount(text.slice(at))
+    if (!PRE_TOKEN.test(text) || PRE_TOKEN.lastIndex === at) return n + longCount(text.slice(at), stopAbove - n)
     const end = PRE_TOKEN.lastIndex
-    n += end - at <= MAX_PIECE ? pieceCount(text.slice(at, end)) : cutCount(text.slice(at, end))
+    n += end - at <= HOT_PIECE ? pieceCount(text.slice(at, end)) : longCount(text.slice(at, end), stopAbove - n)
     at = end
   }
   return n
