@@ -31,6 +31,10 @@ export function fitViolation(model: ModelConfig, req: ChatRequest, needs: Needs)
   if (needs.requestedMax !== undefined && needs.requestedMax > caps.maxOutputTokens) {
     return unsupported(needs.maxParam, `${needs.maxParam} ${needs.requestedMax} is above the maximum output of ${model.id} (${caps.maxOutputTokens} tokens).`)
   }
+  // The count stops past the largest context of the request's targets (`countInput`): it is then only a lower bound.
+  if (needs.inputTokens >= model.contextLimit) {
+    return unsupported('messages', `The prompt is longer than the context window of ${model.id} (${model.contextLimit} tokens).`)
+  }
   const max = effectiveMax(model, needs)
   if (needs.inputTokens + Math.max(max, 1) > model.contextLimit) {
     // Only when the prompt leaves room for a reply can a lower bound help.

@@ -41,11 +41,13 @@ export function normalizeMessages(messages: readonly Message[]): NormalizedMessa
     if (m.tool_calls?.length && m.role !== 'assistant') {
       return apiError('feature_not_supported', `messages[${i}].tool_calls is only allowed on assistant messages.`, { param: `messages[${i}].tool_calls` })
     }
+    // Rebuilt of the fields it checks and counts: whatever else a client puts in a message or a call is not sent on.
     const out: Record<string, unknown> = { role: m.role, content: m.content === null || m.content === undefined ? null : text }
     if (m.name !== undefined) out.name = m.name
-    if (m.tool_calls?.length) {
+    const calls = m.tool_calls?.length ? m.tool_calls.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })) : undefined
+    if (calls) {
       usesTools = true
-      out.tool_calls = m.tool_calls
+      out.tool_calls = calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }))
     }
     if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id
     upstream.push(out)
@@ -53,7 +55,8 @@ export function normalizeMessages(messages: readonly Message[]): NormalizedMessa
       role: m.role,
       text,
       ...(m.name ? { name: m.name } : {}),
-      ...(m.tool_calls?.length ? { toolCalls: m.tool_calls.map((c) => ({ name: c.function.name, arguments: c.function.arguments })) } : {}),
+      ...(calls ? { toolCalls: calls } : {}),
+      ...(m.tool_call_id ? { toolCallId: m.tool_call_id } : {}),
     })
   }
   return { metered, upstream, usesTools }
@@ -68,8 +71,23 @@ export function upstreamBodyJson(req: ChatRequest, messages: Record<string, unkn
   const body: Record<string, unknown> = { messages }
   for (const k of FORWARDED_PARAMS) {
     const v = req[k]
-    if (v !== undefined && v !== null && !(k === 'tools' && toolsJson !== undefined)) body[k] = v
+    if (v === undefined || v === null) continue
+    // Without a tool an upstream refuses `tools`, and without `logprobs: true` it refuses `top_logprobs` (as OpenAI
+    // does): refused there, the request would fail every offer as if none could serve it. Neither asks for anything.
+    if (k === 'tools' && (toolsJson !== undefined || req.tools!.length === 0)) continue
+    if (k === 'top_logprobs' && req.logprobs !== true) continue
+    body[k] = v
   }
+  // Sent as the fields the gateway checked, and no others (a client's extras there would reach the model uncounted).
+  if (typeof req.tool_choice === 'object') body.tool_choice = { type: 'function', function: { name: req.tool_choice.function.name } }
+  if (req.response_format) body.response_format = knownFormat(req.response_format)
   const json = JSON.stringify(body)
   return toolsJson === undefined ? json : `${json.slice(0, -1)},"tools":${toolsJson}}`
+}
+
+/** A response format of its known fields; the schema's document as sent (it is counted whole, as its JSON). */
+function knownFormat(format: NonNullable<ChatRequest['response_format']>): Record<string, unknown> {
+  if (format.type !== 'json_schema') return { type: format.type }
+  const { name, description, schema, strict } = format.json_schema
+  return { type: 'json_schema', json_schema: { name, description, schema, strict } }
 }

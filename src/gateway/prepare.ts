@@ -3,6 +3,7 @@ import { apiError, isApiError, type ApiError } from '../protocol/errors.js'
 import { CORTEX_MODEL_ID } from '../protocol/models.js'
 import { countInput } from '../metering/tokens.js'
 import type { Catalog, CortexModel } from '../routing/catalog.js'
+import type { ModelConfig } from '../config.js'
 import type { Health } from '../routing/health.js'
 import { planCortex, planNamed, type Candidate, type RoutePlan } from '../routing/route.js'
 import type { UpstreamRequest } from '../providers/types.js'
@@ -46,7 +47,7 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
   // Tool definitions and a response schema reach the model as input: they count, as their JSON.
   const schema = request.response_format?.type === 'json_schema' ? JSON.stringify(request.response_format.json_schema) : ''
   const toolsJson = request.tools?.length ? JSON.stringify(request.tools) : undefined
-  const inputTokens = countInput(messages.metered, (toolsJson ?? '') + schema)
+  const inputTokens = countInput(messages.metered, (toolsJson ?? '') + schema, largestContext(catalog, named, cortex))
   const needs: Needs = {
     inputTokens,
     requestedMax: request.max_completion_tokens ?? request.max_tokens ?? undefined,
@@ -64,9 +65,21 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
     plan = planNamed(catalog, health, inputTokens, named, upstream)
   } else {
     const body = { bodyJson: upstreamBodyJson(request, messages.upstream, toolsJson), stream: needs.stream }
-    ;({ plan, maxTokens } = cortexPlan(catalog, health, cortex!, request, needs, body))
+    const planned = cortexPlan(catalog, health, cortex!, request, needs, body)
+    if (isApiError(planned)) return planned
+    ;({ plan, maxTokens } = planned)
   }
   return { request, model: request.model, stream: needs.stream, inputTokens, maxTokens, calls: callPolicyOf(request), plan }
+}
+
+/**
+ * The most input tokens any target of the request could take: counting past it only finds the prompt too long. With
+ * cortex's vendor (whose context the config does not give) there is no such bound, and the prompt is counted whole.
+ */
+function largestContext(catalog: Catalog, named: ModelConfig | undefined, cortex: CortexModel | undefined): number {
+  if (named) return named.contextLimit
+  if (catalog.managed) return Infinity
+  return Math.max(...cortex!.candidates.map((id) => catalog.models.get(id)!.contextLimit))
 }
 
 /**
@@ -76,21 +89,26 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
  * that fits (sending the request to the vendor at many times the price) or cut every other candidate's reply to its
  * room. Candidates that can give the whole bound come first, in preference order; those whose context leaves less
  * after them (a reply cut short is the worse answer), then the vendor, sent max_tokens or the listed cortex maximum.
- * The hold covers the largest bound of the plan.
+ * The hold covers the largest bound of the plan. When no candidate fits and there is no vendor, nothing could ever
+ * serve the request: it is refused as the first candidate refuses it (a 400, not a 503 to retry).
  */
-function cortexPlan(catalog: Catalog, health: Health, cortex: CortexModel, request: ChatRequest, needs: Needs, body: UpstreamRequest): { plan: RoutePlan; maxTokens: number } {
+function cortexPlan(catalog: Catalog, health: Health, cortex: CortexModel, request: ChatRequest, needs: Needs, body: UpstreamRequest): { plan: RoutePlan; maxTokens: number } | ApiError {
   const vendor = { ...body, maxTokens: needs.requestedMax ?? cortex.capabilities.maxOutputTokens }
   let maxTokens = catalog.managed ? vendor.maxTokens : 0
   const whole: Candidate[] = []
   const short: Candidate[] = []
+  let unfit: ApiError | undefined
   for (const id of cortex.candidates) {
     const model = catalog.models.get(id)!
-    if (fitViolation(model, request, needs) !== null) continue
+    const violation = fitViolation(model, request, needs)
+    unfit ??= violation ?? undefined
+    if (violation !== null) continue
     const bound = Math.min(vendor.maxTokens, effectiveMax(model, needs))
     // With max_tokens sent every bound is the same: one request serves the whole plan, as for a named model.
     if (bound === vendor.maxTokens) whole.push({ model, request: vendor })
     else short.push({ model, request: { ...body, maxTokens: bound } })
     maxTokens = Math.max(maxTokens, bound)
   }
+  if (whole.length === 0 && short.length === 0 && !catalog.managed) return unfit!
   return { plan: planCortex(catalog, health, needs.inputTokens, [...whole, ...short], vendor), maxTokens }
 }

@@ -37,14 +37,19 @@ function nestedDeeper(value: unknown, max: number): boolean {
   return false
 }
 
-/** The free-form documents a request forwards (tool parameters, a response schema) within MAX_DEPTH. */
+/**
+ * The free-form documents a request forwards or counts as JSON (tool parameters, a response schema) within MAX_DEPTH,
+ * and whatever else stands in a tool or a response format no deeper (the document sits two levels down in each).
+ */
 function depthViolation(req: ChatRequest): ApiError | null {
-  const refuse = (param: string) => apiError('feature_not_supported', `Invalid value for ${param}: nested deeper than ${MAX_DEPTH} levels.`, { param })
+  const refuse = (param: string, max = MAX_DEPTH) => apiError('feature_not_supported', `Invalid value for ${param}: nested deeper than ${max} levels.`, { param })
   for (const [i, t] of (req.tools ?? []).entries()) {
     if (nestedDeeper(t.function.parameters, MAX_DEPTH)) return refuse(`tools[${i}].function.parameters`)
+    if (nestedDeeper(t, MAX_DEPTH + 2)) return refuse(`tools[${i}]`, MAX_DEPTH + 2)
   }
   const format = req.response_format
   if (format?.type === 'json_schema' && nestedDeeper(format.json_schema.schema, MAX_DEPTH)) return refuse('response_format.json_schema.schema')
+  if (nestedDeeper(format, MAX_DEPTH + 2)) return refuse('response_format', MAX_DEPTH + 2)
   return null
 }
 

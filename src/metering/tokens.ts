@@ -37,10 +37,14 @@ export function uncachedCount(text: string): number {
   return countText(text)
 }
 
-/** Token count of one text under o200k. */
-export function tokenCount(text: string): number {
+/**
+ * Token count of one text under o200k. A text too long for the cache is counted no further than `stopAbove` (the
+ * count is then more than that, and may be less than the text's); a shorter one is counted whole.
+ */
+export function tokenCount(text: string, stopAbove = Infinity): number {
   if (text.length === 0) return 0
-  if (text.length < MIN_CACHED_LENGTH || text.length > MAX_CACHED_LENGTH) return countText(text)
+  if (text.length < MIN_CACHED_LENGTH) return countText(text)
+  if (text.length > MAX_CACHED_LENGTH) return countText(text, stopAbove)
   const hit = cache.get(text)
   if (hit !== undefined) return hit
   const n = uncachedCount(text)
@@ -63,19 +67,31 @@ export interface MeteredMessage {
   /** Text of the message, parts already joined. */
   text: string
   name?: string
-  /** Tool calls of an assistant message in the history: names and arguments count as input. */
-  toolCalls?: { name: string; arguments: string }[]
+  /** Tool calls of an assistant message in the history: ids, names and arguments count as input. */
+  toolCalls?: { id: string; name: string; arguments: string }[]
+  /** The call a tool message answers: counted as input. */
+  toolCallId?: string
 }
 
-/** Input tokens of a request: messages, definitions (tools and a response schema, as their JSON), and reply priming. */
-export function countInput(messages: readonly MeteredMessage[], definitionsJson?: string): number {
+/**
+ * Input tokens of a request: messages, definitions (tools and a response schema, as their JSON), and reply priming.
+ * Counting stops once the count passes `stopAbove` (the largest context that could take the request): the count is
+ * then only known to be more than that. A prompt of a few MB of letters without a space takes seconds to count whole.
+ */
+export function countInput(messages: readonly MeteredMessage[], definitionsJson?: string, stopAbove = Infinity): number {
   let n = REPLY_PRIMING
+  const count = (text: string) => (n += tokenCount(text, stopAbove - n)) > stopAbove
   for (const m of messages) {
-    n += PER_MESSAGE_OVERHEAD + tokenCount(m.text)
-    if (m.name) n += 1 + tokenCount(m.name)
-    if (m.toolCalls) for (const c of m.toolCalls) n += tokenCount(c.name) + tokenCount(c.arguments)
+    n += PER_MESSAGE_OVERHEAD
+    if (count(m.text)) return n
+    if (m.name) {
+      n += 1
+      if (count(m.name)) return n
+    }
+    for (const c of m.toolCalls ?? []) if (count(c.id) || count(c.name) || count(c.arguments)) return n
+    if (m.toolCallId && count(m.toolCallId)) return n
   }
-  if (definitionsJson) n += tokenCount(definitionsJson)
+  if (definitionsJson) count(definitionsJson)
   return n
 }
 
