@@ -91,15 +91,27 @@ export class LedgerRepo {
   }
 
   /**
-   * An instance that stops: releases what it still holds (holds whose close failed) and deletes the counters that
-   * release left dead, so a store's `owner_holds` keeps only the rows of live instances and of those that died. A
+   * An instance that stops: releases what it still holds (holds whose close failed), leaving its counters dead. A
    * hold that committed while this ran (a request still in flight as the server closed) made a live counter the
    * release did not see: it stays, and its request's close, or else a sweep of unregistered owners, releases it.
+   * The dead counters stay until this store's ledger has closed (`forgetRetired`): deleted sooner, a later hold of
+   * the instance would make a live counter in their place, and the close of a hold released here would take from it.
    */
   async retire(owner: string, now: number): Promise<number> {
-    const released = await this.releaseOwnedBy([owner], now)
-    await this.db.deleteFrom('owner_holds').where('owner', '=', owner).where('dead', '=', 1).execute()
-    return released
+    this.retired.add(owner)
+    return this.releaseOwnedBy([owner], now)
+  }
+
+  private readonly retired = new Set<string>()
+
+  /**
+   * Deletes the dead counters of the instances retired through this store, once it can no longer hold or close for
+   * them (its ledger has closed): `owner_holds` then keeps only the rows of live instances and of those that died.
+   */
+  async forgetRetired(): Promise<void> {
+    if (this.retired.size === 0) return
+    await this.db.deleteFrom('owner_holds').where('owner', 'in', [...this.retired]).where('dead', '=', 1).execute()
+    this.retired.clear()
   }
 
   /**

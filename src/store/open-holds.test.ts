@@ -79,4 +79,28 @@ describe.each(STORE_KINDS)('open holds on %s', (kind) => {
     expect(await store.accounts.byId(user)).toMatchObject({ held: 0n })
     expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
   })
+
+  it('close no hold twice when a stopping instance holds again after it retired', async () => {
+    const payer = (await store.accounts.ensure('0x5555555555555555555555555555555555555555', 'user', 1000)).account.id
+    await store.accounts.deposit(payer, 100n, 'dep_payer', 1000)
+    await store.accounts.approve(payer, 100n)
+    const holdOf = (requestId: string, amount: bigint) =>
+      store.ledger.hold({ requestId, accountId: payer, keyId: 'key_1', model: 'svc/atlas@1', amount, owner: 'retiring', now: 1000, expiresAt: 10_000 })
+    await store.instances.register({ id: 'retiring', host: 'h', pid: 1, startedAt: 1000 })
+    expect(await holdOf('r1', 60n)).toEqual({ ok: true })
+    await store.instances.remove(['retiring'])
+    // r1's close was lost to a slow store: retiring releases its hold.
+    expect(await store.ledger.retire('retiring', 2000)).toBe(1)
+    // A request admitted as the server closed: its counter is dead, so it is refused, not counted afresh.
+    await expect(holdOf('r2', 80n)).rejects.toThrow()
+    // r1's capture arrives late: its hold was released, so it takes nothing (from r2's hold least of all).
+    expect(await store.ledger.capture({ requestId: 'r1', cost: 60n, payeeId: f!.payee, fee: 0n, feeAccountId: f!.fees, now: 2001, usage: usageRecord('r1', payer, 60n) })).toBe(false)
+    expect(await store.accounts.byId(payer)).toMatchObject({ balance: 100n, held: 0n })
+    expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+    // Its dead counters go once nothing of it can hold or close any more (the store closing calls this).
+    const counters = async () => (await store.db.selectFrom('owner_holds').select('dead').where('owner', '=', 'retiring').execute()).map((r) => Number(r.dead))
+    expect(await counters()).toEqual([1])
+    await store.ledger.forgetRetired()
+    expect(await counters()).toEqual([])
+  })
 })

@@ -51,6 +51,7 @@ export class Store {
   async close(): Promise<void> {
     // Queued holds, captures and releases commit first: closing under them would lose charges already served.
     await this.hot.close()
+    await this.ledger.forgetRetired().catch(() => {})
     await this.db.destroy()
     await this.backend.close()
   }
