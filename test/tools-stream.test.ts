@@ -63,6 +63,35 @@ describe('tool calls reach a streaming client whole', () => {
     expect(chunks[5]!.usage!.completion_tokens).toBe(countOutput('Let me check.', calls))
   })
 
+  it('sends the calls and the finish before the reply is charged, and the charge after', async () => {
+    // The capture waits for a gate: what the client has by then went out before it was charged.
+    const ledger = m.store.ledger
+    const capture = ledger.capture.bind(ledger)
+    let open!: () => void
+    const gate = new Promise<void>((resolve) => (open = resolve))
+    let asked = false
+    ledger.capture = async (c) => {
+      asked = true
+      await gate
+      return capture(c)
+    }
+    try {
+      const res = await chat(m.url, m.key, both)
+      const reader = res.body!.getReader()
+      let text = ''
+      while (!text.includes('"finish_reason":"tool_calls"')) text += new TextDecoder().decode((await reader.read()).value)
+      expect(asked).toBe(true)
+      expect(text).not.toContain('"usage"')
+      open()
+      for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value)
+      const chunks = parseChunks(text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice(6)))
+      expect(kinds(chunks)).toEqual(['role', 'tool', 'tool', 'finish:tool_calls', 'usage', 'svc'])
+    } finally {
+      ledger.capture = capture
+      open()
+    }
+  })
+
   it('a plain reply with preface text keeps the content and the calls', async () => {
     m.sims.atlasCheap.settings.toolPreface = 'Let me check.'
     const r = await (await chat(m.url, m.key, { ...both, stream: false })).json()

@@ -2,7 +2,7 @@ import type { FastifyReply } from 'fastify'
 import type { FinishReason, ReplySvc, ToolCall, Usage } from '../protocol/chat.js'
 import { ERROR_TABLE, type ErrorCode } from '../protocol/errors.js'
 import type { Offer } from '../routing/catalog.js'
-import type { StreamSink } from '../routing/failover.js'
+import type { Produced, StreamSink } from '../routing/failover.js'
 import type { Cancel } from '../providers/cancel.js'
 
 export interface ChunkIdentity {
@@ -123,6 +123,27 @@ export class SseReply implements StreamSink {
   /** Whether the status line went out: after that, errors can only be chunks. */
   get headersSent(): boolean {
     return this.started
+  }
+
+  /**
+   * A reply with tool calls sends them, and its finish reason, before it is charged: a client leaving meanwhile has
+   * been sent what it pays for. Any other reply's content went out already; its finish goes with its end.
+   */
+  complete(reply: Produced): void {
+    if (reply.toolCalls.length > 0) this.write(this.completion(reply))
+  }
+
+  /** The reply's tool calls and finish reason were written (`completion`). */
+  private completed = false
+
+  /** The chunks of the reply's tool calls and finish reason, unless written already; the reply committed. */
+  completion(reply: Produced): string {
+    if (this.completed) return ''
+    this.completed = true
+    this.commit(reply.offer)
+    let out = ''
+    reply.toolCalls.forEach((call, i) => (out += this.encoder.toolCall(i, call)))
+    return out + this.encoder.finish(reply.finish)
   }
 
   /** Commits to an offer: fingerprint fixed, role chunk sent. */

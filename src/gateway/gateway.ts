@@ -85,6 +85,7 @@ export class Gateway {
       const outcome = await executeRoute(prepared.plan, prepared.calls, {
         cancel, health: this.health, now: this.now, ...(sink ? { sink } : {}),
       })
+      if (outcome.kind === 'delivered') sink?.complete(outcome.reply)
       return await settle(this.settleCtx, { requestId, caller, prepared, hold, startedAt, stopped: cancel.cause === 'stopping' }, outcome)
     } finally {
       this.serving.delete(cancel)

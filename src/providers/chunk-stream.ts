@@ -29,8 +29,9 @@ export class ChunkStream {
   /** `[DONE]` arrived. */
   done = false
 
-  /** Appends the events completed by `bytes` to `out`; stops reading at a failure. */
+  /** Appends the events completed by `bytes` to `out`; stops reading at a failure, and reads nothing after `[DONE]`. */
   push(bytes: Buffer, out: UpstreamEvent[]): void {
+    if (this.done) return
     let text = this.utf8.write(bytes)
     if (!this.begun && text !== '') {
       this.begun = true
@@ -46,10 +47,15 @@ export class ChunkStream {
       }
     }
     if (from === text.length) return
-    for (const data of this.parser.push(from === 0 ? text : text.slice(from))) {
+    this.take(this.parser.push(from === 0 ? text : text.slice(from)), out)
+  }
+
+  /** The events of whole SSE events' data, up to `[DONE]` (the stream's end, whatever follows it) or a failure. */
+  private take(payloads: string[], out: UpstreamEvent[]): void {
+    for (const data of payloads) {
       if (data === '[DONE]') {
         this.done = true
-        continue
+        return
       }
       dataEvents(data, out)
       if (out[out.length - 1]?.type === 'failure') return
@@ -61,10 +67,15 @@ export class ChunkStream {
     return this.parser.buffered
   }
 
-  /** The stream ended: an event left without its blank line counts if it was `[DONE]`. */
-  end(): void {
+  /**
+   * The stream ended: appends the events its last bytes completed to `out`. A CR that ends the stream ends its line
+   * (no LF can follow it now), which may end an event; an event left without its blank line counts if it was `[DONE]`.
+   */
+  end(out: UpstreamEvent[]): void {
+    if (this.done) return
     // The start of a character cut off at the very end completes no event, but belongs to the last one.
-    this.parser.push(this.utf8.end())
-    if (this.parser.end() === '[DONE]') this.done = true
+    this.take(this.parser.push(this.utf8.end()), out)
+    if (!this.done && this.parser.endsWithCr) this.take(this.parser.push('\n'), out)
+    if (!this.done && this.parser.end() === '[DONE]') this.done = true
   }
 }

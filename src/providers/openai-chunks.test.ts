@@ -113,9 +113,32 @@ function read(pieces: (string | Buffer)[]): { events: UpstreamEvent[]; done: boo
   const reader = new ChunkStream()
   const events: UpstreamEvent[] = []
   for (const piece of pieces) reader.push(typeof piece === 'string' ? Buffer.from(piece) : piece, events)
-  reader.end()
+  reader.end(events)
   return { events, done: reader.done }
 }
+
+describe('token log probabilities', () => {
+  const events = (logprobs: unknown) => {
+    const out: UpstreamEvent[] = []
+    chunkEvents({ choices: [{ index: 0, delta: { content: 'Hi' }, logprobs }] }, out)
+    return out
+  }
+  const entry = { token: 'Hi', logprob: -0.5, bytes: [72, 105], top_logprobs: [{ token: 'Hi', logprob: -0.5, bytes: [72, 105] }] }
+
+  it('are passed on as their known fields only, whatever else an upstream puts beside them', () => {
+    let deep: unknown = 1
+    for (let i = 0; i < 10_000; i++) deep = [deep]
+    const extra = { ...entry, deep, top_logprobs: [{ ...entry.top_logprobs[0], deep }] }
+    expect(events({ content: [extra], refusal: null })).toEqual([{ type: 'content', text: 'Hi', logprobs: [entry] }])
+    expect(events({ content: [{ token: 'Hi', logprob: -1 }] })).toEqual([{ type: 'content', text: 'Hi', logprobs: [{ token: 'Hi', logprob: -1, bytes: null, top_logprobs: [] }] }])
+  })
+
+  it('are left out when an entry is of another shape, and the content kept', () => {
+    for (const bad of [[{}], [{ ...entry, logprob: '-1' }], [{ ...entry, bytes: [300] }], [{ ...entry, top_logprobs: Array(21).fill(entry.top_logprobs[0]) }]]) {
+      expect(events({ content: bad }), JSON.stringify(bad).slice(0, 80)).toEqual([{ type: 'content', text: 'Hi' }])
+    }
+  })
+})
 
 describe('ChunkStream', () => {
   const valid = SLOW.filter((d) => !parsed(d).some((e) => e.type === 'failure'))
@@ -191,6 +214,26 @@ describe('ChunkStream', () => {
     const twoLines = [`data: ${FAST[0]}\ndata: ${FAST[0]}\n\n`]
     expect(read(twoLines)).toEqual(reference(twoLines))
     expect(read(twoLines).events).toEqual([notJson])
+  })
+
+  it('ends an event with a CR that ends the stream, which no LF can follow any more', () => {
+    for (const end of ['\n\n', '\r\n\r\n', '\r\r']) {
+      expect(read([`data: ${FAST[0]}${end}`]), JSON.stringify(end)).toEqual({ events: parsed(FAST[0]!), done: false })
+      expect(read([`data: ${FAST[0]}\r`, '\r']), JSON.stringify(end)).toEqual({ events: parsed(FAST[0]!), done: false })
+    }
+    // A lone CR that may yet be half a CRLF is still waited for while the stream goes on.
+    const events: UpstreamEvent[] = []
+    const reader = new ChunkStream()
+    reader.push(Buffer.from(`data: ${FAST[0]}\r\r`), events)
+    expect(events).toEqual([])
+    reader.push(Buffer.from('\n'), events)
+    expect(events).toEqual(parsed(FAST[0]!))
+  })
+
+  it('reads nothing after [DONE], in the same piece or later', () => {
+    const after = `data: ${FAST[0]}\n\ndata: [DONE]\n\ndata: ${FAST[1]}\n\n`
+    expect(read([after])).toEqual({ events: parsed(FAST[0]!), done: true })
+    expect(read([after, `data: ${FAST[2]}\n\n`])).toEqual({ events: parsed(FAST[0]!), done: true })
   })
 
   it('stops reading a piece at its first failure', () => {

@@ -42,7 +42,36 @@ function invalid(detail: string): UpstreamEvent[] {
 function logprobsOf(choice: Record<string, unknown>): unknown[] | undefined {
   const lp = choice.logprobs
   if (!isObject(lp) || !Array.isArray(lp.content) || lp.content.length === 0) return undefined
-  return lp.content.every(isObject) ? lp.content : undefined
+  const out: TokenLogprob[] = []
+  for (const entry of lp.content) {
+    const known = tokenLogprob(entry)
+    if (!known) return undefined
+    const top = isObject(entry) && Array.isArray(entry.top_logprobs) ? entry.top_logprobs.map(tokenLogprob) : []
+    if (top.length > MAX_TOP_LOGPROBS || !top.every((t) => t !== undefined)) return undefined
+    out.push({ ...known, top_logprobs: top as TokenLogprob[] })
+  }
+  return out
+}
+
+/** OpenAI's limit on alternatives per token (`top_logprobs` at most 20). */
+const MAX_TOP_LOGPROBS = 20
+
+interface TokenLogprob {
+  token: string
+  logprob: number
+  bytes: number[] | null
+  top_logprobs?: TokenLogprob[]
+}
+
+/**
+ * One token's log probability as OpenAI writes it, of its known fields only: passed to the client as the gateway's
+ * own JSON, whatever else (or however deep) an upstream put beside them. Undefined for an entry of another shape.
+ */
+function tokenLogprob(entry: unknown): TokenLogprob | undefined {
+  if (!isObject(entry) || typeof entry.token !== 'string' || typeof entry.logprob !== 'number') return undefined
+  const bytes = entry.bytes
+  if (bytes !== undefined && bytes !== null && !(Array.isArray(bytes) && bytes.every((b) => Number.isInteger(b) && b >= 0 && b < 256))) return undefined
+  return { token: entry.token, logprob: entry.logprob, bytes: Array.isArray(bytes) ? (bytes as number[]) : null }
 }
 
 /** A content event, with its log probabilities when it has them. */

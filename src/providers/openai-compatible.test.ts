@@ -298,6 +298,13 @@ describe('the OpenAI-compatible adapter timing a stream', () => {
         const ping = setInterval(() => res.write(': ping\n\n' + chunk('"content":""')), 100)
         res.on('close', () => clearInterval(ping))
       }
+      // Events that add nothing to the reply: usage alone, a finish reason again, a call's id and name again.
+      if (route === 'nothing-new-forever') {
+        const usage = `data: ${JSON.stringify({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 1 } })}\n\n`
+        const again = chunk('"tool_calls":[{"index":0,"id":"call_1","function":{"name":"f"}}]')
+        const ping = setInterval(() => res.write(usage + again), 100)
+        res.on('close', () => clearInterval(ping))
+      }
     })
     await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
     url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`
@@ -342,7 +349,19 @@ describe('the OpenAI-compatible adapter timing a stream', () => {
     const provider = adapter('ping-forever', 400)
     try {
       const { events, ms } = await timed(provider)
-      expect(events).toEqual([content, { type: 'failure', failure: { kind: 'unavailable', detail: 'no event within 400 ms' } }])
+      expect(events).toEqual([content, { type: 'failure', failure: { kind: 'unavailable', detail: 'nothing more of the reply within 400 ms' } }])
+      expect(ms).toBeLessThan(2_000)
+    } finally {
+      await provider.close()
+    }
+    await expect.poll(() => open.size).toBe(0)
+  })
+
+  it('gives up on a stream whose events after its first add nothing to the reply', async () => {
+    const provider = adapter('nothing-new-forever', 400)
+    try {
+      const { events, ms } = await timed(provider)
+      expect(events.at(-1)).toEqual({ type: 'failure', failure: { kind: 'unavailable', detail: 'nothing more of the reply within 400 ms' } })
       expect(ms).toBeLessThan(2_000)
     } finally {
       await provider.close()

@@ -27,7 +27,8 @@ function failure(kind: Failure['kind'], detail: string, status?: number): Upstre
 /** Around each batch a stream yields: its idle timer does not run out while the consumer holds the batch. */
 interface StreamFlow {
   hold(): void
-  resumed(): void
+  /** `progressed`: the events added to the reply (content, tool-call arguments), which alone restart the idle timer. */
+  resumed(progressed: boolean): void
 }
 
 /** An OpenAI-compatible upstream reached over a keep-alive undici Pool. */
@@ -65,16 +66,22 @@ export class OpenAICompatibleProvider implements Provider {
       if (timer) clearTimeout(timer)
       timer = undefined
     }
+    /** The timer ran out while the consumer held the stream, and was restarted: counted again from its resuming. */
+    let waited = false
     const idle = () => {
       // A consumer waiting for its own client (a slow reader) holds the upstream back: that is no silence of the upstream.
-      if (held) return void timer?.refresh()
-      timedOut = `no event within ${idleMs} ms`
+      if (held) {
+        waited = true
+        return void timer?.refresh()
+      }
+      timedOut = `nothing more of the reply within ${idleMs} ms`
       attempt.abort()
     }
     /**
-     * A stream's events arrived: from the first on, it may go no longer than idleTimeoutMs without another, counted
-     * from when its consumer asks for more (`resumed`). Bytes that make no event (comments, empty deltas) do not count,
-     * so an upstream cannot hold the request, its hold and its offer's slot for ever with pings.
+     * A stream's events arrived: from the first on, it may go no longer than idleTimeoutMs without more of the reply,
+     * counted from when its consumer asks for more (`resumed`). Bytes that make no event (comments, empty deltas) and
+     * events that add nothing to it (usage, finish reasons, a call's id or name again) do not count, so an upstream
+     * cannot hold the request, its hold and its offer's slot for ever with pings: the reply is bounded (max_tokens).
      */
     const flow = {
       hold: () => {
@@ -84,9 +91,10 @@ export class OpenAICompatibleProvider implements Provider {
         clearTimer()
         timer = setTimeout(idle, idleMs)
       },
-      resumed: () => {
+      resumed: (progressed: boolean) => {
         held = false
-        timer?.refresh()
+        if (progressed || waited) timer?.refresh()
+        waited = false
       },
     }
     const why = (err: unknown): UpstreamEvent => {
@@ -184,7 +192,7 @@ export class OpenAICompatibleProvider implements Provider {
           if (!finished) finished = events.some((e) => e.type === 'finish')
           if (!reader.done) flow.hold()
           yield events
-          flow.resumed()
+          flow.resumed(events.some((e) => e.type === 'content' || (e.type === 'tool_delta' && !!e.arguments)))
           if (events[events.length - 1]!.type === 'failure') return false
         }
         // [DONE] is the stream's end, whatever the upstream then does with the connection.
@@ -198,8 +206,11 @@ export class OpenAICompatibleProvider implements Provider {
       yield [broke]
       return false
     }
-    reader.end()
-    if (!reader.done && !finished) yield [failure('unavailable', 'upstream closed the stream before it finished')]
+    const last: UpstreamEvent[] = []
+    reader.end(last)
+    if (last.some((e) => e.type === 'finish')) finished = true
+    if (!reader.done && !finished && last[last.length - 1]?.type !== 'failure') last.push(failure('unavailable', 'upstream closed the stream before it finished'))
+    if (last.length > 0) yield last
     return false
   }
 

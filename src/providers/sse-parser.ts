@@ -56,6 +56,11 @@ export class SseParser {
     return n
   }
 
+  /** The text held ends with a CR, which a LF may yet follow (the two are one line end). */
+  get endsWithCr(): boolean {
+    return this.partsLength === 0 && this.buffer.endsWith('\r')
+  }
+
   /** Payload of an event left unterminated when the stream ended, if any. */
   end(): string | undefined {
     this.buffer += this.takeParts()

@@ -14,6 +14,8 @@ export interface StreamSink {
   readonly backlogged: boolean
   /** Resolves once the client has taken what it was sent, is gone, or `cancel` fires (the gateway stopping). */
   drained(cancel: Cancel): Promise<void>
+  /** The reply is whole and is about to be charged: what the charge covers and was not sent yet goes out now. */
+  complete(reply: Produced): void
 }
 
 /** What one offer produced: everything for a delivered reply, or what was delivered before a failure. */
@@ -104,7 +106,8 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
         switch (ev.type) {
           case 'content':
             content += ev.text
-            if (ev.logprobs) (logprobs ??= []).push(...ev.logprobs)
+            // A stream's go out with its chunks; a plain reply's come in one event.
+            if (ev.logprobs && !sink) logprobs = (logprobs ?? []).concat(ev.logprobs)
             sink?.content(offer, ev.text, ev.logprobs)
             if (bound?.passed(content, ev.text)) {
               // Leaving the loop closes the upstream's stream.
@@ -112,10 +115,12 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
               break reading
             }
             break
-          case 'tool_delta':
-            tools.add(ev.index, ev.id, ev.name, ev.arguments)
+          case 'tool_delta': {
+            const unusable = tools.add(ev.index, ev.id, ev.name, ev.arguments)
+            if (unusable) return invalid(unusable)
             if (bound?.argumentsPassed(ev.arguments)) return invalid(`tool call arguments longer than max_tokens (${request.maxTokens}) allows`)
             break
+          }
           case 'finish':
             finish = ev.reason
             break

@@ -6,6 +6,10 @@ interface Partial {
   arguments: string
 }
 
+/** Most calls one reply may make, and the longest name a call may have (a declared tool's name is 64 at most). */
+export const MAX_CALLS = 128
+const MAX_NAME = 64
+
 /** Assembles tool-call deltas in any fragmentation (ids and names first, arguments split anywhere, indices interleaved). */
 export class ToolCallAssembler {
   private readonly calls = new Map<number, Partial>()
@@ -18,10 +22,15 @@ export class ToolCallAssembler {
    * delta starts a new call when it carries an id other than the latest call's, and continues the latest
    * call otherwise. Reading a missing index as 0 would merge several calls into one broken document.
    */
-  add(index: number | undefined, id?: string, name?: string, args?: string): void {
+  /**
+   * Adds one delta; why the reply cannot be used, when it makes more calls than MAX_CALLS or a name longer than any
+   * tool's (the arguments are bounded by the reply's max_tokens, by the caller).
+   */
+  add(index: number | undefined, id?: string, name?: string, args?: string): string | undefined {
     const at = index ?? this.slotOf(id)
     let call = this.calls.get(at)
     if (!call) {
+      if (this.calls.size === MAX_CALLS) return `more than ${MAX_CALLS} tool calls`
       call = { id: '', name: '', arguments: '' }
       this.calls.set(at, call)
       if (at > this.highest) this.highest = at
@@ -29,8 +38,12 @@ export class ToolCallAssembler {
     this.last = at
     if (id && !call.id) call.id = id
     // Most upstreams send the name once; some repeat it whole in later fragments, a few split it.
-    if (name && name !== call.name) call.name += name
+    if (name && name !== call.name) {
+      call.name += name
+      if (call.name.length > MAX_NAME) return `a tool call's name longer than ${MAX_NAME} characters`
+    }
     if (args) call.arguments += args
+    return undefined
   }
 
   private slotOf(id: string | undefined): number {

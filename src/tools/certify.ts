@@ -127,8 +127,10 @@ async function exchange(upstream: Provider, model: string, body: Record<string, 
   for await (const events of upstream.stream(model, { bodyJson: JSON.stringify(body), stream }, new Cancel())) {
     for (const ev of events) {
       if (ev.type === 'content') content += ev.text
-      else if (ev.type === 'tool_delta') tools.add(ev.index, ev.id, ev.name, ev.arguments)
-      else if (ev.type === 'failure') return { ok: false, detail: ev.failure.detail }
+      else if (ev.type === 'tool_delta') {
+        const unusable = tools.add(ev.index, ev.id, ev.name, ev.arguments)
+        if (unusable) return { ok: false, detail: unusable }
+      } else if (ev.type === 'failure') return { ok: false, detail: ev.failure.detail }
     }
   }
   return { ok: true, content, calls: tools.result() }

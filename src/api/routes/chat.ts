@@ -119,11 +119,9 @@ function streamFinished(reply: FastifyReply, sse: SseReply, p: Prepared, f: Fini
   const enc = sse.encoder
   switch (f.kind) {
     case 'delivered': {
-      sse.commit(f.reply.offer)
-      let out = ''
-      f.reply.toolCalls.forEach((call, i) => (out += enc.toolCall(i, call)))
-      out += enc.finish(f.reply.finish) + enc.usage(f.usage) + enc.svc(svcOf(p, f, requestId)) + DONE
-      sse.end(out)
+      // Tool calls went out before the capture (`SseReply.complete`), unless its answer was lost and the reply is
+      // delivered as its record says it was charged.
+      sse.end(sse.completion(f.reply) + enc.usage(f.usage) + enc.svc(svcOf(p, f, requestId)) + DONE)
       return reply
     }
     case 'refused':
