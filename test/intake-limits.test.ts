@@ -41,6 +41,11 @@ describe('request intake', () => {
     const long = await usage(withCall(`call_${'lorem ipsum '.repeat(200)}`))
     // The id stands twice in the history: on the call and on the tool's answer.
     expect(long - short).toBeGreaterThan(2 * 300)
+    // What is not sent on is not counted either: a schema's extras, beside the ones of a call.
+    const format = (extra: Record<string, unknown>) => ({ ...ask, response_format: { type: 'json_schema', json_schema: { name: 's', schema: { type: 'object' }, ...extra } } })
+    const plainFormat = await usage(format({}))
+    expect(await usage(format({ smuggled: 'lorem ipsum '.repeat(200) }))).toBe(plainFormat)
+    expect(mk.sims.atlasCheap.requests.at(-1)!.response_format).toEqual(format({}).response_format)
     await usage(withCall('call_2', { smuggled: 'lorem ipsum '.repeat(200) }))
     const sent = mk.sims.atlasCheap.requests.at(-1) as { messages: { tool_calls?: Record<string, unknown>[] }[] }
     expect(sent.messages[1]!.tool_calls).toEqual([{ id: 'call_2', type: 'function', function: { name: 'weather', arguments: '{}' } }])

@@ -85,8 +85,8 @@ export function upstreamBodyJson(req: ChatRequest, messages: Record<string, unkn
   return toolsJson === undefined ? json : `${json.slice(0, -1)},"tools":${toolsJson}}`
 }
 
-/** A response format of its known fields; the schema's document as sent (it is counted whole, as its JSON). */
-function knownFormat(format: NonNullable<ChatRequest['response_format']>): Record<string, unknown> {
+/** A response format of its known fields, as sent; a schema's (name, description, document) are counted as its JSON. */
+export function knownFormat(format: NonNullable<ChatRequest['response_format']>): { type: string; json_schema?: Record<string, unknown> } {
   if (format.type !== 'json_schema') return { type: format.type }
   const { name, description, schema, strict } = format.json_schema
   return { type: 'json_schema', json_schema: { name, description, schema, strict } }

@@ -8,7 +8,7 @@ import type { Health } from '../routing/health.js'
 import { planCortex, planNamed, type Candidate, type RoutePlan } from '../routing/route.js'
 import type { UpstreamRequest } from '../providers/types.js'
 import { effectiveMax, fitViolation, type Needs } from './fit.js'
-import { normalizeMessages, upstreamBodyJson } from './normalize.js'
+import { knownFormat, normalizeMessages, upstreamBodyJson } from './normalize.js'
 import { validateChatRequest } from './validate.js'
 import { callPolicyOf, type CallPolicy } from '../tools/assemble.js'
 import { toolRequestViolation } from '../tools/contract.js'
@@ -45,7 +45,7 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
   const tooling = toolRequestViolation(request)
   if (tooling) return tooling
   // Tool definitions and a response schema reach the model as input: they count, as their JSON.
-  const schema = request.response_format?.type === 'json_schema' ? JSON.stringify(request.response_format.json_schema) : ''
+  const schema = request.response_format?.type === 'json_schema' ? JSON.stringify(knownFormat(request.response_format).json_schema) : ''
   const toolsJson = request.tools?.length ? JSON.stringify(request.tools) : undefined
   const inputTokens = countInput(messages.metered, (toolsJson ?? '') + schema, largestContext(catalog, named, cortex))
   const needs: Needs = {
