@@ -14,7 +14,12 @@ describe('upstreams refusing one client request with 400', () => {
     const breakerFailures = 3
     for (let i = 0; i < breakerFailures + 1; i++) {
       const res = await chat(mk.url, mk.key, { ...hello, tools, tool_choice: 'required' })
-      expect(res.status).toBeGreaterThanOrEqual(400)
+      // The client is told it is its request (no retry would fare better), not that no provider has room.
+      expect(res.status).toBe(400)
+      expect(res.headers.get('retry-after')).toBeNull()
+      const { error } = await res.json()
+      expect(error).toMatchObject({ code: 'feature_not_supported', param: null })
+      expect(error.message).toMatch(/^Every provider of svc\/atlas@1 tried \(2\) refused the request as invalid \(upstream answered 400/)
     }
     expect(mk.sims.atlasCheap.stats.requests).toBe(breakerFailures + 1)
     // Another client's ordinary request is still served.

@@ -5,7 +5,7 @@ import { minBig, priceOf, splitFee } from '../ledger/money.js'
 import type { Store } from '../store/store.js'
 import { CloseUnanswered, type CaptureRequest } from '../store/ledger-types.js'
 import type { Outcome, UsageRecord } from '../store/usage.js'
-import type { Produced } from '../routing/failover.js'
+import { REQUEST_REFUSED, type Produced } from '../routing/failover.js'
 import type { RouteOutcome } from '../routing/route.js'
 import type { Health } from '../routing/health.js'
 import type { Caller } from './admission.js'
@@ -162,6 +162,10 @@ export async function landed(store: Store, accountId: number, err: unknown, rele
 
 function failedError(health: Health, p: Prepared, outcome: Extract<RouteOutcome, { kind: 'failed' }>): ApiError {
   const tried = outcome.attempts.length
+  // Every provider tried refused the request itself: no retry would fare better, nor would another model.
+  if (tried > 0 && outcome.attempts.every((a) => a.failure.status !== undefined && REQUEST_REFUSED.has(a.failure.status))) {
+    return apiError('feature_not_supported', `Every provider of ${p.model} tried (${tried}) refused the request as invalid (${outcome.attempts[0]!.failure.detail}). Nothing was charged.`, { param: null })
+  }
   // DESIGN §5: both codes tell the client when the earliest breaker half-opens (this failure may have opened them).
   const retryAfter = health.retryAfterSeconds(p.plan.allKeys)
   if (outcome.code === 'provider_output_invalid') {

@@ -61,7 +61,7 @@ export interface AttemptContext {
  * Statuses of an upstream refusing the request itself: they say nothing about its health, and counting them would let
  * one client's odd requests open the breakers of every offer for everyone (the attempt still fails over).
  */
-const REQUEST_REFUSED = new Set([400, 413, 422])
+export const REQUEST_REFUSED = new Set([400, 413, 422])
 
 /** Tries the offers in order with the same request; fails over while nothing reached the client (DESIGN §5, §6). */
 export async function tryOffers(offers: readonly Offer[], request: BoundRequest, rules: ToolRules, ctx: AttemptContext): Promise<TargetOutcome> {
