@@ -63,43 +63,31 @@ function compareBytes(bytes: Uint8Array, from: number, to: number, token: Uint8A
 }
 
 /**
- * The longest pre-token merged whole, in UTF-16 code units: a word of 16 Ki letters is not text, and its merge, at
- * about a µs a unit, is as long as a count should block the event loop before it can see whether to stop.
+ * The longest pre-token merged whole, in UTF-16 code units (about a ms of merging at most). Longer ones are words of
+ * no language, or runs of one character: merged in pieces this long (o200k.ts).
  */
-export const MAX_MERGED = 2 ** 14
+export const MAX_MERGED = 1024
 
 const NONE = -1
-/** A heap key is rank · 2^16 + position: exact in a double, as ranks are below 2^20 and positions below 3 · 2^14. */
-const POSITIONS = 2 ** 16
-/** Work arrays this size (in bytes of UTF-8) are kept between merges; larger ones are made for one merge. */
-const KEPT = 4096
+/** A heap key is rank · 2^12 + position: exact in a double, as ranks are below 2^20 and positions below 3 · 2^10. */
+const POSITIONS = 2 ** 12
+/** Bytes of UTF-8 in a pre-token of MAX_MERGED code units, at most. */
+const MAX_BYTES = 3 * MAX_MERGED
 
 // Work arrays for one merge at a time.
-let bytes: Uint8Array
+const bytes = new Uint8Array(MAX_BYTES)
 /** The UTF-16 index of each byte that starts a character (and of the end). */
-let unitAt: Int32Array
+const unitAt = new Int32Array(MAX_BYTES + 1)
 /** The start of the part after the part starting here; NONE once this part was joined to the one before it. */
-let next: Int32Array
-let prev: Int32Array
+const next = new Int32Array(MAX_BYTES + 1)
+const prev = new Int32Array(MAX_BYTES + 1)
 /** The rank of the pair starting here, or NONE. */
-let rankAt: Int32Array
+const rankAt = new Int32Array(MAX_BYTES + 1)
 /** Pairs' keys: the first pairs, then two for each join at most. */
-let heap: Float64Array
-size(KEPT)
-
-function size(n: number): void {
-  bytes = new Uint8Array(n)
-  unitAt = new Int32Array(n + 1)
-  next = new Int32Array(n + 1)
-  prev = new Int32Array(n + 1)
-  rankAt = new Int32Array(n + 1)
-  heap = new Float64Array(3 * n)
-}
+const heap = new Float64Array(3 * MAX_BYTES)
 
 /** Writes the UTF-8 of `text` (well formed) into `bytes`, each character's start noted in `unitAt`; its length. */
 function encode(text: string): number {
-  const most = text.length * 3
-  if (most > bytes.length) size(2 ** Math.ceil(Math.log2(most)))
   let n = 0
   for (let i = 0; i < text.length; i++) {
     let c = text.charCodeAt(i)
@@ -211,6 +199,5 @@ export function preTokenCount(preToken: string): number {
     rate(text, n, at)
     if (at > 0) rate(text, n, prev[at]!)
   }
-  if (bytes.length > KEPT) size(KEPT)
   return parts
 }

@@ -5,7 +5,7 @@ import { MAX_MERGED, preTokenCount } from './bpe.js'
  * Token counts of text under o200k: the count gpt-tokenizer's encoder gives, with two differences that are ours.
  * - Text that spells a special token (`<|endoftext|>`) is text like any other, in a message or a reply: the encoder
  *   would refuse it with an error, which made such a request fail, and such a reply go uncharged.
- * - A pre-token longer than MAX_MERGED code units (16 Ki: a word of that length, or a run of one symbol) is merged
+ * - A pre-token longer than MAX_MERGED code units (1,024: a word of that length, or a run of one character) is merged
  *   in pieces of that many, each counted alone; a cut may add or take a token. Every other text counts exactly.
  * The encoder counts a text as the sum of its pre-tokens' counts (o200k's split expression cuts it into words,
  * numbers, punctuation and whitespace, each merged alone); so do we, with the count of each short pre-token seen
@@ -46,6 +46,23 @@ function pieceCount(piece: string): number {
 const ownCopy = (s: string): string => (s.length < 13 ? s : ` ${s}`.slice(1))
 
 /**
+ * Counts of long pre-tokens' pieces seen lately. A long pre-token is nearly always a run of one character (spaces, `=`,
+ * `-`) whose pieces are all alike: each is merged once, not once per piece and per request. Emptied when full.
+ */
+const LONG_LIMIT = 1024
+const long = new Map<string, number>()
+
+function longPieceCount(piece: string): number {
+  let n = long.get(piece)
+  if (n === undefined) {
+    n = preTokenCount(piece)
+    if (long.size >= LONG_LIMIT) long.clear()
+    long.set(ownCopy(piece), n)
+  }
+  return n
+}
+
+/**
  * A long pre-token's tokens: merged whole up to MAX_MERGED code units, else in pieces of that many (never between a
  * surrogate pair's halves), no further than past `stopAbove`.
  */
@@ -54,7 +71,7 @@ function longCount(preToken: string, stopAbove: number): number {
   for (let at = 0; at < preToken.length && n <= stopAbove; ) {
     let end = Math.min(at + MAX_MERGED, preToken.length)
     if (end < preToken.length && isLowSurrogate(preToken.charCodeAt(end))) end--
-    n += preTokenCount(at === 0 && end === preToken.length ? preToken : preToken.slice(at, end))
+    n += longPieceCount(at === 0 && end === preToken.length ? preToken : preToken.slice(at, end))
     at = end
   }
   return n
@@ -77,5 +94,9 @@ export function countText(text: string, stopAbove = Infinity): number {
     n += end - at <= HOT_PIECE ? pieceCount(text.slice(at, end)) : longCount(text.slice(at, end), stopAbove - n)
     at = end
   }
+  // V8 keeps a regular expression's last subject (`RegExp.input`): the text is let go with it.
+  FORGET.test('')
   return n
 }
+
+const FORGET = /(?:)/

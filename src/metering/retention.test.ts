@@ -26,6 +26,12 @@ describe('memory kept by token counts', () => {
     expect(held).toBeLessThan(10)
   })
 
+  it('keeps no counted text as the last subject of its regular expression', () => {
+    const text = `${'lorem ipsum '.repeat(10_000)}end`
+    countText(text)
+    expect(RegExp.input).not.toBe(text)
+  })
+
   it('keeps no more text than its bound of characters in the count cache', () => {
     // 8 Mi characters at most; the evicted texts, kept by the cache's ring until their slots came round, were 67 MB.
     const held = heldBy(() => {
