@@ -27,4 +27,25 @@ describe('upstreams refusing one client request with 400', () => {
     expect(res.status, await res.clone().text()).toBe(200)
     expect(mk.server.gateway.health.breaker(`${(await res.json()).svc.provider}|svc/atlas@1`)).toBe('closed')
   })
+
+  it('are a 503 to retry, not a 400, while another offer that might take it is only busy', async () => {
+    // Only the cheap atlas refuses a required tool choice; the dear one takes it, one request at a time.
+    const mk = await market({
+      sim: { models: { atlas: { toolChoice: ['auto', 'none', 'named'], toolChoiceUnsupported: 'refuse' } } },
+      edit: (c) => (c.providers.find((p) => p.offers[0]!.upstreamModel === 'atlas-b')!.offers[0]!.maxConcurrency = 1),
+      tuning: { firstByteTimeoutMs: 10_000, replyTimeoutMs: 10_000 },
+    })
+    mk.sims.atlasDear.setFault({ kind: 'stall' })
+    const required = { ...hello, tools, tool_choice: 'required' }
+    const first = chat(mk.url, mk.key, required)
+    await expect.poll(() => mk.sims.atlasDear.stats.active).toBe(1)
+    // The dear offer is serving the first: the second is refused by the cheap one and finds the dear one busy.
+    const second = await chat(mk.url, mk.key, required)
+    expect(second.status).toBe(503)
+    expect(second.headers.get('retry-after')).not.toBeNull()
+    expect((await second.json()).error.code).toBe('no_capacity')
+    mk.sims.atlasDear.setFault({ kind: 'none' })
+    expect((await first).status).toBe(200)
+    expect((await chat(mk.url, mk.key, required)).status).toBe(200)
+  })
 })

@@ -79,11 +79,10 @@ describe('request intake', () => {
       expect(res.status, JSON.stringify(extra)).toBe(400)
       expect((await res.json()).error).toMatchObject({ code: 'feature_not_supported', param })
     }
-    const res = await chat(mk.url, mk.key, { ...ask, tools: [], top_logprobs: 2 })
+    const res = await chat(mk.url, mk.key, { ...ask, tools: [], tool_choice: 'none', parallel_tool_calls: false, top_logprobs: 2 })
     expect(res.status).toBe(200)
     const sent = mk.sims.atlasCheap.requests.at(-1)!
-    expect(sent).not.toHaveProperty('tools')
-    expect(sent).not.toHaveProperty('top_logprobs')
+    for (const field of ['tools', 'tool_choice', 'parallel_tool_calls', 'top_logprobs']) expect(sent).not.toHaveProperty(field)
   })
 
   it('refuses a cortex request no candidate can take, when there is no vendor, as the client error it is', async () => {

@@ -75,11 +75,14 @@ export function upstreamBodyJson(req: ChatRequest, messages: Record<string, unkn
     // Without a tool an upstream refuses `tools`, and without `logprobs: true` it refuses `top_logprobs` (as OpenAI
     // does): refused there, the request would fail every offer as if none could serve it. Neither asks for anything.
     if (k === 'tools' && (toolsJson !== undefined || req.tools!.length === 0)) continue
+    // Nor do they take a choice among tools, or their parallel calls, without any tool (a named or required choice was
+    // refused before: it names no declared tool).
+    if ((k === 'tool_choice' || k === 'parallel_tool_calls') && !req.tools?.length) continue
     if (k === 'top_logprobs' && req.logprobs !== true) continue
     body[k] = v
   }
   // Sent as the fields the gateway checked, and no others (a client's extras there would reach the model uncounted).
-  if (typeof req.tool_choice === 'object') body.tool_choice = { type: 'function', function: { name: req.tool_choice.function.name } }
+  if (typeof req.tool_choice === 'object' && req.tools?.length) body.tool_choice = { type: 'function', function: { name: req.tool_choice.function.name } }
   if (req.response_format) body.response_format = knownFormat(req.response_format)
   const json = JSON.stringify(body)
   return toolsJson === undefined ? json : `${json.slice(0, -1)},"tools":${toolsJson}}`

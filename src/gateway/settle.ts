@@ -162,8 +162,9 @@ export async function landed(store: Store, accountId: number, err: unknown, rele
 
 function failedError(health: Health, p: Prepared, outcome: Extract<RouteOutcome, { kind: 'failed' }>): ApiError {
   const tried = outcome.attempts.length
-  // Every provider tried refused the request itself: no retry would fare better, nor would another model.
-  if (tried > 0 && outcome.attempts.every((a) => a.failure.status !== undefined && REQUEST_REFUSED.has(a.failure.status))) {
+  // Every offer that could serve the request was tried and refused the request itself: no retry would fare better,
+  // nor another model. (One left out as busy or broken might yet take it.)
+  if (tried === p.plan.allKeys.length && outcome.attempts.every((a) => a.failure.status !== undefined && REQUEST_REFUSED.has(a.failure.status))) {
     return apiError('feature_not_supported', `Every provider of ${p.model} tried (${tried}) refused the request as invalid (${outcome.attempts[0]!.failure.detail}). Nothing was charged.`, { param: null })
   }
   // DESIGN §5: both codes tell the client when the earliest breaker half-opens (this failure may have opened them).

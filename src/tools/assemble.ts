@@ -21,10 +21,8 @@ export class ToolCallAssembler {
    * Adds one delta. Some upstreams (Gemini's OpenAI-compatible endpoint among them) omit `index`: such a
    * delta starts a new call when it carries an id other than the latest call's, and continues the latest
    * call otherwise. Reading a missing index as 0 would merge several calls into one broken document.
-   */
-  /**
-   * Adds one delta; why the reply cannot be used, when it makes more calls than MAX_CALLS or a name longer than any
-   * tool's (the arguments are bounded by the reply's max_tokens, by the caller).
+   * Returns why the reply cannot be used when it makes more than MAX_CALLS calls or names one with more characters than
+   * any tool's name has (a stream's arguments are bounded by its max_tokens, a plain reply by its size, by the caller).
    */
   add(index: number | undefined, id?: string, name?: string, args?: string): string | undefined {
     const at = index ?? this.slotOf(id)

@@ -119,8 +119,7 @@ function streamFinished(reply: FastifyReply, sse: SseReply, p: Prepared, f: Fini
   const enc = sse.encoder
   switch (f.kind) {
     case 'delivered': {
-      // Tool calls went out before the capture (`SseReply.complete`), unless its answer was lost and the reply is
-      // delivered as its record says it was charged.
+      // Tool calls went out before the capture (`SseReply.complete`): then `completion` is empty.
       sse.end(sse.completion(f.reply) + enc.usage(f.usage) + enc.svc(svcOf(p, f, requestId)) + DONE)
       return reply
     }
