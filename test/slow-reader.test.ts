@@ -7,10 +7,14 @@ const market = marketPerTest()
 /** Long enough that the kernel's socket buffers (a few MB on loopback) hold only part of it: about 300 bytes a token. */
 const TOKENS = 60_000
 
-/** A market whose atlas replies TOKENS words and may be asked for them. */
+/**
+ * A market whose atlas replies TOKENS words and may be asked for them. The simulator plans such a reply before its first
+ * byte (about 0.4 s, longer on a busy machine): more than the test market's first-byte budget.
+ */
 function longReplies(opts: MarketOptions = {}): Promise<Market> {
   return market({
     ...opts,
+    tuning: { firstByteTimeoutMs: 10_000, ...opts.tuning },
     sim: { replyTokens: TOKENS },
     edit: (config) => {
       const atlas = config.models.find((m) => m.id === 'svc/atlas@1')!
