@@ -1,7 +1,8 @@
-import { sql, type Kysely, type Selectable } from 'kysely'
+import { sql, type Kysely, type Selectable, type SelectQueryBuilder } from 'kysely'
 import type { BatchesTable, BatchStatus, Database } from './schema.js'
-import { big, bigOrNull, num, numOrNull } from './dialect.js'
+import { big, bigOrNull, num, numOrNull, type Dialect } from './dialect.js'
 import { UNCACHED_POSTINGS } from './accounts.js'
+import { FoldedRowSums } from './payee-sums.js'
 
 export interface Batch {
   id: string
@@ -46,7 +47,12 @@ function dueCharges(db: Kysely<Database>) {
 
 /** Settlement batches: captured charges grouped into payer → payee legs, settled once. */
 export class SettlementRepo {
-  constructor(private readonly db: Kysely<Database>) {}
+  /** On SQLite, payees' sums over their request rows, each read folding in only the rows since the last. */
+  private readonly folded: FoldedRowSums | undefined
+
+  constructor(private readonly db: Kysely<Database>, dialect: Dialect, sliceRows?: number) {
+    if (dialect === 'sqlite') this.folded = new FoldedRowSums(db, sliceRows)
+  }
 
   /**
    * Assigns due charges to a new batch and computes its legs; null when nothing is due. Charges of accounts in
@@ -182,14 +188,34 @@ export class SettlementRepo {
 
   /** Payees' pending (earned, unsettled) and settled sums. */
   async payeeTotals(accountId: number): Promise<{ pending: bigint; settled: bigint }> {
-    const r = await this.payeeTotalsQuery(accountId).executeTakeFirstOrThrow()
-    return { pending: big(r.pending), settled: big(r.settled) }
+    if (!this.folded) {
+      const r = await this.payeeTotalsQuery(accountId).executeTakeFirstOrThrow()
+      return { pending: big(r.pending), settled: big(r.settled) }
+    }
+    // The written postings and the highest request row in one snapshot: every settlement read moved the payouts of
+    // rows at or below it.
+    const r = await this.writtenTotalsQuery(accountId)
+      .select(sql<unknown>`(SELECT max(rowid) FROM holds)`.as('top'))
+      .executeTakeFirstOrThrow()
+    const rows = await this.folded.upTo(accountId, num(r.top ?? 0))
+    return { pending: big(r.pending) + rows.pending, settled: big(r.settled) }
   }
 
-  /** The query behind `payeeTotals`: through the index of uncached postings, never every posting (a test reads its plan). */
+  /**
+   * The query behind `payeeTotals` on Postgres, and the whole of it anywhere: through the index of uncached postings
+   * and the request rows' payee and fee indexes, never every posting (a test reads its plan).
+   */
   payeeTotalsQuery(accountId: number) {
-    return this.db
-      .selectFrom('postings')
+    return this.uncachedSums(this.db.selectFrom('postings'), accountId)
+  }
+
+  /** The postings written as rows (deposits, settlements, chain moves, requests closed before migration 010). */
+  private writtenTotalsQuery(accountId: number) {
+    return this.uncachedSums(this.db.selectFrom('posting_rows'), accountId)
+  }
+
+  private uncachedSums<Q extends SelectQueryBuilder<Database, 'postings' | 'posting_rows', object>>(from: Q, accountId: number) {
+    return from
       .select([
         sql<bigint>`coalesce(sum(case when book = 'pending' then amount else 0 end), 0)`.as('pending'),
         sql<bigint>`coalesce(sum(case when book = 'available' and kind = 'settlement' then amount else 0 end), 0)`.as('settled'),
@@ -200,6 +226,10 @@ export class SettlementRepo {
 
   /** What a payee earned from captured charges: requests served, gross charged and its share after fees. */
   async payeeEarnings(accountId: number): Promise<{ requests: number; gross: bigint; earned: bigint }> {
+    if (this.folded) {
+      const { requests, gross, earned } = await this.folded.upTo(accountId, await this.folded.top())
+      return { requests, gross, earned }
+    }
     const r = await this.db
       .selectFrom('holds')
       .select([(eb) => eb.fn.countAll().as('requests'), sql<bigint>`coalesce(sum(cost), 0)`.as('gross'), sql<bigint>`coalesce(sum(cost - fee), 0)`.as('earned')])

@@ -38,7 +38,7 @@ export class Store {
     this.keys = new KeyRepo(db, dialect)
     this.ledger = new LedgerRepo(db, hot, dialect)
     this.usage = new UsageRepo(db)
-    this.settlement = new SettlementRepo(db)
+    this.settlement = new SettlementRepo(db, dialect)
     this.instances = new InstanceRepo(db)
     this.portal = new PortalRepo(db)
     this.chain = new ChainRepo(db, dialect)
