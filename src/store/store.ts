@@ -37,7 +37,7 @@ export class Store {
     this.accounts = new AccountRepo(db)
     this.keys = new KeyRepo(db, dialect)
     this.ledger = new LedgerRepo(db, hot, dialect)
-    this.usage = new UsageRepo(db)
+    this.usage = new UsageRepo(db, dialect)
     this.settlement = new SettlementRepo(db, dialect)
     this.instances = new InstanceRepo(db)
     this.portal = new PortalRepo(db)

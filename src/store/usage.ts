@@ -1,6 +1,7 @@
 import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Selectable } from 'kysely'
 import type { Database, UsageTable } from './schema.js'
-import { big, num, numOrNull } from './dialect.js'
+import { big, num, numOrNull, type Dialect } from './dialect.js'
+import { slicedSummary, type UsageSummary } from './usage-summary.js'
 
 /** Outcome of a request as recorded in usage. */
 export type Outcome =
@@ -100,7 +101,7 @@ export interface DailySpend {
 export const DAY_MS = 86_400_000
 
 /** The account's rows, narrowed by the filter. */
-function matching(accountId: number, f: UsageFilter) {
+export function matching(accountId: number, f: UsageFilter) {
   return (eb: ExpressionBuilder<Database, 'usage'>) => {
     const conds = [eb('account_id', '=', accountId)]
     if (f.keyId) conds.push(eb('key_id', '=', f.keyId))
@@ -111,7 +112,7 @@ function matching(accountId: number, f: UsageFilter) {
 }
 
 export class UsageRepo {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(private readonly db: Kysely<Database>, private readonly dialect: Dialect) {}
 
   async get(accountId: number, requestId: string): Promise<UsageRecord | undefined> {
     const r = await this.db.selectFrom('usage').selectAll().where('request_id', '=', requestId).where('account_id', '=', accountId).executeTakeFirst()
@@ -146,6 +147,16 @@ export class UsageRepo {
       .where(matching(accountId, f))
       .executeTakeFirstOrThrow()
     return { requests: num(r.requests), promptTokens: num(r.prompt), completionTokens: num(r.completion), cost: big(r.cost) }
+  }
+
+  /**
+   * The account's totals and its spend per day since `since` (the start of a day), both filtered alike. On SQLite, read
+   * in slices of time so that the event loop is never held for the whole history (usage-summary.ts).
+   */
+  async summary(accountId: number, filter: UsageFilter, since: number): Promise<UsageSummary> {
+    if (this.dialect === 'sqlite') return slicedSummary(this.db, accountId, filter, since)
+    const [totals, daily] = await Promise.all([this.totals(accountId, filter), this.daily(accountId, { ...filter, since })])
+    return { totals, daily }
   }
 
   /** Spend per UTC day (days without requests are absent), oldest first. */

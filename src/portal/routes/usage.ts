@@ -34,7 +34,7 @@ export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
     const { accountId } = sessionOf(req)
     const filter = usageFilterOf(q)
     const first = (Math.floor(gw.now() / DAY_MS) - days + 1) * DAY_MS
-    const [totals, spent] = await Promise.all([gw.store.usage.totals(accountId, filter), gw.store.usage.daily(accountId, { ...filter, since: first })])
+    const { totals, daily: spent } = await gw.store.usage.summary(accountId, filter, first)
     const byDay = new Map(spent.map((d) => [d.day, d]))
     // Every day of the window, so a chart shows quiet days as zero.
     const daily = Array.from({ length: days }, (_, i) => {

@@ -1,0 +1,81 @@
+import { sql, type Kysely } from 'kysely'
+import type { Database } from './schema.js'
+import { big, num } from './dialect.js'
+import { DAY_MS, matching, type DailySpend, type UsageFilter, type UsageTotals } from './usage.js'
+
+/** An account's usage totals over its whole history, and its spend per day since a day. */
+export interface UsageSummary {
+  totals: UsageTotals
+  /** Days without requests are absent; oldest first. */
+  daily: DailySpend[]
+}
+
+/** Rows of the account per statement, at most (but for rows of one millisecond): a few ms of the event loop. */
+export const SLICE_ROWS = 4096
+
+/**
+ * The summary on SQLite, read in slices of time through the account's index by time (`holds_account_time`), with the
+ * event loop free between them. better-sqlite3 is synchronous: read in one statement, a million requests' rows held
+ * the gateway for about a second per page view, every request in flight stalled meanwhile. Each slice ends at the
+ * time of the SLICE_ROWS-th row after its start, found by a walk of that many index entries; a span of time alone
+ * cannot know what it holds (one grown over a quiet month took the busy week after it whole). The work is still the
+ * account's whole history; a row written during the read into a span already read is not counted (the summary is
+ * then as of a moment earlier for it), and none is counted twice.
+ */
+export async function slicedSummary(db: Kysely<Database>, accountId: number, filter: UsageFilter, since: number, sliceRows = SLICE_ROWS): Promise<UsageSummary> {
+  const bounds = await sql<{ first: unknown; last: unknown }>`SELECT
+      (SELECT min(created_at) FROM holds WHERE account_id = ${accountId}) AS first,
+      (SELECT max(created_at) FROM holds WHERE account_id = ${accountId}) AS last`.execute(db)
+  const totals: UsageTotals = { requests: 0, promptTokens: 0, completionTokens: 0, cost: 0n }
+  const days = new Map<number, DailySpend>()
+  const { first, last } = bounds.rows[0]!
+  if (first === null || last === null) return { totals, daily: [] }
+  const end = num(last) + 1
+  for (let from = num(first); from < end; ) {
+    const to = await sliceEnd(db, accountId, from, end, sliceRows)
+    const rows = await db
+      .selectFrom('usage')
+      .select([
+        sql<unknown>`created_at / ${sql.lit(DAY_MS)}`.as('day'),
+        (eb) => eb.fn.countAll().as('requests'),
+        sql<unknown>`coalesce(sum(prompt_tokens), 0)`.as('prompt'),
+        sql<unknown>`coalesce(sum(completion_tokens), 0)`.as('completion'),
+        sql<unknown>`coalesce(sum(cost), 0)`.as('cost'),
+      ])
+      .where(matching(accountId, { ...filter, since: from }))
+      .where('created_at', '<', BigInt(to))
+      .groupBy(sql`created_at / ${sql.lit(DAY_MS)}`)
+      .execute()
+    for (const r of rows) {
+      const requests = num(r.requests)
+      const cost = big(r.cost)
+      totals.requests += requests
+      totals.promptTokens += num(r.prompt)
+      totals.completionTokens += num(r.completion)
+      totals.cost += cost
+      const day = num(r.day) * DAY_MS
+      if (day < since) continue
+      const d = days.get(day)
+      if (d) {
+        d.requests += requests
+        d.cost += cost
+      } else days.set(day, { day, requests, cost })
+    }
+    from = to
+    if (from < end) await new Promise<void>((resolve) => setImmediate(resolve))
+  }
+  return { totals, daily: [...days.values()].sort((a, b) => a.day - b.day) }
+}
+
+/** Where the slice from `from` ends: at the time of the `rows`-th row of the account from there, past every row of `from`'s millisecond. */
+async function sliceEnd(db: Kysely<Database>, accountId: number, from: number, end: number, rows: number): Promise<number> {
+  const r = await sliceEndQuery(accountId, from, rows).execute(db)
+  const at = r.rows[0]?.at
+  return at === undefined || at === null ? end : Math.max(num(at), from + 1)
+}
+
+/** The time of the `rows`-th row of the account from `from`, through its index by time (a test reads its plan). */
+export function sliceEndQuery(accountId: number, from: number, rows: number) {
+  return sql<{ at: unknown }>`SELECT created_at AS at FROM holds WHERE account_id = ${accountId} AND created_at >= ${from}
+    ORDER BY created_at LIMIT 1 OFFSET ${rows}`
+}
