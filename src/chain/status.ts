@@ -27,7 +27,7 @@ export async function chainStatus(rail: EvmRailConfig, store: Store, env: NodeJS
   const fees = s.feeAccount ?? operator
   const vendor = s.vendorAccount ?? fees
   const usdcOf = async (a: Address | null) => (a ? formatUsdc(await client.readContract({ address: s.usdc, abi: usdcAbi, functionName: 'balanceOf', args: [a] })) : null)
-  const pending = await store.settlement.batches(['open', 'sent'])
+  const pending = await store.settlement.batches(['building', 'open', 'sent'])
   const problems = [
     nodeChainId !== s.chainId ? `the node serves chain ${nodeChainId}, the config says ${s.chainId}` : null,
     !deployed ? `no contract at the settler address ${s.settler}` : null,

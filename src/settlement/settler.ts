@@ -38,6 +38,8 @@ export class Settler {
       const fees = (await this.store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
       const waiting = (await this.rail.refused?.([...new Set([...(await this.store.settlement.duePayees()), fees])])) ?? { payers: [], payees: [] }
       const report: SettleReport = { ran: true, batches: [], waiting, unfinished: [] }
+      // A pass cut off while it built a batch left it building: it is whole as it is, and is sent with the others.
+      await this.store.settlement.openBuilt()
       const pending = await this.store.settlement.batches(['open', 'sent'])
       const limits = { exclude: waiting, ...(this.rail.maxLegs === undefined ? {} : { maxLegs: this.rail.maxLegs }) }
       for (;;) {

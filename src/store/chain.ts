@@ -165,7 +165,7 @@ export class ChainRepo {
   }
 }
 
-/** Captured charges not yet settled on chain: unbatched ones, and those in batches still open or sent. */
+/** Captured charges not yet settled on chain: unbatched ones, and those in batches still building, open or sent. */
 async function owedIn(db: Kysely<Database> | Transaction<Database>, accountId: number): Promise<bigint> {
   // Two sums, each served by a partial index (holds_unbatched by account; holds_batched by batch).
   const unbatched = await db
@@ -175,7 +175,7 @@ async function owedIn(db: Kysely<Database> | Transaction<Database>, accountId: n
     .where('status', '=', sql.lit('captured'))
     .where('batch_id', 'is', null)
     .executeTakeFirstOrThrow()
-  const unsettled = db.selectFrom('batches').select('id').where('status', 'in', ['open', 'sent'])
+  const unsettled = db.selectFrom('batches').select('id').where('status', 'in', ['building', 'open', 'sent'])
   const batched = await db
     .selectFrom('holds')
     .select(sql<bigint>`coalesce(sum(cost), 0)`.as('owed'))

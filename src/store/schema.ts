@@ -118,7 +118,8 @@ export interface UsageTable {
   created_at: bigint
 }
 
-export type BatchStatus = 'open' | 'sent' | 'settled' | 'failed'
+/** `building` while its charges are assigned (batch-build.ts): no settler sends or settles it before it opens. */
+export type BatchStatus = 'building' | 'open' | 'sent' | 'settled' | 'failed'
 
 export interface BatchesTable {
   id: string

@@ -3,6 +3,7 @@ import type { BatchesTable, BatchStatus, Database } from './schema.js'
 import { big, bigOrNull, num, numOrNull, type Dialect } from './dialect.js'
 import { UNCACHED_POSTINGS } from './accounts.js'
 import { FoldedRowSums } from './payee-sums.js'
+import { buildBatch, dueCharges, openBuilt } from './batch-build.js'
 
 export interface Batch {
   id: string
@@ -39,12 +40,6 @@ function toBatch(r: Omit<Selectable<BatchesTable>, 'block_hash' | 'failed_payers
   }
 }
 
-/** Captured charges not yet in a batch, debtors' aside: collecting those again would only fail again. */
-function dueCharges(db: Kysely<Database>) {
-  const debtors = db.selectFrom('accounts').select('id').where('debt', '>', 0n)
-  return db.selectFrom('holds').where('status', '=', sql.lit('captured')).where('batch_id', 'is', null).where('cost', '>', 0n).where('account_id', 'not in', debtors)
-}
-
 /** Settlement batches: captured charges grouped into payer → payee legs, settled once. */
 export class SettlementRepo {
   /** On SQLite, payees' sums over their request rows, each read folding in only the rows since the last. */
@@ -55,68 +50,18 @@ export class SettlementRepo {
   }
 
   /**
-   * Assigns due charges to a new batch and computes its legs; null when nothing is due. Charges of accounts in
-   * debt wait until the debt is covered (collecting them again would only fail again). With `maxLegs`, whole
-   * payers are taken in order while their legs (one per payee, one for the fee) fit; a payer that fits in no batch
-   * alone is split by payee, so no batch ever has more than `maxLegs` legs.
+   * Builds a new batch of the due charges and opens it (batch-build.ts); null when nothing is due. A batch of up to
+   * `maxHolds` charges (10,000 by default), built `step` charges per transaction.
    */
-  async createBatch(id: string, feeAccountId: number, now: number, limits: BatchLimits = {}): Promise<Batch | null> {
-    return this.db.transaction().execute(async (trx) => {
-      const { payers: refusedPayers = [], payees: refusedPayees = [] } = limits.exclude ?? {}
-      const dueBase = () => {
-        let q = dueCharges(trx)
-        if (refusedPayers.length) q = q.where('account_id', 'not in', refusedPayers)
-        if (refusedPayees.length) q = q.where('payee_id', 'not in', refusedPayees)
-        if (refusedPayees.includes(feeAccountId)) q = q.where('fee', '=', 0n)
-        return q
-      }
-      let due = dueBase().select('request_id').limit(limits.maxHolds ?? 10_000)
-      if (limits.maxLegs !== undefined) {
-        const maxLegs = limits.maxLegs
-        const perPayer = await dueBase().select(['account_id', (eb) => eb.fn.count<number>('payee_id').distinct().as('payees')]).groupBy('account_id').orderBy('account_id').execute()
-        if (perPayer.length === 0) return null
-        const payers: number[] = []
-        let legs = 0
-        for (const p of perPayer) {
-          const n = num(p.payees) + 1
-          if (legs + n > maxLegs) break
-          payers.push(num(p.account_id))
-          legs += n
-        }
-        if (payers.length > 0) due = due.where('account_id', 'in', payers)
-        else {
-          // The first payer alone needs more legs than a transaction may carry: its charges to its first maxLegs − 1
-          // payees go now, beside its fee leg; the rest stay due for the batches after.
-          const payer = num(perPayer[0]!.account_id)
-          const payees = await dueBase().where('account_id', '=', payer).select('payee_id').distinct().orderBy('payee_id').limit(maxLegs - 1).execute()
-          due = due.where('account_id', '=', payer).where('payee_id', 'in', payees.map((p) => num(p.payee_id)))
-        }
-      }
-      const assigned = await trx.updateTable('holds').set({ batch_id: id }).where('request_id', 'in', due).where('batch_id', 'is', null).returning('request_id').execute()
-      if (assigned.length === 0) return null
-      const payouts = await trx
-        .selectFrom('holds')
-        .select(['account_id', 'payee_id', sql<bigint>`sum(cost - fee)`.as('amount'), sql<bigint>`sum(fee)`.as('fee')])
-        .where('batch_id', '=', id)
-        .groupBy(['account_id', 'payee_id'])
-        .execute()
-      const legs = new Map<string, Leg>()
-      const add = (payerId: number, payeeId: number, amount: bigint) => {
-        if (amount <= 0n) return
-        const k = `${payerId}:${payeeId}`
-        const leg = legs.get(k)
-        if (leg) leg.amount += amount
-        else legs.set(k, { payerId, payeeId, amount })
-      }
-      for (const p of payouts) {
-        add(num(p.account_id), num(p.payee_id), big(p.amount))
-        add(num(p.account_id), feeAccountId, big(p.fee))
-      }
-      const total = [...legs.values()].reduce((s, l) => s + l.amount, 0n)
-      await trx.insertInto('batches').values({ id, status: 'open', total, created_at: BigInt(now), sent_at: null, settled_at: null, tx_hash: null, nonce: null }).execute()
-      await trx.insertInto('batch_legs').values([...legs.values()].map((l) => ({ batch_id: id, payer_id: l.payerId, payee_id: l.payeeId, amount: l.amount }))).execute()
-      return { id, status: 'open', total, createdAt: now, sentAt: null, settledAt: null, txHash: null, nonce: null, block: null }
-    })
+  async createBatch(id: string, feeAccountId: number, now: number, limits: BatchLimits = {}, step?: number): Promise<Batch | null> {
+    const total = await buildBatch(this.db, id, feeAccountId, now, limits, step)
+    if (total === null) return null
+    return { id, status: 'open', total, createdAt: now, sentAt: null, settledAt: null, txHash: null, nonce: null, block: null }
+  }
+
+  /** Opens the batches a settler left building (it stopped between two of their steps): they are sent as they are. */
+  openBuilt(): Promise<void> {
+    return openBuilt(this.db)
   }
 
   async legs(batchId: string): Promise<Leg[]> {
