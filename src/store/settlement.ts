@@ -1,8 +1,8 @@
-import { sql, type Kysely, type Selectable, type SelectQueryBuilder } from 'kysely'
+import { sql, type Kysely, type Selectable } from 'kysely'
 import type { BatchesTable, BatchStatus, Database } from './schema.js'
 import { big, bigOrNull, num, numOrNull, type Dialect } from './dialect.js'
 import { UNCACHED_POSTINGS } from './accounts.js'
-import { FoldedRowSums } from './payee-sums.js'
+import { FoldedPayeeSums } from './payee-sums.js'
 import { buildBatch, dueCharges, openBuilt } from './batch-build.js'
 
 export interface Batch {
@@ -42,11 +42,11 @@ function toBatch(r: Omit<Selectable<BatchesTable>, 'block_hash' | 'failed_payers
 
 /** Settlement batches: captured charges grouped into payer → payee legs, settled once. */
 export class SettlementRepo {
-  /** On SQLite, payees' sums over their request rows, each read folding in only the rows since the last. */
-  private readonly folded: FoldedRowSums | undefined
+  /** On SQLite, payees' sums over their request rows and written postings, each read folding in only the rows since the last. */
+  private readonly folded: FoldedPayeeSums | undefined
 
   constructor(private readonly db: Kysely<Database>, dialect: Dialect, sliceRows?: number) {
-    if (dialect === 'sqlite') this.folded = new FoldedRowSums(db, sliceRows)
+    if (dialect === 'sqlite') this.folded = new FoldedPayeeSums(db, sliceRows)
   }
 
   /**
@@ -133,34 +133,21 @@ export class SettlementRepo {
 
   /** Payees' pending (earned, unsettled) and settled sums. */
   async payeeTotals(accountId: number): Promise<{ pending: bigint; settled: bigint }> {
-    if (!this.folded) {
-      const r = await this.payeeTotalsQuery(accountId).executeTakeFirstOrThrow()
-      return { pending: big(r.pending), settled: big(r.settled) }
+    if (this.folded) {
+      const { pending, settled } = await this.folded.upTo(accountId, await this.folded.tops())
+      return { pending, settled }
     }
-    // The written postings and the highest request row in one snapshot: every settlement read moved the payouts of
-    // rows at or below it.
-    const r = await this.writtenTotalsQuery(accountId)
-      .select(sql<unknown>`(SELECT max(rowid) FROM holds)`.as('top'))
-      .executeTakeFirstOrThrow()
-    const rows = await this.folded.upTo(accountId, num(r.top ?? 0))
-    return { pending: big(r.pending) + rows.pending, settled: big(r.settled) }
+    const r = await this.payeeTotalsQuery(accountId).executeTakeFirstOrThrow()
+    return { pending: big(r.pending), settled: big(r.settled) }
   }
 
   /**
-   * The query behind `payeeTotals` on Postgres, and the whole of it anywhere: through the index of uncached postings
+   * The query behind `payeeTotals` on Postgres (and the whole of it anywhere): through the index of uncached postings
    * and the request rows' payee and fee indexes, never every posting (a test reads its plan).
    */
   payeeTotalsQuery(accountId: number) {
-    return this.uncachedSums(this.db.selectFrom('postings'), accountId)
-  }
-
-  /** The postings written as rows (deposits, settlements, chain moves, requests closed before migration 010). */
-  private writtenTotalsQuery(accountId: number) {
-    return this.uncachedSums(this.db.selectFrom('posting_rows'), accountId)
-  }
-
-  private uncachedSums<Q extends SelectQueryBuilder<Database, 'postings' | 'posting_rows', object>>(from: Q, accountId: number) {
-    return from
+    return this.db
+      .selectFrom('postings')
       .select([
         sql<bigint>`coalesce(sum(case when book = 'pending' then amount else 0 end), 0)`.as('pending'),
         sql<bigint>`coalesce(sum(case when book = 'available' and kind = 'settlement' then amount else 0 end), 0)`.as('settled'),
@@ -172,7 +159,7 @@ export class SettlementRepo {
   /** What a payee earned from captured charges: requests served, gross charged and its share after fees. */
   async payeeEarnings(accountId: number): Promise<{ requests: number; gross: bigint; earned: bigint }> {
     if (this.folded) {
-      const { requests, gross, earned } = await this.folded.upTo(accountId, await this.folded.top())
+      const { requests, gross, earned } = await this.folded.upTo(accountId, await this.folded.tops())
       return { requests, gross, earned }
     }
     const r = await this.db

@@ -23,9 +23,7 @@ export const SLICE_ROWS = 4096
  * then as of a moment earlier for it), and none is counted twice.
  */
 export async function slicedSummary(db: Kysely<Database>, accountId: number, filter: UsageFilter, since: number, sliceRows = SLICE_ROWS): Promise<UsageSummary> {
-  const bounds = await sql<{ first: unknown; last: unknown }>`SELECT
-      (SELECT min(created_at) FROM holds WHERE account_id = ${accountId}) AS first,
-      (SELECT max(created_at) FROM holds WHERE account_id = ${accountId}) AS last`.execute(db)
+  const bounds = await boundsQuery(accountId).execute(db)
   const totals: UsageTotals = { requests: 0, promptTokens: 0, completionTokens: 0, cost: 0n }
   const days = new Map<number, DailySpend>()
   const { first, last } = bounds.rows[0]!
@@ -33,19 +31,7 @@ export async function slicedSummary(db: Kysely<Database>, accountId: number, fil
   const end = num(last) + 1
   for (let from = num(first); from < end; ) {
     const to = await sliceEnd(db, accountId, from, end, sliceRows)
-    const rows = await db
-      .selectFrom('usage')
-      .select([
-        sql<unknown>`created_at / ${sql.lit(DAY_MS)}`.as('day'),
-        (eb) => eb.fn.countAll().as('requests'),
-        sql<unknown>`coalesce(sum(prompt_tokens), 0)`.as('prompt'),
-        sql<unknown>`coalesce(sum(completion_tokens), 0)`.as('completion'),
-        sql<unknown>`coalesce(sum(cost), 0)`.as('cost'),
-      ])
-      .where(matching(accountId, { ...filter, since: from }))
-      .where('created_at', '<', BigInt(to))
-      .groupBy(sql`created_at / ${sql.lit(DAY_MS)}`)
-      .execute()
+    const rows = await usageSliceQuery(db, accountId, filter, from, to).execute()
     for (const r of rows) {
       const requests = num(r.requests)
       const cost = big(r.cost)
@@ -78,4 +64,28 @@ async function sliceEnd(db: Kysely<Database>, accountId: number, from: number, e
 export function sliceEndQuery(accountId: number, from: number, rows: number) {
   return sql<{ at: unknown }>`SELECT created_at AS at FROM holds WHERE account_id = ${accountId} AND created_at >= ${from}
     ORDER BY created_at LIMIT 1 OFFSET ${rows}`
+}
+
+/** The account's first and last request times, each the end of its index by time (a test reads its plan). */
+export function boundsQuery(accountId: number) {
+  return sql<{ first: unknown; last: unknown }>`SELECT
+    (SELECT min(created_at) FROM holds WHERE account_id = ${accountId}) AS first,
+    (SELECT max(created_at) FROM holds WHERE account_id = ${accountId}) AS last`
+}
+
+/** The account's usage in [from, to) matching `filter`, per UTC day, through its index by time (a test reads its plan). */
+export function usageSliceQuery(db: Kysely<Database>, accountId: number, filter: UsageFilter, from: number, to: number) {
+  const day = sql<unknown>`created_at / ${sql.lit(DAY_MS)}`
+  return db
+    .selectFrom('usage')
+    .select([
+      day.as('day'),
+      (eb) => eb.fn.countAll().as('requests'),
+      sql<unknown>`coalesce(sum(prompt_tokens), 0)`.as('prompt'),
+      sql<unknown>`coalesce(sum(completion_tokens), 0)`.as('completion'),
+      sql<unknown>`coalesce(sum(cost), 0)`.as('cost'),
+    ])
+    .where(matching(accountId, { ...filter, since: from }))
+    .where('created_at', '<', BigInt(to))
+    .groupBy(day)
 }

@@ -154,6 +154,8 @@ export class UsageRepo {
    * in slices of time so that the event loop is never held for the whole history (usage-summary.ts).
    */
   async summary(accountId: number, filter: UsageFilter, since: number): Promise<UsageSummary> {
+    // Mid-day, Postgres would count that day from `since` on and the slices the whole day or none of it.
+    if (since % DAY_MS !== 0) throw new RangeError(`a usage summary's days begin at the start of one (${since})`)
     if (this.dialect === 'sqlite') return slicedSummary(this.db, accountId, filter, since)
     const [totals, daily] = await Promise.all([this.totals(accountId, filter), this.daily(accountId, { ...filter, since })])
     return { totals, daily }
