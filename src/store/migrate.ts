@@ -11,6 +11,7 @@ import * as m008 from './migrations/008_rowid_request_rows.js'
 import * as m009 from './migrations/009_records_written_once.js'
 import * as m010 from './migrations/010_derived_request_postings.js'
 import * as m011 from './migrations/011_batch_landing.js'
+import * as m012 from './migrations/012_batch_legs_by_payee.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -25,6 +26,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '009_records_written_once': m009,
   '010_derived_request_postings': m010,
   '011_batch_landing': m011,
+  '012_batch_legs_by_payee': m012,
 }
 
 /** Migrates to the latest schema, or only as far as `through` (a migration's name: tests that build an older store). */

@@ -95,6 +95,13 @@ describe("a payee's sums on SQLite, folded from its request rows and written pos
     expect(rows).not.toMatch(/SCAN holds\b/)
   })
 
+  it("reads a payee's newest batches from its index by batch, never every leg", async () => {
+    const q = store.settlement.paidBatchesQuery(f!.payee, 20).compile()
+    const plan = (await store.db.executeQuery<{ detail: string }>(CompiledQuery.raw(`EXPLAIN QUERY PLAN ${q.sql}`, [...q.parameters]))).rows.map((r) => r.detail).join('\n')
+    expect(plan).toMatch(/SEARCH batch_legs USING INDEX batch_legs_payee \(payee_id=\?\)/)
+    expect(plan).not.toMatch(/TEMP B-TREE|SCAN batch_legs/)
+  })
+
   it('reads a payee of many rows for the first time a slice at a time, the event loop free between them', async () => {
     // 40,000 captured rows of one payee, written straight to the file: ten slices.
     const raw = new Database(f!.url.slice('sqlite:'.length))

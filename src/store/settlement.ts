@@ -171,19 +171,29 @@ export class SettlementRepo {
     return { requests: num(r.requests), gross: big(r.gross), earned: big(r.earned) }
   }
 
-  /** The batches that pay this payee, newest first, with the amount each paid it (legs of payers it failed to collect left out). */
+  /**
+   * The batches that pay this payee, newest first, with the amount each paid it (legs of payers it failed to collect
+   * left out). Its newest legs are read first, through its index by batch, as far as `limit` batches: a batch's id is
+   * `bat_` and a ULID of the time it was created (the settler's), so newest by id is newest by time.
+   */
   async payeeBatches(accountId: number, limit = 20): Promise<(Batch & { amount: bigint })[]> {
-    const rows = await this.db
-      .selectFrom('batch_legs')
-      .innerJoin('batches', 'batches.id', 'batch_legs.batch_id')
-      .select(['batches.id', 'batches.status', 'batches.total', 'batches.created_at', 'batches.sent_at', 'batches.settled_at', 'batches.tx_hash', 'batches.nonce', 'batches.block', sql<bigint>`sum(batch_legs.amount)`.as('amount')])
-      .where('batch_legs.payee_id', '=', accountId)
-      .where('batch_legs.failed', '=', 0)
-      .groupBy(['batches.id', 'batches.status', 'batches.total', 'batches.created_at', 'batches.sent_at', 'batches.settled_at', 'batches.tx_hash', 'batches.nonce', 'batches.block'])
-      .orderBy('batches.created_at', 'desc')
-      .orderBy('batches.id', 'desc')
-      .limit(limit)
-      .execute()
-    return rows.map((r) => ({ ...toBatch(r), amount: big(r.amount) }))
+    const paid = await this.paidBatchesQuery(accountId, limit).execute()
+    if (paid.length === 0) return []
+    const amounts = new Map(paid.map((p) => [p.batch_id, big(p.amount)]))
+    const rows = await this.db.selectFrom('batches').selectAll().where('id', 'in', [...amounts.keys()]).orderBy('created_at', 'desc').orderBy('id', 'desc').execute()
+    return rows.map((r) => ({ ...toBatch(r), amount: amounts.get(r.id)! }))
   }
+
+  /** The payee's newest `limit` batches' ids and what each paid it, read newest first from its index (a test reads its plan). */
+  paidBatchesQuery(accountId: number, limit: number) {
+    return this.db
+      .selectFrom('batch_legs')
+      .select(['batch_id', sql<bigint>`sum(amount)`.as('amount')])
+      .where('payee_id', '=', accountId)
+      .where('failed', '=', 0)
+      .groupBy('batch_id')
+      .orderBy('batch_id', 'desc')
+      .limit(limit)
+  }
+
 }
