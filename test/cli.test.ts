@@ -259,6 +259,7 @@ describe('svc sim-provider and svc serve', () => {
     }
   })
 
+  // About fifteen processes of the CLI, a second each here, more on a busy machine.
   it('explains a bad amount and an unknown wallet', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-bad-'))
     const file = join(dir, 'config.json')
@@ -299,5 +300,5 @@ describe('svc sim-provider and svc serve', () => {
       expect(usage.code, limit).toBe(1)
       expect(usage.stderr).toMatch(/--limit must be a whole number from 1 to 10000/)
     }
-  })
+  }, 90_000)
 })

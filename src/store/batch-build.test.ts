@@ -66,21 +66,24 @@ describe.each(STORE_KINDS)('a batch built in steps on %s', (kind) => {
     expect(await store.settlement.createBatch('b_none', f!.fees, 2001, {}, 3)).toBeNull()
   })
 
+  /** Runs `between` once the batch `id` is building (between two of its steps, each one charge), within 1,000 turns. */
+  async function whileBuilding(id: string, between: () => Promise<unknown>): Promise<void> {
+    for (let turn = 0; turn < 1000; turn++) {
+      await new Promise((resolve) => setImmediate(resolve))
+      if ((await store.settlement.batches(['building'])).some((b) => b.id === id)) return void (await between())
+    }
+    throw new Error(`${id} was never seen building`)
+  }
+
   it('is whole as far as it got when another settler opens it while it is built, the rest left due', async () => {
     await charges(200)
     // One charge per transaction; between two of them, a second settler opens every batch left building.
     const building = store.settlement.createBatch('b_race', f!.fees, 3000, {}, 1)
-    let opened = false
-    while (!opened) {
-      await new Promise((resolve) => setImmediate(resolve))
-      if ((await store.settlement.batches(['building'])).some((b) => b.id === 'b_race')) {
-        await store.settlement.openBuilt()
-        opened = true
-      }
-    }
-    const batch = (await building)!
-    const taken = await whole('b_race')
-    expect(batch.total).toBe(taken)
+    await whileBuilding('b_race', () => store.settlement.openBuilt())
+    // The settler that opened it sends it; this one leaves it alone.
+    expect(await building).toBeNull()
+    expect((await store.settlement.batches(['open'])).map((b) => b.id)).toContain('b_race')
+    await whole('b_race')
     const left = await store.db.selectFrom('holds').select('request_id').where('batch_id', 'is', null).where('status', '=', 'captured').execute()
     expect(left.length).toBeGreaterThan(0)
     expect(left.length).toBeLessThan(200)
@@ -88,6 +91,21 @@ describe.each(STORE_KINDS)('a batch built in steps on %s', (kind) => {
     const next = await store.settlement.createBatch('b_rest', f!.fees, 3001)
     expect(next).not.toBeNull()
     expect(await whole('b_rest')).toBe(next!.total)
+  })
+
+  it('leaves out the charges of a payer that fell into debt while it was built', async () => {
+    await charges(100)
+    // As another settler's failed collection leaves it: the payer's charges wait until its debt is covered.
+    const building = store.settlement.createBatch('b_debt', f!.fees, 3500, {}, 1)
+    await whileBuilding('b_debt', () => store.db.updateTable('accounts').set({ debt: 1n }).where('id', '=', f!.user).execute())
+    expect(await building).not.toBeNull()
+    await whole('b_debt')
+    const left = await store.db.selectFrom('holds').select(['account_id', 'request_id']).where('batch_id', 'is', null).where('status', '=', 'captured').execute()
+    // Every charge of the other payer went in; those of the one in debt that the build had not reached wait.
+    expect(left.length).toBeGreaterThan(0)
+    expect(new Set(left.map((r) => Number(r.account_id)))).toEqual(new Set([f!.user]))
+    await store.db.updateTable('accounts').set({ debt: 0n }).where('id', '=', f!.user).execute()
+    expect(await store.settlement.createBatch('b_debt_rest', f!.fees, 3501)).not.toBeNull()
   })
 
   it('is opened and settled by the next pass when its settler stopped while building it', async () => {

@@ -21,11 +21,11 @@ class NoLongerBuilding extends Error {}
 
 /**
  * Builds batch `id` of the due charges, CHARGES_PER_STEP at a time, and opens it; its total, or null when nothing was
- * due. While it is built its status is `building`: no settler sends or settles it, and a settler's pass opens every
+ * due or another settler opened it first (and sends it). While it is built its status is `building`: no settler sends or settles it, and a settler's pass opens every
  * batch left building (`openBuilt`) before it reads those to send. Each step adds its charges and their legs in one
  * transaction, so the batch is whole at every commit: a crash leaves a smaller batch, opened by the next pass, and a
  * second settler (`svc settle` beside a SQLite gateway) that opens it meanwhile only ends it sooner: a step finds it
- * no longer building and adds nothing (its charges stay due).
+ * no longer building and adds nothing (its charges stay due), and this settler leaves it to that one.
  */
 export async function buildBatch(db: Kysely<Database>, id: string, feeAccountId: number, now: number, limits: BatchLimits, step = CHARGES_PER_STEP): Promise<bigint | null> {
   const due = await dueIds(db, feeAccountId, limits)
@@ -37,7 +37,8 @@ export async function buildBatch(db: Kysely<Database>, id: string, feeAccountId:
       if (err instanceof NoLongerBuilding) return undefined
       throw err
     })
-    if (added === undefined) break
+    // Another settler opened it: that settler sends it (sent by both, it would cost a nonce race and gas).
+    if (added === undefined) return null
     begun ||= added.assigned > 0
     total += added.total
   }
@@ -101,8 +102,12 @@ async function dueIds(db: Kysely<Database>, feeAccountId: number, limits: BatchL
  * opened meanwhile.
  */
 async function addCharges(trx: Transaction<Database>, id: string, feeAccountId: number, now: number, ids: string[], begun: boolean): Promise<{ assigned: number; total: bigint }> {
-  // The charges as they were assigned: their legs are summed here, not read again (by id, about 4.5 µs a charge).
-  const assigned = await trx.updateTable('holds').set({ batch_id: id }).where('request_id', 'in', ids).where('batch_id', 'is', null)
+  // Still due: since the ids were read, another settler may have batched a charge, failed to collect it, and put its
+  // payer in debt (its charge is then due again to no one, and would be counted in that debt a second time).
+  const assigned = await trx.updateTable('holds').set({ batch_id: id })
+    .where('request_id', 'in', ids).where('batch_id', 'is', null).where('status', '=', sql.lit('captured'))
+    .where(({ not, exists, selectFrom }) => not(exists(selectFrom('accounts').select('id').whereRef('accounts.id', '=', 'holds.account_id').where('debt', '>', 0n))))
+    // The charges as they were assigned: their legs are summed here, not read again (by id, about 4.5 µs a charge).
     .returning(['account_id', 'payee_id', 'cost', 'fee']).execute()
   if (assigned.length === 0) return { assigned: 0, total: 0n }
   const legs = new Map<string, Leg>()

@@ -50,8 +50,9 @@ export class SettlementRepo {
   }
 
   /**
-   * Builds a new batch of the due charges and opens it (batch-build.ts); null when nothing is due. A batch of up to
-   * `maxHolds` charges (10,000 by default), built `step` charges per transaction.
+   * Builds a new batch of the due charges and opens it (batch-build.ts); null when nothing is due, or another settler
+   * opened it while it was built (that settler sends it). A batch of up to `maxHolds` charges (10,000 by default),
+   * built `step` charges per transaction.
    */
   async createBatch(id: string, feeAccountId: number, now: number, limits: BatchLimits = {}, step?: number): Promise<Batch | null> {
     const total = await buildBatch(this.db, id, feeAccountId, now, limits, step)
