@@ -28,12 +28,15 @@ const HOT_PIECE = 64
 const HOT_LIMIT = 16_384
 const hot = new Map<string, number>()
 
-function pieceCount(piece: string): number {
-  let n = hot.get(piece)
+const pieceCount = (piece: string): number => remembered(hot, HOT_LIMIT, piece)
+
+/** The count of `piece`, from `counts` or merged and kept there (`counts` emptied first when it holds `limit`). */
+function remembered(counts: Map<string, number>, limit: number, piece: string): number {
+  let n = counts.get(piece)
   if (n === undefined) {
     n = preTokenCount(piece)
-    if (hot.size >= HOT_LIMIT) hot.clear()
-    hot.set(ownCopy(piece), n)
+    if (counts.size >= limit) counts.clear()
+    counts.set(ownCopy(piece), n)
   }
   return n
 }
@@ -52,15 +55,7 @@ const ownCopy = (s: string): string => (s.length < 13 ? s : ` ${s}`.slice(1))
 const LONG_LIMIT = 1024
 const long = new Map<string, number>()
 
-function longPieceCount(piece: string): number {
-  let n = long.get(piece)
-  if (n === undefined) {
-    n = preTokenCount(piece)
-    if (long.size >= LONG_LIMIT) long.clear()
-    long.set(ownCopy(piece), n)
-  }
-  return n
-}
+const longPieceCount = (piece: string): number => remembered(long, LONG_LIMIT, piece)
 
 /**
  * A long pre-token's tokens: merged whole up to MAX_MERGED code units, else in pieces of that many (never between a
