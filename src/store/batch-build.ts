@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql, type Kysely, type Transaction } from 'kysely'
 import type { Database } from './schema.js'
 import { big, num } from './dialect.js'
@@ -32,7 +33,7 @@ export async function buildBatch(db: Kysely<Database>, id: string, feeAccountId:
   let total = 0n
   let begun = false
   for (let at = 0; at < due.length; at += step) {
-    if (at > 0) await new Promise<void>((resolve) => setImmediate(resolve))
+    if (at > 0) await nextTurn()
     const added = await db.transaction().execute((trx) => addCharges(trx, id, feeAccountId, now, due.slice(at, at + step), begun)).catch((err: unknown) => {
       if (err instanceof NoLongerBuilding) return undefined
       throw err

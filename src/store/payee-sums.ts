@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql, type Kysely } from 'kysely'
 import type { Database } from './schema.js'
 import { big, num } from './dialect.js'
@@ -57,8 +58,9 @@ export class FoldedPayeeSums {
 
   constructor(private readonly db: Kysely<Database>, private readonly sliceRows = SLICE_ROWS) {}
 
-  /** The account's sums over the rows up to `tops` (or past them, when another read went further). */
-  async upTo(accountId: number, tops: Tops): Promise<PayeeSums> {
+  /** The account's sums over every row now (or past it, when another read went further). */
+  async of(accountId: number): Promise<PayeeSums> {
+    const tops = await this.tops()
     let f = this.folded.get(accountId)
     if (!f) {
       if (this.folded.size >= KEPT) this.folded.clear()
@@ -80,7 +82,7 @@ export class FoldedPayeeSums {
   }
 
   /** The highest rowids of both tables now, in one snapshot. */
-  async tops(): Promise<Tops> {
+  private async tops(): Promise<Tops> {
     const r = await sql<{ rows: unknown; postings: unknown }>`SELECT (SELECT max(rowid) FROM holds) AS rows,
       (SELECT max(rowid) FROM posting_rows) AS postings`.execute(this.db)
     return { rows: num(r.rows[0]?.rows ?? 0), postings: num(r.rows[0]?.postings ?? 0) }
@@ -88,12 +90,9 @@ export class FoldedPayeeSums {
 
   private async fold(accountId: number, f: Folded, tops: Tops): Promise<void> {
     let first = true
-    const next = async () => {
-      if (!first) await new Promise<void>((resolve) => setImmediate(resolve))
-      first = false
-    }
     while (f.upto.rows < tops.rows) {
-      await next()
+      if (!first) await nextTurn()
+      first = false
       const to = Math.min(f.upto.rows + this.sliceRows, tops.rows)
       const r = (await rowsSliceQuery(accountId, f.upto.rows, to).execute(this.db)).rows[0]!
       const s = f.sums
@@ -101,7 +100,8 @@ export class FoldedPayeeSums {
       f.upto = { ...f.upto, rows: to }
     }
     while (f.upto.postings < tops.postings) {
-      await next()
+      if (!first) await nextTurn()
+      first = false
       const to = Math.min(f.upto.postings + this.sliceRows, tops.postings)
       const r = (await postingsSliceQuery(accountId, f.upto.postings, to).execute(this.db)).rows[0]!
       f.sums = { ...f.sums, pending: f.sums.pending + big(r.pending), settled: f.sums.settled + big(r.settled) }

@@ -135,7 +135,7 @@ export class SettlementRepo {
   /** Payees' pending (earned, unsettled) and settled sums. */
   async payeeTotals(accountId: number): Promise<{ pending: bigint; settled: bigint }> {
     if (this.folded) {
-      const { pending, settled } = await this.folded.upTo(accountId, await this.folded.tops())
+      const { pending, settled } = await this.folded.of(accountId)
       return { pending, settled }
     }
     const r = await this.payeeTotalsQuery(accountId).executeTakeFirstOrThrow()
@@ -160,7 +160,7 @@ export class SettlementRepo {
   /** What a payee earned from captured charges: requests served, gross charged and its share after fees. */
   async payeeEarnings(accountId: number): Promise<{ requests: number; gross: bigint; earned: bigint }> {
     if (this.folded) {
-      const { requests, gross, earned } = await this.folded.upTo(accountId, await this.folded.tops())
+      const { requests, gross, earned } = await this.folded.of(accountId)
       return { requests, gross, earned }
     }
     const r = await this.db

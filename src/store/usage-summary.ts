@@ -1,7 +1,8 @@
+import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql, type Kysely } from 'kysely'
 import type { Database } from './schema.js'
 import { big, num } from './dialect.js'
-import { DAY_MS, matching, type DailySpend, type UsageFilter, type UsageTotals } from './usage.js'
+import { DAY_MS, DAY_OF, matching, type DailySpend, type UsageFilter, type UsageTotals } from './usage.js'
 
 /** An account's usage totals over its whole history, and its spend per day since a day. */
 export interface UsageSummary {
@@ -48,7 +49,7 @@ export async function slicedSummary(db: Kysely<Database>, accountId: number, fil
       } else days.set(day, { day, requests, cost })
     }
     from = to
-    if (from < end) await new Promise<void>((resolve) => setImmediate(resolve))
+    if (from < end) await nextTurn()
   }
   return { totals, daily: [...days.values()].sort((a, b) => a.day - b.day) }
 }
@@ -75,11 +76,10 @@ export function boundsQuery(accountId: number) {
 
 /** The account's usage in [from, to) matching `filter`, per UTC day, through its index by time (a test reads its plan). */
 export function usageSliceQuery(db: Kysely<Database>, accountId: number, filter: UsageFilter, from: number, to: number) {
-  const day = sql<unknown>`created_at / ${sql.lit(DAY_MS)}`
   return db
     .selectFrom('usage')
     .select([
-      day.as('day'),
+      DAY_OF.as('day'),
       (eb) => eb.fn.countAll().as('requests'),
       sql<unknown>`coalesce(sum(prompt_tokens), 0)`.as('prompt'),
       sql<unknown>`coalesce(sum(completion_tokens), 0)`.as('completion'),
@@ -87,5 +87,5 @@ export function usageSliceQuery(db: Kysely<Database>, accountId: number, filter:
     ])
     .where(matching(accountId, { ...filter, since: from }))
     .where('created_at', '<', BigInt(to))
-    .groupBy(day)
+    .groupBy(DAY_OF)
 }

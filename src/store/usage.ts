@@ -100,6 +100,12 @@ export interface DailySpend {
 
 export const DAY_MS = 86_400_000
 
+/**
+ * A row's UTC day, as a day number. A literal, not a parameter: Postgres matches the grouped expression by its text, and
+ * SQLite divides integers.
+ */
+export const DAY_OF = sql<bigint>`created_at / ${sql.lit(DAY_MS)}`
+
 /** The account's rows, narrowed by the filter. */
 export function matching(accountId: number, f: UsageFilter) {
   return (eb: ExpressionBuilder<Database, 'usage'>) => {
@@ -163,14 +169,12 @@ export class UsageRepo {
 
   /** Spend per UTC day (days without requests are absent), oldest first. */
   async daily(accountId: number, f: UsageFilter = {}): Promise<DailySpend[]> {
-    // A literal, not a parameter: Postgres matches the grouped expression by its text, and SQLite divides integers.
-    const day = sql<bigint>`created_at / ${sql.lit(DAY_MS)}`
     const rows = await this.db
       .selectFrom('usage')
-      .select([day.as('day'), (eb) => eb.fn.countAll().as('requests'), sql<bigint>`coalesce(sum(cost), 0)`.as('cost')])
+      .select([DAY_OF.as('day'), (eb) => eb.fn.countAll().as('requests'), sql<bigint>`coalesce(sum(cost), 0)`.as('cost')])
       .where(matching(accountId, f))
-      .groupBy(day)
-      .orderBy(day)
+      .groupBy(DAY_OF)
+      .orderBy(DAY_OF)
       .execute()
     return rows.map((r) => ({ day: num(r.day) * DAY_MS, requests: num(r.requests), cost: big(r.cost) }))
   }
