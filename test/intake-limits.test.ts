@@ -1,5 +1,7 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { chat, marketPerTest } from './helpers/market.js'
+import { countText, TextCount } from '../src/metering/o200k.js'
+import { COUNT_STEP_UNITS, PER_MESSAGE_OVERHEAD, REPLY_PRIMING } from '../src/metering/tokens.js'
 
 const market = marketPerTest()
 const ask = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 8 }
@@ -28,6 +30,39 @@ describe('request intake', () => {
     expect(error).toMatchObject({ code: 'feature_not_supported', param: 'messages' })
     expect(error.message).toContain('longer than the context window of svc/atlas@1 (32768 tokens)')
     expect(ms).toBeLessThan(1_500)
+  })
+
+  it('counts a long prompt for the vendor in steps, serving other work between them, to the count of one pass', async () => {
+    const mk = await market()
+    // 1 MB of letters at random, about half a million tokens: too long for every candidate, and the vendor's context is
+    // not given, so it is counted whole. Counted at once it held the event loop for most of a second.
+    let x = 11
+    const letters = Array.from({ length: 1_000_000 }, () => String.fromCharCode(97 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 26))).join('')
+    // Which turn of the event loop each step of the gateway's count ran in.
+    let turn = 0
+    let ticking = true
+    const tick = () => void (ticking && (turn++, setImmediate(tick)))
+    tick()
+    const stepTurns: number[] = []
+    const step = TextCount.prototype.step
+    const spy = vi.spyOn(TextCount.prototype, 'step').mockImplementation(function (this: TextCount, units: number) {
+      stepTurns.push(turn)
+      return step.call(this, units)
+    })
+    let res: Response
+    try {
+      res = await chat(mk.url, mk.key, { ...ask, model: 'svc/cortex@1', messages: [{ role: 'user', content: letters }] })
+    } finally {
+      spy.mockRestore()
+      ticking = false
+    }
+    expect(res.status, await res.clone().text()).toBe(200)
+    const reply = await res.json()
+    expect(reply.svc.routing).toMatchObject({ vendor_fallback: true, status: 'managed:no_candidate' })
+    expect(reply.usage.prompt_tokens).toBe(REPLY_PRIMING + PER_MESSAGE_OVERHEAD + countText(letters))
+    // A step per COUNT_STEP_UNITS code units, each in a turn of its own: other work ran between every two.
+    expect(stepTurns.length).toBeGreaterThanOrEqual(Math.floor(letters.length / COUNT_STEP_UNITS))
+    expect(new Set(stepTurns).size).toBe(stepTurns.length)
   })
 
   it('counts the ids of tool calls as input, and sends the calls on as the fields it checked', async () => {

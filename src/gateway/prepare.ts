@@ -8,7 +8,7 @@ import type { Health } from '../routing/health.js'
 import { planCortex, planNamed, type Candidate, type RoutePlan } from '../routing/route.js'
 import type { UpstreamRequest } from '../providers/types.js'
 import { effectiveMax, fitViolation, type Needs } from './fit.js'
-import { knownFormat, normalizeMessages, upstreamBodyJson } from './normalize.js'
+import { knownFormat, normalizeMessages, upstreamBodyJson, type NormalizedMessages } from './normalize.js'
 import { validateChatRequest } from './validate.js'
 import { callPolicyOf, type CallPolicy } from '../tools/assemble.js'
 import { toolRequestViolation } from '../tools/contract.js'
@@ -27,8 +27,12 @@ export interface Prepared {
   plan: RoutePlan
 }
 
-/** Validates, meters and plans a chat request (spec §4.1, DESIGN §3, §5). Bad input yields an ApiError, never an exception. */
-export function prepare(body: unknown, catalog: Catalog, health: Health): Prepared | ApiError {
+/**
+ * Validates, meters and plans a chat request (spec §4.1, DESIGN §3, §5). Bad input yields an ApiError, never an
+ * exception. A long prompt is counted over several turns of the event loop (`countInput`): its outcome then comes as a
+ * promise.
+ */
+export function prepare(body: unknown, catalog: Catalog, health: Health): Prepared | ApiError | Promise<Prepared | ApiError> {
   const request = validateChatRequest(body)
   if (isApiError(request)) return request
   if (request.n !== undefined && request.n !== null && request.n > 1) {
@@ -47,7 +51,24 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
   // Tool definitions and a response schema reach the model as input: they count, as their JSON.
   const schema = request.response_format?.type === 'json_schema' ? JSON.stringify(knownFormat(request.response_format).json_schema) : ''
   const toolsJson = request.tools?.length ? JSON.stringify(request.tools) : undefined
+  const read: Read = { request, messages, toolsJson, named, cortex }
   const inputTokens = countInput(messages.metered, (toolsJson ?? '') + schema, largestContext(catalog, named, cortex))
+  if (typeof inputTokens === 'number') return planned(read, inputTokens, catalog, health)
+  // Planned after the count, with the breakers' state of then.
+  return inputTokens.then((n) => planned(read, n, catalog, health))
+}
+
+/** A request read and checked, before its plan. */
+interface Read {
+  request: ChatRequest
+  messages: NormalizedMessages
+  toolsJson: string | undefined
+  named: ModelConfig | undefined
+  cortex: CortexModel | undefined
+}
+
+/** Bounds and plans a checked request of `inputTokens`, or refuses it as unfit for its model. */
+function planned({ request, messages, toolsJson, named, cortex }: Read, inputTokens: number, catalog: Catalog, health: Health): Prepared | ApiError {
   const needs: Needs = {
     inputTokens,
     requestedMax: request.max_completion_tokens ?? request.max_tokens ?? undefined,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base'
-import { countText } from './o200k.js'
+import { countText, TextCount } from './o200k.js'
 
 const AS_TEXT = { disallowedSpecial: new Set<string>() }
 
@@ -69,5 +69,50 @@ describe('countText', () => {
     for (let i = 0; i < 60_000; i++) expect(countText(word(i) + word(i + 1))).toBe(countTokens(word(i) + word(i + 1)))
     expect(countText(text)).toBe(first)
     expect(first).toBe(countTokens(text))
+  })
+})
+
+describe('TextCount', () => {
+  /** The count of `text` taken in steps of `units` code units, and how many steps it took. */
+  const stepped = (text: string, units: number, stopAbove = Infinity) => {
+    const count = new TextCount(text, stopAbove)
+    let steps = 1
+    while (!count.step(units)) steps++
+    return { n: count.n, steps }
+  }
+
+  it('counts a text in steps of any size to the count of one pass, long pre-tokens and surrogate pairs included', () => {
+    const texts = [
+      mixed(3, 400),
+      // Runs of one class longer than a piece (1,024 code units): cut into pieces, a surrogate pair never halved.
+      'x'.repeat(5000) + ' tail',
+      `lead ${'😀'.repeat(1500)} end`,
+      `${'abcdefghij'.repeat(300)}${' '.repeat(3000)}\n${'1234567890'.repeat(200)}`,
+    ]
+    for (const text of texts) {
+      const whole = countText(text)
+      for (const units of [1, 7, 64, 1000, 1024, 4096]) expect(stepped(text, units).n, `${units}: ${text.slice(0, 30)}`).toBe(whole)
+    }
+    // Below a piece's size no pre-token is left whole at a step's end; above it, the steps are as many as asked.
+    expect(stepped('word '.repeat(10_000), 1000).steps).toBeGreaterThanOrEqual(50)
+    expect(stepped('y'.repeat(10_000), 1).steps).toBe(10)
+  })
+
+  it('stops past its bound in steps as in one pass', () => {
+    const text = 'every word here is a token '.repeat(10_000)
+    const { n, steps } = stepped(text, 100, 1000)
+    expect(n).toBe(countText(text, 1000))
+    expect(steps).toBeLessThan(60)
+  })
+
+  it('gives each of several counts taken in turn its own count', () => {
+    // The split expression is shared: each step must start where its own count stopped.
+    const texts = [mixed(11, 300), 'z'.repeat(3000), mixed(12, 300)]
+    const counts = texts.map((t) => new TextCount(t))
+    for (let open = counts.length; open > 0; ) {
+      open = 0
+      for (const c of counts) if (!c.step(50)) open++
+    }
+    expect(counts.map((c) => c.n)).toEqual(texts.map((t) => countText(t)))
   })
 })

@@ -57,21 +57,6 @@ const long = new Map<string, number>()
 
 const longPieceCount = (piece: string): number => remembered(long, LONG_LIMIT, piece)
 
-/**
- * A long pre-token's tokens: merged whole up to MAX_MERGED code units, else in pieces of that many (never between a
- * surrogate pair's halves), no further than past `stopAbove`.
- */
-function longCount(preToken: string, stopAbove: number): number {
-  let n = 0
-  for (let at = 0; at < preToken.length && n <= stopAbove; ) {
-    let end = Math.min(at + MAX_MERGED, preToken.length)
-    if (end < preToken.length && isLowSurrogate(preToken.charCodeAt(end))) end--
-    n += longPieceCount(at === 0 && end === preToken.length ? preToken : preToken.slice(at, end))
-    at = end
-  }
-  return n
-}
-
 const isLowSurrogate = (c: number) => c >= 0xdc00 && c <= 0xdfff
 
 /**
@@ -79,19 +64,73 @@ const isLowSurrogate = (c: number) => c >= 0xdc00 && c <= 0xdfff
  * it stops: the count returned is then more than that, and may be less than the text's.
  */
 export function countText(text: string, stopAbove = Infinity): number {
-  let n = 0
-  let at = 0
-  PRE_TOKEN.lastIndex = 0
-  while (at < text.length && n <= stopAbove) {
-    // The split matches every code point (above), so this never happens; were it to, the rest is counted in pieces.
-    if (!PRE_TOKEN.test(text) || PRE_TOKEN.lastIndex === at) return n + longCount(text.slice(at), stopAbove - n)
-    const end = PRE_TOKEN.lastIndex
-    n += end - at <= HOT_PIECE ? pieceCount(text.slice(at, end)) : longCount(text.slice(at, end), stopAbove - n)
-    at = end
+  const count = new TextCount(text, stopAbove)
+  count.step(Infinity)
+  return count.n
+}
+
+/**
+ * A count of one text that can pause and go on, to the count `countText` gives. Some texts of a few MB take seconds
+ * to count (letters without a space, CJK at random): counted a step at a time, with other requests served between
+ * steps, they no longer stall every request in flight for that long.
+ */
+export class TextCount {
+  /** Tokens counted so far: the text's count once `done`. */
+  n = 0
+  /** Where the count goes on: a pre-token's start, or the start of a long pre-token's next piece. */
+  private at = 0
+  /** The end of the pre-token `at` is in; `at` itself between pre-tokens. */
+  private end = 0
+
+  constructor(
+    private readonly text: string,
+    /** Past this many tokens the count stops: it is then more than that, and may be less than the text's. */
+    private readonly stopAbove = Infinity,
+  ) {}
+
+  /** Code units counted so far. */
+  get position(): number {
+    return this.at
   }
-  // V8 keeps a regular expression's last subject (`RegExp.input`): the text is let go with it.
-  FORGET.test('')
-  return n
+
+  get done(): boolean {
+    return this.at >= this.text.length || this.n > this.stopAbove
+  }
+
+  /**
+   * Counts on over at least `units` more code units (a pre-token or a long one's piece is counted whole), or to the
+   * end. Returns whether the count is done.
+   */
+  step(units: number): boolean {
+    const { text, stopAbove } = this
+    const until = this.at + units
+    let { at, end, n } = this
+    while (at < text.length && at < until && n <= stopAbove) {
+      if (at === end) {
+        // Set each time: another count may have used the expression between this one's steps.
+        PRE_TOKEN.lastIndex = at
+        // The split matches every code point (above), so the rest never goes unmatched; were it to, it is counted in pieces.
+        end = PRE_TOKEN.test(text) && PRE_TOKEN.lastIndex > at ? PRE_TOKEN.lastIndex : text.length
+        if (end - at <= HOT_PIECE) {
+          n += pieceCount(text.slice(at, end))
+          at = end
+          continue
+        }
+      }
+      // A long pre-token: merged whole up to MAX_MERGED code units, else in pieces of that many, never between a
+      // surrogate pair's halves.
+      let cut = Math.min(at + MAX_MERGED, end)
+      if (cut < end && isLowSurrogate(text.charCodeAt(cut))) cut--
+      n += longPieceCount(text.slice(at, cut))
+      at = cut
+    }
+    this.at = at
+    this.end = end
+    this.n = n
+    // V8 keeps a regular expression's last subject (`RegExp.input`): the text is let go with it.
+    FORGET.test('')
+    return this.done
+  }
 }
 
 const FORGET = /(?:)/

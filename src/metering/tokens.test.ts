@@ -1,15 +1,66 @@
 import { describe, expect, it } from 'vitest'
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base'
-import { cachedTextChars, countInput, countOutput, tokenCount } from './tokens.js'
+import { cachedTextChars, COUNT_STEP_UNITS, countInput, countOutput, PER_MESSAGE_OVERHEAD, REPLY_PRIMING, tokenCount, type MeteredMessage } from './tokens.js'
+import { turnsDuring } from '../../test/helpers/turns.js'
 
 describe('countInput', () => {
-  it('counts a body of long runs of one character quickly, each run merged once', () => {
+  it('counts a body of long runs of one character quickly, each run merged once', async () => {
     // 240 messages of 16 Ki spaces (4 MB, under 32 Ki tokens): merged whole, each run took over 10 ms.
     const messages = Array.from({ length: 240 }, (_, i) => ({ role: 'user', text: `${i}${' '.repeat(16_370)}x` }))
     const started = performance.now()
-    const n = countInput(messages, undefined, 32_768)
+    const n = await countInput(messages, undefined, 32_768)
     expect(performance.now() - started).toBeLessThan(1_000)
     expect(n).toBeGreaterThan(30_000)
+  })
+
+  it('counts a short input at once, and a long one in steps to the same count, letting the event loop go between them', async () => {
+    const word = (i: number) => ` w${i.toString(36)}`
+    const prose = (from: number, words: number) => Array.from({ length: words }, (_, i) => word(from + i)).join('')
+    const messages: MeteredMessage[] = [
+      { role: 'system', text: prose(0, 1000) },
+      // An agent's history: texts the cache can keep.
+      ...Array.from({ length: 24 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', text: prose(1000 * (i + 1), 800) })),
+      { role: 'user', text: prose(100_000, 1000), name: 'ada' },
+      { role: 'assistant', text: '', toolCalls: [{ id: 'call_1', name: 'lookup', arguments: JSON.stringify({ q: prose(30_000, 3000) }) }] },
+      { role: 'tool', text: 'x'.repeat(20_000), toolCallId: 'call_1' },
+    ]
+    const defs = JSON.stringify([{ type: 'function', function: { name: 'lookup', parameters: { type: 'object' } } }])
+    const texts = messages.flatMap((m) => [m.text, m.name ?? '', ...(m.toolCalls ?? []).flatMap((c) => [c.id, c.name, c.arguments]), m.toolCallId ?? ''])
+    const expected = REPLY_PRIMING + messages.length * PER_MESSAGE_OVERHEAD + 1 + [...texts, defs].reduce((n, t) => n + countTokens(t), 0)
+    const units = [...texts, defs].reduce((n, t) => n + t.length, 0)
+    expect(units).toBeGreaterThan(16 * COUNT_STEP_UNITS)
+
+    let n: number | Promise<number> = 0
+    const turns = await turnsDuring(async () => (n = await countInput(messages, defs)))
+    expect(n).toBe(expected)
+    expect(turns).toBeGreaterThanOrEqual(Math.floor(units / COUNT_STEP_UNITS) - 1)
+    // The first message alone is short: counted at once, to its own count.
+    expect(countInput(messages.slice(0, 1))).toBe(REPLY_PRIMING + PER_MESSAGE_OVERHEAD + countTokens(messages[0]!.text))
+    // Counted again in steps, its texts the cache now knows cost no step.
+    const again = await turnsDuring(async () => expect(await countInput(messages, defs)).toBe(expected))
+    expect(again).toBeLessThan(turns / 2)
+  })
+
+  it('keeps a text counted by two requests at once in steps only once', async () => {
+    // The same system prompt, longer than a step, in two requests counted together: each finds it missing and counts it.
+    const system = { role: 'system', text: Array.from({ length: 1500 }, (_, i) => ` rule${i}`).join('') }
+    expect(system.text.length).toBeGreaterThan(COUNT_STEP_UNITS)
+    const before = cachedTextChars()
+    const asks = [1, 2].map((i) => countInput([system, { role: 'user', text: `question ${i}` }]))
+    expect(asks.every((a) => a instanceof Promise)).toBe(true)
+    const [a, b] = await Promise.all(asks)
+    expect(b).toBe(a)
+    expect(cachedTextChars() - before).toBe(system.text.length + 'question 1'.length + 'question 2'.length)
+  })
+
+  it('stops a long count in steps past its bound, without counting the rest', async () => {
+    const messages = Array.from({ length: 50 }, (_, i) => ({ role: 'user', text: `${i} ${'again and again '.repeat(5000)}` }))
+    let n = 0
+    const turns = await turnsDuring(async () => (n = await countInput(messages, undefined, 32_768)))
+    expect(n).toBeGreaterThan(32_768)
+    expect(n).toBeLessThan(32_768 + 100)
+    // 32 Ki tokens of this text are about 130 KB: some 20 steps, not the 500 of its 4 MB.
+    expect(turns).toBeLessThan(40)
   })
 })
 

@@ -1,4 +1,5 @@
-import { countText } from './o200k.js'
+import { setImmediate as nextTurn } from 'node:timers/promises'
+import { countText, TextCount } from './o200k.js'
 
 /**
  * Metering version 1 (DESIGN §7): the gateway counts tokens itself with the o200k BPE.
@@ -43,11 +44,19 @@ export function uncachedCount(text: string): number {
  */
 export function tokenCount(text: string, stopAbove = Infinity): number {
   if (text.length === 0) return 0
-  if (text.length < MIN_CACHED_LENGTH) return countText(text)
   if (text.length > MAX_CACHED_LENGTH) return countText(text, stopAbove)
-  const hit = cache.get(text)
-  if (hit !== undefined) return hit
-  const n = uncachedCount(text)
+  if (text.length < MIN_CACHED_LENGTH) return countText(text)
+  return cache.get(text) ?? kept(text, uncachedCount(text))
+}
+
+const cacheable = (text: string) => text.length >= MIN_CACHED_LENGTH && text.length <= MAX_CACHED_LENGTH
+
+/**
+ * `n`, kept in the cache as the count of `text`, the oldest texts leaving first to make room. A count taken in steps
+ * may find the text kept meanwhile by another (the same system prompt in two requests): it is not kept twice.
+ */
+function kept(text: string, n: number): number {
+  if (cache.has(text)) return n
   while (cache.size > 0 && (cache.size >= CACHE_LIMIT || cachedChars + text.length > CACHE_CHARS)) {
     const gone = order[oldest]!
     // Not kept by the ring either, which would hold it until its slot came round again.
@@ -74,24 +83,85 @@ export interface MeteredMessage {
 }
 
 /**
+ * Code units of input counted in one turn of the event loop. A longer input is counted in steps of this many, other
+ * requests served between them: a prompt of a few MB takes from a tenth of a second (prose) to seconds (letters or CJK
+ * at random) to count, and counted at once it held every request in flight for that long. A step of ordinary text
+ * takes about half a millisecond, of the slowest about 8.
+ */
+export const COUNT_STEP_UNITS = 8192
+
+/**
  * Input tokens of a request: messages, definitions (tools and a response schema, as their JSON), and reply priming.
  * Counting stops once the count passes `stopAbove` (the largest context that could take the request): the count is
- * then only known to be more than that. A prompt of a few MB of letters without a space takes seconds to count whole.
+ * then only known to be more than that. An input longer than COUNT_STEP_UNITS is counted in steps, with the event loop
+ * let go between them, and its count comes as a promise.
  */
-export function countInput(messages: readonly MeteredMessage[], definitionsJson?: string, stopAbove = Infinity): number {
-  let n = REPLY_PRIMING
-  const count = (text: string) => (n += tokenCount(text, stopAbove - n)) > stopAbove
-  for (const m of messages) {
-    n += PER_MESSAGE_OVERHEAD
-    if (count(m.text)) return n
-    if (m.name) {
-      n += 1
-      if (count(m.name)) return n
-    }
-    for (const c of m.toolCalls ?? []) if (count(c.id) || count(c.name) || count(c.arguments)) return n
-    if (m.toolCallId && count(m.toolCallId)) return n
+export function countInput(messages: readonly MeteredMessage[], definitionsJson?: string, stopAbove = Infinity): number | Promise<number> {
+  const input = inputOf(messages, definitionsJson)
+  if (input.units > COUNT_STEP_UNITS) return countInSteps(input, stopAbove)
+  let n = input.fixed
+  for (const text of input.texts) if ((n += tokenCount(text, stopAbove - n)) > stopAbove) break
+  return n
+}
+
+interface Input {
+  /** Tokens besides the texts': the reply's priming, each message's overhead, one for each name. */
+  fixed: number
+  /** Texts counted as input, in order. */
+  texts: string[]
+  /** Their code units. */
+  units: number
+}
+
+function inputOf(messages: readonly MeteredMessage[], definitionsJson: string | undefined): Input {
+  const input: Input = { fixed: REPLY_PRIMING, texts: [], units: 0 }
+  const add = (text: string) => {
+    input.texts.push(text)
+    input.units += text.length
   }
-  if (definitionsJson) count(definitionsJson)
+  for (const m of messages) {
+    input.fixed += PER_MESSAGE_OVERHEAD
+    add(m.text)
+    if (m.name) {
+      input.fixed += 1
+      add(m.name)
+    }
+    for (const c of m.toolCalls ?? []) {
+      add(c.id)
+      add(c.name)
+      add(c.arguments)
+    }
+    if (m.toolCallId) add(m.toolCallId)
+  }
+  if (definitionsJson) add(definitionsJson)
+  return input
+}
+
+/** `countInput` of a long input: COUNT_STEP_UNITS code units a turn; texts the cache knows cost no step. */
+async function countInSteps(input: Input, stopAbove: number): Promise<number> {
+  let n = input.fixed
+  let left = COUNT_STEP_UNITS
+  for (const text of input.texts) {
+    if (n > stopAbove) break
+    const hit = cacheable(text) ? cache.get(text) : undefined
+    if (hit !== undefined) {
+      n += hit
+      continue
+    }
+    const count = new TextCount(text, cacheable(text) ? Infinity : stopAbove - n)
+    for (let before = 0; ; before = count.position) {
+      const done = count.step(left)
+      left -= count.position - before
+      if (done) break
+      await nextTurn()
+      left = COUNT_STEP_UNITS
+    }
+    n += cacheable(text) ? kept(text, count.n) : count.n
+    if (left <= 0) {
+      await nextTurn()
+      left = COUNT_STEP_UNITS
+    }
+  }
   return n
 }
 

@@ -11,6 +11,7 @@ import { SYSTEM_ACCOUNTS } from '../../src/store/accounts.js'
 export function maxCostFor(config: Config, body: unknown): bigint {
   const catalog = new Catalog(config, () => ({ stream: async function* () {}, close: async () => {} }))
   const p = prepare(body, catalog, new Health({ failures: 3, cooldownMs: 1000 }))
+  if (p instanceof Promise) throw new Error('a prompt this long is counted over several turns: give a shorter one')
   if (isApiError(p)) throw new Error(p.message)
   return maxCostOf(p)
 }

@@ -41,7 +41,9 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnT
 /** Validates, admits, serves and settles one request. */
 async function serve(gw: Gateway, body: unknown, reply: FastifyReply, caller: Caller, requestId: string): Promise<FastifyReply> {
   const startedAt = gw.now()
-  const prepared = prepare(body, gw.catalog, gw.health)
+  let prepared = prepare(body, gw.catalog, gw.health)
+  // Only a long prompt's count goes over several turns: the rest are spared a promise.
+  if (prepared instanceof Promise) prepared = await prepared
   if (isApiError(prepared)) return sendError(reply, prepared)
   if (planOfferCount(prepared.plan) === 0) {
     await recordRefusal(gw, caller, prepared, requestId, startedAt, 'no_capacity')
