@@ -45,6 +45,7 @@ const ManagedConfig = Closed({
   input_price_per_mtok: UnitsString,
   output_price_per_mtok: UnitsString,
   maxConcurrency: Type.Optional(Type.Integer({ minimum: 1 })),
+  contextLimit: Type.Optional(Type.Integer({ minimum: 1, description: "the vendor model's context window in tokens: longer requests are not sent to it (default: no limit)" })),
 })
 
 /** A store URL: the config's `store` and DATABASE_URL alike. */

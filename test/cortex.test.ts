@@ -1,4 +1,6 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
+import type { Config } from '../src/config.js'
+import { TextCount } from '../src/metering/o200k.js'
 import { chat, P, sseEvents, marketPerTest, type Market } from './helpers/market.js'
 import { maxCostFor } from './helpers/money.js'
 import { parseUsdc, priceOf, splitFee } from '../src/ledger/money.js'
@@ -247,5 +249,56 @@ describe('svc/cortex@1 bounds and the hold', () => {
     expect(r.svc.routing).toEqual({ model: 'vendor-large', served_by: 'managed', vendor_fallback: true, status: 'managed:no_capacity' })
     expect(mk.sims.wren.stats.requests).toBe(0)
     for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern, mk.sims.vendor]) expect(sentMax(s)).toBe(200)
+  })
+})
+
+describe('the managed vendor’s context (managed.contextLimit)', () => {
+  const VENDOR_CONTEXT = 40_000
+  const withContext = { edit: (c: Config) => void (c.managed!.contextLimit = VENDOR_CONTEXT) }
+  /** A prompt of about `tokens` tokens: too long for every candidate (32,768 at most) when above that. */
+  const prompt = (tokens: number) => [{ role: 'user', content: 'hello '.repeat(tokens - 8) }]
+
+  it('sends the vendor a prompt its context takes, bounded by the room it leaves', async () => {
+    const mk = await market(withContext)
+    const r = await send(mk, false, { max_tokens: undefined, messages: prompt(39_900) })
+    expect(r.svc.routing).toMatchObject({ model: 'vendor-large', status: 'managed:no_candidate' })
+    expect(r.usage.prompt_tokens).toBeGreaterThan(39_744)
+    // The listed cortex maximum (256) does not fit after this prompt: the vendor is told what its context leaves.
+    expect(sentMax(mk.sims.vendor)).toBe(VENDOR_CONTEXT - r.usage.prompt_tokens)
+    expect(r.usage.completion_tokens).toBeLessThanOrEqual(VENDOR_CONTEXT - r.usage.prompt_tokens)
+  })
+
+  it('refuses what the vendor’s context cannot take as the client error it is, sending nothing', async () => {
+    const mk = await market(withContext)
+    const tooLong = await chat(mk.url, mk.key, { model: 'svc/cortex@1', messages: prompt(41_000) })
+    expect(tooLong.status).toBe(400)
+    expect((await tooLong.json()).error).toMatchObject({ code: 'feature_not_supported', param: 'messages', message: expect.stringContaining(`context window of the managed vendor of svc/cortex@1 (${VENDOR_CONTEXT} tokens)`) })
+    const noRoom = await chat(mk.url, mk.key, { model: 'svc/cortex@1', messages: prompt(39_900), max_tokens: 200 })
+    expect(noRoom.status).toBe(400)
+    expect((await noRoom.json()).error).toMatchObject({ code: 'feature_not_supported', param: 'max_tokens' })
+    expect(mk.sims.vendor.stats.requests).toBe(0)
+    expect((await mk.store.accounts.byId(mk.accountId))!.held).toBe(0n)
+  })
+
+  it('counts a prompt no further than the vendor’s context', async () => {
+    const mk = await market(withContext)
+    let x = 3
+    const letters = Array.from({ length: 2_000_000 }, () => String.fromCharCode(97 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 26))).join('')
+    const step = TextCount.prototype.step
+    let steps = 0
+    const spy = vi.spyOn(TextCount.prototype, 'step').mockImplementation(function (this: TextCount, units: number) {
+      steps++
+      return step.call(this, units)
+    })
+    let res: Response
+    try {
+      res = await chat(mk.url, mk.key, { model: 'svc/cortex@1', messages: [{ role: 'user', content: letters }] })
+    } finally {
+      spy.mockRestore()
+    }
+    expect(res.status).toBe(400)
+    expect((await res.json()).error.message).toContain(`the managed vendor of svc/cortex@1 (${VENDOR_CONTEXT} tokens)`)
+    // 40,000 tokens of such letters are about 80,000 of the 2,000,000 characters: ten steps, not 244.
+    expect(steps).toBeLessThan(30)
   })
 })

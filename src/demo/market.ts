@@ -66,7 +66,7 @@ export function demoConfig(up: DemoUpstreams, storeUrl: string, port: number, co
       { address: d, baseUrl: up.providers[3], bundle: 'llamacpp-b3', profile: 'cpu-q4', offers: [offer('svc/wren@1', 'wren', 30_000, 60_000)] },
     ],
     cortex: { candidates: ['svc/atlas@1', 'svc/tern@2', 'svc/wren@1'] },
-    managed: { baseUrl: up.vendor, upstreamModel: 'vendor-large', input_price_per_mtok: '3000000', output_price_per_mtok: '15000000' },
+    managed: { baseUrl: up.vendor, upstreamModel: 'vendor-large', input_price_per_mtok: '3000000', output_price_per_mtok: '15000000', contextLimit: 131072 },
     tuning: { settleIntervalMs: 30_000 },
   }
 }

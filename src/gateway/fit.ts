@@ -31,6 +31,11 @@ export function fitViolation(model: ModelConfig, req: ChatRequest, needs: Needs)
   if (needs.requestedMax !== undefined && needs.requestedMax > caps.maxOutputTokens) {
     return unsupported(needs.maxParam, `${needs.maxParam} ${needs.requestedMax} is above the maximum output of ${model.id} (${caps.maxOutputTokens} tokens).`)
   }
+  return contextViolation(model, needs)
+}
+
+/** Why a target of this context (and maximum output) cannot take the request's prompt and reply; null when it can. */
+export function contextViolation(model: Pick<ModelConfig, 'id' | 'contextLimit' | 'capabilities'>, needs: Needs): ApiError | null {
   // The count stops past the largest context of the request's targets (`countInput`): it is then only a lower bound.
   if (needs.inputTokens >= model.contextLimit) {
     return unsupported('messages', `The prompt is longer than the context window of ${model.id} (${model.contextLimit} tokens).`)

@@ -7,7 +7,7 @@ import type { ModelConfig } from '../config.js'
 import type { Health } from '../routing/health.js'
 import { planCortex, planNamed, type Candidate, type RoutePlan } from '../routing/route.js'
 import type { UpstreamRequest } from '../providers/types.js'
-import { effectiveMax, fitViolation, type Needs } from './fit.js'
+import { contextViolation, effectiveMax, fitViolation, type Needs } from './fit.js'
 import { knownFormat, normalizeMessages, upstreamBodyJson, type NormalizedMessages } from './normalize.js'
 import { validateChatRequest } from './validate.js'
 import { callPolicyOf, type CallPolicy } from '../tools/assemble.js'
@@ -95,12 +95,12 @@ function planned({ request, messages, toolsJson, named, cortex }: Read, inputTok
 
 /**
  * The most input tokens any target of the request could take: counting past it only finds the prompt too long. With
- * cortex's vendor (whose context the config does not give) there is no such bound, and the prompt is counted whole.
+ * cortex's vendor and no `managed.contextLimit` in the config there is no such bound, and the prompt is counted whole.
  */
 function largestContext(catalog: Catalog, named: ModelConfig | undefined, cortex: CortexModel | undefined): number {
   if (named) return named.contextLimit
-  if (catalog.managed) return Infinity
-  return Math.max(...cortex!.candidates.map((id) => catalog.models.get(id)!.contextLimit))
+  const candidates = Math.max(...cortex!.candidates.map((id) => catalog.models.get(id)!.contextLimit))
+  return catalog.managed ? Math.max(catalog.managedContext, candidates) : candidates
 }
 
 /**
@@ -109,13 +109,18 @@ function largestContext(catalog: Catalog, named: ModelConfig | undefined, cortex
  * or less when the candidate's context leaves less. One bound for all would either drop a small-context candidate
  * that fits (sending the request to the vendor at many times the price) or cut every other candidate's reply to its
  * room. Candidates that can give the whole bound come first, in preference order; those whose context leaves less
- * after them (a reply cut short is the worse answer), then the vendor, sent max_tokens or the listed cortex maximum.
- * The hold covers the largest bound of the plan. When no candidate fits and there is no vendor, nothing could ever
- * serve the request: it is refused as the first candidate refuses it (a 400, not a 503 to retry).
+ * after them (a reply cut short is the worse answer), then the vendor, sent max_tokens or the listed cortex maximum
+ * (or less when its context, if the config gives it, leaves less; a request its context cannot take is not sent it).
+ * The hold covers the largest bound of the plan. When nothing fits, nothing could ever serve the request: it is
+ * refused as the vendor refuses it, or without a vendor as the first candidate does (a 400, not a 503 to retry).
  */
 function cortexPlan(catalog: Catalog, health: Health, cortex: CortexModel, request: ChatRequest, needs: Needs, body: UpstreamRequest): { plan: RoutePlan; maxTokens: number } | ApiError {
-  const vendor = { ...body, maxTokens: needs.requestedMax ?? cortex.capabilities.maxOutputTokens }
-  let maxTokens = catalog.managed ? vendor.maxTokens : 0
+  const listed = { ...body, maxTokens: needs.requestedMax ?? cortex.capabilities.maxOutputTokens }
+  const vendorModel = { id: `the managed vendor of ${CORTEX_MODEL_ID}`, contextLimit: catalog.managedContext, capabilities: cortex.capabilities }
+  const vendorUnfit = catalog.managed ? contextViolation(vendorModel, needs) : null
+  const vendorMax = Math.min(listed.maxTokens, effectiveMax(vendorModel, needs))
+  const vendor = catalog.managed && !vendorUnfit ? (vendorMax === listed.maxTokens ? listed : { ...body, maxTokens: vendorMax }) : undefined
+  let maxTokens = vendor?.maxTokens ?? 0
   const whole: Candidate[] = []
   const short: Candidate[] = []
   let unfit: ApiError | undefined
@@ -124,12 +129,12 @@ function cortexPlan(catalog: Catalog, health: Health, cortex: CortexModel, reque
     const violation = fitViolation(model, request, needs)
     unfit ??= violation ?? undefined
     if (violation !== null) continue
-    const bound = Math.min(vendor.maxTokens, effectiveMax(model, needs))
+    const bound = Math.min(listed.maxTokens, effectiveMax(model, needs))
     // With max_tokens sent every bound is the same: one request serves the whole plan, as for a named model.
-    if (bound === vendor.maxTokens) whole.push({ model, request: vendor })
+    if (bound === listed.maxTokens) whole.push({ model, request: listed })
     else short.push({ model, request: { ...body, maxTokens: bound } })
     maxTokens = Math.max(maxTokens, bound)
   }
-  if (whole.length === 0 && short.length === 0 && !catalog.managed) return unfit!
+  if (whole.length === 0 && short.length === 0 && !vendor) return vendorUnfit ?? unfit!
   return { plan: planCortex(catalog, health, needs.inputTokens, [...whole, ...short], vendor), maxTokens }
 }

@@ -33,6 +33,8 @@ export class Catalog {
   readonly models = new Map<string, ModelConfig>()
   readonly offers = new Map<string, Offer[]>()
   readonly managed: Offer | undefined
+  /** The managed vendor's context window (`managed.contextLimit`); Infinity when the config does not give it. */
+  readonly managedContext: number = Infinity
   readonly cortex: CortexModel | undefined
   private readonly upstreams: Provider[] = []
 
@@ -74,6 +76,7 @@ export class Catalog {
         fingerprint: `managed:${m.upstreamModel}`,
         managed: true,
       }
+      this.managedContext = m.contextLimit ?? Infinity
     }
     const candidates = config.cortex?.candidates ?? []
     if (candidates.length) this.cortex = conservative(candidates, candidates.map((c) => this.models.get(c)!))

@@ -41,19 +41,19 @@ export function planNamed(catalog: Catalog, health: Health, inputTokens: number,
   return { cortex: false, targets: [{ model, offers, request }], ceiling: ceilingOf(offers), allKeys: all.map((o) => o.key) }
 }
 
-/** Plans svc/cortex@1: the fitting candidates in preference order, then the managed vendor, sent `vendor`. */
-export function planCortex(catalog: Catalog, health: Health, inputTokens: number, fitting: readonly Candidate[], vendor: BoundRequest): RoutePlan {
+/** Plans svc/cortex@1: the fitting candidates in preference order, then the managed vendor, sent `vendor` (none when the vendor cannot take the request). */
+export function planCortex(catalog: Catalog, health: Health, inputTokens: number, fitting: readonly Candidate[], vendor: BoundRequest | undefined): RoutePlan {
   const targets = fitting.map(({ model, request }) => {
     const offers = rankOffers(catalog.offers.get(model.id) ?? [], health, { inputTokens, maxOutputTokens: request.maxTokens })
     return { model, offers, request }
   })
   const offers = targets.flatMap((t) => t.offers)
-  const managed = catalog.managed
-  if (managed) offers.push(managed)
+  const managed = vendor && catalog.managed ? { offer: catalog.managed, request: vendor } : undefined
+  if (managed) offers.push(managed.offer)
   // Candidates that do not fit this request cannot serve it whatever their breakers say.
   const allKeys = fitting.flatMap(({ model }) => (catalog.offers.get(model.id) ?? []).map((o) => o.key))
-  if (managed) allKeys.push(managed.key)
-  return { cortex: true, targets, ...(managed ? { managed: { offer: managed, request: vendor } } : {}), ceiling: ceilingOf(offers), allKeys }
+  if (managed) allKeys.push(managed.offer.key)
+  return { cortex: true, targets, ...(managed ? { managed } : {}), ceiling: ceilingOf(offers), allKeys }
 }
 
 /** The highest input and output prices among offers (the cortex's admission bound and its listed pricing). */
