@@ -101,7 +101,7 @@ function chargeOf(
   // max_tokens bounds the output and the charge (spec §4.1): an upstream that overruns it is billed, and reported, as
   // if it had stopped there, at the price of the offer that served. The bound is the one that offer was sent (targets
   // of svc/cortex@1 may be sent less than the hold covers).
-  const completion = Math.min(countOutput(reply.content, reply.toolCalls.map((c) => c.function)), reply.maxTokens)
+  const completion = Math.min(countOutput(reply.content, reply.toolCalls.map((c) => c.function), reply.maxTokens), reply.maxTokens)
   const usage: Usage = { prompt_tokens: r.prepared.inputTokens, completion_tokens: completion, total_tokens: r.prepared.inputTokens + completion }
   // Never more than was held, whatever else happens.
   const cost = minBig(priceOf(reply.offer.prices, usage.prompt_tokens, usage.completion_tokens), r.hold)

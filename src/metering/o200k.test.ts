@@ -72,6 +72,49 @@ describe('countText', () => {
   })
 })
 
+describe('countText of long texts', () => {
+  it('counts a text longer than a segment exactly, cut only where its pre-tokens end', () => {
+    // Tens of thousands of pieces of every kind: segments of 16 Ki code units end at a word's end or before a space.
+    for (let seed = 0; seed < 12; seed++) {
+      const text = mixed(seed, 6_000 + seed * 1_000)
+      expect(text.length).toBeGreaterThan(16_384)
+      expect(countText(text), `seed ${seed}`).toBe(countTokens(text, AS_TEXT))
+    }
+    // The first place to cut a segment is looked for from 8 Ki code units on: a word there with a mark or a
+    // contraction in it goes on past its letters.
+    for (const word of ['cafe\u0301s', 'Ha\u0308ndel', "isn't", "can't", 'ab\u0301\u0302\u0303c'.repeat(40)]) {
+      const text = `${'word '.repeat(1638)}xy${word} ${'more words '.repeat(1000)}`
+      expect(countText(text), word).toBe(countTokens(text, AS_TEXT))
+    }
+    // Prose and CJK with punctuation alike.
+    const prose = 'Le café, naïvement: “¿qué?” — 12,345 words; ok.\n'.repeat(800)
+    const cjk = '中华人民共和国是工人阶级领导的，以工农联盟为基础的人民民主专政的社会主义国家。'.repeat(600)
+    for (const text of [prose, cjk]) expect(countText(text)).toBe(countTokens(text, AS_TEXT))
+  })
+
+  it('cuts a text with nowhere to cut it for 8 Ki code units every 16 Ki, each side counted alone', () => {
+    const run = 'x'.repeat(40_000)
+    expect(countText(run)).toBe(2 * countText('x'.repeat(16_384)) + countText('x'.repeat(40_000 - 32_768)))
+    // Never between a surrogate pair's halves.
+    const emoji = `a${'😀'.repeat(20_000)}`
+    expect(countText(emoji)).toBe(countText(`a${'😀'.repeat(8_191)}`) + countText('😀'.repeat(20_000 - 8_191)))
+  })
+
+  it('matches no pre-token longer than a segment: a body of one mark repeated is counted in short steps', () => {
+    // One pre-token of four million marks took the split 0.8 s to match, in a single step however small.
+    const marks = 'a' + '\u0301'.repeat(4_000_000)
+    const count = new TextCount(marks)
+    let worst = 0
+    for (let done = false; !done; ) {
+      const started = performance.now()
+      done = count.step(8_192)
+      worst = Math.max(worst, performance.now() - started)
+    }
+    expect(count.n).toBe(countText(marks))
+    expect(worst).toBeLessThan(100)
+  })
+})
+
 describe('TextCount', () => {
   /** The count of `text` taken in steps of `units` code units, and how many steps it took. */
   const stepped = (text: string, units: number, stopAbove = Infinity) => {

@@ -2,11 +2,14 @@ import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants'
 import { MAX_MERGED, preTokenCount } from './bpe.js'
 
 /**
- * Token counts of text under o200k: the count gpt-tokenizer's encoder gives, with two differences that are ours.
+ * Token counts of text under o200k: the count gpt-tokenizer's encoder gives, with three differences that are ours.
  * - Text that spells a special token (`<|endoftext|>`) is text like any other, in a message or a reply: the encoder
  *   would refuse it with an error, which made such a request fail, and such a reply go uncharged.
  * - A pre-token longer than MAX_MERGED code units (1,024: a word of that length, or a run of one character) is merged
- *   in pieces of that many, each counted alone; a cut may add or take a token. Every other text counts exactly.
+ *   in pieces of that many, each counted alone; a cut may add or take a token.
+ * - A text with no word's end and no space before a space in SEGMENT_UNITS / 2 code units (8 Ki letters or marks
+ *   in a row) is cut at SEGMENT_UNITS, and each side split alone (`TextCount`); a cut may add or take a token.
+ * Every other text counts exactly.
  * The encoder counts a text as the sum of its pre-tokens' counts (o200k's split expression cuts it into words,
  * numbers, punctuation and whitespace, each merged alone); so do we, with the count of each short pre-token seen
  * lately kept in a small table, and the others merged by `preTokenCount` (bpe.ts), in O(n log n). A reply's few
@@ -81,6 +84,10 @@ export class TextCount {
   private at = 0
   /** The end of the pre-token `at` is in; `at` itself between pre-tokens. */
   private end = 0
+  /** The stretch of the text the split reads (`segmentFrom`), from `segmentStart` to `segmentEnd`. */
+  private segment = ''
+  private segmentStart = 0
+  private segmentEnd = 0
 
   constructor(
     private readonly text: string,
@@ -107,10 +114,12 @@ export class TextCount {
     let { at, end, n } = this
     while (at < text.length && at < until && n <= stopAbove) {
       if (at === end) {
+        if (at === this.segmentEnd) this.segmentFrom(at)
+        const from = this.segmentStart
         // Set each time: another count may have used the expression between this one's steps.
-        PRE_TOKEN.lastIndex = at
+        PRE_TOKEN.lastIndex = at - from
         // The split matches every code point (above), so the rest never goes unmatched; were it to, it is counted in pieces.
-        end = PRE_TOKEN.test(text) && PRE_TOKEN.lastIndex > at ? PRE_TOKEN.lastIndex : text.length
+        end = PRE_TOKEN.test(this.segment) && PRE_TOKEN.lastIndex > at - from ? from + PRE_TOKEN.lastIndex : this.segmentEnd
         if (end - at <= HOT_PIECE) {
           n += pieceCount(text.slice(at, end))
           at = end
@@ -131,6 +140,45 @@ export class TextCount {
     FORGET.test('')
     return this.done
   }
+
+  /**
+   * The stretch the split reads next, from `at`: the rest of the text when it is at most SEGMENT_UNITS long, else up
+   * to the first place past half of that where a text can be cut without changing its pre-tokens (`CUT`), else (no
+   * such place: 8 Ki letters or marks in a row) SEGMENT_UNITS long, never between a surrogate pair's halves.
+   */
+  private segmentFrom(at: number): void {
+    const { text } = this
+    let to = text.length
+    if (to - at > SEGMENT_UNITS) {
+      const from = at + SEGMENT_UNITS / 2
+      // Two code units past the segment's longest: the code point after a cut is read whole.
+      const ahead = text.slice(from, at + SEGMENT_UNITS + 2)
+      CUT.lastIndex = 0
+      const cut = CUT.exec(ahead) ? CUT.lastIndex : Infinity
+      to = cut <= ahead.length - 2 ? from + cut : at + SEGMENT_UNITS
+      if (isLowSurrogate(text.charCodeAt(to))) to--
+    }
+    this.segment = at === 0 && to === text.length ? text : text.slice(at, to)
+    this.segmentStart = at
+    this.segmentEnd = to
+  }
 }
+
+/**
+ * Code units of text the split reads at once. It matches a pre-token whole before any of it is counted, and one
+ * pre-token can be most of a body: two million combining marks took 0.4 s to match, in one stretch however the count
+ * was stepped. A longer text is split a segment at a time, each segment ending where a cut changes nothing (`CUT`).
+ */
+const SEGMENT_UNITS = 16_384
+
+/**
+ * A place where a text can be cut without changing its pre-tokens (the match ends there): after a letter that no
+ * letter, mark or apostrophe follows, or between a character other than whitespace and a space. The pre-token that
+ * holds such a letter is a run of letters and marks with perhaps a contraction (`'s`), and none goes on from a
+ * character other than whitespace into a space: one ends there in the whole text. And every alternative of the split
+ * that reads the character after the cut stops at it, as it stops at a text's end: the pre-tokens before the cut
+ * are those of the text cut there, and those after it those of the rest.
+ */
+const CUT = /\p{L}(?![\p{L}\p{M}'])|\S(?= )/gu
 
 const FORGET = /(?:)/

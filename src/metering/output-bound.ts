@@ -48,7 +48,8 @@ export class OutputBound {
     const chars = content.length + NON_ASCII_EXTRA * this.nonAscii
     if (chars < this.countAt) return false
     // Not kept in the count cache: a reply's prefix is never counted again, and would push out the prompts kept there.
-    const n = uncachedCount(content)
+    // Counted no further than past the bound: beyond it the reply is cut whatever its count.
+    const n = uncachedCount(content, this.maxTokens)
     if (n > this.maxTokens) return true
     this.countAt = chars + Math.max(Math.ceil(((this.maxTokens - n + 1) * chars) / Math.max(n, 1)), chars >> 3)
     return false

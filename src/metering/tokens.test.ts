@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
+import { TextCount } from './o200k.js'
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base'
 import { cachedTextChars, COUNT_STEP_UNITS, countInput, countOutput, PER_MESSAGE_OVERHEAD, REPLY_PRIMING, tokenCount, type MeteredMessage } from './tokens.js'
 import { turnsDuring } from '../../test/helpers/turns.js'
@@ -110,6 +111,26 @@ describe('tokenCount', () => {
     expect(countOutput(reply, [{ name: 'get_weather', arguments: '{"city":"Paris, a city no one asked about before"}' }]))
       .toBe(countTokens(reply) + countTokens('get_weather') + countTokens('{"city":"Paris, a city no one asked about before"}'))
     expect(cachedTextChars()).toBe(before)
+  })
+
+  it('counts a reply no further than past its bound, and exactly below it', () => {
+    const calls = [{ name: 'lookup', arguments: '{"q":"a question no one asked before"}' }]
+    const reply = 'A reply within its bound. '.repeat(20)
+    expect(countOutput(reply, calls, 1_000)).toBe(countOutput(reply, calls))
+    // Random letters of the slowest kind: counted whole, 4 MB took seconds; past a bound of 100, a piece or two.
+    let x = 5
+    const letters = Array.from({ length: 4_000_000 }, () => String.fromCharCode(97 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 26))).join('')
+    const count = vi.spyOn(TextCount.prototype, 'step')
+    try {
+      const n = countOutput(letters, calls, 100)
+      expect(n).toBeGreaterThan(100)
+      expect(n).toBeLessThan(2_000)
+      // The arguments were never counted: the reply had passed the bound.
+      expect(count).toHaveBeenCalledTimes(1)
+      expect(count.mock.contexts[0]!.position).toBeLessThan(20_000)
+    } finally {
+      count.mockRestore()
+    }
   })
 
   // The encoder merges each pre-token in time quadratic in its length: one request of a few hundred KB of

@@ -33,9 +33,12 @@ export function cachedTextChars(): number {
   return cachedChars
 }
 
-/** Token count of one text under o200k, neither looked up in the cache nor kept there (a text seen once). */
-export function uncachedCount(text: string): number {
-  return countText(text)
+/**
+ * Token count of one text under o200k, neither looked up in the cache nor kept there (a text seen once), counted no
+ * further than past `stopAbove`.
+ */
+export function uncachedCount(text: string, stopAbove = Infinity): number {
+  return countText(text, stopAbove)
 }
 
 /**
@@ -168,10 +171,15 @@ async function countInSteps(input: Input, stopAbove: number): Promise<number> {
 /**
  * Output tokens of a delivered reply. Its text and arguments are new, so they are counted without the cache: kept
  * there, each reply would push out a prompt that the next requests may send again (a reply comes back as history only
- * on its conversation's next turn, which a busy gateway's cache does not last until).
+ * on its conversation's next turn, which a busy gateway's cache does not last until). Past `stopAbove` (the reply's
+ * bound, which caps its charge) the count stops: an upstream's plain reply may be 16 MiB, which took seconds to count
+ * whole for text of the slowest kind, all for a count the bound then replaced.
  */
-export function countOutput(content: string, toolCalls: readonly { name: string; arguments: string }[] = []): number {
-  let n = uncachedCount(content)
-  for (const c of toolCalls) n += tokenCount(c.name) + uncachedCount(c.arguments)
+export function countOutput(content: string, toolCalls: readonly { name: string; arguments: string }[] = [], stopAbove = Infinity): number {
+  let n = uncachedCount(content, stopAbove)
+  for (const c of toolCalls) {
+    if (n > stopAbove) break
+    n += tokenCount(c.name) + uncachedCount(c.arguments, stopAbove - n)
+  }
   return n
 }
