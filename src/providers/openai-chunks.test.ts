@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest'
-import { chunkEvents, contentOfChunk, dataEvents } from './openai-chunks.js'
+import { chunkEvents, contentOfChunk, dataEvents, MAX_FAST_CHUNK } from './openai-chunks.js'
 import { ChunkStream } from './chunk-stream.js'
 import { SseParser } from './sse-parser.js'
 import type { UpstreamEvent } from './types.js'
@@ -87,10 +87,41 @@ describe('stream chunk data', () => {
   })
 
   it('takes time linear in the text when a long content does not match', () => {
-    const long = chunk(`"content":"${'a\\n'.repeat(50_000)}\\q"`)
+    const long = chunk(`"content":"${'a\\n'.repeat(Math.floor((MAX_FAST_CHUNK - 200) / 3))}\\q"`)
+    expect(long.length).toBeLessThanOrEqual(MAX_FAST_CHUNK)
     const started = performance.now()
     expect(contentOfChunk(long)).toBeUndefined()
     expect(performance.now() - started).toBeLessThan(500)
+  })
+
+  it('parses a content chunk longer than the match is tried on, to the same events', () => {
+    const long = chunk(`"content":"${'\\n'.repeat(512 * 1024)}"`)
+    const exec = vi.spyOn(RegExp.prototype, 'exec')
+    try {
+      expect(contentOfChunk(long)).toBeUndefined()
+      const out: UpstreamEvent[] = []
+      dataEvents(long, out)
+      expect(out).toEqual([{ type: 'content', text: '\n'.repeat(512 * 1024) }])
+      expect(exec).not.toHaveBeenCalled()
+    } finally {
+      exec.mockRestore()
+    }
+    const edge = chunk(`"content":"${'x'.repeat(MAX_FAST_CHUNK - chunk('"content":""').length)}"`)
+    expect(edge).toHaveLength(MAX_FAST_CHUNK)
+    expect(contentOfChunk(edge)).toBe('x'.repeat(MAX_FAST_CHUNK - chunk('"content":""').length))
+  })
+
+  it("clips an upstream's error message to what a failure's detail repeats", () => {
+    const failure = (message: unknown) => {
+      const out: UpstreamEvent[] = []
+      chunkEvents({ error: { message } }, out)
+      return out
+    }
+    const long = failure('x'.repeat(1024 * 1024))
+    expect(long[0]?.type === 'failure' && long[0].failure.detail.length).toBeLessThanOrEqual(300)
+    expect(long).toEqual([{ type: 'failure', failure: { kind: 'unavailable', detail: `upstream error in stream: ${'x'.repeat(256)}…` } }])
+    expect(failure('overloaded')).toEqual([{ type: 'failure', failure: { kind: 'unavailable', detail: 'upstream error in stream: overloaded' } }])
+    expect(failure(undefined)).toEqual([{ type: 'failure', failure: { kind: 'unavailable', detail: 'upstream error in stream: unknown' } }])
   })
 })
 
@@ -228,6 +259,20 @@ describe('ChunkStream', () => {
     expect(events).toEqual([])
     reader.push(Buffer.from('\n'), events)
     expect(events).toEqual(parsed(FAST[0]!))
+  })
+
+  it('leaves a content event longer than the match is tried on to the parser, and reads it to the same events', () => {
+    const long = chunk(`"content":"${'\\n'.repeat(512 * 1024)}"`)
+    const pieces = [`data: ${FAST[0]}\n\ndata: ${long}\n\ndata: ${FAST[1]}\n\n`]
+    const push = vi.spyOn(SseParser.prototype, 'push')
+    try {
+      expect(read(pieces)).toEqual(reference(pieces))
+      // The event before it was matched in place; the parser took the text from the long one on.
+      expect(push.mock.calls[0]![0].startsWith(`data: ${long}\n\n`)).toBe(true)
+    } finally {
+      push.mockRestore()
+    }
+    expect(read(pieces).events).toEqual([...parsed(FAST[0]!), { type: 'content', text: '\n'.repeat(512 * 1024) }, ...parsed(FAST[1]!)])
   })
 
   it('reads nothing after [DONE], in the same piece or later', () => {

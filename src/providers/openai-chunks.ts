@@ -80,10 +80,21 @@ function contentEvent(text: string, choice: Record<string, unknown>): UpstreamEv
   return logprobs ? { type: 'content', text, logprobs } : { type: 'content', text }
 }
 
+/**
+ * The longest upstream message a failure repeats: room for any real one (a sentence or two), where a hostile one may
+ * run to the 16 MiB of an event, to be copied into the detail that may reach the client. Longer than `clipped` in
+ * api/errors.ts allows an id, for a message is prose; cut the same way.
+ */
+const MAX_MESSAGE = 256
+
+function clipped(message: string): string {
+  return message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE)}…` : message
+}
+
 /** Events of one parsed stream chunk; a chunk of the wrong shape is one invalid_output failure. */
 export function chunkEvents(chunk: unknown, out: UpstreamEvent[]): void {
   if (!isObject(chunk)) return void out.push(...invalid('stream chunk is not a JSON object'))
-  if (isObject(chunk.error)) return void out.push({ type: 'failure', failure: { kind: 'unavailable', detail: `upstream error in stream: ${String(chunk.error.message ?? 'unknown')}` } })
+  if (isObject(chunk.error)) return void out.push({ type: 'failure', failure: { kind: 'unavailable', detail: `upstream error in stream: ${clipped(String(chunk.error.message ?? 'unknown'))}` } })
   const choices = chunk.choices
   if (choices !== undefined && !Array.isArray(choices)) return void out.push(...invalid('choices is not an array'))
   const choice = choices?.[0]
@@ -131,9 +142,17 @@ export const CONTENT_CHUNK_SOURCE =
 const CONTENT_CHUNK = new RegExp(`^${CONTENT_CHUNK_SOURCE}$`)
 
 /**
+ * The longest data `CONTENT_CHUNK` is tried on; longer data is parsed. A content chunk is a token or a few, well under
+ * 1 KiB with its envelope. On text dense with escapes the match costs about what the parse does up to 16 KiB, but
+ * grows faster than the text past that: twice the parse at 64 KiB, and 100 to 200 ms against 3 to 15 for 1 MiB of
+ * `\n` escapes, a stall any upstream could cause. 4 KiB leaves room for a long chunk and is well short of that.
+ */
+export const MAX_FAST_CHUNK = 4096
+
+/**
  * Events of one stream event's data. Most chunks of a stream carry a piece of content and nothing else: those are
  * matched whole by `CONTENT_CHUNK` (about a tenth of the cost of `JSON.parse` here, which was the largest single cost
- * of a streamed request); the rest are parsed and read by `chunkEvents`.
+ * of a streamed request); the rest, and any longer than `MAX_FAST_CHUNK`, are parsed and read by `chunkEvents`.
  */
 export function dataEvents(data: string, out: UpstreamEvent[]): void {
   const text = contentOfChunk(data)
@@ -150,8 +169,9 @@ export function dataEvents(data: string, out: UpstreamEvent[]): void {
   chunkEvents(parsed, out)
 }
 
-/** The content of a chunk matched by `CONTENT_CHUNK` (escapes decoded), or undefined for any other text. */
+/** The content of a chunk matched by `CONTENT_CHUNK` (escapes decoded), or undefined for any other text or a longer one. */
 export function contentOfChunk(data: string): string | undefined {
+  if (data.length > MAX_FAST_CHUNK) return undefined
   const body = CONTENT_CHUNK.exec(data)?.[1]
   return body === undefined ? undefined : decodeContent(body)
 }

@@ -5,7 +5,19 @@
 export class SseParser {
   private buffer = ''
   private data: string[] = []
-  /** Next CR at or after the last search start; -1 none in the buffer; -2 not searched since the buffer changed. */
+  /**
+   * Size of the event's data lines so far as they came, `data:` and line end included (one character for the end).
+   * An upstream that sends empty `data:` lines without end is then caught by the size limit read from `buffered`,
+   * at six characters a line: counted by their values alone they stayed at 0 while the array holding them grew.
+   */
+  private dataSize = 0
+  /**
+   * Next LF and next CR at or after where each was last searched from; -1 none to the buffer's end; -2 not searched
+   * since the buffer changed. Each kind is searched for again only once a line has passed the one found, so no stretch
+   * of a read is searched twice: searched at every line, the kind a stream does not use (CR in most, LF in some) would
+   * be looked for to the buffer's end once per line, quadratic in the read.
+   */
+  private lf = -2
   private cr = -2
   /**
    * Reads without a line end, after the buffer: most of a long line. Kept aside and joined once the line ends, for
@@ -25,6 +37,7 @@ export class SseParser {
     // What was held has no line end, but for a CR at its very end (the first half of a CRLF, perhaps).
     const scanFrom = Math.max(0, this.buffer.length + this.partsLength - 1)
     this.buffer += this.takeParts() + text
+    this.lf = -2
     this.cr = -2
     let start = 0
     for (;;) {
@@ -34,9 +47,9 @@ export class SseParser {
       start = nl + (this.buffer[nl] === '\r' && this.buffer[nl + 1] === '\n' ? 2 : 1)
       if (line === '') {
         if (this.data.length) out.push(this.data.join('\n'))
-        this.data = []
+        this.clearData()
       } else if (line.startsWith('data:')) {
-        this.data.push(line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5))
+        this.addData(line)
       }
       // `event:`, `id:`, `retry:` and `:` comments carry nothing the gateway needs.
     }
@@ -49,11 +62,9 @@ export class SseParser {
     return this.buffer === '' && this.partsLength === 0 && this.data.length === 0
   }
 
-  /** Characters held for the event under way (its data lines so far and the unfinished line). */
+  /** Characters of the event under way: its data lines as they came (see `dataSize`) and the unfinished line. */
   get buffered(): number {
-    let n = this.buffer.length + this.partsLength
-    for (const d of this.data) n += d.length
-    return n
+    return this.buffer.length + this.partsLength + this.dataSize
   }
 
   /** The text held ends with a CR, which a LF may yet follow (the two are one line end). */
@@ -64,12 +75,25 @@ export class SseParser {
   /** Payload of an event left unterminated when the stream ended, if any. */
   end(): string | undefined {
     this.buffer += this.takeParts()
-    if (this.buffer.startsWith('data:')) this.data.push(this.buffer.slice(this.buffer.charCodeAt(5) === 32 ? 6 : 5))
+    if (this.buffer.startsWith('data:')) this.addData(this.buffer)
     this.buffer = ''
+    this.lf = -2
     this.cr = -2
     const last = this.data.length ? this.data.join('\n') : undefined
-    this.data = []
+    this.clearData()
     return last
+  }
+
+  /** Keeps the value of a `data:` line (the one space after the colon is not part of it). */
+  private addData(line: string): void {
+    const value = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5)
+    this.data.push(value)
+    this.dataSize += line.length + 1
+  }
+
+  private clearData(): void {
+    this.data = []
+    this.dataSize = 0
   }
 
   private takeParts(): string {
@@ -81,9 +105,9 @@ export class SseParser {
   }
 
   private nextLineEnd(from: number): number {
-    const lf = this.buffer.indexOf('\n', from)
-    // Streams rarely use CR: search for it once per push, not once per line (each search scans to the end).
+    if (this.lf === -2 || (this.lf >= 0 && this.lf < from)) this.lf = this.buffer.indexOf('\n', from)
     if (this.cr === -2 || (this.cr >= 0 && this.cr < from)) this.cr = this.buffer.indexOf('\r', from)
+    const lf = this.lf
     const cr = this.cr
     if (cr < 0) return lf
     // A CR at the very end may be the first half of a CRLF split across chunks: wait for more.
