@@ -6,8 +6,3 @@ export function sendError(reply: FastifyReply, err: ApiError): FastifyReply {
   if (err.retryAfter !== undefined) reply.header('retry-after', String(err.retryAfter))
   return reply.code(statusOf(err)).header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(errorBody(err)))
 }
-
-/** An id from the path as an error message may repeat it: a hostile one can be as long as the headers allow. */
-export function clipped(id: string): string {
-  return id.length > 64 ? `${id.slice(0, 64)}…` : id
-}

@@ -1,5 +1,5 @@
 import { FORWARDED_PARAMS, type ChatRequest, type Message } from '../protocol/chat.js'
-import { apiError, type ApiError } from '../protocol/errors.js'
+import { apiError, clipped, type ApiError } from '../protocol/errors.js'
 import type { MeteredMessage } from '../metering/tokens.js'
 
 export interface NormalizedMessages {
@@ -23,7 +23,7 @@ export function normalizeMessages(messages: readonly Message[]): NormalizedMessa
       for (const [j, part] of m.content.entries()) {
         const p = part as { type: string; text?: unknown }
         if (p.type !== 'text' || typeof p.text !== 'string') {
-          return apiError('feature_not_supported', `messages[${i}].content[${j}] is a ${JSON.stringify(p.type)} part; only text parts are supported.`, { param: `messages[${i}].content` })
+          return apiError('feature_not_supported', `messages[${i}].content[${j}] is a ${JSON.stringify(clipped(p.type))} part; only text parts are supported.`, { param: `messages[${i}].content` })
         }
         parts.push(p.text)
       }

@@ -1,5 +1,5 @@
 import type { ChatRequest } from '../protocol/chat.js'
-import { apiError, isApiError, type ApiError } from '../protocol/errors.js'
+import { apiError, clipped, isApiError, type ApiError } from '../protocol/errors.js'
 import { CORTEX_MODEL_ID } from '../protocol/models.js'
 import { countInput } from '../metering/tokens.js'
 import type { Catalog, CortexModel } from '../routing/catalog.js'
@@ -41,7 +41,7 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
   const named = catalog.models.get(request.model)
   const cortex = catalog.isCortex(request.model) ? catalog.cortex : undefined
   if (!named && !cortex) {
-    return apiError('model_not_found', `The model ${JSON.stringify(request.model)} does not exist. GET /v1/models lists the models, including ${CORTEX_MODEL_ID}.`, { param: 'model' })
+    return apiError('model_not_found', `The model ${JSON.stringify(clipped(request.model))} does not exist. GET /v1/models lists the models, including ${CORTEX_MODEL_ID}.`, { param: 'model' })
   }
   const messages = normalizeMessages(request.messages)
   if (isApiError(messages)) return messages

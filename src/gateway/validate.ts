@@ -3,7 +3,7 @@ import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors'
 import { Value } from '@sinclair/typebox/value'
 import type { TSchema } from '@sinclair/typebox'
 import { ChatRequest } from '../protocol/chat.js'
-import { apiError, type ApiError } from '../protocol/errors.js'
+import { apiError, clipped, type ApiError } from '../protocol/errors.js'
 import { jsonPointerToPath } from '../config.js'
 
 const checker = TypeCompiler.Compile(ChatRequest)
@@ -25,32 +25,84 @@ function describe(e: ValueError, param: string): string {
 /** Deeper than any real JSON Schema; serializing a hostile document of 50 000 levels overflowed the stack. */
 const MAX_DEPTH = 64
 
-/** Whether a JSON value nests arrays and objects deeper than `max` (iterative, so depth cannot overflow the stack). */
-function nestedDeeper(value: unknown, max: number): boolean {
-  const stack: [unknown, number][] = [[value, 1]]
-  while (stack.length) {
-    const [v, depth] = stack.pop()!
-    if (typeof v !== 'object' || v === null) continue
-    if (depth > max) return true
-    for (const child of Object.values(v)) stack.push([child, depth + 1])
+/**
+ * Values (every item and every key's value, at any level) that a request's tools and response format may hold in all:
+ * far more than real ones do (a schema holds tens to a few thousand). Walked whole, 4 MiB of tool parameters held the
+ * event loop for two seconds; bounded by request, not by document, as 4 MiB split into many tools is as long to walk.
+ */
+const MAX_VALUES = 200_000
+
+/** OpenAI's limit on metadata: 16 key-value pairs. */
+const MAX_METADATA_PAIRS = 16
+
+type Excess = 'depth' | 'size'
+
+/**
+ * Whether a JSON value nests arrays and objects deeper than `max` or holds more values than `budget` has left (taken
+ * from it), leaving out `skip` (a document checked on its own). Iterative, so depth cannot overflow the stack; a
+ * container's values are counted before any is read, so a wide one is refused at once; only containers wait to be read.
+ */
+function excessOf(value: unknown, max: number, budget: { values: number }, skip?: unknown): Excess | null {
+  if (typeof value !== 'object' || value === null) return null
+  const stack: object[] = [value]
+  const depths: number[] = [1]
+  const keep = (child: unknown, depth: number) => {
+    if (typeof child !== 'object' || child === null || child === skip) return
+    stack.push(child)
+    depths.push(depth)
   }
-  return false
+  if (--budget.values < 0) return 'size'
+  while (stack.length) {
+    const v = stack.pop()!
+    const depth = depths.pop()!
+    if (depth > max) return 'depth'
+    if (Array.isArray(v)) {
+      if ((budget.values -= v.length) < 0) return 'size'
+      for (const child of v) keep(child, depth + 1)
+    } else {
+      // Not Object.values: on an object of many keys (dictionary mode) it was four times slower than its keys.
+      const keys = Object.keys(v)
+      if ((budget.values -= keys.length) < 0) return 'size'
+      for (const k of keys) keep((v as Record<string, unknown>)[k], depth + 1)
+    }
+  }
+  return null
 }
 
 /**
  * The free-form documents a request forwards or counts as JSON (tool parameters, a response schema) within MAX_DEPTH,
- * and whatever else stands in a tool or a response format no deeper (the document sits two levels down in each).
+ * and whatever else stands in a tool or a response format no deeper (the document sits two levels down in each); all
+ * of it within MAX_VALUES. Each value is read once: a document on its own, then the rest around it.
  */
-function depthViolation(req: ChatRequest): ApiError | null {
-  const refuse = (param: string, max = MAX_DEPTH) => apiError('feature_not_supported', `Invalid value for ${param}: nested deeper than ${max} levels.`, { param })
+function shapeViolation(req: ChatRequest): ApiError | null {
+  const refuse = (param: string, excess: Excess, max = MAX_DEPTH) => {
+    const why = excess === 'depth' ? `nested deeper than ${max} levels` : `the request's tools and response format hold more than ${MAX_VALUES} values`
+    return apiError('feature_not_supported', `Invalid value for ${param}: ${why}.`, { param })
+  }
+  const budget = { values: MAX_VALUES }
   for (const [i, t] of (req.tools ?? []).entries()) {
-    if (nestedDeeper(t.function.parameters, MAX_DEPTH)) return refuse(`tools[${i}].function.parameters`)
-    if (nestedDeeper(t, MAX_DEPTH + 2)) return refuse(`tools[${i}]`, MAX_DEPTH + 2)
+    const parameters = t.function.parameters
+    const inner = excessOf(parameters, MAX_DEPTH, budget)
+    if (inner) return refuse(`tools[${i}].function.parameters`, inner)
+    const outer = excessOf(t, MAX_DEPTH + 2, budget, parameters)
+    if (outer) return refuse(`tools[${i}]`, outer, MAX_DEPTH + 2)
   }
   const format = req.response_format
-  if (format?.type === 'json_schema' && nestedDeeper(format.json_schema.schema, MAX_DEPTH)) return refuse('response_format.json_schema.schema')
-  if (nestedDeeper(format, MAX_DEPTH + 2)) return refuse('response_format', MAX_DEPTH + 2)
+  const schema = format?.type === 'json_schema' ? format.json_schema.schema : undefined
+  const inner = excessOf(schema, MAX_DEPTH, budget)
+  if (inner) return refuse('response_format.json_schema.schema', inner)
+  const outer = excessOf(format, MAX_DEPTH + 2, budget, schema)
+  if (outer) return refuse('response_format', outer, MAX_DEPTH + 2)
   return null
+}
+
+/** Checked before the schema, which reads every key of a record: 300 000 of them in metadata took it most of a second. */
+function metadataViolation(body: unknown): ApiError | null {
+  const metadata = typeof body === 'object' && body !== null ? (body as { metadata?: unknown }).metadata : undefined
+  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) return null
+  const pairs = Object.keys(metadata).length
+  if (pairs <= MAX_METADATA_PAIRS) return null
+  return apiError('feature_not_supported', `Invalid value for metadata: at most ${MAX_METADATA_PAIRS} key-value pairs, not ${pairs}.`, { param: 'metadata' })
 }
 
 /** `tools: null` and `tool_choice: null` mean what their absence means, as null does for every other optional field. */
@@ -67,14 +119,17 @@ function withoutNullTools(body: unknown): unknown {
 /** Checks the request's shape against the one schema; the first problem becomes feature_not_supported naming the field. */
 export function validateChatRequest(raw: unknown): ChatRequest | ApiError {
   const body = withoutNullTools(raw)
-  if (checker.Check(body)) return depthViolation(body) ?? body
+  const metadata = metadataViolation(body)
+  if (metadata) return metadata
+  if (checker.Check(body)) return shapeViolation(body) ?? body
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     return apiError('feature_not_supported', 'The request body must be a JSON object.', { param: null })
   }
   const found = checker.Errors(body).First()
   if (!found) return apiError('feature_not_supported', 'The request body is not a valid chat completion request.')
   const first = withinNullable(found)
-  const param = jsonPointerToPath(first.path)
+  // The path names a client's keys (of logit_bias, metadata): a hostile one as long as the body.
+  const param = clipped(jsonPointerToPath(first.path))
   return apiError('feature_not_supported', describe(first, param), { param })
 }
 

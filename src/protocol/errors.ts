@@ -32,6 +32,14 @@ export interface ErrorBody {
   error: { type: string; code: ErrorCode; param: string | null; message: string }
 }
 
+/**
+ * Client or upstream text as an error message may repeat it, cut after `max` characters (64: an id or a name; a
+ * message, which is prose, is given more): a hostile one can be as long as a body or an event.
+ */
+export function clipped(text: string, max = 64): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text
+}
+
 export function apiError(code: ErrorCode, message: string, extra: Omit<ApiError, 'code' | 'message'> = {}): ApiError {
   return { code, message, ...extra }
 }

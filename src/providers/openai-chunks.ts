@@ -1,4 +1,5 @@
 import type { FinishReason } from '../protocol/chat.js'
+import { clipped } from '../protocol/errors.js'
 import type { UpstreamEvent } from './types.js'
 
 /** Maps OpenAI-shaped upstream JSON (stream chunks and whole replies) to typed events. */
@@ -82,19 +83,14 @@ function contentEvent(text: string, choice: Record<string, unknown>): UpstreamEv
 
 /**
  * The longest upstream message a failure repeats: room for any real one (a sentence or two), where a hostile one may
- * run to the 16 MiB of an event, to be copied into the detail that may reach the client. Longer than `clipped` in
- * api/errors.ts allows an id, for a message is prose; cut the same way.
+ * run to the 16 MiB of an event, to be copied into the detail that may reach the client.
  */
 const MAX_MESSAGE = 256
-
-function clipped(message: string): string {
-  return message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE)}…` : message
-}
 
 /** Events of one parsed stream chunk; a chunk of the wrong shape is one invalid_output failure. */
 export function chunkEvents(chunk: unknown, out: UpstreamEvent[]): void {
   if (!isObject(chunk)) return void out.push(...invalid('stream chunk is not a JSON object'))
-  if (isObject(chunk.error)) return void out.push({ type: 'failure', failure: { kind: 'unavailable', detail: `upstream error in stream: ${clipped(String(chunk.error.message ?? 'unknown'))}` } })
+  if (isObject(chunk.error)) return void out.push({ type: 'failure', failure: { kind: 'unavailable', detail: `upstream error in stream: ${clipped(String(chunk.error.message ?? 'unknown'), MAX_MESSAGE)}` } })
   const choices = chunk.choices
   if (choices !== undefined && !Array.isArray(choices)) return void out.push(...invalid('choices is not an array'))
   const choice = choices?.[0]

@@ -1,10 +1,15 @@
 import type { ChatRequest } from '../protocol/chat.js'
 import type { Capabilities, ToolChoiceMode, ToolContract } from '../protocol/models.js'
-import { unsupported, type ApiError } from '../protocol/errors.js'
+import { clipped, unsupported, type ApiError } from '../protocol/errors.js'
 
 function choiceMode(choice: ChatRequest['tool_choice']): ToolChoiceMode | undefined {
   if (choice === undefined) return undefined
   return typeof choice === 'string' ? choice : 'named'
+}
+
+/** A tool_choice as an error message shows it: of its known fields, the name clipped (a client's can be as long as the body). */
+function shownChoice(choice: NonNullable<ChatRequest['tool_choice']>): string {
+  return JSON.stringify(typeof choice === 'string' ? choice : { type: choice.type, function: { name: clipped(choice.function.name) } })
 }
 
 function listModes(modes: readonly string[]): string {
@@ -22,13 +27,13 @@ export function toolRequestViolation(req: ChatRequest): ApiError | null {
   const tools = req.tools ?? []
   const mode = choiceMode(req.tool_choice)
   if (tools.length === 0) {
-    if (mode !== undefined && mode !== 'none') return unsupported('tool_choice', `tool_choice ${JSON.stringify(mode === 'named' ? req.tool_choice : mode)} needs tools; the request declares none.`)
+    if (mode !== undefined && mode !== 'none') return unsupported('tool_choice', `tool_choice ${shownChoice(req.tool_choice!)} needs tools; the request declares none.`)
     if (req.parallel_tool_calls === true) return unsupported('parallel_tool_calls', 'parallel_tool_calls needs tools; the request declares none.')
     return null
   }
   if (mode === 'named') {
     const name = (req.tool_choice as { function: { name: string } }).function.name
-    if (!tools.some((t) => t.function.name === name)) return unsupported('tool_choice', `tool_choice names ${JSON.stringify(name)}, which is not among the declared tools.`)
+    if (!tools.some((t) => t.function.name === name)) return unsupported('tool_choice', `tool_choice names ${JSON.stringify(clipped(name))}, which is not among the declared tools.`)
   }
   const names = new Set<string>()
   for (const [i, t] of tools.entries()) {

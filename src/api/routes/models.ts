@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
-import { apiError } from '../../protocol/errors.js'
-import { clipped, sendError } from '../errors.js'
+import { apiError, clipped } from '../../protocol/errors.js'
+import { sendError } from '../errors.js'
 import { CORTEX_MODEL_ID, type WireModel, type WireModelList, type WirePricing } from '../../protocol/models.js'
 import type { Gateway } from '../../gateway/gateway.js'
 import { lowestLive } from '../../routing/plan.js'

@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify'
-import { apiError, isApiError, type ApiError } from '../../protocol/errors.js'
+import { apiError, clipped, isApiError, type ApiError } from '../../protocol/errors.js'
 import { formatUsdc } from '../../ledger/money.js'
 import type { Gateway } from '../../gateway/gateway.js'
 import type { UsageFilter, UsageRecord } from '../../store/usage.js'
 import type { Store } from '../../store/store.js'
-import { clipped, sendError } from '../errors.js'
+import { sendError } from '../errors.js'
 import { countFrom } from '../../protocol/counts.js'
 import { callerOf, type keyCheck } from '../caller.js'
 

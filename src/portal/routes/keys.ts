@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
-import { apiError } from '../../protocol/errors.js'
-import { clipped, sendError } from '../../api/errors.js'
+import { apiError, clipped } from '../../protocol/errors.js'
+import { sendError } from '../../api/errors.js'
 import { issueKey, keyNameProblem, OperationError } from '../../accounts/operations.js'
 import type { ApiKey } from '../../store/keys.js'
 import { sessionOf } from '../guard.js'

@@ -1,0 +1,106 @@
+import { describe, expect, it } from 'vitest'
+import { chat, marketPerTest } from './helpers/market.js'
+import { validateChatRequest } from '../src/gateway/validate.js'
+import { isApiError } from '../src/protocol/errors.js'
+
+const market = marketPerTest()
+const ask = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 8 }
+const head = JSON.stringify(ask).slice(0, -1)
+/** Room for a body's JSON under the 4 MiB the gateway takes. */
+const ROOM = 4 * 1024 * 1024 - 4096
+
+/** `${before}${unit},${unit},…${after}` as long as ROOM allows. */
+const filled = (before: string, unit: string, after: string) =>
+  `${before}${Array(Math.floor((ROOM - before.length - after.length) / (unit.length + 1))).fill(unit).join(',')}${after}`
+
+/** A JSON object of `n` keys `k0`…, each holding `value`. */
+const keyed = (n: number, value: string) => `{${Array.from({ length: n }, (_, i) => `"k${i}":${value}`).join(',')}}`
+
+/** A real tool's schema: `n` string properties of one type, a description and an enum of three each (7 values apiece). */
+const schemaOf = (n: number) => ({
+  type: 'object',
+  properties: Object.fromEntries(Array.from({ length: n }, (_, j) => [`p${j}`, { type: 'string', description: `field ${j}`, enum: ['a', 'b', 'c'] }])),
+  required: ['p0'],
+})
+
+describe('request intake, bounded', () => {
+  it('refuses tools and a response schema that hold more values than any real one, naming where the count ran out', async () => {
+    const mk = await market()
+    const tool = (parameters: string, i = 0) => `{"type":"function","function":{"name":"t${i}","parameters":${parameters}}}`
+    // 50,000 values a tool: each far from the bound, together past it.
+    const tools = Array.from({ length: 20 }, (_, i) => tool(`{"a":[${Array(50_000).fill('0').join(',')}]}`, i))
+    for (const [body, param] of [
+      // Walked whole, these held the event loop for 1.5 to 2.9 s each, then were counted and sent on.
+      [filled(`${head},"tools":[{"type":"function","function":{"name":"w","parameters":{"a":[`, '0', ']}}}]}'), 'tools[0].function.parameters'],
+      [filled(`${head},"tools":[{"type":"function","function":{"name":"w","parameters":{"a":[`, '{}', ']}}}]}'), 'tools[0].function.parameters'],
+      [filled(`${head},"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"a":[`, '0', ']}}}}'), 'response_format.json_schema.schema'],
+      [`${head},"tools":[${tool(keyed(320_000, '0'))}]}`, 'tools[0].function.parameters'],
+      [`${head},"tools":[${tools.join(',')}]}`, 'tools[3].function.parameters'],
+      // Around a tool's parameters as well as in them.
+      [filled(`${head},"tools":[{"type":"function","function":{"name":"w"},"extra":[`, '0', ']}]}'), 'tools[0]'],
+    ] as const) {
+      expect(body.length).toBeLessThan(4 * 1024 * 1024)
+      const res = await chat(mk.url, mk.key, body)
+      expect(res.status).toBe(400)
+      const { error } = await res.json()
+      expect(error).toMatchObject({ code: 'feature_not_supported', param })
+      expect(error.message).toMatch(/^Invalid value for \S+: the request's tools and response format hold more than \d+ values\.$/)
+    }
+  })
+
+  it('takes as many values as the largest real tools hold', async () => {
+    const mk = await market()
+    const weather = { type: 'function', function: { name: 'weather', parameters: schemaOf(40) } }
+    const res = await chat(mk.url, mk.key, { ...ask, tools: [weather], response_format: { type: 'json_schema', json_schema: { name: 's', schema: schemaOf(40) } } })
+    expect(res.status, await res.clone().text()).toBe(200)
+    // 128 tools (OpenAI's most) of 150 properties each: over 130,000 values, far more than a context holds, within the bound.
+    const many = Array.from({ length: 128 }, (_, i) => ({ type: 'function', function: { name: `t${i}`, parameters: schemaOf(150) } }))
+    expect(isApiError(validateChatRequest({ ...ask, tools: many }))).toBe(false)
+  })
+
+  it('refuses metadata of more than the 16 pairs OpenAI takes, before reading them', async () => {
+    const mk = await market()
+    const pairs = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, 'v']))
+    const ok = await chat(mk.url, mk.key, { ...ask, metadata: pairs(16) })
+    expect(ok.status, await ok.clone().text()).toBe(200)
+    expect(mk.sims.atlasCheap.requests.at(-1)!.metadata).toEqual(pairs(16))
+    for (const body of [{ ...ask, metadata: pairs(17) }, `${head},"metadata":${keyed(300_000, '""')}}`]) {
+      const res = await chat(mk.url, mk.key, body)
+      expect(res.status).toBe(400)
+      const { error } = await res.json()
+      expect(error).toMatchObject({ code: 'feature_not_supported', param: 'metadata' })
+      expect(error.message).toMatch(/^Invalid value for metadata: at most 16 key-value pairs, not \d+\.$/)
+    }
+  })
+
+  it('repeats no more than the start of a long name or key in an error', async () => {
+    const mk = await market()
+    const long = 'x'.repeat(1_000_000)
+    // What an error shows of a long string (a path in which one stands included): its first 64 code units.
+    const shown = (s: string) => `${s.slice(0, 64)}…`
+    const named = { type: 'function', function: { name: long } }
+    const weather = { type: 'function', function: { name: 'weather' } }
+    // Each with the start of the long string the message shows, where it shows one.
+    for (const [extra, param, shows] of [
+      [{ logit_bias: { [long]: 1 } }, shown(`logit_bias.${long}`), shown(`logit_bias.${long}`)],
+      [{ metadata: { [long]: 1 } }, shown(`metadata.${long}`), shown(`metadata.${long}`)],
+      [{ tool_choice: named }, 'tool_choice', `"${shown(long)}"`],
+      [{ tool_choice: named, tools: [weather] }, 'tool_choice', `"${shown(long)}"`],
+      // Fields of its own a client adds to a tool_choice are not shown at all.
+      [{ tool_choice: { type: 'function', function: { name: 'weather' }, extra: long } }, 'tool_choice', '{"type":"function","function":{"name":"weather"}}'],
+      [{ messages: [{ role: 'user', content: [{ type: long }] }] }, 'messages[0].content', `"${shown(long)}"`],
+    ] as const) {
+      const res = await chat(mk.url, mk.key, { ...ask, ...extra })
+      expect(res.status).toBe(400)
+      const { error } = await res.json()
+      expect(error).toMatchObject({ code: 'feature_not_supported', param })
+      expect(error.message.length, error.message.slice(0, 200)).toBeLessThan(200)
+      expect(error.message).toContain(shows)
+    }
+    const unknown = await chat(mk.url, mk.key, { ...ask, model: long })
+    expect(unknown.status).toBe(404)
+    const { error } = await unknown.json()
+    expect(error).toMatchObject({ code: 'model_not_found', param: 'model' })
+    expect(error.message.length).toBeLessThan(200)
+  })
+})
