@@ -58,6 +58,22 @@ describe('request intake, bounded', () => {
     expect(isApiError(validateChatRequest({ ...ask, tools: many }))).toBe(false)
   })
 
+  it('names the first wrong message of a long history, in the schema\'s order with the other fields', () => {
+    const history = (n: number, wrong: Record<number, unknown>) => Array.from({ length: n }, (_, i) => wrong[i] ?? { role: i % 2 ? 'assistant' : 'user', content: `turn ${i}` })
+    const refused = (body: unknown) => {
+      const r = validateChatRequest(body)
+      return isApiError(r) ? r.param : 'accepted'
+    }
+    expect(refused({ ...ask, messages: history(1_000, { 700: { role: 'user', content: 5 }, 900: { role: 'nobody', content: 'x' } }) })).toBe('messages[700].content')
+    expect(refused({ ...ask, messages: history(1_000, { 0: { role: 'user', content: 7 } }) })).toBe('messages[0].content')
+    expect(refused({ ...ask, messages: history(1_000, { 999: { role: 'user', content: 'x', name: 5 } }) })).toBe('messages[999].name')
+    // In the schema's order, as for a short history: the model before the messages, the messages before the rest.
+    expect(refused({ ...ask, model: 5, messages: history(1_000, { 10: { role: 'user', content: 5 } }) })).toBe('model')
+    expect(refused({ ...ask, temperature: 'hot', messages: history(1_000, { 10: { role: 'user', content: 5 } }) })).toBe('messages[10].content')
+    expect(refused({ ...ask, temperature: 'hot', messages: history(1_000, {}) })).toBe('temperature')
+    expect(refused({ ...ask, messages: history(1_000, {}) })).toBe('accepted')
+  })
+
   it('refuses metadata of more than the 16 pairs OpenAI takes, before reading them', async () => {
     const mk = await market()
     const pairs = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, 'v']))

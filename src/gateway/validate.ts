@@ -2,11 +2,27 @@ import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors'
 import { Value } from '@sinclair/typebox/value'
 import type { TSchema } from '@sinclair/typebox'
-import { ChatRequest } from '../protocol/chat.js'
+import { ChatRequest, Message } from '../protocol/chat.js'
 import { apiError, clipped, type ApiError } from '../protocol/errors.js'
 import { jsonPointerToPath } from '../config.js'
 
 const checker = TypeCompiler.Compile(ChatRequest)
+const messageChecker = TypeCompiler.Compile(Message)
+
+/**
+ * The first of the schema's errors in the body. The errors are found by walking the value uncompiled, about a
+ * microsecond a message: 140,000 messages, the last one wrong, took 130–260 ms. A long history is first searched for
+ * its first wrong message by the compiled check, and the errors read from the body with that message alone in its
+ * history (or its first, when none is wrong), the message's index put back in the path.
+ */
+function firstError(body: object): ValueError | undefined {
+  const messages = (body as { messages?: unknown }).messages
+  if (!Array.isArray(messages) || messages.length <= 64) return checker.Errors(body).First()
+  const wrong = messages.findIndex((m) => !messageChecker.Check(m))
+  const found = checker.Errors({ ...body, messages: [messages[Math.max(wrong, 0)]] }).First()
+  if (!found || wrong <= 0 || !found.path.startsWith('/messages/0')) return found
+  return { ...found, path: `/messages/${wrong}${found.path.slice('/messages/0'.length)}` }
+}
 
 function literalsOf(e: ValueError): string[] | null {
   const options = (e.schema as { anyOf?: { const?: unknown }[] }).anyOf
@@ -125,7 +141,7 @@ export function validateChatRequest(raw: unknown): ChatRequest | ApiError {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     return apiError('feature_not_supported', 'The request body must be a JSON object.', { param: null })
   }
-  const found = checker.Errors(body).First()
+  const found = firstError(body)
   if (!found) return apiError('feature_not_supported', 'The request body is not a valid chat completion request.')
   const first = withinNullable(found)
   // The path names a client's keys (of logit_bias, metadata): a hostile one as long as the body.
