@@ -74,6 +74,16 @@ describe('request intake, bounded', () => {
     expect(refused({ ...ask, messages: history(1_000, {}) })).toBe('accepted')
   })
 
+  it('takes OpenAI’s most of 128 tools, and refuses more', async () => {
+    const mk = await market()
+    const tools = (n: number) => Array.from({ length: n }, (_, i) => ({ type: 'function', function: { name: `t${i}`, parameters: { type: 'object' } } }))
+    const most = await chat(mk.url, mk.key, { ...ask, tools: tools(128) })
+    expect(most.status, await most.clone().text()).toBe(200)
+    const more = await chat(mk.url, mk.key, { ...ask, tools: tools(129) })
+    expect(more.status).toBe(400)
+    expect((await more.json()).error).toMatchObject({ code: 'feature_not_supported', param: 'tools', message: 'Invalid value for tools: expected array length to be less or equal to 128.' })
+  })
+
   it('refuses metadata of more than the 16 pairs OpenAI takes, before reading them', async () => {
     const mk = await market()
     const pairs = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, 'v']))

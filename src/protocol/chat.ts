@@ -79,7 +79,8 @@ export const ChatRequest = Type.Object({
   logprobs: Nullable(Type.Boolean()),
   top_logprobs: Nullable(Type.Integer({ minimum: 0, maximum: 20 })),
   metadata: Nullable(Type.Record(Type.String(), Type.String())),
-  tools: Type.Optional(Type.Array(FunctionTool)),
+  // OpenAI's limit: 128 functions a request.
+  tools: Type.Optional(Type.Array(FunctionTool, { maxItems: 128 })),
   tool_choice: Type.Optional(ToolChoice),
   parallel_tool_calls: Nullable(Type.Boolean()),
   response_format: Nullable(ResponseFormat),
