@@ -84,6 +84,22 @@ describe('request intake, bounded', () => {
     expect((await more.json()).error).toMatchObject({ code: 'feature_not_supported', param: 'tools', message: 'Invalid value for tools: expected array length to be less or equal to 128.' })
   })
 
+  it('checks a logit_bias of many entries as one of a few, and sends it on whole', async () => {
+    const mk = await market()
+    const bias = (n: number, wrong: Record<string, unknown> = {}) => ({ ...Object.fromEntries(Array.from({ length: n }, (_, i) => [String(i), (i % 201) - 100])), ...wrong })
+    const many = bias(5_000)
+    const ok = await chat(mk.url, mk.key, { ...ask, logit_bias: many })
+    expect(ok.status, await ok.clone().text()).toBe(200)
+    expect(mk.sims.atlasCheap.requests.at(-1)!.logit_bias).toEqual(many)
+    // The same refusal, word for word, as for a map of a few entries with the same wrong one.
+    for (const wrong of [{ 4000: 100.5 }, { 9000: '1' }, { token: 1 }, { 12345678: 0 }]) {
+      const errorOf = async (n: number) => (await (await chat(mk.url, mk.key, { ...ask, logit_bias: bias(n, wrong) })).json()).error
+      const few = await errorOf(3)
+      expect(few).toMatchObject({ code: 'feature_not_supported' })
+      expect(await errorOf(5_000)).toEqual(few)
+    }
+  })
+
   it('refuses metadata of more than the 16 pairs OpenAI takes, before reading them', async () => {
     const mk = await market()
     const pairs = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, 'v']))

@@ -2,7 +2,7 @@ import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors'
 import { Value } from '@sinclair/typebox/value'
 import type { TSchema } from '@sinclair/typebox'
-import { ChatRequest, Message } from '../protocol/chat.js'
+import { ChatRequest, LOGIT_BIAS_KEY, MAX_LOGIT_BIAS, Message } from '../protocol/chat.js'
 import { apiError, clipped, type ApiError } from '../protocol/errors.js'
 import { jsonPointerToPath } from '../config.js'
 
@@ -121,6 +121,25 @@ function metadataViolation(body: unknown): ApiError | null {
   return apiError('feature_not_supported', `Invalid value for metadata: at most ${MAX_METADATA_PAIRS} key-value pairs, not ${pairs}.`, { param: 'metadata' })
 }
 
+/** Entries of logit_bias past which they are checked by hand: the schema took 0.2–0.4 s over the 330,000 a body holds, 1.1 s to explain one wrong. */
+const BIAS_CHECKED_BY_HAND = 1024
+
+/**
+ * The body as the schema checks it: a logit_bias of more than BIAS_CHECKED_BY_HAND entries is checked here, entry by
+ * entry as the schema would, and stands in the schema's check as its first wrong entry alone, or as none when all are
+ * right; the schema then finds and explains the same first error as over the whole.
+ */
+function forSchema(body: unknown): unknown {
+  const bias = typeof body === 'object' && body !== null ? (body as { logit_bias?: unknown }).logit_bias : undefined
+  if (typeof bias !== 'object' || bias === null || Array.isArray(bias)) return body
+  const keys = Object.keys(bias)
+  if (keys.length <= BIAS_CHECKED_BY_HAND) return body
+  const entries = bias as Record<string, unknown>
+  const right = (k: string, v: unknown) => LOGIT_BIAS_KEY.test(k) && typeof v === 'number' && v >= -MAX_LOGIT_BIAS && v <= MAX_LOGIT_BIAS
+  const wrong = keys.find((k) => !right(k, entries[k]))
+  return { ...(body as object), logit_bias: wrong === undefined ? {} : { [wrong]: entries[wrong] } }
+}
+
 /** `tools: null` and `tool_choice: null` mean what their absence means, as null does for every other optional field. */
 function withoutNullTools(body: unknown): unknown {
   if (typeof body !== 'object' || body === null) return body
@@ -137,11 +156,12 @@ export function validateChatRequest(raw: unknown): ChatRequest | ApiError {
   const body = withoutNullTools(raw)
   const metadata = metadataViolation(body)
   if (metadata) return metadata
-  if (checker.Check(body)) return shapeViolation(body) ?? body
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+  const checked = forSchema(body)
+  if (checker.Check(checked)) return shapeViolation(body as ChatRequest) ?? (body as ChatRequest)
+  if (typeof checked !== 'object' || checked === null || Array.isArray(checked)) {
     return apiError('feature_not_supported', 'The request body must be a JSON object.', { param: null })
   }
-  const found = firstError(body)
+  const found = firstError(checked)
   if (!found) return apiError('feature_not_supported', 'The request body is not a valid chat completion request.')
   const first = withinNullable(found)
   // The path names a client's keys (of logit_bias, metadata): a hostile one as long as the body.

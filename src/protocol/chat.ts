@@ -16,6 +16,10 @@ export const ToolCall = Type.Object({
 })
 export type ToolCall = Static<typeof ToolCall>
 
+/** logit_bias maps token ids to a bias of at most this much either way. */
+export const LOGIT_BIAS_KEY = /^[0-9]{1,7}$/
+export const MAX_LOGIT_BIAS = 100
+
 export const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const
 
 export const Message = Type.Object({
@@ -75,7 +79,7 @@ export const ChatRequest = Type.Object({
   n: Nullable(Type.Integer({ minimum: 1 })),
   presence_penalty: Nullable(Type.Number({ minimum: -2, maximum: 2 })),
   frequency_penalty: Nullable(Type.Number({ minimum: -2, maximum: 2 })),
-  logit_bias: Nullable(Type.Record(Type.String({ pattern: '^[0-9]{1,7}$' }), Type.Number({ minimum: -100, maximum: 100 }), { additionalProperties: false })),
+  logit_bias: Nullable(Type.Record(Type.String({ pattern: LOGIT_BIAS_KEY.source }), Type.Number({ minimum: -MAX_LOGIT_BIAS, maximum: MAX_LOGIT_BIAS }), { additionalProperties: false })),
   logprobs: Nullable(Type.Boolean()),
   top_logprobs: Nullable(Type.Integer({ minimum: 0, maximum: 20 })),
   metadata: Nullable(Type.Record(Type.String(), Type.String())),
