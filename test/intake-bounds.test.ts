@@ -92,7 +92,7 @@ describe('request intake, bounded', () => {
     expect(ok.status, await ok.clone().text()).toBe(200)
     expect(mk.sims.atlasCheap.requests.at(-1)!.logit_bias).toEqual(many)
     // The same refusal, word for word, as for a map of a few entries with the same wrong one.
-    for (const wrong of [{ 4000: 100.5 }, { 9000: '1' }, { token: 1 }, { 12345678: 0 }]) {
+    for (const wrong of [{ 4000: 100.5 }, { 9000: '1' }, { token: 1 }, { 12345678: 0 }, { x: 1, '0007': 500 }]) {
       const errorOf = async (n: number) => (await (await chat(mk.url, mk.key, { ...ask, logit_bias: bias(n, wrong) })).json()).error
       const few = await errorOf(3)
       expect(few).toMatchObject({ code: 'feature_not_supported' })

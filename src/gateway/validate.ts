@@ -135,8 +135,9 @@ function forSchema(body: unknown): unknown {
   const keys = Object.keys(bias)
   if (keys.length <= BIAS_CHECKED_BY_HAND) return body
   const entries = bias as Record<string, unknown>
-  const right = (k: string, v: unknown) => LOGIT_BIAS_KEY.test(k) && typeof v === 'number' && v >= -MAX_LOGIT_BIAS && v <= MAX_LOGIT_BIAS
-  const wrong = keys.find((k) => !right(k, entries[k]))
+  const isBias = (v: unknown) => typeof v === 'number' && v >= -MAX_LOGIT_BIAS && v <= MAX_LOGIT_BIAS
+  // In the schema's order: the values of the keys that are token ids first, then the keys that are not.
+  const wrong = keys.find((k) => LOGIT_BIAS_KEY.test(k) && !isBias(entries[k])) ?? keys.find((k) => !LOGIT_BIAS_KEY.test(k))
   return { ...(body as object), logit_bias: wrong === undefined ? {} : { [wrong]: entries[wrong] } }
 }
 
