@@ -1,7 +1,8 @@
 import { connect } from 'node:net'
 import { get } from 'node:http'
-import { describe, expect, it } from 'vitest'
-import { marketPerTest } from './helpers/market.js'
+import { describe, expect, it, vi } from 'vitest'
+import { chat, marketPerTest } from './helpers/market.js'
+import { TextCount } from '../src/metering/o200k.js'
 
 const market = marketPerTest()
 
@@ -42,6 +43,36 @@ describe('a client that leaves before its request is admitted', () => {
     await expect.poll(async () => (await mk.store.usage.list(mk.accountId, { limit: 5 })).map((u) => u.outcome)).toEqual(['client_closed'])
     const [u] = await mk.store.usage.list(mk.accountId, { limit: 1 })
     expect(u!.cost).toBe(0n)
+    expect((await mk.store.accounts.byId(mk.accountId))!).toMatchObject({ balance: 10_000_000n, held: 0n })
+  })
+})
+
+describe('a client that leaves while its long prompt is counted', () => {
+  it('is counted no further, and neither served, held nor recorded', async () => {
+    const mk = await market()
+    // 2 MB of letters at random for cortex's vendor (no context given): counted whole, some 240 steps.
+    let x = 9
+    const letters = Array.from({ length: 2_000_000 }, () => String.fromCharCode(97 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 26))).join('')
+    const leave = new AbortController()
+    const step = TextCount.prototype.step
+    let steps = 0
+    let lastStepAt = 0
+    const spy = vi.spyOn(TextCount.prototype, 'step').mockImplementation(function (this: TextCount, units: number) {
+      if (++steps === 5) leave.abort()
+      lastStepAt = performance.now()
+      return step.call(this, units)
+    })
+    try {
+      const sent = chat(mk.url, mk.key, { model: 'svc/cortex@1', messages: [{ role: 'user', content: letters }] }, {}, leave.signal)
+      await expect(sent).rejects.toThrow()
+      // Until the gateway has taken no step for a while: it gave the count up, or (the fault) finished it.
+      await expect.poll(() => steps > 0 && performance.now() - lastStepAt > 300, { timeout: 10_000, interval: 50 }).toBe(true)
+    } finally {
+      spy.mockRestore()
+    }
+    expect(steps).toBeLessThan(30)
+    expect(mk.sims.vendor.stats.requests).toBe(0)
+    expect(await mk.store.usage.list(mk.accountId, { limit: 5 })).toEqual([])
     expect((await mk.store.accounts.byId(mk.accountId))!).toMatchObject({ balance: 10_000_000n, held: 0n })
   })
 })

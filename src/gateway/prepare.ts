@@ -30,9 +30,9 @@ export interface Prepared {
 /**
  * Validates, meters and plans a chat request (spec §4.1, DESIGN §3, §5). Bad input yields an ApiError, never an
  * exception. A long prompt is counted over several turns of the event loop (`countInput`): its outcome then comes as a
- * promise.
+ * promise, which rejects with `CountAbandoned` once `abandoned` says no one waits for it any more.
  */
-export function prepare(body: unknown, catalog: Catalog, health: Health): Prepared | ApiError | Promise<Prepared | ApiError> {
+export function prepare(body: unknown, catalog: Catalog, health: Health, abandoned?: () => boolean): Prepared | ApiError | Promise<Prepared | ApiError> {
   const request = validateChatRequest(body)
   if (isApiError(request)) return request
   if (request.n !== undefined && request.n !== null && request.n > 1) {
@@ -52,7 +52,7 @@ export function prepare(body: unknown, catalog: Catalog, health: Health): Prepar
   const schema = request.response_format?.type === 'json_schema' ? JSON.stringify(knownFormat(request.response_format).json_schema) : ''
   const toolsJson = request.tools?.length ? JSON.stringify(request.tools) : undefined
   const read: Read = { request, messages, toolsJson, named, cortex }
-  const inputTokens = countInput(messages.metered, (toolsJson ?? '') + schema, largestContext(catalog, named, cortex))
+  const inputTokens = countInput(messages.metered, (toolsJson ?? '') + schema, largestContext(catalog, named, cortex), abandoned)
   if (typeof inputTokens === 'number') return planned(read, inputTokens, catalog, health)
   // Planned after the count, with the breakers' state of then.
   return inputTokens.then((n) => planned(read, n, catalog, health))

@@ -99,9 +99,9 @@ export const COUNT_STEP_UNITS = 8192
  * then only known to be more than that. An input longer than COUNT_STEP_UNITS is counted in steps, with the event loop
  * let go between them, and its count comes as a promise.
  */
-export function countInput(messages: readonly MeteredMessage[], definitionsJson?: string, stopAbove = Infinity): number | Promise<number> {
+export function countInput(messages: readonly MeteredMessage[], definitionsJson?: string, stopAbove = Infinity, abandoned?: () => boolean): number | Promise<number> {
   const input = inputOf(messages, definitionsJson)
-  if (input.units > COUNT_STEP_UNITS) return countInSteps(input, stopAbove)
+  if (input.units > COUNT_STEP_UNITS) return countInSteps(input, stopAbove, abandoned)
   let n = input.fixed
   for (const text of input.texts) if ((n += tokenCount(text, stopAbove - n)) > stopAbove) break
   return n
@@ -140,8 +140,18 @@ function inputOf(messages: readonly MeteredMessage[], definitionsJson: string | 
   return input
 }
 
-/** `countInput` of a long input: COUNT_STEP_UNITS code units a turn; texts the cache knows cost no step. */
-async function countInSteps(input: Input, stopAbove: number): Promise<number> {
+/** A count in steps given up between two of them: the request it was for has no one left to answer. */
+export class CountAbandoned extends Error {}
+
+/**
+ * `countInput` of a long input: COUNT_STEP_UNITS code units a turn; texts the cache knows cost no step. Given up
+ * (`CountAbandoned`) once `abandoned` says so between steps.
+ */
+async function countInSteps(input: Input, stopAbove: number, abandoned?: () => boolean): Promise<number> {
+  const nextStep = async () => {
+    await nextTurn()
+    if (abandoned?.()) throw new CountAbandoned('the count was given up: its request has no client any more')
+  }
   let n = input.fixed
   let left = COUNT_STEP_UNITS
   for (const text of input.texts) {
@@ -156,12 +166,12 @@ async function countInSteps(input: Input, stopAbove: number): Promise<number> {
       const done = count.step(left)
       left -= count.position - before
       if (done) break
-      await nextTurn()
+      await nextStep()
       left = COUNT_STEP_UNITS
     }
     n += cacheable(text) ? kept(text, count.n) : count.n
     if (left <= 0) {
-      await nextTurn()
+      await nextStep()
       left = COUNT_STEP_UNITS
     }
   }

@@ -127,10 +127,11 @@ export async function sseEvents(res: Response): Promise<string[]> {
   return text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice(6))
 }
 
-export function chat(url: string, key: string | undefined, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+export function chat(url: string, key: string | undefined, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
   return fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}), ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
+    ...(signal ? { signal } : {}),
   })
 }

@@ -14,6 +14,7 @@ import { completionId } from '../request-id.js'
 import { callerOf, type keyCheck } from '../caller.js'
 import type { Intake } from '../intake.js'
 import { Cancel } from '../../providers/cancel.js'
+import { CountAbandoned } from '../../metering/tokens.js'
 
 /** svc object of a delivered reply; routing description on cortex replies (spec §2.2, DESIGN §3). */
 function svcOf(p: Prepared, d: Delivered, requestId: string): ReplySvc {
@@ -41,9 +42,17 @@ export function chatRoutes(app: FastifyInstance, gw: Gateway, onRequest: ReturnT
 /** Validates, admits, serves and settles one request. */
 async function serve(gw: Gateway, body: unknown, reply: FastifyReply, caller: Caller, requestId: string): Promise<FastifyReply> {
   const startedAt = gw.now()
-  let prepared = prepare(body, gw.catalog, gw.health)
+  let prepared = prepare(body, gw.catalog, gw.health, () => reply.raw.destroyed)
   // Only a long prompt's count goes over several turns: the rest are spared a promise.
-  if (prepared instanceof Promise) prepared = await prepared
+  if (prepared instanceof Promise) {
+    try {
+      prepared = await prepared
+    } catch (err) {
+      // Its client left while its prompt was counted: nothing was held, nothing is recorded, no one is answered.
+      if (err instanceof CountAbandoned) return reply
+      throw err
+    }
+  }
   if (isApiError(prepared)) return sendError(reply, prepared)
   if (planOfferCount(prepared.plan) === 0) {
     await recordRefusal(gw, caller, prepared, requestId, startedAt, 'no_capacity')
