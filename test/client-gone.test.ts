@@ -49,7 +49,8 @@ describe('a client that leaves before its request is admitted', () => {
 
 describe('a client that leaves while its long prompt is counted', () => {
   it('is counted no further, and neither served, held nor recorded', async () => {
-    const mk = await market()
+    // One request at a time for the account: a slot the left request kept would refuse the next.
+    const mk = await market({ tuning: { maxRequestsPerAccount: 1 } })
     // 2 MB of letters at random for cortex's vendor (no context given): counted whole, some 240 steps.
     let x = 9
     const letters = Array.from({ length: 2_000_000 }, () => String.fromCharCode(97 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 26))).join('')
@@ -74,5 +75,7 @@ describe('a client that leaves while its long prompt is counted', () => {
     expect(mk.sims.vendor.stats.requests).toBe(0)
     expect(await mk.store.usage.list(mk.accountId, { limit: 5 })).toEqual([])
     expect((await mk.store.accounts.byId(mk.accountId))!).toMatchObject({ balance: 10_000_000n, held: 0n })
+    const next = await chat(mk.url, mk.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 8 })
+    expect(next.status, await next.clone().text()).toBe(200)
   })
 })
