@@ -1,8 +1,8 @@
 import { describe, expect, it, vi } from 'vitest'
 import { TextCount } from './o200k.js'
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base'
-import { cachedTextChars, COUNT_STEP_UNITS, countInput, countOutput, PER_MESSAGE_OVERHEAD, REPLY_PRIMING, tokenCount, type MeteredMessage } from './tokens.js'
-import { turnsDuring } from '../../test/helpers/turns.js'
+import { cachedTextChars, COUNT_AT_ONCE_UNITS, COUNT_TURN_UNITS, countInput, countOutput, PER_MESSAGE_OVERHEAD, REPLY_PRIMING, tokenCount, type MeteredMessage } from './tokens.js'
+import { countedByTurn, turnsDuring } from '../../test/helpers/turns.js'
 
 describe('countInput', () => {
   it('counts a body of long runs of one character quickly, each run merged once', async () => {
@@ -29,23 +29,28 @@ describe('countInput', () => {
     const texts = messages.flatMap((m) => [m.text, m.name ?? '', ...(m.toolCalls ?? []).flatMap((c) => [c.id, c.name, c.arguments]), m.toolCallId ?? ''])
     const expected = REPLY_PRIMING + messages.length * PER_MESSAGE_OVERHEAD + 1 + [...texts, defs].reduce((n, t) => n + countTokens(t), 0)
     const units = [...texts, defs].reduce((n, t) => n + t.length, 0)
-    expect(units).toBeGreaterThan(16 * COUNT_STEP_UNITS)
+    expect(units).toBeGreaterThan(4 * COUNT_TURN_UNITS)
 
-    let n: number | Promise<number> = 0
-    const turns = await turnsDuring(async () => (n = await countInput(messages, defs)))
-    expect(n).toBe(expected)
-    expect(turns).toBeGreaterThanOrEqual(Math.floor(units / COUNT_STEP_UNITS) - 1)
+    const first = await countedByTurn(async () => await countInput(messages, defs))
+    expect(first.result).toBe(expected)
+    // Every code unit counted, in turns of at most COUNT_TURN_UNITS (and a piece of a long pre-token past them).
+    expect(first.perTurn.reduce((a, b) => a + b, 0)).toBe(units)
+    expect(first.perTurn.length).toBeGreaterThanOrEqual(Math.ceil(units / (COUNT_TURN_UNITS + 1024)))
+    expect(Math.max(...first.perTurn)).toBeLessThanOrEqual(COUNT_TURN_UNITS + 1024)
     // The first message alone is short: counted at once, to its own count.
     expect(countInput(messages.slice(0, 1))).toBe(REPLY_PRIMING + PER_MESSAGE_OVERHEAD + countTokens(messages[0]!.text))
-    // Counted again in steps, its texts the cache now knows cost no step.
-    const again = await turnsDuring(async () => expect(await countInput(messages, defs)).toBe(expected))
-    expect(again).toBeLessThan(turns / 2)
+    // Counted again in steps, its texts the cache now knows cost nothing.
+    const again = await countedByTurn(async () => await countInput(messages, defs))
+    expect(again.result).toBe(expected)
+    expect(again.perTurn.reduce((a, b) => a + b, 0)).toBeLessThan(units / 2)
   })
 
   it('keeps a text counted by two requests at once in steps only once', async () => {
-    // The same system prompt, longer than a step, in two requests counted together: each finds it missing and counts it.
-    const system = { role: 'system', text: Array.from({ length: 1500 }, (_, i) => ` rule${i}`).join('') }
-    expect(system.text.length).toBeGreaterThan(COUNT_STEP_UNITS)
+    // The same system prompt, too long to count at once and too slow to count in one turn (CJK at random: about a
+    // microsecond a character here), in two requests counted together: each finds it missing and counts it.
+    let x = 17
+    const system = { role: 'system', text: Array.from({ length: 16_000 }, () => String.fromCharCode(0x4e00 + ((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 20_000)).join('') }
+    expect(system.text.length).toBeGreaterThan(COUNT_AT_ONCE_UNITS)
     const before = cachedTextChars()
     const asks = [1, 2].map((i) => countInput([system, { role: 'user', text: `question ${i}` }]))
     expect(asks.every((a) => a instanceof Promise)).toBe(true)

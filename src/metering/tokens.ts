@@ -86,22 +86,28 @@ export interface MeteredMessage {
 }
 
 /**
- * Code units of input counted in one turn of the event loop. A longer input is counted in steps of this many, other
- * requests served between them: a prompt of a few MB takes from a tenth of a second (prose) to seconds (letters or CJK
- * at random) to count, and counted at once it held every request in flight for that long. A step of ordinary text
- * takes about half a millisecond, of the slowest about 8.
+ * Code units of input counted at once, in the turn that asked. A longer input is counted over several turns of the
+ * event loop, other requests served between them: a prompt of a few MB takes from a tenth of a second (prose) to
+ * seconds (letters or CJK at random) to count, and counted at once it held every request in flight for that long.
+ * 8 Ki code units are half a millisecond of prose, 8 ms of the slowest text.
  */
-export const COUNT_STEP_UNITS = 8192
+export const COUNT_AT_ONCE_UNITS = 8192
+/** A turn of a long input's count ends after this long (checked every COUNT_CHUNK_UNITS code units)... */
+export const COUNT_TURN_MS = 2
+/** ...or this many code units (about 2 ms of prose), whichever comes first. */
+export const COUNT_TURN_UNITS = 32_768
+/** Code units counted between two looks at the clock: about 0.1 ms of prose, 2 ms of the slowest text. */
+const COUNT_CHUNK_UNITS = 2048
 
 /**
  * Input tokens of a request: messages, definitions (tools and a response schema, as their JSON), and reply priming.
  * Counting stops once the count passes `stopAbove` (the largest context that could take the request): the count is
- * then only known to be more than that. An input longer than COUNT_STEP_UNITS is counted in steps, with the event loop
- * let go between them, and its count comes as a promise.
+ * then only known to be more than that. An input longer than COUNT_AT_ONCE_UNITS is counted over several turns of the
+ * event loop, and its count comes as a promise.
  */
 export function countInput(messages: readonly MeteredMessage[], definitionsJson?: string, stopAbove = Infinity, abandoned?: () => boolean): number | Promise<number> {
   const input = inputOf(messages, definitionsJson)
-  if (input.units > COUNT_STEP_UNITS) return countInSteps(input, stopAbove, abandoned)
+  if (input.units > COUNT_AT_ONCE_UNITS) return countInSteps(input, stopAbove, abandoned)
   let n = input.fixed
   for (const text of input.texts) if ((n += tokenCount(text, stopAbove - n)) > stopAbove) break
   return n
@@ -144,16 +150,27 @@ function inputOf(messages: readonly MeteredMessage[], definitionsJson: string | 
 export class CountAbandoned extends Error {}
 
 /**
- * `countInput` of a long input: COUNT_STEP_UNITS code units a turn; texts the cache knows cost no step. Given up
- * (`CountAbandoned`) once `abandoned` says so between steps.
+ * `countInput` of a long input, in turns of COUNT_TURN_MS or COUNT_TURN_UNITS, whichever ends first; texts the cache
+ * knows cost nothing. Given up (`CountAbandoned`) once `abandoned` says so between turns.
  */
 async function countInSteps(input: Input, stopAbove: number, abandoned?: () => boolean): Promise<number> {
+  let n = input.fixed
+  /** Code units counted in this turn, and when the clock was last looked at. */
+  let units = 0
+  let lookedAt = 0
+  let turnEnds = performance.now() + COUNT_TURN_MS
+  const spent = () => {
+    if (units >= COUNT_TURN_UNITS) return true
+    if (units - lookedAt < COUNT_CHUNK_UNITS) return false
+    lookedAt = units
+    return performance.now() >= turnEnds
+  }
   const nextStep = async () => {
     await nextTurn()
     if (abandoned?.()) throw new CountAbandoned('the count was given up: its request has no client any more')
+    units = lookedAt = 0
+    turnEnds = performance.now() + COUNT_TURN_MS
   }
-  let n = input.fixed
-  let left = COUNT_STEP_UNITS
   for (const text of input.texts) {
     if (n > stopAbove) break
     const hit = cacheable(text) ? cache.get(text) : undefined
@@ -163,17 +180,13 @@ async function countInSteps(input: Input, stopAbove: number, abandoned?: () => b
     }
     const count = new TextCount(text, cacheable(text) ? Infinity : stopAbove - n)
     for (let before = 0; ; before = count.position) {
-      const done = count.step(left)
-      left -= count.position - before
+      const done = count.step(Math.min(COUNT_CHUNK_UNITS, COUNT_TURN_UNITS - units))
+      units += count.position - before
       if (done) break
-      await nextStep()
-      left = COUNT_STEP_UNITS
+      if (spent()) await nextStep()
     }
     n += cacheable(text) ? kept(text, count.n) : count.n
-    if (left <= 0) {
-      await nextStep()
-      left = COUNT_STEP_UNITS
-    }
+    if (spent()) await nextStep()
   }
   return n
 }
