@@ -112,10 +112,16 @@ function shapeViolation(req: ChatRequest): ApiError | null {
   return null
 }
 
+/** The body's field `key` when it is a JSON object (a record the schema will read key by key), else undefined. */
+function recordOf(body: unknown, key: string): Record<string, unknown> | undefined {
+  const value = typeof body === 'object' && body !== null ? (body as Record<string, unknown>)[key] : undefined
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined
+}
+
 /** Checked before the schema, which reads every key of a record: 300 000 of them in metadata took it most of a second. */
 function metadataViolation(body: unknown): ApiError | null {
-  const metadata = typeof body === 'object' && body !== null ? (body as { metadata?: unknown }).metadata : undefined
-  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) return null
+  const metadata = recordOf(body, 'metadata')
+  if (!metadata) return null
   const pairs = Object.keys(metadata).length
   if (pairs <= MAX_METADATA_PAIRS) return null
   return apiError('feature_not_supported', `Invalid value for metadata: at most ${MAX_METADATA_PAIRS} key-value pairs, not ${pairs}.`, { param: 'metadata' })
@@ -130,11 +136,10 @@ const BIAS_CHECKED_BY_HAND = 1024
  * right; the schema then finds and explains the same first error as over the whole.
  */
 function forSchema(body: unknown): unknown {
-  const bias = typeof body === 'object' && body !== null ? (body as { logit_bias?: unknown }).logit_bias : undefined
-  if (typeof bias !== 'object' || bias === null || Array.isArray(bias)) return body
-  const keys = Object.keys(bias)
+  const entries = recordOf(body, 'logit_bias')
+  if (!entries) return body
+  const keys = Object.keys(entries)
   if (keys.length <= BIAS_CHECKED_BY_HAND) return body
-  const entries = bias as Record<string, unknown>
   const isBias = (v: unknown) => typeof v === 'number' && v >= -MAX_LOGIT_BIAS && v <= MAX_LOGIT_BIAS
   // In the schema's order: the values of the keys that are token ids first, then the keys that are not.
   const wrong = keys.find((k) => LOGIT_BIAS_KEY.test(k) && !isBias(entries[k])) ?? keys.find((k) => !LOGIT_BIAS_KEY.test(k))
