@@ -4,10 +4,12 @@ import { chat, marketPerTest, sseEvents } from './helpers/market.js'
 import { parseUsdc } from '../src/ledger/money.js'
 
 const market = marketPerTest()
+/** Budgets far beyond the test, so a stalled request waits for the test and does not fail over under load. */
+const patient = { tuning: { firstByteTimeoutMs: 60_000, replyTimeoutMs: 60_000 } }
 
 describe('a hold released by a sweep while its request is served', () => {
   it.each([false, true])('reports the cost that was captured, not the price (stream %s)', async (stream) => {
-    const mk = await market()
+    const mk = await market(patient)
     mk.sims.atlasCheap.setFault({ kind: 'stall' })
     const pending = chat(mk.url, mk.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 20, stream })
     await expect.poll(() => mk.sims.atlasCheap.stats.active).toBe(1)
@@ -30,7 +32,7 @@ describe('a hold released by a sweep while its request is served', () => {
 
 describe('the lease of a hold whose request is in flight', () => {
   it('is extended by the heartbeat for as long as the request is served', async () => {
-    const mk = await market()
+    const mk = await market(patient)
     mk.sims.atlasCheap.setFault({ kind: 'stall' })
     const pending = chat(mk.url, mk.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 20 })
     await expect.poll(() => mk.sims.atlasCheap.stats.active).toBe(1)

@@ -52,7 +52,9 @@ describe.each<[StoreKind, number]>([['sqlite', 1], ['postgres', 2]])('concurrent
     sims = await startSims()
     storeUrl = freshStoreUrl(kind)
     store = await openStore(storeUrl)
-    const file = writeConfig(sims, storeUrl, { firstByteTimeoutMs: 20_000, keyCacheMs: 0 })
+    // A reply budget (non-streaming) and a first-byte budget (streaming) beyond the test: the admitted requests stall at
+    // the provider until all 4N are decided, which may take longer than the shared test tuning's 500 ms under load.
+    const file = writeConfig(sims, storeUrl, { firstByteTimeoutMs: 20_000, replyTimeoutMs: 20_000, keyCacheMs: 0 })
     for (let i = 0; i < processes; i++) gws.push(await gateway(file))
   })
   afterAll(async () => {
@@ -110,7 +112,7 @@ describe.each<StoreKind>(['sqlite', 'postgres'])('kill -9 in the middle of strea
     const sims = await startSims({ chunkDelayMs: 100, replyTokens: 60 })
     const storeUrl = freshStoreUrl(kind)
     const store = await openStore(storeUrl)
-    const file = writeConfig(sims, storeUrl, { firstByteTimeoutMs: 5_000, keyCacheMs: 0 })
+    const file = writeConfig(sims, storeUrl, { firstByteTimeoutMs: 5_000, replyTimeoutMs: 5_000, keyCacheMs: 0 })
     let gw = await gateway(file)
     try {
       const funds = 10_000_000n

@@ -155,7 +155,8 @@ describe('one settler at a time across processes', () => {
 
 describe('a hold released under a running request', () => {
   it('reports cost 0 (nothing was charged) instead of a charge that never happened', async () => {
-    const m = await startMarket()
+    // Budgets far beyond the test, so the stalled request waits for the test and does not fail over under load.
+    const m = await startMarket({ tuning: { firstByteTimeoutMs: 60_000, replyTimeoutMs: 60_000 } })
     try {
       m.sims.atlasCheap.setFault({ kind: 'stall' })
       const pending = chat(m.url, m.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'slow one' }], max_tokens: 10 })
