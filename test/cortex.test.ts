@@ -138,7 +138,7 @@ describe('cortex Retry-After', () => {
 
 describe('cortex money', () => {
   it('holds at the ceiling (vendor included) and captures the served price', async () => {
-    const mk = await market()
+    const mk = await market({ tuning: { replyTimeoutMs: 10_000 } })
     mk.sims.atlasCheap.setFault({ kind: 'slow', ms: 300 })
     const body = ask()
     const ceiling = maxCostFor(mk.config, body)
@@ -221,7 +221,7 @@ describe('svc/cortex@1 bounds and the hold', () => {
   })
 
   it('without max_tokens, holds the ceiling prices for the largest bound of the plan', async () => {
-    const mk = await market()
+    const mk = await market({ tuning: { replyTimeoutMs: 10_000 } })
     mk.sims.atlasCheap.setFault({ kind: 'slow', ms: 300 })
     const pending = chat(mk.url, mk.key, { model: 'svc/cortex@1', messages: LONG })
     await expect.poll(async () => (await mk.store.accounts.byId(mk.accountId))!.held).toBeGreaterThan(0n)

@@ -47,7 +47,8 @@ function raw(url: string, bytes: string): Promise<string> {
 describe('edge URLs and query strings', () => {
   let m: Market
   beforeAll(async () => {
-    m = await startMarket()
+    // A reply budget beyond the slowed request below, so it is served where it was held and not failed over under load.
+    m = await startMarket({ tuning: { replyTimeoutMs: 10_000 } })
   })
   afterAll(() => m?.close())
   const auth = () => ({ authorization: `Bearer ${m.key}` })

@@ -44,7 +44,8 @@ describe('maxRequestsPerAccount', () => {
   })
 
   it('gives the slot back whatever the request came to: refused input, a refused admission, a client gone', async () => {
-    const mk = await market({ sim: { chunkDelayMs: 40 }, tuning: { maxRequestsPerAccount: 1 }, funds: 2_000n })
+    // The non-streaming request below takes about 480 ms: its reply budget is well beyond that.
+    const mk = await market({ sim: { chunkDelayMs: 40 }, tuning: { maxRequestsPerAccount: 1, replyTimeoutMs: 10_000 }, funds: 2_000n })
     expect((await chat(mk.url, mk.key, { ...body, model: 'svc/nope@1' })).status).toBe(404)
     expect((await chat(mk.url, mk.key, { ...body, max_tokens: 4000 })).status).toBe(402)
     const ac = new AbortController()

@@ -14,7 +14,8 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
   let m: Market
   beforeAll(async (ctx) => {
     if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
-    m = await startMarket({ store: kind, funds: FUNDS })
+    // A reply budget beyond the slowed request below, so it is served where it was held and not failed over under load.
+    m = await startMarket({ store: kind, funds: FUNDS, tuning: { replyTimeoutMs: 10_000 } })
   })
   afterAll(() => m?.close())
 
