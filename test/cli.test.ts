@@ -160,6 +160,7 @@ describe('svc sim-provider and svc serve', () => {
     expect(r.stderr).not.toMatch(/at .*\.js:\d+/)
   })
 
+  // Nine processes started one after another, a few seconds each on a loaded machine: a longer timeout than the rest.
   it('explains in one line a bad environment, a store it cannot reach and a port in use', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-env-'))
     const file = join(dir, 'config.json')
@@ -188,7 +189,7 @@ describe('svc sim-provider and svc serve', () => {
     } finally {
       taken.close()
     }
-  })
+  }, 90_000)
 
   it('explains in one line an address not of this machine and a store written by a newer svc', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-env-'))

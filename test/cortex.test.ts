@@ -138,8 +138,9 @@ describe('cortex Retry-After', () => {
 
 describe('cortex money', () => {
   it('holds at the ceiling (vendor included) and captures the served price', async () => {
+    // Slow enough that the hold is still there when the poll reads it on a busy machine, within the reply budget.
     const mk = await market({ tuning: { replyTimeoutMs: 10_000 } })
-    mk.sims.atlasCheap.setFault({ kind: 'slow', ms: 300 })
+    mk.sims.atlasCheap.setFault({ kind: 'slow', ms: 1_500 })
     const body = ask()
     const ceiling = maxCostFor(mk.config, body)
     // The vendor's prices make the cortex hold larger than the same request's hold on the named model.
@@ -221,8 +222,9 @@ describe('svc/cortex@1 bounds and the hold', () => {
   })
 
   it('without max_tokens, holds the ceiling prices for the largest bound of the plan', async () => {
+    // Slow enough that the hold is still there when the poll reads it on a busy machine, within the reply budget.
     const mk = await market({ tuning: { replyTimeoutMs: 10_000 } })
-    mk.sims.atlasCheap.setFault({ kind: 'slow', ms: 300 })
+    mk.sims.atlasCheap.setFault({ kind: 'slow', ms: 1_500 })
     const pending = chat(mk.url, mk.key, { model: 'svc/cortex@1', messages: LONG })
     await expect.poll(async () => (await mk.store.accounts.byId(mk.accountId))!.held).toBeGreaterThan(0n)
     const held = (await mk.store.accounts.byId(mk.accountId))!.held

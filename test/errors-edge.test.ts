@@ -172,7 +172,8 @@ describe('edge URLs and query strings', () => {
     })
 
     it('finishes a request still being served when bytes pipelined after it cannot be read, never answering them', async () => {
-      m.sims.atlasCheap.setFault({ kind: 'slow', ms: 300 })
+      // Slow enough that the pipelined bytes arrive while the request is served, on a busy machine too.
+      m.sims.atlasCheap.setFault({ kind: 'slow', ms: 1_500 })
       try {
         const before = (await m.store.accounts.byId(m.accountId))!.balance
         const body = JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })

@@ -9,8 +9,9 @@ const body = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello'
 
 describe('maxRequestsPerAccount', () => {
   it('refuses an account its next request while it has that many in flight, and no other account', async () => {
-    // Streams of 12 words 40 ms apart: each stays in flight about half a second.
-    const mk = await market({ sim: { chunkDelayMs: 40 }, tuning: { maxRequestsPerAccount: 2 } })
+    // Streams of 12 words 150 ms apart: each stays in flight about two seconds, long enough for the third request
+    // to arrive while both are served on a slow machine.
+    const mk = await market({ sim: { chunkDelayMs: 150 }, tuning: { maxRequestsPerAccount: 2 } })
     const { account } = await openAccount(mk.store, addressOf(0x22))
     await depositTo(mk.store, account.id, 1_000_000n)
     await mk.store.accounts.approve(account.id, 1_000_000n)
@@ -44,8 +45,7 @@ describe('maxRequestsPerAccount', () => {
   })
 
   it('gives the slot back whatever the request came to: refused input, a refused admission, a client gone', async () => {
-    // The non-streaming request below takes about 480 ms: its reply budget is well beyond that.
-    const mk = await market({ sim: { chunkDelayMs: 40 }, tuning: { maxRequestsPerAccount: 1, replyTimeoutMs: 10_000 }, funds: 2_000n })
+    const mk = await market({ sim: { chunkDelayMs: 40 }, tuning: { maxRequestsPerAccount: 1 }, funds: 2_000n })
     expect((await chat(mk.url, mk.key, { ...body, model: 'svc/nope@1' })).status).toBe(404)
     expect((await chat(mk.url, mk.key, { ...body, max_tokens: 4000 })).status).toBe(402)
     const ac = new AbortController()
@@ -56,7 +56,7 @@ describe('maxRequestsPerAccount', () => {
     expect(gone.status).toBe(200)
     ac.abort()
     // Served once the response of the client that left has closed (its slot is given back then).
-    await expect.poll(async () => (await chat(mk.url, mk.key, { ...body, stream: false })).status).toBe(200)
+    await expect.poll(async () => (await chat(mk.url, mk.key, { ...body, stream: false })).status, { timeout: 5_000 }).toBe(200)
     const outcomes = (await mk.store.usage.list(mk.accountId, { limit: 10 })).map((u) => u.outcome)
     expect(outcomes.sort()).toEqual(['client_closed', 'completed', 'insufficient_quota'])
   })
@@ -79,7 +79,7 @@ describe('maxBodyBytesInFlight', () => {
     expect(refused.headers.get('retry-after')).toBe('1')
     expect((await refused.json()).error).toMatchObject({ code: 'no_capacity', message: expect.stringContaining('MiB of request bodies at once') })
     held.destroy()
-    await expect.poll(async () => (await chat(mk.url, mk.key, { ...body, stream: false })).status).toBe(200)
+    await expect.poll(async () => (await chat(mk.url, mk.key, { ...body, stream: false })).status, { timeout: 5_000 }).toBe(200)
     // A probe that came before the held body counted was served: every request that ran completed.
     const outcomes = (await mk.store.usage.list(mk.accountId, { limit: 10 })).map((u) => u.outcome)
     expect(outcomes.length).toBeGreaterThan(0)

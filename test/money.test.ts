@@ -75,7 +75,8 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
   })
 
   it('holds exactly the maximum cost while serving', async () => {
-    m.sims.atlasCheap.setFault({ kind: 'slow', ms: 300 })
+    // Slow enough that the hold is still there when the poll reads it on a busy machine.
+    m.sims.atlasCheap.setFault({ kind: 'slow', ms: 1_500 })
     try {
       const pending = chat(m.url, m.key, body)
       await expect.poll(async () => (await m.store.accounts.byId(m.accountId))!.held).toBe(maxCostFor(m.config, body))

@@ -108,7 +108,8 @@ describe('stopping the gateway', () => {
   })
 
   it('answers a plain request still waiting after shutdownGraceMs with 503 and Retry-After, and charges nothing', async () => {
-    const m = await market({ tuning: { shutdownGraceMs: 200 } })
+    // A reply budget beyond the slow upstreams: the request is still waiting at its first offer when the grace ends.
+    const m = await market({ tuning: { shutdownGraceMs: 200, replyTimeoutMs: 10_000 } })
     for (const s of [m.sims.atlasCheap, m.sims.atlasDear]) s.setFault({ kind: 'slow', ms: 5_000 })
     const pending = chat(m.url, m.key, { ...ask, stream: false })
     await expect.poll(async () => (await m.store.accounts.byId(m.accountId))!.held).toBeGreaterThan(0n)
