@@ -67,6 +67,8 @@ describe('request intake, bounded', () => {
     expect(refused({ ...ask, messages: history(1_000, { 700: { role: 'user', content: 5 }, 900: { role: 'nobody', content: 'x' } }) })).toBe('messages[700].content')
     expect(refused({ ...ask, messages: history(1_000, { 0: { role: 'user', content: 7 } }) })).toBe('messages[0].content')
     expect(refused({ ...ask, messages: history(1_000, { 999: { role: 'user', content: 'x', name: 5 } }) })).toBe('messages[999].name')
+    const calls = Array.from({ length: 129 }, (_, i) => ({ id: `c${i}`, type: 'function', function: { name: 'f', arguments: '{}' } }))
+    expect(refused({ ...ask, messages: history(1_000, { 501: { role: 'assistant', content: null, tool_calls: calls } }) })).toBe('messages[501].tool_calls')
     // In the schema's order, as for a short history: the model before the messages, the messages before the rest.
     expect(refused({ ...ask, model: 5, messages: history(1_000, { 10: { role: 'user', content: 5 } }) })).toBe('model')
     expect(refused({ ...ask, temperature: 'hot', messages: history(1_000, { 10: { role: 'user', content: 5 } }) })).toBe('messages[10].content')
@@ -82,6 +84,30 @@ describe('request intake, bounded', () => {
     const more = await chat(mk.url, mk.key, { ...ask, tools: tools(129) })
     expect(more.status).toBe(400)
     expect((await more.json()).error).toMatchObject({ code: 'feature_not_supported', param: 'tools', message: 'Invalid value for tools: expected array length to be less or equal to 128.' })
+  })
+
+  it('takes OpenAI’s most of 128 tool calls in an assistant message of the history, and refuses more', async () => {
+    const mk = await market()
+    const withCalls = (n: number) => {
+      const calls = Array.from({ length: n }, (_, i) => ({ id: `call_${i}`, type: 'function', function: { name: 'weather', arguments: '{}' } }))
+      return {
+        ...ask,
+        tools: [{ type: 'function', function: { name: 'weather', parameters: { type: 'object' } } }],
+        messages: [
+          { role: 'user', content: 'weather everywhere?' },
+          { role: 'assistant', content: null, tool_calls: calls },
+          ...calls.map((c) => ({ role: 'tool', tool_call_id: c.id, content: 'sunny' })),
+        ],
+      }
+    }
+    const most = await chat(mk.url, mk.key, withCalls(128))
+    expect(most.status, await most.clone().text()).toBe(200)
+    const more = await chat(mk.url, mk.key, withCalls(129))
+    expect(more.status).toBe(400)
+    expect((await more.json()).error).toMatchObject({
+      code: 'feature_not_supported', param: 'messages[1].tool_calls',
+      message: 'Invalid value for messages[1].tool_calls: expected array length to be less or equal to 128.',
+    })
   })
 
   it('checks a logit_bias of many entries as one of a few, and sends it on whole', async () => {

@@ -16,6 +16,9 @@ export const ToolCall = Type.Object({
 })
 export type ToolCall = Static<typeof ToolCall>
 
+/** OpenAI's limit on the tool calls of one assistant message, in a history as in a reply. */
+export const MAX_TOOL_CALLS = 128
+
 /** logit_bias maps token ids to a bias of at most this much either way. */
 export const LOGIT_BIAS_KEY = /^[0-9]{1,7}$/
 export const MAX_LOGIT_BIAS = 100
@@ -26,7 +29,7 @@ export const Message = Type.Object({
   role: Type.Union(ROLES.map((r) => Type.Literal(r))),
   content: Type.Optional(Type.Union([Type.String(), Type.Array(ContentPart), Type.Null()])),
   name: Type.Optional(Type.String()),
-  tool_calls: Type.Optional(Type.Array(ToolCall)),
+  tool_calls: Type.Optional(Type.Array(ToolCall, { maxItems: MAX_TOOL_CALLS })),
   tool_call_id: Type.Optional(Type.String()),
 })
 export type Message = Static<typeof Message>

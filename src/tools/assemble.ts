@@ -1,4 +1,4 @@
-import type { ChatRequest, ToolCall } from '../protocol/chat.js'
+import { MAX_TOOL_CALLS, type ChatRequest, type ToolCall } from '../protocol/chat.js'
 
 interface Partial {
   id: string
@@ -7,7 +7,7 @@ interface Partial {
 }
 
 /** Most calls one reply may make, and the longest name a call may have (a declared tool's name is 64 at most). */
-export const MAX_CALLS = 128
+export const MAX_CALLS = MAX_TOOL_CALLS
 const MAX_NAME = 64
 
 /** Assembles tool-call deltas in any fragmentation (ids and names first, arguments split anywhere, indices interleaved). */
