@@ -111,7 +111,7 @@ describe('countText of long texts', () => {
       worst = Math.max(worst, performance.now() - started)
     }
     expect(count.n).toBe(countText(marks))
-    // The fault held one step for 0.8 s; a step's work here is about 1 ms (the bound leaves room for a busy machine).
+    // Half the fault's 0.8 s: far above a step's work, room for a busy machine.
     expect(worst).toBeLessThan(400)
   })
 })
