@@ -100,6 +100,12 @@ describe('countText of long texts', () => {
     expect(countText(emoji)).toBe(countText(`a${'😀'.repeat(8_191)}`) + countText('😀'.repeat(20_000 - 8_191)))
   })
 
+  it('cuts a segment after a word followed by a lone low surrogate, not inside the word', () => {
+    // Digits in groups of three before the word and a lone surrogate (valid in JSON) after it: cuts that change nothing.
+    const text = `${'1'.repeat(8_190)}hello\udc00${'1'.repeat(10_000)}`
+    expect(countText(text)).toBe(countText('1'.repeat(8_190)) + countText('hello\udc00') + countText('1'.repeat(10_000)))
+  })
+
   it('matches no pre-token longer than a segment: a body of one mark repeated is counted in short steps', () => {
     // One pre-token of four million marks took the split 0.8 s to match, in a single step however small.
     const marks = 'a' + '\u0301'.repeat(4_000_000)

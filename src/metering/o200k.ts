@@ -7,8 +7,9 @@ import { MAX_MERGED, preTokenCount } from './bpe.js'
  *   would refuse it with an error, which made such a request fail, and such a reply go uncharged.
  * - A pre-token longer than MAX_MERGED code units (1,024: a word of that length, or a run of one character) is merged
  *   in pieces of that many, each counted alone; a cut may add or take a token.
- * - A text with no word's end and no space before a space in SEGMENT_UNITS / 2 code units (8 Ki letters or marks
- *   in a row) is cut at SEGMENT_UNITS, and each side split alone (`TextCount`); a cut may add or take a token.
+ * - A text with no word's end and no space before a space in SEGMENT_UNITS / 2 code units (8 Ki letters or marks in
+ *   a row; or digits, line ends or punctuation without a space) is cut at SEGMENT_UNITS, and each side split alone
+ *   (`TextCount`); a cut may add or take a token or two (20,000 digits in a row: one more).
  * Every other text counts exactly.
  * The encoder counts a text as the sum of its pre-tokens' counts (o200k's split expression cuts it into words,
  * numbers, punctuation and whitespace, each merged alone); so do we, with the count of each short pre-token seen
@@ -144,7 +145,8 @@ export class TextCount {
   /**
    * The stretch the split reads next, from `at`: the rest of the text when it is at most SEGMENT_UNITS long, else up
    * to the first place past half of that where a text can be cut without changing its pre-tokens (`CUT`), else (no
-   * such place: 8 Ki letters or marks in a row) SEGMENT_UNITS long, never between a surrogate pair's halves.
+   * such place: 8 Ki letters or marks in a row, or digits, line ends or punctuation without a space) SEGMENT_UNITS
+   * long, never between a surrogate pair's halves.
    */
   private segmentFrom(at: number): void {
     const { text } = this
@@ -155,8 +157,12 @@ export class TextCount {
       const ahead = text.slice(from, at + SEGMENT_UNITS + 2)
       CUT.lastIndex = 0
       const cut = CUT.exec(ahead) ? CUT.lastIndex : Infinity
-      to = cut <= ahead.length - 2 ? from + cut : at + SEGMENT_UNITS
-      if (isLowSurrogate(text.charCodeAt(to))) to--
+      if (cut <= ahead.length - 2) to = from + cut
+      else {
+        to = at + SEGMENT_UNITS
+        // A cut at a match's end is never inside a surrogate pair (the expression reads code points); this one may be.
+        if (isLowSurrogate(text.charCodeAt(to))) to--
+      }
     }
     this.segment = at === 0 && to === text.length ? text : text.slice(at, to)
     this.segmentStart = at
