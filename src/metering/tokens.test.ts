@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest'
-import { TextCount } from './o200k.js'
+import { countText, TextCount } from './o200k.js'
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base'
 import { cachedTextChars, COUNT_AT_ONCE_UNITS, COUNT_TURN_UNITS, countInput, countOutput, PER_MESSAGE_OVERHEAD, REPLY_PRIMING, tokenCount, type MeteredMessage } from './tokens.js'
 import { countedByTurn, turnsDuring } from '../../test/helpers/turns.js'
@@ -68,6 +68,31 @@ describe('countInput', () => {
     expect(n).toBeLessThan(32_768 + 100)
     // 32 Ki tokens of this text are about 130 KB: some 20 steps, not the 500 of its 4 MB.
     expect(turns).toBeLessThan(40)
+  })
+
+  it('shares one turn\'s budget among long inputs counted at once, each to its own count', async () => {
+    // Eight prompts of random letters (about 2 µs a code unit here), none alike: counted each in turns of its own,
+    // eight turns' work ran in every turn of the event loop.
+    let x = 29
+    const prompts = Array.from({ length: 8 }, (_, i) => [{ role: 'user', text: `${i}${Array.from({ length: 40_000 }, () => String.fromCharCode(97 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 26))).join('')}` }])
+    const { result, perTurn } = await countedByTurn(() => Promise.all(prompts.map((p) => countInput(p))))
+    // The count of one pass (long pre-tokens are merged in pieces, so not the encoder's).
+    expect(result).toEqual(prompts.map((p) => REPLY_PRIMING + PER_MESSAGE_OVERHEAD + countText(p[0]!.text)))
+    expect(perTurn.reduce((a, b) => a + b, 0)).toBe(8 * 40_001)
+    expect(Math.max(...perTurn)).toBeLessThanOrEqual(COUNT_TURN_UNITS + 1024)
+  })
+
+  it('counts a long input at once when the cache knows all but a short part of it', async () => {
+    const word = (i: number) => ` v${i.toString(36)}`
+    const history: MeteredMessage[] = Array.from({ length: 12 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', text: Array.from({ length: 500 }, (_, j) => word(i * 1000 + j)).join('') }))
+    const units = history.reduce((n, m) => n + m.text.length, 0)
+    expect(units).toBeGreaterThan(2 * COUNT_AT_ONCE_UNITS)
+    const first = countInput(history)
+    expect(first).toBeInstanceOf(Promise)
+    const n = await first
+    // The next turn of the conversation: the history the cache kept, and a new question.
+    const next = countInput([...history, { role: 'user', text: 'and what about tomorrow?' }])
+    expect(next).toBe(n + PER_MESSAGE_OVERHEAD + countTokens('and what about tomorrow?'))
   })
 })
 

@@ -1,4 +1,3 @@
-import { setImmediate as nextTurn } from 'node:timers/promises'
 import { countText, TextCount } from './o200k.js'
 
 /**
@@ -107,7 +106,8 @@ const COUNT_CHUNK_UNITS = 2048
  */
 export function countInput(messages: readonly MeteredMessage[], definitionsJson?: string, stopAbove = Infinity, abandoned?: () => boolean): number | Promise<number> {
   const input = inputOf(messages, definitionsJson)
-  if (input.units > COUNT_AT_ONCE_UNITS) return countInSteps(input, stopAbove, abandoned)
+  // An agent's long history is mostly texts the cache knows, which cost nothing: only the others decide.
+  if (input.units > COUNT_AT_ONCE_UNITS && uncachedUnits(input.texts) > COUNT_AT_ONCE_UNITS) return countInSteps(input, stopAbove, abandoned)
   let n = input.fixed
   for (const text of input.texts) if ((n += tokenCount(text, stopAbove - n)) > stopAbove) break
   return n
@@ -146,49 +146,119 @@ function inputOf(messages: readonly MeteredMessage[], definitionsJson: string | 
   return input
 }
 
+/** Code units of `texts` the cache does not know, counted no further than past COUNT_AT_ONCE_UNITS. */
+function uncachedUnits(texts: readonly string[]): number {
+  let units = 0
+  for (const text of texts) {
+    if (cacheable(text) && cache.has(text)) continue
+    if ((units += text.length) > COUNT_AT_ONCE_UNITS) break
+  }
+  return units
+}
+
 /** A count in steps given up between two of them: the request it was for has no one left to answer. */
 export class CountAbandoned extends Error {}
 
 /**
- * `countInput` of a long input, in turns of COUNT_TURN_MS or COUNT_TURN_UNITS, whichever ends first; texts the cache
- * knows cost nothing. Given up (`CountAbandoned`) once `abandoned` says so between turns.
+ * A long input's count, taken a piece at a time by the counting turns (`countTurn`); texts the cache knows cost
+ * nothing.
  */
-async function countInSteps(input: Input, stopAbove: number, abandoned?: () => boolean): Promise<number> {
-  let n = input.fixed
-  /** Code units counted in this turn, and when the clock was last looked at. */
+class InputCount {
+  n: number
+  done = false
+  /** The next text to count, and the one being counted (with its count so far). */
+  private next = 0
+  private text = ''
+  private count: TextCount | undefined
+
+  constructor(
+    private readonly texts: readonly string[],
+    fixed: number,
+    private readonly stopAbove: number,
+    readonly abandoned: (() => boolean) | undefined,
+    readonly resolve: (n: number) => void,
+    readonly reject: (err: unknown) => void,
+  ) {
+    this.n = fixed
+  }
+
+  /**
+   * Counts on over about `budget` more code units (a pre-token, or a long one's piece, is counted whole), or to the
+   * end; the code units it counted.
+   */
+  step(budget: number): number {
+    let units = 0
+    while (units < budget) {
+      if (!this.count) {
+        if (this.n > this.stopAbove || this.next >= this.texts.length) {
+          this.done = true
+          break
+        }
+        const text = this.texts[this.next++]!
+        const hit = cacheable(text) ? cache.get(text) : undefined
+        if (hit !== undefined) {
+          this.n += hit
+          continue
+        }
+        this.text = text
+        this.count = new TextCount(text, cacheable(text) ? Infinity : this.stopAbove - this.n)
+      }
+      const before = this.count.position
+      const finished = this.count.step(budget - units)
+      units += this.count.position - before
+      if (!finished) continue
+      this.n += cacheable(this.text) ? kept(this.text, this.count.n) : this.count.n
+      this.count = undefined
+      this.text = ''
+    }
+    if (!this.done && !this.count && (this.n > this.stopAbove || this.next >= this.texts.length)) this.done = true
+    return units
+  }
+}
+
+/** Long inputs being counted, in the order they take their next piece. */
+const counting: InputCount[] = []
+let turnAhead = false
+
+/**
+ * `countInput` of a long input, in the counting turns. Given up (`CountAbandoned`) once `abandoned` says so between
+ * its pieces.
+ */
+function countInSteps(input: Input, stopAbove: number, abandoned?: () => boolean): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    counting.push(new InputCount(input.texts, input.fixed, stopAbove, abandoned, resolve, reject))
+    // The first turn at once, in the request's own callback, as a short input's whole count.
+    if (!turnAhead) countTurn()
+  })
+}
+
+/**
+ * One turn of the event loop's counting: the long inputs being counted take a piece of COUNT_CHUNK_UNITS each in turn
+ * until the turn has spent COUNT_TURN_MS or COUNT_TURN_UNITS, whichever first, then the next turn is asked for. All of
+ * them share one turn's budget: however many are counted at once, other work waits for them no longer than for one
+ * (each counting its own turn, 64 long prompts held every turn for 200 ms), and each is slowed by its share.
+ */
+function countTurn(): void {
+  const ends = performance.now() + COUNT_TURN_MS
   let units = 0
-  let lookedAt = 0
-  let turnEnds = performance.now() + COUNT_TURN_MS
-  const spent = () => {
-    if (units >= COUNT_TURN_UNITS) return true
-    if (units - lookedAt < COUNT_CHUNK_UNITS) return false
-    lookedAt = units
-    return performance.now() >= turnEnds
-  }
-  const nextStep = async () => {
-    await nextTurn()
-    if (abandoned?.()) throw new CountAbandoned('the count was given up: its request has no client any more')
-    units = lookedAt = 0
-    turnEnds = performance.now() + COUNT_TURN_MS
-  }
-  for (const text of input.texts) {
-    if (n > stopAbove) break
-    const hit = cacheable(text) ? cache.get(text) : undefined
-    if (hit !== undefined) {
-      n += hit
+  for (let spent = false; counting.length > 0 && !spent; ) {
+    const c = counting.shift()!
+    try {
+      if (c.abandoned?.()) {
+        c.reject(new CountAbandoned('the count was given up: its request has no client any more'))
+        continue
+      }
+      units += c.step(Math.min(COUNT_CHUNK_UNITS, COUNT_TURN_UNITS - units))
+    } catch (err) {
+      c.reject(err)
       continue
     }
-    const count = new TextCount(text, cacheable(text) ? Infinity : stopAbove - n)
-    for (let before = 0; ; before = count.position) {
-      const done = count.step(Math.min(COUNT_CHUNK_UNITS, COUNT_TURN_UNITS - units))
-      units += count.position - before
-      if (done) break
-      if (spent()) await nextStep()
-    }
-    n += cacheable(text) ? kept(text, count.n) : count.n
-    if (spent()) await nextStep()
+    if (c.done) c.resolve(c.n)
+    else counting.push(c)
+    spent = units >= COUNT_TURN_UNITS || performance.now() >= ends
   }
-  return n
+  turnAhead = counting.length > 0
+  if (turnAhead) setImmediate(countTurn)
 }
 
 /**
