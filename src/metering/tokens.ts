@@ -53,12 +53,8 @@ export function tokenCount(text: string, stopAbove = Infinity): number {
 
 const cacheable = (text: string) => text.length >= MIN_CACHED_LENGTH && text.length <= MAX_CACHED_LENGTH
 
-/**
- * `n`, kept in the cache as the count of `text`, the oldest texts leaving first to make room. A count taken in steps
- * may find the text kept meanwhile by another (the same system prompt in two requests): it is not kept twice.
- */
+/** `n`, kept in the cache as the count of `text` (which it does not hold), the oldest texts leaving first to make room. */
 function kept(text: string, n: number): number {
-  if (cache.has(text)) return n
   while (cache.size > 0 && (cache.size >= CACHE_LIMIT || cachedChars + text.length > CACHE_CHARS)) {
     const gone = order[oldest]!
     // Not kept by the ring either, which would hold it until its slot came round again.
@@ -190,10 +186,7 @@ class InputCount {
     let units = 0
     while (units < budget) {
       if (!this.count) {
-        if (this.n > this.stopAbove || this.next >= this.texts.length) {
-          this.done = true
-          break
-        }
+        if (this.atEnd()) break
         const text = this.texts[this.next++]!
         const hit = cacheable(text) ? cache.get(text) : undefined
         if (hit !== undefined) {
@@ -207,12 +200,18 @@ class InputCount {
       const finished = this.count.step(budget - units)
       units += this.count.position - before
       if (!finished) continue
-      this.n += cacheable(this.text) ? kept(this.text, this.count.n) : this.count.n
+      // Another count may have kept the text meanwhile (the same system prompt in two requests): not kept twice.
+      this.n += cacheable(this.text) && !cache.has(this.text) ? kept(this.text, this.count.n) : this.count.n
       this.count = undefined
       this.text = ''
     }
-    if (!this.done && !this.count && (this.n > this.stopAbove || this.next >= this.texts.length)) this.done = true
+    this.done = !this.count && this.atEnd()
     return units
+  }
+
+  /** No text left to count, or the count already past its bound. */
+  private atEnd(): boolean {
+    return this.n > this.stopAbove || this.next >= this.texts.length
   }
 }
 
