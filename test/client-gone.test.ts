@@ -40,7 +40,7 @@ describe('a client that leaves before its request is admitted', () => {
     await expect.poll(conns).toBe(0)
     open()
     await blocking
-    await expect.poll(async () => (await mk.store.usage.list(mk.accountId, { limit: 5 })).map((u) => u.outcome), { timeout: 5_000 }).toEqual(['client_closed'])
+    await expect.poll(async () => (await mk.store.usage.list(mk.accountId, { limit: 5 })).map((u) => u.outcome)).toEqual(['client_closed'])
     const [u] = await mk.store.usage.list(mk.accountId, { limit: 1 })
     expect(u!.cost).toBe(0n)
     expect((await mk.store.accounts.byId(mk.accountId))!).toMatchObject({ balance: 10_000_000n, held: 0n })

@@ -218,7 +218,7 @@ describe('client disconnect', () => {
     expect(u.completionTokens).toBeGreaterThanOrEqual(3)
     expect(u.completionTokens).toBeLessThan(40)
     expect(u.cost).toBeGreaterThan(0n)
-    await expect.poll(() => mk.sims.atlasCheap.stats.active, { timeout: 5_000 }).toBe(0)
+    await expect.poll(() => mk.sims.atlasCheap.stats.active).toBe(0)
     expect((await balance(mk)).held).toBe(0n)
     const posted = await mk.store.ledger.audit()
     expect(posted.unbalanced).toEqual([])
@@ -235,7 +235,7 @@ describe('client disconnect', () => {
       method: 'POST', signal: ac.signal,
       headers: { authorization: `Bearer ${mk.key}`, 'content-type': 'application/json' }, body: JSON.stringify(body({ stream: true })),
     }).catch(() => null)
-    await expect.poll(() => mk.sims.atlasCheap.stats.active, { timeout: 5_000 }).toBe(2)
+    await expect.poll(() => mk.sims.atlasCheap.stats.active).toBe(2)
     ac.abort()
     await res
     await pending
