@@ -4,14 +4,17 @@
 // This machine is a shared VM whose speed drifts by tens of percent from one minute to the next: each figure of (b)
 // and (c) is measured in --rounds interleaved rounds (raw, gateway, raw, gateway, …) and the table shows medians,
 // ratios being the median of the per-round ratios. In a closed loop at concurrency 16 or 64 latency is mostly
-// queueing (concurrency over throughput); concurrency 1 shows what a request adds on a machine with room to spare.
-// Usage: npm run bench [-- --seconds 5 --warmup 2 --rounds 3 --concurrency 1,16,64 --modes plain,stream --soak 60 --profile
-//   --chunk-delay 1 --accounts 32 --node-args="--flag …"]  (--accounts: the gateway's requests spread over that many funded
-//   accounts, in turn; --node-args: node flags for the gateway after its own)
+// queueing (concurrency over throughput); concurrency 1 shows what a request adds on a machine with room to spare,
+// and the open loop (`--open`, rows 'open') what it adds under load that neither target is saturated by: requests sent
+// on a fixed schedule at that fraction of the gateway's best closed-loop throughput of the mode, the same rate to both.
+// Each row also says how busy the whole machine was (both cores, every process: load generator and upstream too).
+// Usage: npm run bench [-- --seconds 5 --warmup 2 --rounds 3 --concurrency 1,16,64 --modes plain,stream --open 0.5
+//   --soak 60 --profile --chunk-delay 1 --accounts 32 --node-args="--flag …"]  (--open 0: no open loop; --accounts: the
+//   gateway's requests spread over that many funded accounts, in turn; --node-args: node flags for the gateway after its own)
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_WALLET, cpuUs, load, median, MESSAGES, start, startGateway, syncFloor } from './processes.mjs'
+import { benchGateway, BENCH_WALLET, cpuUs, load, machineCpuUs, median, MESSAGES, start, startGateway, syncFloor } from './processes.mjs'
 import { benchOptions } from './options.mjs'
 import { checkTargets } from './targets.mjs'
 
@@ -20,21 +23,30 @@ const o = benchOptions(import.meta.url, {
   modes: { type: 'string', default: 'plain,stream', choices: ['plain', 'stream'], list: true }, tokens: { type: 'string', default: '64' }, soak: { type: 'string', default: '0' },
   profile: { type: 'boolean', default: false }, targets: { type: 'string', default: 'upstream,raw-proxy,gateway', choices: ['upstream', 'raw-proxy', 'gateway'], list: true },
   rounds: { type: 'string', default: '3' }, settle: { type: 'string', default: '5' }, 'chunk-delay': { type: 'string', default: '0' },
-  accounts: { type: 'string', default: '1' }, 'node-args': { type: 'string', default: '' },
+  accounts: { type: 'string', default: '1' }, 'node-args': { type: 'string', default: '' }, open: { type: 'string', default: '0.5' },
 })
+/** Connections an open loop may use: more than it should ever need at half a target's capacity. */
+const OPEN_CONNECTIONS = 64
 const CLI = 'dist/cli/main.js'
 const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024
 
-async function measure(name, pid, url, body, c, stream, key) {
+/** One figure: a closed loop of `c` connections, or with `rate` an open loop at that rate (concurrency 'open'). */
+async function measure(name, pid, url, body, c, stream, key, rate = 0) {
   const warmup = Number(o.warmup)
   const seconds = Number(o.seconds)
   // CPU is read around the whole load (warm-up included) and divided by all requests it served.
   const before = pid ? [cpuUs(pid), cpuUs(pid, true)] : null
-  const r = await load(url, { ...body, stream }, c, seconds, warmup, key)
+  const machine = machineCpuUs()
+  const r = await load(url, { ...body, stream }, rate ? OPEN_CONNECTIONS : c, seconds, warmup, key, rate)
+  const m = machineCpuUs()
   const served = r.requests * (1 + warmup / seconds)
   const cpu = before ? (cpuUs(pid) - before[0]) / served : null
   const loop = before ? (cpuUs(pid, true) - before[1]) / served : null
-  return { target: name, mode: stream ? 'stream' : 'plain', concurrency: c, ...r, cpu_us_per_req: cpu && Math.round(cpu), loop_cpu_us_per_req: loop && Math.round(loop) }
+  return {
+    target: name, mode: stream ? 'stream' : 'plain', concurrency: rate ? 'open' : c, ...(rate ? { rate } : {}), ...r,
+    cpu_us_per_req: cpu && Math.round(cpu), loop_cpu_us_per_req: loop && Math.round(loop),
+    machine_busy_pct: Math.round((100 * (m.busy - machine.busy)) / (m.all - machine.all)),
+  }
 }
 
 const tokens = Number(o.tokens)
@@ -59,26 +71,35 @@ for (const mode of o.modes.split(',')) {
   if (want.includes('raw-proxy')) await load(`${raw.info.base_url}/v1/chat/completions`, { ...body, model: 'bench' }, 16, Number(o.settle), 0)
   if (want.includes('gateway')) await load(`${gw.info.base_url}/v1/chat/completions`, { ...body, model: 'svc/bench@1' }, 16, Number(o.settle), 0, key)
 }
-for (const mode of o.modes.split(',')) {
-  for (const c of o.concurrency.split(',').map(Number)) {
-    const stream = mode === 'stream'
-    if (want.includes('upstream')) runs.push({ round: 1, ...(await measure('upstream', null, `${sim.info.base_url}/chat/completions`, { model: 'bench', messages, max_tokens: tokens }, c, stream)) })
-    for (let round = 1; round <= Number(o.rounds); round++) {
-      if (want.includes('raw-proxy')) runs.push({ round, ...(await measure('raw-proxy', raw.child.pid, `${raw.info.base_url}/v1/chat/completions`, { model: 'bench', messages, max_tokens: tokens }, c, stream)) })
-      if (want.includes('gateway')) runs.push({ round, ...(await measure('gateway', gw.child.pid, `${gw.info.base_url}/v1/chat/completions`, { model: 'svc/bench@1', messages, max_tokens: tokens }, c, stream, key)) })
-    }
+/** Rounds of the raw proxy and the gateway in turn, at `c` connections or (`rate`) in an open loop. */
+async function rounds(c, stream, rate = 0) {
+  for (let round = 1; round <= Number(o.rounds); round++) {
+    if (want.includes('raw-proxy')) runs.push({ round, ...(await measure('raw-proxy', raw.child.pid, `${raw.info.base_url}/v1/chat/completions`, { model: 'bench', messages, max_tokens: tokens }, c, stream, undefined, rate)) })
+    if (want.includes('gateway')) runs.push({ round, ...(await measure('gateway', gw.child.pid, `${gw.info.base_url}/v1/chat/completions`, { model: 'svc/bench@1', messages, max_tokens: tokens }, c, stream, key, rate)) })
   }
 }
-const METRICS = ['errors', 'rps', 'p50_ms', 'p99_ms', 'ttfb_p50_ms', 'ttfb_p99_ms', 'cpu_us_per_req', 'loop_cpu_us_per_req']
+for (const mode of o.modes.split(',')) {
+  const stream = mode === 'stream'
+  for (const c of o.concurrency.split(',').map(Number)) {
+    if (want.includes('upstream')) runs.push({ round: 1, ...(await measure('upstream', null, `${sim.info.base_url}/chat/completions`, { model: 'bench', messages, max_tokens: tokens }, c, stream)) })
+    await rounds(c, stream)
+  }
+  // The open loop's rate: a fraction of what the gateway (else the raw proxy) served at best in this mode's closed loops.
+  const capacity = (name) => Math.max(0, ...o.concurrency.split(',').map(Number).map((c) => median(runs.filter((r) => r.target === name && r.mode === mode && r.concurrency === c).map((r) => r.rps)) ?? 0))
+  const rate = Math.round(Number(o.open) * (capacity('gateway') || capacity('raw-proxy')))
+  if (rate > 0) await rounds('open', stream, rate)
+}
+const METRICS = ['errors', 'rps', 'p50_ms', 'p99_ms', 'ttfb_p50_ms', 'ttfb_p99_ms', 'cpu_us_per_req', 'loop_cpu_us_per_req', 'machine_busy_pct', 'late_p99_ms']
 const same = (a, b) => a.mode === b.mode && a.concurrency === b.concurrency
 const rows = []
 for (const r of runs) {
   if (rows.some((x) => x.target === r.target && same(x, r))) continue
   const group = runs.filter((x) => x.target === r.target && same(x, r))
-  const row = { target: r.target, mode: r.mode, concurrency: r.concurrency, rounds: group.length }
+  const row = { target: r.target, mode: r.mode, concurrency: r.concurrency, ...(r.rate ? { rate: r.rate } : {}), rounds: group.length }
   for (const m of METRICS) {
     const v = median(group.map((x) => x[m]))
-    row[m] = v === null ? null : +v.toFixed(m === 'rps' || m === 'errors' || m.endsWith('cpu_us_per_req') ? 0 : 3)
+    if (m === 'late_p99_ms' && r.concurrency !== 'open') continue
+    row[m] = v === null ? null : +v.toFixed(m === 'rps' || m === 'errors' || m.endsWith('cpu_us_per_req') || m === 'machine_busy_pct' ? 0 : 3)
   }
   rows.push(row)
 }
@@ -113,7 +134,7 @@ for (const r of rows.filter((x) => x.target === 'gateway')) {
   // Unrounded: the targets are checked on these (a ratio of 0.6998 is not 0.7); the tables round them.
   const med = (f) => median(pairs.map(([g, b]) => f(g, b)))
   ratios.push({
-    mode: r.mode, concurrency: r.concurrency,
+    mode: r.mode, concurrency: r.concurrency, ...(r.rate ? { rate: r.rate } : {}),
     'rps gateway/raw': med((g, b) => g.rps / b.rps),
     'added p50 ms': med((g, b) => g.p50_ms - b.p50_ms),
     'added p99 ms': med((g, b) => g.p99_ms - b.p99_ms),
@@ -123,9 +144,11 @@ for (const r of rows.filter((x) => x.target === 'gateway')) {
     'event-loop cpu µs/req gateway': r.loop_cpu_us_per_req,
     // How much of a core the gateway's event loop used: near 100 %, it is the bound; well below, requests wait elsewhere.
     'event-loop busy % gateway': r.loop_cpu_us_per_req && Math.round((r.loop_cpu_us_per_req * r.rps) / 1e4),
+    // Both cores, every process: near 100 %, the machine (not the gateway's event loop alone) is the bound.
+    'machine busy % gateway / raw': `${r.machine_busy_pct} / ${rows.find((x) => x.target === 'raw-proxy' && same(x, r))?.machine_busy_pct ?? '-'}`,
   })
 }
-console.log(`\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply${o['chunk-delay'] !== '0' ? ` (streamed ${o['chunk-delay']} ms apart)` : ''}${o.accounts !== '1' ? `, ${o.accounts} accounts` : ''}, closed loop, medians of ${o.rounds} interleaved rounds`)
+console.log(`\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply${o['chunk-delay'] !== '0' ? ` (streamed ${o['chunk-delay']} ms apart)` : ''}${o.accounts !== '1' ? `, ${o.accounts} accounts` : ''}, closed loop${Number(o.open) > 0 ? ` (and an open loop at ${o.open} of the gateway's best throughput)` : ''}, medians of ${o.rounds} interleaved rounds`)
 console.table(rows.map(({ requests, ...r }) => r))
 const rounded = (x, digits) => (typeof x === 'number' && !Number.isInteger(x) ? +x.toFixed(digits) : x)
 console.table(ratios.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, rounded(v, k === 'cpu gateway/raw' ? 2 : 3)]))))

@@ -64,6 +64,13 @@ export function cpuUs(pid, mainThread = false) {
   return (Number(f[11]) + Number(f[12])) * TICK_US
 }
 
+/** The machine's CPU time so far, all cores (µs): busy (everything but idle and I/O wait) and in all. */
+export function machineCpuUs() {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number)
+  const all = f.reduce((a, b) => a + b, 0)
+  return { busy: (all - f[3] - f[4]) * TICK_US, all: all * TICK_US }
+}
+
 export const BENCH_MODEL = 'svc/bench@1'
 export const BENCH_WALLET = '0x00000000000000000000000000000000000000b0'
 
@@ -109,9 +116,12 @@ export async function benchGateway(root, dir, upstreamUrl, accounts = 1) {
   return { config, key: keys.join(','), cli }
 }
 
-/** Runs bench/loadgen.mjs (its own process) and resolves with its JSON figures. */
-export function load(url, body, concurrency, seconds, warmup, key) {
-  const args = [new URL('./loadgen.mjs', import.meta.url).pathname, url, JSON.stringify(body), String(concurrency), String(seconds), String(warmup), ...(key ? [key] : [])]
+/**
+ * Runs bench/loadgen.mjs (its own process) and resolves with its JSON figures: a closed loop of `concurrency`
+ * connections, or with `rate` > 0 an open loop sending `rate` requests a second over up to `concurrency` connections.
+ */
+export function load(url, body, concurrency, seconds, warmup, key, rate = 0) {
+  const args = [new URL('./loadgen.mjs', import.meta.url).pathname, url, JSON.stringify(body), String(concurrency), String(seconds), String(warmup), key ?? '', String(rate)]
   return new Promise((resolve, reject) => {
     // Not left to run its time out if this script ends first.
     const child = killOnExit(spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] }))

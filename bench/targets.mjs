@@ -1,7 +1,8 @@
 // Issue 7's targets checked against one run's ratios (gateway over the raw proxy) and its soak: one row per target and
 // figure, with the limit and whether this run met it. A figure the run did not measure is left out, not passed.
 // Throughput is checked at the issue's concurrencies (16, 64); added p50 and p99 for plain requests at every
-// concurrency, a stream's added latency by its first byte.
+// concurrency and in the open loop ('open': a fixed rate both targets can serve, where added latency is the gateway's
+// own and not the queue a saturated closed loop builds), a stream's added latency by its first byte.
 
 const TARGETS = [
   { target: 'plain throughput ≥ 0.6× raw', mode: 'plain', at: [16, 64], field: 'rps gateway/raw', atLeast: 0.6 },
