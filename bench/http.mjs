@@ -14,7 +14,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_WALLET, cpuUs, load, machineCpuUs, median, MESSAGES, start, startGateway, syncFloor } from './processes.mjs'
+import { benchGateway, BENCH_WALLET, cpuUs, load, machineCpuUs, median, MESSAGES, poolRoundTrip, start, startGateway, syncFloor } from './processes.mjs'
 import { benchOptions } from './options.mjs'
 import { checkTargets } from './targets.mjs'
 
@@ -169,9 +169,11 @@ await new Promise((r) => gw.child.once('exit', r))
 const floor = { ...syncFloor(dir), after_1ms_idle: syncFloor(dir, 1) }
 console.log(`disk floor of a durable capture: fdatasync after a 4 KiB overwrite in the store's directory, nothing else running: ` +
   `back to back p50 ${floor.p50_ms} ms, p99 ${floor.p99_ms} ms; after 1 ms idle p50 ${floor.after_1ms_idle.p50_ms} ms, p99 ${floor.after_1ms_idle.p99_ms} ms`)
+const handOff = await poolRoundTrip(dir)
+console.log(`a hand-off to another thread: an fstat on libuv's pool, its thread asleep, cost the calling thread ${handOff.pooled_us} µs of CPU; inline ${handOff.inline_us} µs`)
 const usage = cli('usage', '--wallet', wallet, '--limit', '1')
 mkdirSync(join('bench', 'results'), { recursive: true })
 const out = join('bench', 'results', `http-${new Date().toISOString().replace(/[:.]/g, '-')}.json`)
-writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), options: o, rows, ratios, issue_targets: targets, runs, soak, sync_floor: floor, last_usage: usage.data[0] ?? null }, null, 2))
+writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), options: o, rows, ratios, issue_targets: targets, runs, soak, sync_floor: floor, pool_round_trip: handOff, last_usage: usage.data[0] ?? null }, null, 2))
 console.log(`written ${out}`)
 process.exit(0)

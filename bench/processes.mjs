@@ -2,7 +2,7 @@
 // the gateway's config over the simulated upstream, a funded key, the closed-loop load generator, and the disk's
 // floor for a durable capture.
 import { spawn, execFileSync } from 'node:child_process'
-import { closeSync, cpSync, existsSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs'
+import { closeSync, cpSync, existsSync, fdatasyncSync, fstat, fstatSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -178,3 +178,36 @@ export function syncFloor(directory, pauseMs = 0) {
   ms.sort((a, b) => a - b)
   return { p50_ms: +ms[200].toFixed(3), p99_ms: +ms[396].toFixed(3) }
 }
+
+/**
+ * What handing work to another thread costs the thread that hands it, on this machine: the calling thread's CPU (µs)
+ * for one `fstat` done inline, and for one done on libuv's pool with a `busyMs` spin before each, long enough for the
+ * pool's thread to have gone to sleep (as between a gateway's WAL syncs), less the spin. The difference is the
+ * wake-up of a sleeping thread and the notice of its end: a few µs on bare metal, tens where a virtual machine makes
+ * every cross-core wake-up an exit to its host (this project's VM). Every WAL sync pays it once.
+ */
+export async function poolRoundTrip(directory, busyMs = 0.3, n = 2000) {
+  const path = join(directory, 'round-trip')
+  const fd = openSync(path, 'w')
+  const self = () => cpuUs(process.pid, true)
+  const spin = () => {
+    const end = performance.now() + busyMs
+    while (performance.now() < end);
+  }
+  let c0 = self()
+  for (let i = 0; i < n; i++) fstatSync(fd)
+  const inline = (self() - c0) / n
+  c0 = self()
+  for (let i = 0; i < n; i++) spin()
+  const spun = self() - c0
+  c0 = self()
+  for (let i = 0; i < n; i++) {
+    spin()
+    await new Promise((resolve) => fstat(fd, resolve))
+  }
+  const pooled = (self() - c0 - spun) / n
+  closeSync(fd)
+  rmSync(path)
+  return { inline_us: +inline.toFixed(1), pooled_us: +pooled.toFixed(1) }
+}
+
