@@ -1,6 +1,6 @@
 // What the HTTP benchmarks share: starting a process that announces itself with a JSON line, reading its CPU time,
-// the gateway's config over the simulated upstream, a funded key, the closed-loop load generator, and the disk's
-// floor for a durable capture.
+// the gateway's config over the simulated upstream, a funded key, the load generator (closed or open loop), the disk's
+// floor for a durable capture, and what a hand-off between threads costs.
 import { spawn, execFileSync } from 'node:child_process'
 import { closeSync, cpSync, existsSync, fdatasyncSync, fstat, fstatSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
