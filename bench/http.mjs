@@ -107,8 +107,13 @@ for (const r of runs) {
 let soak = null
 if (Number(o.soak) > 0) {
   const samples = []
-  const timer = setInterval(() => samples.push(+rssMb(gw.child.pid).toFixed(1)), 1000)
-  const r = await load(`${gw.info.base_url}/v1/chat/completions`, { model: 'svc/bench@1', messages, max_tokens: tokens }, 64, Number(o.soak), 5, key)
+  const warmup = 5
+  // Sampled from the end of the load generator's warm-up: the heap's state when the soak begins is the previous
+  // figures' (another mode, another concurrency), not this load's.
+  let timer
+  const begin = setTimeout(() => (timer = setInterval(() => samples.push(+rssMb(gw.child.pid).toFixed(1)), 1000)), warmup * 1000)
+  const r = await load(`${gw.info.base_url}/v1/chat/completions`, { model: 'svc/bench@1', messages, max_tokens: tokens }, 64, Number(o.soak), warmup, key)
+  clearTimeout(begin)
   clearInterval(timer)
   // V8's heap grows in a sawtooth (tens of MB between major collections): compare whole thirds of the run, and their
   // floors (RSS just after a collection), rather than single samples.
