@@ -153,7 +153,7 @@ for (const r of rows.filter((x) => x.target === 'gateway')) {
     'machine busy % gateway / raw': `${r.machine_busy_pct} / ${rows.find((x) => x.target === 'raw-proxy' && same(x, r))?.machine_busy_pct ?? '-'}`,
   })
 }
-console.log(`\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply${o['chunk-delay'] !== '0' ? ` (streamed ${o['chunk-delay']} ms apart)` : ''}${o.accounts !== '1' ? `, ${o.accounts} accounts` : ''}, closed loop${Number(o.open) > 0 ? ` (and an open loop at ${o.open} of the gateway's best throughput)` : ''}, medians of ${o.rounds} interleaved rounds`)
+console.log(`\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply${o['chunk-delay'] !== '0' ? ` (streamed ${o['chunk-delay']} ms apart)` : ''}${o.accounts !== '1' ? `, ${o.accounts} accounts` : ''}, closed loop${runs.some((r) => r.rate) ? ` (and an open loop at ${o.open} of the best closed-loop throughput)` : ''}, medians of ${o.rounds} interleaved rounds`)
 console.table(rows.map(({ requests, ...r }) => r))
 const rounded = (x, digits) => (typeof x === 'number' && !Number.isInteger(x) ? +x.toFixed(digits) : x)
 console.table(ratios.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, rounded(v, k === 'cpu gateway/raw' ? 2 : 3)]))))

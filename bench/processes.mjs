@@ -64,11 +64,13 @@ export function cpuUs(pid, mainThread = false) {
   return (Number(f[11]) + Number(f[12])) * TICK_US
 }
 
-/** The machine's CPU time so far, all cores (µs): busy (everything but idle and I/O wait) and in all. */
+/**
+ * The machine's CPU time so far, all cores (µs): busy (user, system and interrupts) and in all. Time stolen by the
+ * host counts in all but not as busy: this machine's processes did not use it.
+ */
 export function machineCpuUs() {
-  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number)
-  const all = f.reduce((a, b) => a + b, 0)
-  return { busy: (all - f[3] - f[4]) * TICK_US, all: all * TICK_US }
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number)
+  return { busy: (user + nice + system + irq + softirq) * TICK_US, all: (user + nice + system + idle + iowait + irq + softirq + steal) * TICK_US }
 }
 
 export const BENCH_MODEL = 'svc/bench@1'
@@ -189,7 +191,12 @@ export function syncFloor(directory, pauseMs = 0) {
 export async function poolRoundTrip(directory, busyMs = 0.3, n = 2000) {
   const path = join(directory, 'round-trip')
   const fd = openSync(path, 'w')
-  const self = () => cpuUs(process.pid, true)
+  // The scheduler's count of this thread's time on a CPU, in ns (`/proc/<pid>/stat` counts in ticks of 10 ms). Linux
+  // brings a running thread's count up to date when its process's CPU time is read, so `cpuUsage` is read first.
+  const self = () => {
+    process.cpuUsage()
+    return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]) / 1000
+  }
   const spin = () => {
     const end = performance.now() + busyMs
     while (performance.now() < end);
