@@ -97,8 +97,8 @@ for (const r of runs) {
   const group = runs.filter((x) => x.target === r.target && same(x, r))
   const row = { target: r.target, mode: r.mode, concurrency: r.concurrency, ...(r.rate ? { rate: r.rate } : {}), rounds: group.length }
   for (const m of METRICS) {
-    const v = median(group.map((x) => x[m]))
     if (m === 'late_p99_ms' && r.concurrency !== 'open') continue
+    const v = median(group.map((x) => x[m]))
     row[m] = v === null ? null : +v.toFixed(m === 'rps' || m === 'errors' || m.endsWith('cpu_us_per_req') || m === 'machine_busy_pct' ? 0 : 3)
   }
   rows.push(row)
@@ -140,7 +140,8 @@ for (const r of rows.filter((x) => x.target === 'gateway')) {
   const med = (f) => median(pairs.map(([g, b]) => f(g, b)))
   ratios.push({
     mode: r.mode, concurrency: r.concurrency, ...(r.rate ? { rate: r.rate } : {}),
-    'rps gateway/raw': med((g, b) => g.rps / b.rps),
+    // An open loop sends both the same rate: their throughputs say nothing of each other.
+    'rps gateway/raw': r.rate ? null : med((g, b) => g.rps / b.rps),
     'added p50 ms': med((g, b) => g.p50_ms - b.p50_ms),
     'added p99 ms': med((g, b) => g.p99_ms - b.p99_ms),
     'added ttfb p50 ms': med((g, b) => g.ttfb_p50_ms - b.ttfb_p50_ms),

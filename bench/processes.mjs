@@ -217,4 +217,3 @@ export async function poolRoundTrip(directory, busyMs = 0.3, n = 2000) {
   rmSync(path)
   return { inline_us: +inline.toFixed(1), pooled_us: +pooled.toFixed(1) }
 }
-
