@@ -3,6 +3,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { isEvmAddress } from './accounts/address.js'
 import { Capabilities, ToolContract, CORTEX_MODEL_ID, MODEL_ID_PATTERN } from './protocol/models.js'
+import { jsonPointerToPath } from './protocol/json-pointer.js'
 
 /**
  * The config file (DESIGN §9). This shape is a contract: outside tools write such files. Its objects are closed: a
@@ -176,15 +177,6 @@ export class ConfigError extends Error {
 }
 
 const checker = TypeCompiler.Compile(ConfigSchema)
-
-/** `/models/0/id` → `models[0].id` */
-export function jsonPointerToPath(pointer: string): string {
-  let out = ''
-  for (const part of pointer.split('/').slice(1)) {
-    out += /^\d+$/.test(part) ? `[${part}]` : out ? `.${part}` : part
-  }
-  return out || '(root)'
-}
 
 function schemaProblems(schema: TSchema, value: unknown): string[] {
   const seen = new Set<string>()

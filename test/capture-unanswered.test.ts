@@ -2,7 +2,7 @@ import type pg from 'pg'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { chat, marketPerTest, sseEvents, type Market } from './helpers/market.js'
 import { postgresReachable } from './helpers/stores.js'
-import { parseUsdc } from '../src/ledger/money.js'
+import { parseUsdc } from '../src/money/usdc.js'
 
 const market = marketPerTest()
 const FUNDS = 10_000_000n

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Address } from 'viem'
 import { mintUsdc } from '../src/chain/deploy.js'
-import { parseUsdc } from '../src/ledger/money.js'
+import { parseUsdc } from '../src/money/usdc.js'
 import { spendableOf } from '../src/store/accounts.js'
 import { P } from './helpers/market.js'
 import { askAtlas, balanceOf, evmRail, FEE_ADDRESS, hasAnvil, sendUsdc, startChainMarket, USDC, type ChainMarket } from './helpers/chain.js'

@@ -3,7 +3,7 @@ import type { Config } from '../src/config.js'
 import { countedByTurn } from './helpers/turns.js'
 import { chat, P, sseEvents, marketPerTest, type Market } from './helpers/market.js'
 import { maxCostFor } from './helpers/money.js'
-import { parseUsdc, priceOf, splitFee } from '../src/ledger/money.js'
+import { parseUsdc, priceOf, splitFee } from '../src/money/usdc.js'
 import { SYSTEM_ACCOUNTS } from '../src/store/accounts.js'
 
 const market = marketPerTest()

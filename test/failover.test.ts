@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { createServer } from 'node:net'
 import { chat, P, sseEvents, marketPerTest, type Market } from './helpers/market.js'
 import { parseFault } from '../src/providers/simulated/faults.js'
-import { parseUsdc, priceOf } from '../src/ledger/money.js'
+import { parseUsdc, priceOf } from '../src/money/usdc.js'
 
 const market = marketPerTest()
 

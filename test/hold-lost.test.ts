@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, it } from 'vitest'
 import { chat, marketPerTest, sseEvents } from './helpers/market.js'
-import { parseUsdc } from '../src/ledger/money.js'
+import { parseUsdc } from '../src/money/usdc.js'
 
 const market = marketPerTest()
 /** Budgets far beyond the test, so a stalled request waits for the test and does not fail over under load. */

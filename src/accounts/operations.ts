@@ -3,7 +3,7 @@ import { checksumAddress, hasValidChecksum, isEvmAddress } from './address.js'
 import { generateKey } from '../auth/keys.js'
 import type { Store } from '../store/store.js'
 import type { Account } from '../store/accounts.js'
-import { formatUsdc } from '../ledger/money.js'
+import { formatUsdc } from '../money/usdc.js'
 
 /** Account operations shared by the CLI, the portal and the demo. Wallets are stored EIP-55 checksummed. */
 

@@ -4,11 +4,12 @@ import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, ty
 import { apiError, type ApiError } from '../protocol/errors.js'
 import type { Gateway } from '../gateway/gateway.js'
 import { sendError } from './errors.js'
-import { newRequestId } from './request-id.js'
+import { newRequestId } from '../ids/request-id.js'
 import { clientErrorAnswer } from './client-errors.js'
 import { awaitingContinue, keyCheck } from './caller.js'
 import { Intake } from './intake.js'
-import { chatRoutes, internalError } from './routes/chat.js'
+import { chatRoutes } from './routes/chat.js'
+import { internalError } from '../gateway/pipeline.js'
 import { modelRoutes } from './routes/models.js'
 import { usageRoutes } from './routes/usage.js'
 
@@ -126,8 +127,8 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   const { maxRequestsPerAccount: perAccount, maxBodyBytesInFlight: bodyBytes } = gw.tuning
   const intake = new Intake({ perAccount, bodyBytes, bodyLimit: BODY_LIMIT })
   modelRoutes(app, gw)
-  chatRoutes(app, gw, keyCheck(gw, intake), intake)
-  usageRoutes(app, gw, keyCheck(gw))
+  chatRoutes(app, { pipeline: gw.pipeline, tuning: gw.tuning, keyCheck: keyCheck(gw.keys, intake), intake })
+  usageRoutes(app, gw.usage, keyCheck(gw.keys))
   for (const plugin of plugins) await plugin(app, gw)
   return app
 }

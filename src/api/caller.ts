@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { isApiError, type ApiError } from '../protocol/errors.js'
-import type { Caller } from '../gateway/admission.js'
-import type { Gateway } from '../gateway/gateway.js'
+import type { Caller } from '../auth/caller.js'
+import type { KeyVerifier } from '../auth/verifier.js'
 import type { IncomingMessage } from 'node:http'
 import { sendError } from './errors.js'
 import type { Intake, Ticket } from './intake.js'
@@ -15,6 +15,9 @@ declare module 'fastify' {
   }
 }
 
+/** The key check of a /v1 route, an onRequest hook. */
+export type KeyCheck = (req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
+
 /** /v1 requests that sent `Expect: 100-continue` and are not yet invited to send their body (app.ts): the key check does. */
 export const awaitingContinue = new WeakSet<IncomingMessage>()
 
@@ -24,8 +27,8 @@ export const awaitingContinue = new WeakSet<IncomingMessage>()
  * A callback hook, not an async one: a cached key (nearly every request) is answered in the same call, without a
  * promise and a turn of the hook runner.
  */
-export function keyCheck(gw: Gateway, intake?: Intake) {
-  return (req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+export function keyCheck(keys: KeyVerifier, intake?: Intake): KeyCheck {
+  return (req, reply, done) => {
     const admit = (caller: Caller | ApiError) => {
       // A reply sent from a callback hook ends the request's lifecycle: done is not called.
       if (isApiError(caller)) return void sendError(reply, caller)
@@ -42,7 +45,7 @@ export function keyCheck(gw: Gateway, intake?: Intake) {
       if (req.headers.expect !== undefined && awaitingContinue.delete(req.raw)) reply.raw.writeContinue()
       done()
     }
-    const caller = gw.keys.verify(req.headers.authorization)
+    const caller = keys.verify(req.headers.authorization)
     if (!(caller instanceof Promise)) return admit(caller)
     // A failure past the lookup (the store's, or the refusal's own) goes to Fastify's error path, as from a hook.
     caller.then(admit, done).catch(done)

@@ -1,7 +1,7 @@
 import { maxHeaderSize, STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import { apiError, errorBody } from '../protocol/errors.js'
-import { newRequestId } from './request-id.js'
+import { newRequestId } from '../ids/request-id.js'
 
 /**
  * Node's refusals of a request it could not read: malformed HTTP, headers over Node's limit, or a request not received

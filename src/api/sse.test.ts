@@ -37,7 +37,7 @@ describe('the plain content path', () => {
 async function received(reads: string[][], fp: string): Promise<Buffer> {
   const server = createServer((_req, res: ServerResponse) => {
     const reply = { raw: res, hijack: () => reply } as unknown as FastifyReply
-    const sse = new SseReply(reply, identity, 'req_1', () => fp, 60_000, 60_000)
+    const sse = new SseReply({ reply, identity, requestId: 'req_1', fingerprint: () => fp, keepAliveMs: 60_000, stallTimeoutMs: 60_000 })
     const offer = {} as Offer
     let i = 0
     const next = () => {

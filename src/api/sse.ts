@@ -11,6 +11,17 @@ export interface ChunkIdentity {
   model: string
 }
 
+/** What a stream's reply is built from: its response, its chunks' identity, and its timing. */
+export interface SseReplyOptions {
+  reply: FastifyReply
+  identity: ChunkIdentity
+  requestId: string
+  /** The system_fingerprint of the offer that serves. */
+  fingerprint: (offer: Offer) => string
+  keepAliveMs: number
+  stallTimeoutMs: number
+}
+
 export const DONE = 'data: [DONE]\n\n'
 export const KEEP_ALIVE = ': keep-alive\n\n'
 
@@ -102,15 +113,17 @@ export class SseReply implements StreamSink {
   private started = false
   private keepAlive: NodeJS.Timeout | undefined
 
-  constructor(
-    private readonly reply: FastifyReply,
-    identity: ChunkIdentity,
-    private readonly requestId: string,
-    private readonly fingerprintOf: (offer: Offer) => string,
-    keepAliveMs: number,
-    /** Longest `drained()` waits before the client is taken as gone (its connection is closed). */
-    private readonly stallTimeoutMs: number,
-  ) {
+  private readonly reply: FastifyReply
+  private readonly requestId: string
+  private readonly fingerprintOf: (offer: Offer) => string
+  /** Longest `drained()` waits before the client is taken as gone (its connection is closed). */
+  private readonly stallTimeoutMs: number
+
+  constructor({ reply, identity, requestId, fingerprint, keepAliveMs, stallTimeoutMs }: SseReplyOptions) {
+    this.reply = reply
+    this.requestId = requestId
+    this.fingerprintOf = fingerprint
+    this.stallTimeoutMs = stallTimeoutMs
     this.encoder = new ChunkEncoder(identity)
     this.keepAlive = setInterval(() => this.write(KEEP_ALIVE, true), keepAliveMs)
     this.keepAlive.unref()

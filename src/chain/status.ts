@@ -1,6 +1,6 @@
 import { formatEther, getAddress, type Address } from 'viem'
 import type { Store } from '../store/store.js'
-import { formatUsdc } from '../ledger/money.js'
+import { formatUsdc } from '../money/usdc.js'
 import { evmSettings, operatorFromEnv, publicClientFor, type EvmRailConfig } from './client.js'
 import { settlerAbi, usdcAbi } from './contracts.js'
 

@@ -1,15 +1,17 @@
 import { apiError, type ApiError } from '../protocol/errors.js'
-import { formatUsdc, priceOf } from '../ledger/money.js'
+import { formatUsdc, priceOf } from '../money/usdc.js'
 import { spendableOf, type Account } from '../store/accounts.js'
-import type { Store } from '../store/store.js'
+import type { AccountRepo } from '../store/accounts.js'
+import type { LedgerRepo } from '../store/ledger.js'
 import { MAX_STORED } from '../store/chain.js'
 import { refusalOf } from '../store/ledger-types.js'
 import type { Prepared } from './prepare.js'
+import type { RequestContext } from './context.js'
 
-export interface Caller {
-  keyId: string
-  accountId: number
-  address: string
+/** What admission reads and writes: the accounts (for a refusal's figures) and the ledger's holds. */
+export interface AdmissionStore {
+  accounts: AccountRepo
+  ledger: LedgerRepo
 }
 
 /** The most a request can cost: input estimate and max_tokens at the highest prices of its plan (DESIGN §4). */
@@ -21,10 +23,9 @@ const count = (n: number) => n.toLocaleString('en-US')
 
 /** Holds the maximum cost, atomically; refuses with insufficient_quota (nothing charged) when spendable does not cover it. */
 export async function admit(
-  store: Store,
-  caller: Caller,
+  store: AdmissionStore,
+  { requestId, caller }: RequestContext,
   p: Prepared,
-  requestId: string,
   opts: { owner: string; now: number; holdTtlMs: number },
 ): Promise<{ amount: bigint } | ApiError> {
   const amount = maxCostOf(p)

@@ -3,17 +3,14 @@ import { OpenAICompatibleProvider } from '../providers/openai-compatible.js'
 import type { Provider } from '../providers/types.js'
 import { Catalog } from '../routing/catalog.js'
 import { Health } from '../routing/health.js'
-import { executeRoute } from '../routing/route.js'
-import type { StreamSink } from '../routing/failover.js'
 import { SYSTEM_ACCOUNTS } from '../store/accounts.js'
 import type { Store } from '../store/store.js'
 import { KeyVerifier } from '../auth/verifier.js'
-import { settle, type Finished, type SettleContext } from './settle.js'
-import type { Caller } from './admission.js'
-import type { Prepared } from './prepare.js'
-import { InstanceLifecycle, newInstanceId } from './lifecycle.js'
+import { UsageQueries } from '../usage/query.js'
 import { checksumAddress } from '../accounts/address.js'
-import type { Cancel } from '../providers/cancel.js'
+import type { ChargeDeps } from './charge.js'
+import { InstanceLifecycle, newInstanceId } from './lifecycle.js'
+import { ChatPipeline } from './pipeline.js'
 
 export interface GatewayOptions {
   now?: () => number
@@ -21,37 +18,36 @@ export interface GatewayOptions {
   log?: (msg: string, err?: unknown) => void
 }
 
-/** Everything a request needs, built once from the config: catalog, health, keys, store and the money accounts. */
+/**
+ * The gateway's parts, built once from the config and an open store: the chat pipeline, the key verifier, the routing
+ * catalog and health, the usage queries and this instance's lifecycle. Each consumer takes only the parts it uses.
+ */
 export class Gateway {
   readonly tuning: Tuning
   readonly health: Health
   readonly catalog: Catalog
   readonly keys: KeyVerifier
   readonly lifecycle: InstanceLifecycle
+  readonly usage: UsageQueries
   readonly now: () => number
   readonly log: (msg: string, err?: unknown) => void
-  private settleCtx!: SettleContext
+  private chargeDeps!: ChargeDeps
+  private chatPipeline!: ChatPipeline
   private flushTimer: NodeJS.Timeout | undefined
   /** The server is stopping: requests in flight finish, new ones are refused (503, retry). */
   stopping = false
-  /** The cancels of the requests being served. */
-  private readonly serving = new Set<Cancel>()
-  private servingStopped = false
 
   private constructor(readonly config: Config, readonly store: Store, opts: GatewayOptions) {
     this.tuning = tuningOf(config)
     this.now = opts.now ?? Date.now
     this.log = opts.log ?? ((msg, err) => (err === undefined ? console.error(msg) : console.error(msg, err)))
-    const { breakerFailures, breakerCooldownMs } = this.tuning
-    const breakerLine = { opened: `opened after ${breakerFailures} failures in a row`, reopened: 'opened again: its probe failed', closed: 'closed: an attempt succeeded' }
-    this.health = new Health({
-      failures: breakerFailures, cooldownMs: breakerCooldownMs,
-      onChange: (key, change) => this.log(`offer ${key}: breaker ${breakerLine[change]}${change === 'closed' ? '' : `; next probe in ${Math.ceil(breakerCooldownMs / 1000)} s`}`),
-    }, this.now)
+    this.health = breakers(this.tuning, this.now, this.log)
     const make = opts.makeUpstream ?? ((url, key, t) => new OpenAICompatibleProvider(url, key, t))
     this.catalog = new Catalog(config, (url, key) => make(url, key, this.tuning))
     this.keys = new KeyVerifier(store, this.tuning.keyCacheMs, this.now)
-    this.lifecycle = new InstanceLifecycle(store, newInstanceId(), this.tuning.holdTtlSeconds * 1000, this.now, (err) => this.log('background task failed', err))
+    this.usage = new UsageQueries(store.usage)
+    const holdTtlMs = this.tuning.holdTtlSeconds * 1000
+    this.lifecycle = new InstanceLifecycle(store, newInstanceId(), holdTtlMs, this.now, (err) => this.log('background task failed', err))
   }
 
   /** Builds the gateway over an open store: provider accounts exist, this instance is registered, stale holds are released. */
@@ -65,42 +61,30 @@ export class Gateway {
     }
     const fees = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
     const vendor = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.vendor))!.id
-    gw.settleCtx = { store, health: gw.health, feeBps: config.feeBps, accounts: { fees, vendor, payees }, now: gw.now, log: (msg) => gw.log(msg) }
+    const { ledger, usage } = store
+    gw.chargeDeps = { ledger, usage, health: gw.health, feeBps: config.feeBps, accounts: { fees, vendor, payees }, now: gw.now, log: (msg) => gw.log(msg) }
+    gw.chatPipeline = new ChatPipeline({
+      catalog: gw.catalog, health: gw.health, ledger, admission: store, lifecycle: gw.lifecycle, charge: gw.chargeDeps,
+      holdTtlMs: gw.tuning.holdTtlSeconds * 1000, now: gw.now, log: gw.log,
+    })
     await gw.lifecycle.start()
     gw.flushTimer = setInterval(() => gw.keys.flushLastUsed().catch((err) => gw.log('key flush failed', err)), 5_000)
     gw.flushTimer.unref()
     return gw
   }
 
-  get accounts(): SettleContext['accounts'] {
-    return this.settleCtx.accounts
+  /** The life of a chat request, from its body to its charge. */
+  get pipeline(): ChatPipeline {
+    return this.chatPipeline
   }
 
-  /** Serves an admitted request through its plan and settles its money. */
-  async run(caller: Caller, prepared: Prepared, hold: bigint, requestId: string, startedAt: number, sink: StreamSink | undefined, cancel: Cancel): Promise<Finished> {
-    this.serving.add(cancel)
-    // One that reaches its upstream after the grace ended (its body or hold came late) is ended at once, the same way.
-    if (this.servingStopped) cancel.abort('stopping')
-    try {
-      const outcome = await executeRoute(prepared.plan, prepared.calls, {
-        cancel, health: this.health, now: this.now, ...(sink ? { sink } : {}),
-      })
-      if (outcome.kind === 'delivered') sink?.complete(outcome.reply)
-      return await settle(this.settleCtx, { requestId, caller, prepared, hold, startedAt, stopped: cancel.cause === 'stopping' }, outcome)
-    } finally {
-      this.serving.delete(cancel)
-    }
+  get accounts(): ChargeDeps['accounts'] {
+    return this.chargeDeps.accounts
   }
 
-  /**
-   * The stop's grace is over: requests still being served end now, each answered as a failure to retry (a stream with
-   * an error chunk and [DONE], a plain request with 503) and charged nothing. How many there were.
-   */
+  /** Ends the requests still being served at the end of the stop's grace (see `ChatPipeline.stopServing`). */
   stopServing(): number {
-    this.servingStopped = true
-    const n = this.serving.size
-    for (const cancel of this.serving) cancel.abort('stopping')
-    return n
+    return this.chatPipeline.stopServing()
   }
 
   async close(): Promise<void> {
@@ -109,4 +93,19 @@ export class Gateway {
     await this.lifecycle.stop().catch(() => {})
     await this.catalog.close()
   }
+}
+
+/** The offers' circuit breakers, each change of state logged. */
+function breakers(tuning: Tuning, now: () => number, log: (msg: string) => void): Health {
+  const { breakerFailures: failures, breakerCooldownMs: cooldownMs } = tuning
+  const line = {
+    opened: `opened after ${failures} failures in a row`,
+    reopened: 'opened again: its probe failed',
+    closed: 'closed: an attempt succeeded',
+  }
+  const probe = `; next probe in ${Math.ceil(cooldownMs / 1000)} s`
+  return new Health({
+    failures, cooldownMs,
+    onChange: (key, change) => log(`offer ${key}: breaker ${line[change]}${change === 'closed' ? '' : probe}`),
+  }, now)
 }

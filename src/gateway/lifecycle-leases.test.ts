@@ -29,7 +29,7 @@ describe("an instance's heartbeat", () => {
     life.admitted('served')
     life.admitted('left_open')
     // Its request is over, but the release failed: the hold stays open in the store.
-    life.settled('left_open')
+    life.released('left_open')
 
     t += 4_000
     await life.heartbeat()
@@ -39,7 +39,7 @@ describe("an instance's heartbeat", () => {
     expect((await store.accounts.byId(user))!.held).toBe(100n)
 
     // The request served until now ends too, without settling its hold: it expires one lease later.
-    life.settled('served')
+    life.released('served')
     await life.heartbeat()
     t += 4_000
     expect(await life.sweep()).toBe(1)

@@ -73,7 +73,7 @@ export function newInstanceId(): string {
 export class InstanceLifecycle {
   readonly host = hostIdentity()
   private timers: NodeJS.Timeout[] = []
-  /** Requests admitted and not yet settled: the holds whose leases the heartbeat extends. */
+  /** Requests admitted whose holds are not yet closed: the holds whose leases the heartbeat extends. */
   private readonly serving = new Set<string>()
   private readonly peers = new HeartbeatWatch()
 
@@ -125,13 +125,13 @@ export class InstanceLifecycle {
     return this.serving.size === 0
   }
 
-  /** A request holds money until `settled`: its hold's lease is extended meanwhile. */
+  /** A request holds money until `released`: its hold's lease is extended meanwhile. */
   admitted(requestId: string): void {
     this.serving.add(requestId)
   }
 
   /** The request's hold was captured or released, or its release was tried and failed: its lease runs out. */
-  settled(requestId: string): void {
+  released(requestId: string): void {
     this.serving.delete(requestId)
   }
 

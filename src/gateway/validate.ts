@@ -4,7 +4,7 @@ import { Value } from '@sinclair/typebox/value'
 import type { TSchema } from '@sinclair/typebox'
 import { ChatRequest, LOGIT_BIAS_KEY, MAX_LOGIT_BIAS, Message } from '../protocol/chat.js'
 import { apiError, clipped, type ApiError } from '../protocol/errors.js'
-import { jsonPointerToPath } from '../config.js'
+import { jsonPointerToPath } from '../protocol/json-pointer.js'
 
 const checker = TypeCompiler.Compile(ChatRequest)
 const messageChecker = TypeCompiler.Compile(Message)

@@ -1,6 +1,6 @@
 import type { Config, ModelConfig } from '../config.js'
 import { CORTEX_MODEL_ID, type Capabilities, type ToolContract } from '../protocol/models.js'
-import type { Prices } from '../ledger/money.js'
+import type { Prices } from '../money/usdc.js'
 import type { Provider } from '../providers/types.js'
 import { checksumAddress } from '../accounts/address.js'
 

@@ -1,4 +1,4 @@
-import { priceOf } from '../ledger/money.js'
+import { priceOf } from '../money/usdc.js'
 import type { Offer } from './catalog.js'
 import type { Health } from './health.js'
 

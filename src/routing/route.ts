@@ -1,5 +1,5 @@
 import type { ModelConfig } from '../config.js'
-import { maxBig, type Prices } from '../ledger/money.js'
+import { maxBig, type Prices } from '../money/usdc.js'
 import type { CallPolicy, ToolRules } from '../tools/assemble.js'
 import type { Catalog, Offer } from './catalog.js'
 import type { Health } from './health.js'

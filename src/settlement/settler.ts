@@ -1,4 +1,4 @@
-import { ulid } from '../api/request-id.js'
+import { ulid } from '../ids/request-id.js'
 import type { Store } from '../store/store.js'
 import { SYSTEM_ACCOUNTS } from '../store/accounts.js'
 import type { Rail, Refused } from './rail.js'

@@ -14,7 +14,7 @@ export interface Account {
   createdAt: number
 }
 
-export { spendableOf } from '../ledger/spendable.js'
+export { spendableOf } from '../money/spendable.js'
 
 /**
  * The postings indexed by account (`postings_uncached`, migration 007): the books no account row caches, a payee's

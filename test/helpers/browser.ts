@@ -31,7 +31,7 @@ function newest(dir: string): number {
 /** The built front end: dist/web when it is newer than its sources (npm test builds it), else a fresh build of them. */
 export async function portalWebRoot(): Promise<string> {
   const built = resolve('dist/web/index.html')
-  const sources = Math.max(newest(resolve('web/portal')), statSync(resolve('src/ledger/money.ts')).mtimeMs)
+  const sources = Math.max(newest(resolve('web/portal')), statSync(resolve('src/money/usdc.ts')).mtimeMs)
   if (existsSync(built) && statSync(built).mtimeMs >= sources) return resolve('dist/web')
   const outDir = mkdtempSync(join(tmpdir(), 'svc-web-'))
   const { build } = await import('vite')

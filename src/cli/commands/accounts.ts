@@ -1,8 +1,8 @@
 import type { Command } from 'commander'
 import { approveCap, depositTo, normalizeWallet, openAccount, OperationError, requireAccount } from '../../accounts/operations.js'
-import { formatUsdc, parseUsdc } from '../../ledger/money.js'
+import { formatUsdc, parseUsdc } from '../../money/usdc.js'
 import type { Account } from '../../store/accounts.js'
-import { spendableOf } from '../../ledger/spendable.js'
+import { spendableOf } from '../../money/spendable.js'
 import type { Store } from '../../store/store.js'
 import { action, common, emit, withStore, type CommonOptions } from '../context.js'
 

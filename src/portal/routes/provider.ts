@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { apiError } from '../../protocol/errors.js'
 import { sendError } from '../../api/errors.js'
-import { formatUsdc } from '../../ledger/money.js'
+import { formatUsdc } from '../../money/usdc.js'
 import { sessionOf } from '../guard.js'
 import { accountOf, isProvider, seconds, type PortalContext } from '../context.js'
 

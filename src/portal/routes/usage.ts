@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify'
 import { apiError, isApiError } from '../../protocol/errors.js'
 import { sendError } from '../../api/errors.js'
-import { formatUsdc } from '../../ledger/money.js'
-import { repeatedParam, usageFilterOf, usagePage } from '../../api/routes/usage.js'
+import { formatUsdc } from '../../money/usdc.js'
+import { repeatedParam, usageFilterOf } from '../../usage/query.js'
 import { DAY_MS } from '../../store/usage.js'
 import { countFrom } from '../../protocol/counts.js'
 import { sessionOf } from '../guard.js'
@@ -19,7 +19,7 @@ export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
   const { gw } = ctx
 
   api.get<{ Querystring: Query }>('/usage', async (req, reply) => {
-    const page = await usagePage(gw.store, sessionOf(req).accountId, req.query, MAX_LIMIT, DEFAULT_LIMIT)
+    const page = await gw.usage.page(sessionOf(req).accountId, { query: req.query, max: MAX_LIMIT, fallback: DEFAULT_LIMIT })
     return isApiError(page) ? sendError(reply, page) : page
   })
 

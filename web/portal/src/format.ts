@@ -1,4 +1,4 @@
-import { formatUsdc } from '../../../src/ledger/money.js'
+import { formatUsdc } from '../../../src/money/usdc.js'
 
 /** Display helpers; amounts arrive as decimal strings or base-unit strings, never floats. */
 

@@ -1,18 +1,20 @@
 import type { Usage } from '../protocol/chat.js'
 import { apiError, type ApiError } from '../protocol/errors.js'
 import { countOutput } from '../metering/tokens.js'
-import { minBig, priceOf, splitFee } from '../ledger/money.js'
-import type { Store } from '../store/store.js'
+import { minBig, priceOf, splitFee } from '../money/usdc.js'
 import { CloseUnanswered, type CaptureRequest } from '../store/ledger-types.js'
-import type { Outcome, UsageRecord } from '../store/usage.js'
+import type { LedgerRepo } from '../store/ledger.js'
+import type { Outcome, UsageRecord, UsageRepo } from '../store/usage.js'
 import { REQUEST_REFUSED, type Produced } from '../routing/failover.js'
 import type { RouteOutcome } from '../routing/route.js'
 import type { Health } from '../routing/health.js'
-import type { Caller } from './admission.js'
+import type { Admitted } from './context.js'
 import type { Prepared } from './prepare.js'
 
-export interface SettleContext {
-  store: Store
+/** What charging a request reads and writes: the ledger, the fee, and the accounts it pays. */
+export interface ChargeDeps {
+  ledger: LedgerRepo
+  usage: UsageRepo
   health: Health
   feeBps: number
   /** Account ids of the fee account, the vendor account and each provider address. */
@@ -21,17 +23,7 @@ export interface SettleContext {
   log: (msg: string) => void
 }
 
-export interface RequestContext {
-  requestId: string
-  /** Its serving was ended by the gateway stopping, not by its client. */
-  stopped?: boolean
-  caller: Caller
-  prepared: Prepared
-  hold: bigint
-  startedAt: number
-}
-
-/** What the client gets once the money is settled. */
+/** What the client gets once its request is charged. */
 export type Finished =
   | { kind: 'delivered'; reply: Produced; servedModel: string; usage: Usage; cost: bigint; failedTargets: number; managedWhy?: string }
   | { kind: 'refused'; error: ApiError }
@@ -39,21 +31,22 @@ export type Finished =
   | { kind: 'closed' }
 
 /** The usage record of a request as admitted: nothing served or charged yet; `extra` says what was. */
-export function requestUsage(requestId: string, caller: Caller, p: Prepared, startedAt: number, now: number, outcome: Outcome, extra: Partial<UsageRecord> = {}): UsageRecord {
+export function requestUsage(r: Admitted, now: number, outcome: Outcome, extra: Partial<UsageRecord> = {}): UsageRecord {
+  const p = r.prepared
   return {
-    requestId, accountId: caller.accountId, keyId: caller.keyId, model: p.model, servedModel: null, provider: null,
-    stream: p.stream, promptTokens: p.inputTokens, completionTokens: 0, upstreamPromptTokens: null, upstreamCompletionTokens: null,
-    cost: 0n, outcome, latencyMs: now - startedAt, createdAt: startedAt, ...extra,
+    requestId: r.requestId, accountId: r.caller.accountId, keyId: r.caller.keyId, model: p.model, servedModel: null,
+    provider: null, stream: p.stream, promptTokens: p.inputTokens, completionTokens: 0, upstreamPromptTokens: null,
+    upstreamCompletionTokens: null, cost: 0n, outcome, latencyMs: now - r.startedAt, createdAt: r.startedAt, ...extra,
   }
 }
 
 /**
- * Settles a request's money from its route outcome (DESIGN §4): capture the price of what was delivered and
- * release the rest; release everything when nothing was delivered or the stream broke. One usage record either way.
+ * Charges a request from its route outcome: capture the price of what was delivered and release the rest; release
+ * everything when nothing was delivered or the stream broke. One usage record either way.
  */
-export async function settle(s: SettleContext, r: RequestContext, outcome: RouteOutcome): Promise<Finished> {
+export async function charge(s: ChargeDeps, r: Admitted, outcome: RouteOutcome): Promise<Finished> {
   const p = r.prepared
-  const base = (o: Outcome, extra: Partial<UsageRecord> = {}): UsageRecord => requestUsage(r.requestId, r.caller, p, r.startedAt, s.now(), o, extra)
+  const base = (o: Outcome, extra: Partial<UsageRecord> = {}): UsageRecord => requestUsage(r, s.now(), o, extra)
   switch (outcome.kind) {
     case 'delivered': {
       const charge = chargeOf(s, r, outcome.reply, outcome.servedModel, 'completed', base)
@@ -70,24 +63,24 @@ export async function settle(s: SettleContext, r: RequestContext, outcome: Route
       return captured ? delivered : { ...delivered, cost: 0n }
     }
     case 'client_closed': {
-      if (r.stopped) return stoppedUnderway(s, r, outcome, base)
+      if (r.cancel.cause === 'stopping') return stoppedUnderway(s, r, outcome, base)
       // The client pays for what reached it, and nothing when nothing did.
       if (outcome.reply && outcome.reply.content.length > 0) {
         await capture(s, chargeOf(s, r, { ...outcome.reply, toolCalls: [] }, outcome.servedModel ?? null, 'client_closed', base).capture)
       } else {
-        await s.store.ledger.release(r.requestId, s.now(), base('client_closed'))
+        await s.ledger.release(r.requestId, s.now(), base('client_closed'))
       }
       return { kind: 'closed' }
     }
     case 'broken': {
-      await s.store.ledger.release(r.requestId, s.now(), base(outcome.code, { servedModel: outcome.servedModel, provider: outcome.reply.offer.provider }))
+      await s.ledger.release(r.requestId, s.now(), base(outcome.code, { servedModel: outcome.servedModel, provider: outcome.reply.offer.provider }))
       const message = outcome.code === 'stream_interrupted'
         ? `The provider stopped before the reply was complete (${outcome.detail}). Nothing was charged.`
         : `The provider sent output the marketplace refused to deliver (${outcome.detail}). Nothing was charged.`
       return { kind: 'broken', code: outcome.code, message }
     }
     case 'failed': {
-      await s.store.ledger.release(r.requestId, s.now(), base(outcome.code))
+      await s.ledger.release(r.requestId, s.now(), base(outcome.code))
       return { kind: 'refused', error: failedError(s.health, p, outcome) }
     }
   }
@@ -95,7 +88,7 @@ export async function settle(s: SettleContext, r: RequestContext, outcome: Route
 
 /** What a delivered reply costs, and the capture that charges it. */
 function chargeOf(
-  s: SettleContext, r: RequestContext, reply: Produced, servedModel: string | null, outcome: Outcome,
+  s: ChargeDeps, r: Admitted, reply: Produced, servedModel: string | null, outcome: Outcome,
   base: (o: Outcome, extra?: Partial<UsageRecord>) => UsageRecord,
 ): { usage: Usage; cost: bigint; capture: CaptureRequest } {
   // max_tokens bounds the output and the charge (spec §4.1): an upstream that overruns it is billed, and reported, as
@@ -123,8 +116,8 @@ function chargeOf(
  * Charges it; false when the hold was already closed (a sweeper released it after its lease lapsed): nothing was
  * charged, so the reply must not claim a charge. The usage record is the sweeper's.
  */
-async function capture(s: SettleContext, c: CaptureRequest): Promise<boolean> {
-  const captured = await s.store.ledger.capture(c)
+async function capture(s: ChargeDeps, c: CaptureRequest): Promise<boolean> {
+  const captured = await s.ledger.capture(c)
   if (!captured) s.log(`capture of ${c.requestId} found its hold closed; delivered without charge`)
   return captured
 }
@@ -132,7 +125,7 @@ async function capture(s: SettleContext, c: CaptureRequest): Promise<boolean> {
 export type Delivered = Extract<Finished, { kind: 'delivered' }>
 
 /**
- * A delivered reply whose capture the store never answered: it may have charged. The route settles which (`landed`)
+ * A delivered reply whose capture the store never answered: it may have charged. The pipeline finds out which (`landed`)
  * before it answers: the reply and its charge, or an error and nothing charged; an error after a charge only when the
  * store cannot be read at all (the error then says to check GET /v1/usage/{id} before retrying).
  */
@@ -146,16 +139,16 @@ export class CaptureInDoubt extends Error {
 }
 
 /**
- * After a failure of its request's settlement, released (nothing charged) or not: whether a capture in doubt had
+ * After a failure of its request's charge, released (nothing charged) or not: whether a capture in doubt had
  * landed, in which case its reply is delivered as charged. A release that found the hold closed leaves the capture or
  * a sweep as what closed it, and one that failed leaves it unknown; the request's record says which (only the capture
  * writes it completed, with its cost; a sweep writes it abandoned). Read twice before giving up: the connection that
  * lost one answer may have lost the next.
  */
-export async function landed(store: Store, accountId: number, err: unknown, released: boolean | undefined): Promise<Delivered | undefined> {
+export async function landed(usage: UsageRepo, accountId: number, err: unknown, released: boolean | undefined): Promise<Delivered | undefined> {
   // A release that threw (its answer lost as well, most likely) proves nothing either way: the record tells.
   if (!(err instanceof CaptureInDoubt) || released === true) return undefined
-  const read = () => store.usage.get(accountId, err.requestId)
+  const read = () => usage.get(accountId, err.requestId)
   const record = await read().catch(read).catch(() => undefined)
   return record?.outcome === 'completed' && record.cost === err.finished.cost ? err.finished : undefined
 }
@@ -183,12 +176,12 @@ function failedError(health: Health, p: Prepared, outcome: Extract<RouteOutcome,
  * ends with `stream_interrupted`, anything else is refused with 503.
  */
 async function stoppedUnderway(
-  s: SettleContext, r: RequestContext, outcome: Extract<RouteOutcome, { kind: 'client_closed' }>, base: (o: Outcome, extra?: Partial<UsageRecord>) => UsageRecord,
+  s: ChargeDeps, r: Admitted, outcome: Extract<RouteOutcome, { kind: 'client_closed' }>, base: (o: Outcome, extra?: Partial<UsageRecord>) => UsageRecord,
 ): Promise<Finished> {
   const reply = outcome.reply
   const begun = reply !== undefined && reply.content.length > 0
   const served = begun ? { servedModel: outcome.servedModel ?? null, provider: reply.offer.provider } : {}
-  await s.store.ledger.release(r.requestId, s.now(), base(begun ? 'stream_interrupted' : 'no_capacity', served))
+  await s.ledger.release(r.requestId, s.now(), base(begun ? 'stream_interrupted' : 'no_capacity', served))
   const message = 'The gateway is stopping and could not finish this request in time. Nothing was charged; retry.'
   return begun ? { kind: 'broken', code: 'stream_interrupted', message } : { kind: 'refused', error: apiError('no_capacity', message, { retryAfter: 1 }) }
 }

@@ -1,0 +1,6 @@
+/** Who sends a request: the API key's id and its owner's account. */
+export interface Caller {
+  keyId: string
+  accountId: number
+  address: string
+}

@@ -1,0 +1,18 @@
+import type { Cancel } from '../providers/cancel.js'
+import type { Caller } from '../auth/caller.js'
+import type { Prepared } from './prepare.js'
+
+/** One request as the pipeline carries it from stage to stage. */
+export interface RequestContext {
+  readonly requestId: string
+  readonly caller: Caller
+  readonly startedAt: number
+  /** Fires when the client leaves or the gateway stops serving: the upstream is cancelled. */
+  readonly cancel: Cancel
+}
+
+/** A request past admission: checked, planned, and its maximum cost held. */
+export interface Admitted extends RequestContext {
+  readonly prepared: Prepared
+  readonly hold: bigint
+}
