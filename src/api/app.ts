@@ -126,7 +126,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   app.decorateRequest('intake', null)
   const { maxRequestsPerAccount: perAccount, maxBodyBytesInFlight: bodyBytes } = gw.tuning
   const intake = new Intake({ perAccount, bodyBytes, bodyLimit: BODY_LIMIT })
-  modelRoutes(app, gw)
+  modelRoutes(app, gw, gw.now)
   chatRoutes(app, { pipeline: gw.pipeline, tuning: gw.tuning, keyCheck: keyCheck(gw.keys, intake), intake })
   usageRoutes(app, gw.usage, keyCheck(gw.keys))
   for (const plugin of plugins) await plugin(app, gw)

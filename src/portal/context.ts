@@ -1,13 +1,26 @@
 import type { FastifyRequest } from 'fastify'
 import type { Config } from '../config.js'
-import type { Gateway } from '../gateway/gateway.js'
+import type { KeyVerifier } from '../auth/verifier.js'
+import type { Catalog } from '../routing/catalog.js'
+import type { Health } from '../routing/health.js'
+import type { Store } from '../store/store.js'
+import type { UsageQueries } from '../usage/query.js'
 import type { Account } from '../store/accounts.js'
 import type { Sessions } from './session.js'
 import type { AttemptLimiter } from './attempts.js'
 
 /** What every portal route needs. */
 export interface PortalContext {
-  gw: Gateway
+  store: Store
+  keys: KeyVerifier
+  usage: UsageQueries
+  /** The offers and their health, for a provider's page. */
+  catalog: Catalog
+  health: Health
+  rail: Config['rail']
+  /** The account id of each configured provider's address. */
+  payees: ReadonlyMap<string, number>
+  now: () => number
   sessions: Sessions
   /** The chain id sign-in messages must name. */
   chainId: number
@@ -68,12 +81,12 @@ export const seconds = (ms: number | null): number | null => (ms === null ? null
  * its account was created as (a wallet that signed in, or was created by the CLI, before it was listed stays a user
  * that pays as well), or it was created as one.
  */
-export function isProvider(gw: Gateway, account: Account): boolean {
-  return account.kind === 'provider' || gw.accounts.payees.get(account.address) === account.id
+export function isProvider(ctx: PortalContext, account: Account): boolean {
+  return account.kind === 'provider' || ctx.payees.get(account.address) === account.id
 }
 
 export async function accountOf(ctx: PortalContext, accountId: number): Promise<Account> {
-  const account = await ctx.gw.store.accounts.byId(accountId)
+  const account = await ctx.store.accounts.byId(accountId)
   if (!account) throw new Error(`session names account ${accountId}, which is gone`)
   return account
 }

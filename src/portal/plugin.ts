@@ -19,7 +19,8 @@ export interface PortalOptions {
 export function portalPlugin(opts: PortalOptions = {}): AppPlugin {
   return async (app, gw) => {
     const ctx: PortalContext = {
-      gw,
+      store: gw.store, keys: gw.keys, usage: gw.usage, catalog: gw.catalog, health: gw.health, rail: gw.config.rail,
+      payees: gw.accounts.payees, now: gw.now,
       sessions: new Sessions(gw.store, gw.config.portal?.sessionSecret, gw.now, gw.config.portal?.origin),
       chainId: signInChainId(gw.config),
       signIns: new AttemptLimiter(gw.config.portal?.signInsPerMinute ?? DEFAULT_SIGN_INS_PER_MINUTE, gw.now),

@@ -2,14 +2,19 @@ import type { FastifyInstance } from 'fastify'
 import { apiError, clipped } from '../../protocol/errors.js'
 import { sendError } from '../errors.js'
 import { CORTEX_MODEL_ID, type WireModel, type WireModelList, type WirePricing } from '../../protocol/models.js'
-import type { Gateway } from '../../gateway/gateway.js'
+import type { Health } from '../../routing/health.js'
 import { lowestLive } from '../../routing/plan.js'
 import { ceilingOf } from '../../routing/route.js'
-import type { Offer } from '../../routing/catalog.js'
+import type { Catalog, Offer } from '../../routing/catalog.js'
+
+/** What the model list reads: the catalog, and the offers' health for live prices. */
+export interface ModelSource {
+  catalog: Catalog
+  health: Health
+}
 
 /** The model list (spec §2.1, §4.2): every configured model with its lowest live offer, then svc/cortex@1 with ceiling prices. */
-export function modelList(gw: Gateway, created: number): WireModelList {
-  const { catalog, health } = gw
+export function modelList({ catalog, health }: ModelSource, created: number): WireModelList {
   const data: WireModel[] = []
   for (const m of catalog.models.values()) {
     const best = lowestLive(catalog.offers.get(m.id) ?? [], health)
@@ -55,18 +60,18 @@ export function modelList(gw: Gateway, created: number): WireModelList {
   return { object: 'list', data }
 }
 
-export function modelRoutes(app: FastifyInstance, gw: Gateway): void {
-  const created = Math.floor(gw.now() / 1000)
+export function modelRoutes(app: FastifyInstance, source: ModelSource, now: () => number): void {
+  const created = Math.floor(now() / 1000)
   app.get('/v1/models', async (_req, reply) => {
     reply.header('content-type', 'application/json; charset=utf-8')
-    return JSON.stringify(modelList(gw, created))
+    return JSON.stringify(modelList(source, created))
   })
   // One model, as the SDKs' `models.retrieve` asks: the id's slash may come encoded (svc%2Fatlas@1, which the router
   // decodes) or not.
   app.get<{ Params: { '*': string } }>('/v1/models/*', async (req, reply) => {
     const id = req.params['*']
     if (id === '') return sendError(reply, apiError('feature_not_supported', 'Unknown endpoint GET /v1/models/; GET /v1/models lists the models.', { param: null, status: 404 }))
-    const model = modelList(gw, created).data.find((m) => m.id === id)
+    const model = modelList(source, created).data.find((m) => m.id === id)
     if (!model) return sendError(reply, apiError('model_not_found', `The model ${clipped(id)} does not exist; GET /v1/models lists them.`, { param: 'model' }))
     reply.header('content-type', 'application/json; charset=utf-8')
     return JSON.stringify(model)

@@ -17,8 +17,7 @@ function sessionView(s: PortalSession, a: Account, provider: boolean) {
 
 /** What the sign-in page needs before a session, and the session itself: nonce, sign in, who am I, sign out. */
 export function authRoutes(api: FastifyInstance, ctx: PortalContext): void {
-  const { gw } = ctx
-  const rail = gw.config.rail
+  const { store, now, rail } = ctx
 
   api.get('/config', { config: { portalPublic: true } }, async () => ({
     object: 'portal.config',
@@ -33,7 +32,7 @@ export function authRoutes(api: FastifyInstance, ctx: PortalContext): void {
   api.post('/nonce', { config: { portalPublic: true } }, async (req, reply) => {
     const wait = ctx.signIns.take(req.ip)
     if (wait !== null) return sendError(reply, tooMany(wait))
-    const { nonce, expiresAt } = await issueNonce(gw.store, gw.now())
+    const { nonce, expiresAt } = await issueNonce(store, now())
     const { host, origin } = portalOrigin(ctx.origin, req)
     return { object: 'portal.nonce', nonce, expires_at: seconds(expiresAt), domain: host, uri: `${origin}/portal`, chain_id: ctx.chainId, version: '1', statement: STATEMENT }
   })
@@ -43,17 +42,17 @@ export function authRoutes(api: FastifyInstance, ctx: PortalContext): void {
     const wait = ctx.sessionAttempts.take(req.ip)
     if (wait !== null) return sendError(reply, tooMany(wait))
     const { host, origin } = portalOrigin(ctx.origin, req)
-    const signedIn = await verifySignIn(gw.store, req.body, { domain: host, origin, chainId: ctx.chainId, now: gw.now() })
+    const signedIn = await verifySignIn(store, req.body, { domain: host, origin, chainId: ctx.chainId, now: now() })
     if (isApiError(signedIn)) return sendError(reply, signedIn)
-    const { account } = await openAccount(gw.store, signedIn.address, gw.now())
+    const { account } = await openAccount(store, signedIn.address, now())
     const session = await ctx.sessions.start(req, reply, account.id, account.address)
-    return sessionView(session, account, isProvider(gw, account))
+    return sessionView(session, account, isProvider(ctx, account))
   })
 
   api.get('/session', async (req) => {
     const session = sessionOf(req)
     const account = await accountOf(ctx, session.accountId)
-    return sessionView(session, account, isProvider(gw, account))
+    return sessionView(session, account, isProvider(ctx, account))
   })
 
   api.delete('/session', async (req, reply) => {

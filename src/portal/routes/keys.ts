@@ -15,12 +15,12 @@ function keyView(k: ApiKey) {
 
 /** The signed-in account's API keys: list, create (the secret is in this one response only), revoke. */
 export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
-  const { gw } = ctx
+  const { store, keys: verifier, now } = ctx
 
   api.get('/keys', async (req) => {
     // Last-used times are batched in memory; write them so the list is current.
-    await gw.keys.flushLastUsed()
-    const keys = await gw.store.keys.list(sessionOf(req).accountId)
+    await verifier.flushLastUsed()
+    const keys = await store.keys.list(sessionOf(req).accountId)
     return { object: 'list', data: keys.map(keyView) }
   })
 
@@ -33,7 +33,7 @@ export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
     if (account.status !== 'active') return sendError(reply, apiError('account_suspended', 'This account is suspended; it cannot create keys.'))
     let k: Awaited<ReturnType<typeof issueKey>>
     try {
-      k = await issueKey(gw.store, account.id, name, gw.now(), MAX_LIVE_KEYS)
+      k = await issueKey(store, account.id, name, now(), MAX_LIVE_KEYS)
     } catch (err) {
       if (err instanceof OperationError) return sendError(reply, apiError('feature_not_supported', err.message, { param: null }))
       throw err
@@ -43,11 +43,11 @@ export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
 
   api.delete<{ Params: { id: string } }>('/keys/:id', async (req, reply) => {
     const session = sessionOf(req)
-    if (!(await gw.store.keys.revoke(session.accountId, req.params.id, gw.now()))) {
+    if (!(await store.keys.revoke(session.accountId, req.params.id, now()))) {
       return sendError(reply, apiError('feature_not_supported', `This account has no live key ${clipped(req.params.id)}.`, { param: 'key_id', status: 404 }))
     }
     // Cached verifications would let the key work for up to keyCacheMs more in this process.
-    gw.keys.invalidate()
+    verifier.invalidate()
     return { object: 'api_key', id: req.params.id, revoked: true }
   })
 }

@@ -7,27 +7,27 @@ import { accountOf, isProvider, seconds, type PortalContext } from '../context.j
 
 /** For provider wallets: their offers as routed now, requests served, what they earned, and payouts settled and pending. */
 export function providerRoutes(api: FastifyInstance, ctx: PortalContext): void {
-  const { gw } = ctx
+  const { store, catalog, health } = ctx
 
   api.get('/provider', async (req, reply) => {
     const account = await accountOf(ctx, sessionOf(req).accountId)
-    if (!isProvider(gw, account)) {
+    if (!isProvider(ctx, account)) {
       return sendError(reply, apiError('feature_not_supported', 'This wallet is not a provider of this marketplace.', { param: null, status: 404 }))
     }
     const mine = account.address.toLowerCase()
-    const offers = [...gw.catalog.offers.values()].flat().filter((o) => o.provider.toLowerCase() === mine).map((o) => ({
+    const offers = [...catalog.offers.values()].flat().filter((o) => o.provider.toLowerCase() === mine).map((o) => ({
       model: o.modelId,
       input_price_per_mtok: String(o.prices.input),
       output_price_per_mtok: String(o.prices.output),
       max_concurrency: o.maxConcurrency,
       fingerprint: o.fingerprint,
-      breaker: gw.health.breaker(o.key),
-      inflight: gw.health.inflight(o.key),
+      breaker: health.breaker(o.key),
+      inflight: health.inflight(o.key),
     }))
     const [earnings, totals, batches] = await Promise.all([
-      gw.store.settlement.payeeEarnings(account.id),
-      gw.store.settlement.payeeTotals(account.id),
-      gw.store.settlement.payeeBatches(account.id),
+      store.settlement.payeeEarnings(account.id),
+      store.settlement.payeeTotals(account.id),
+      store.settlement.payeeBatches(account.id),
     ])
     return {
       object: 'portal.provider',

@@ -16,10 +16,10 @@ type Query = Record<string, string | undefined>
 
 /** The signed-in account's requests (newest first, filtered by key and model), their totals and spend per day. */
 export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
-  const { gw } = ctx
+  const { store, usage, now } = ctx
 
   api.get<{ Querystring: Query }>('/usage', async (req, reply) => {
-    const page = await gw.usage.page(sessionOf(req).accountId, { query: req.query, max: MAX_LIMIT, fallback: DEFAULT_LIMIT })
+    const page = await usage.page(sessionOf(req).accountId, { query: req.query, max: MAX_LIMIT, fallback: DEFAULT_LIMIT })
     return isApiError(page) ? sendError(reply, page) : page
   })
 
@@ -33,8 +33,8 @@ export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
     }
     const { accountId } = sessionOf(req)
     const filter = usageFilterOf(q)
-    const first = (Math.floor(gw.now() / DAY_MS) - days + 1) * DAY_MS
-    const { totals, daily: spent } = await gw.store.usage.summary(accountId, filter, first)
+    const first = (Math.floor(now() / DAY_MS) - days + 1) * DAY_MS
+    const { totals, daily: spent } = await store.usage.summary(accountId, filter, first)
     const byDay = new Map(spent.map((d) => [d.day, d]))
     // Every day of the window, so a chart shows quiet days as zero.
     const daily = Array.from({ length: days }, (_, i) => {

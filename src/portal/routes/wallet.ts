@@ -20,8 +20,8 @@ function walletView(a: Account) {
 
 /** Balance, approved spending cap, held and spendable; on the local rail also deposit and change the cap. */
 export function walletRoutes(api: FastifyInstance, ctx: PortalContext): void {
-  const { gw } = ctx
-  const local = gw.config.rail.kind === 'local'
+  const { store, now, rail } = ctx
+  const local = rail.kind === 'local'
 
   /** The amount of a request body, or the refusal already sent. */
   const amountOf = (body: unknown, min: bigint, max: bigint, reply: FastifyReply): bigint | undefined => {
@@ -35,15 +35,14 @@ export function walletRoutes(api: FastifyInstance, ctx: PortalContext): void {
     return amount
   }
   const chainOnly = (reply: FastifyReply, what: string) =>
-    sendError(reply, apiError('feature_not_supported', `On the ${gw.config.rail.kind} rail ${what} on chain, from the wallet; the portal shows what to approve.`, { param: null }))
+    sendError(reply, apiError('feature_not_supported', `On the ${rail.kind} rail ${what} on chain, from the wallet; the portal shows what to approve.`, { param: null }))
 
   api.get('/wallet', async (req) => {
     const account = await accountOf(ctx, sessionOf(req).accountId)
-    const rail = gw.config.rail
     if (rail.kind !== 'evm') return walletView(account)
     // On a chain rail: the wallet as the chain watcher last read it, and what is owed to settlement (viem loads lazily).
     const { walletOnChain } = await import('../../chain/status.js')
-    return { ...walletView(account), chain: await walletOnChain(rail, gw.store, account.id) }
+    return { ...walletView(account), chain: await walletOnChain(rail, store, account.id) }
   })
 
   api.post('/wallet/deposit', async (req, reply) => {
@@ -51,7 +50,7 @@ export function walletRoutes(api: FastifyInstance, ctx: PortalContext): void {
     const amount = amountOf(req.body, 1n, MAX_DEPOSIT, reply)
     if (amount === undefined) return reply
     try {
-      return walletView(await depositTo(gw.store, sessionOf(req).accountId, amount, gw.now()))
+      return walletView(await depositTo(store, sessionOf(req).accountId, amount, now()))
     } catch (err) {
       if (!(err instanceof OperationError)) throw err
       return sendError(reply, apiError('feature_not_supported', `${err.message}.`, { param: 'amount' }))
@@ -63,7 +62,7 @@ export function walletRoutes(api: FastifyInstance, ctx: PortalContext): void {
     const amount = amountOf(req.body, 0n, MAX_CAP, reply)
     if (amount === undefined) return reply
     const { accountId } = sessionOf(req)
-    await approveCap(gw.store, accountId, amount)
+    await approveCap(store, accountId, amount)
     return walletView(await accountOf(ctx, accountId))
   })
 }
