@@ -8,6 +8,7 @@ import { newRequestId } from '../ids/request-id.js'
 import { clientErrorAnswer } from './client-errors.js'
 import { awaitingContinue, keyCheck } from './caller.js'
 import { Intake } from './intake.js'
+import { discardBody } from './discard-body.js'
 import { chatRoutes } from './routes/chat.js'
 import { internalError } from '../gateway/pipeline.js'
 import { modelRoutes } from './routes/models.js'
@@ -113,6 +114,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     const client = clientError(err, req.headers['content-type'])
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') discardBody(req.raw, reply)
     if (client) return sendError(reply, client)
     gw.log(`unexpected error on ${req.method} ${req.url} (${req.id})`, err)
     return sendError(reply, internalError(req.id))
