@@ -1,4 +1,4 @@
-// Gateway overhead against a raw pass-through, measured in one run (DESIGN §10, issue 7).
+// Gateway overhead against a raw pass-through, measured in one run (the method: docs/performance.md).
 // Targets: (a) the simulated upstream directly, (b) a raw node:http + undici proxy, (c) the gateway with its full
 // path (key check, admission hold, metering, capture, usage record, durable SQLite ledger). Ratios are gateway/(b).
 // This machine is a shared VM whose speed drifts by tens of percent from one minute to the next: each figure of (b)
@@ -166,7 +166,7 @@ if (soak) {
 }
 const targets = checkTargets(ratios, soak)
 if (targets.length > 0) {
-  console.log(`issue 7's targets in this run: ${targets.filter((t) => t.met).length} of ${targets.length} figures met`)
+  console.log(`the performance targets in this run: ${targets.filter((t) => t.met).length} of ${targets.length} figures met`)
   console.table(targets.map((t) => ({ ...t, value: rounded(t.value, 4), met: t.met ? 'yes' : 'NO' })))
 }
 gw.child.kill('SIGTERM')

@@ -157,8 +157,8 @@ export function buildBase(ref) {
  * What the disk alone adds to a charged reply: the wall time of an fdatasync after a 4 KiB overwrite in the store's
  * directory (a group's WAL frames, rewritten in place), with nothing else running. Every capture acknowledged to a
  * client waits for one, so no added p50 can be below this one's. `pauseMs` asleep before each write: on this
- * project's VM a sync after a quiet spell takes longer than one right after another (docs/performance.md, "What a
- * plain request waits for"), and at concurrency 1 each of the gateway's syncs comes after one.
+ * project's VM a sync after a quiet spell takes longer than one right after another (docs/performance.md, "What
+ * bounds them"), and at concurrency 1 each of the gateway's syncs comes after one.
  */
 export function syncFloor(directory, pauseMs = 0) {
   const path = join(directory, 'sync-floor')

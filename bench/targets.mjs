@@ -1,6 +1,7 @@
-// Issue 7's targets checked against one run's ratios (gateway over the raw proxy) and its soak: one row per target and
-// figure, with the limit and whether this run met it. A figure the run did not measure is left out, not passed.
-// Throughput is checked at the issue's concurrencies (16, 64); added p50 and p99 for plain requests at every
+// The performance targets (docs/performance.md §2) checked against one run's ratios (gateway over the raw proxy)
+// and its soak: one row per target and figure, with the limit and whether this run met it. A figure the run did
+// not measure is left out, not passed.
+// Throughput is checked at the targets' concurrencies (16, 64); added p50 and p99 for plain requests at every
 // concurrency and in the open loop ('open': a fixed rate both targets can serve, where added latency is the gateway's
 // own and not the queue a saturated closed loop builds), a stream's added latency by its first byte.
 

@@ -1,6 +1,6 @@
 // Summarizes a .cpuprofile of the event loop: busy time by concern (each sample goes to the concern of the nearest
 // frame, leaf first, that has one: a socket write made by undici counts as a socket write), then self time by place
-// and by function. Usage: node bench/profile-top.mjs [dir] [file]
+// and by function. Usage: node bench/probes/profile-top.mjs [dir] [file]
 import { readFileSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 const dir = process.argv[2] ?? 'bench/results/profiles'

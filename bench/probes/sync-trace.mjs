@@ -18,8 +18,8 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_MODEL, load, MESSAGES, start, startGateway, syncFloor } from './processes.mjs'
-import { benchOptions, usageError } from './options.mjs'
+import { benchGateway, BENCH_MODEL, load, MESSAGES, start, startGateway, syncFloor } from '../processes.mjs'
+import { benchOptions, usageError } from '../options.mjs'
 
 const o = benchOptions(import.meta.url, {
   mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] }, concurrency: { type: 'string', default: '16' },

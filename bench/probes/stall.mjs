@@ -16,7 +16,7 @@ import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchOptions } from './options.mjs'
+import { benchOptions } from '../options.mjs'
 
 const KINDS = ['letters', 'prose', 'history', 'schema', 'bias']
 const o = benchOptions(import.meta.url, {

@@ -11,8 +11,8 @@ import { spawn } from 'node:child_process'
 import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_MODEL, childEnv, gatewayNodeFlags, killOnExit, load, median, MESSAGES, start } from './processes.mjs'
-import { benchOptions } from './options.mjs'
+import { benchGateway, BENCH_MODEL, childEnv, gatewayNodeFlags, killOnExit, load, median, MESSAGES, start } from '../processes.mjs'
+import { benchOptions } from '../options.mjs'
 
 const o = benchOptions(import.meta.url, {
   mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] }, concurrency: { type: 'string', default: '16' },

@@ -5,8 +5,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { execFileSync } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { start, startGateway, benchGateway, load, cpuUs, BENCH_MODEL, MESSAGES } from './processes.mjs'
-import { benchOptions } from './options.mjs'
+import { start, startGateway, benchGateway, load, cpuUs, BENCH_MODEL, MESSAGES } from '../processes.mjs'
+import { benchOptions } from '../options.mjs'
 
 const o = benchOptions(import.meta.url, { mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] }, concurrency: { type: 'string', default: '16' }, seconds: { type: 'string', default: '8' }, tokens: { type: 'string', default: '64' } })
 const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim())
@@ -31,7 +31,7 @@ process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', o.tokens])
 const { config, key } = await benchGateway('.', dir, sim.info.base_url)
 const gw = await startGateway(config)
-const raw = await start([new URL('./raw-proxy.mjs', import.meta.url).pathname, sim.info.base_url])
+const raw = await start([new URL('../raw-proxy.mjs', import.meta.url).pathname, sim.info.base_url])
 const body = { model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' }
 const c = Number(o.concurrency)
 const seconds = Number(o.seconds)
