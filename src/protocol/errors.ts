@@ -37,7 +37,14 @@ export interface ErrorBody {
  * message, which is prose, is given more): a hostile one can be as long as a body or an event.
  */
 export function clipped(text: string, max = 64): string {
-  return text.length > max ? `${text.slice(0, max)}…` : text
+  return text.length > max ? `${cutAt(text, max)}…` : text
+}
+
+/** The first `max` UTF-16 units of `text`, one fewer when the cut would split a surrogate pair. */
+export function cutAt(text: string, max: number): string {
+  if (text.length <= max) return text
+  const last = text.charCodeAt(max - 1)
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max)
 }
 
 export function apiError(code: ErrorCode, message: string, extra: Omit<ApiError, 'code' | 'message'> = {}): ApiError {

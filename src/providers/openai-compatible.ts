@@ -1,3 +1,4 @@
+import { cutAt } from '../protocol/errors.js'
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Cancel, untilAborted } from './cancel.js'
@@ -240,5 +241,5 @@ function plainEvents(reply: PlainReply): UpstreamEvent[] {
 
 /** The start of an upstream's error body, on one line. */
 function errorSummary(text: string): string {
-  return text.slice(0, 200).replace(/\s+/g, ' ')
+  return cutAt(text, 200).replace(/\s+/g, ' ')
 }
