@@ -50,7 +50,7 @@ const ManagedConfig = Closed({
 })
 
 /** A store URL: the config's `store` and DATABASE_URL alike. */
-const STORE_URL = /^(sqlite:|postgres(ql)?:\/\/)/
+export const STORE_URL = /^(sqlite:|postgres(ql)?:\/\/)/
 
 const LocalRailConfig = Closed({ kind: Type.Literal('local') })
 const EvmRailConfig = Closed({

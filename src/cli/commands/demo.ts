@@ -3,41 +3,47 @@ import { join, resolve } from 'node:path'
 import type { Command } from 'commander'
 import { SimulatedProvider } from '../../providers/simulated/server.js'
 import { DEMO_SIM_MODELS, DEMO_WALLET, demoConfig } from '../../demo/market.js'
-import { approveCap, depositTo, issueKey, openAccount, OperationError } from '../../accounts/operations.js'
+import { OperationError } from '../../accounts/operations.js'
 import { formatUsdc, parseUsdc } from '../../money/usdc.js'
 import { spendableOf } from '../../money/spendable.js'
 import type { AnvilDemo } from '../../demo/anvil.js'
-import { action, noConfig, DEFAULT_DATA_DIR, emit, onShutdown, portOption, type CommonOptions } from '../context.js'
+import { action, noConfig, DEFAULT_DATA_DIR, emit, onShutdown, type CommonOptions } from '../context.js'
+import { demoAccount, demoKey, demoPort } from '../../demo/restart.js'
+import { STORE_URL } from '../../config.js'
 import { noteMissingNodeFlags } from '../node-flags.js'
 
 const FUNDS = parseUsdc('25')!
 const CAP = parseUsdc('20')!
 
 interface DemoOptions extends CommonOptions {
-  port: string
+  port?: string
   data: string
   chunkDelayMs: string
   rail: string
 }
 
 /**
- * `svc demo`: embedded store, simulated providers and vendor, a funded demo wallet and a new key; settled in the
- * ledger (`--rail local`) or in test USDC on a local anvil chain started for the demo (`--rail anvil`).
+ * `svc demo`: embedded store (or DATABASE_URL's), simulated providers and vendor, a demo wallet funded at its first
+ * start and its key; settled in the ledger (`--rail local`) or in test USDC on a local anvil chain (`--rail anvil`).
  */
 export function demoCommand(program: Command): void {
   noConfig(program.command('demo'))
     .description('start the embedded demo marketplace (what npm start runs)')
-    .option('--port <n>', 'gateway port (0 picks a free one)', '8080')
+    .option('--port <n>', 'gateway port (default: PORT, else the data directory\'s last port, else 8080; 0 picks a free one)')
     .option('--data <dir>', 'directory for the database and the written config', DEFAULT_DATA_DIR)
     .option('--chunk-delay-ms <n>', 'pause between streamed tokens of the simulated providers', '15')
     .option('--rail <kind>', 'local (settled in the ledger) or anvil (test USDC on a local chain)', 'local')
     .action(action(async (opts: DemoOptions) => {
-      const port = portOption('--port', opts.port)
+      const data = resolve(opts.data)
+      const configFile = join(data, 'config.json')
+      const { port, previous } = demoPort(opts.port, process.env, configFile)
+      const databaseUrl = process.env.DATABASE_URL
+      if (databaseUrl && !STORE_URL.test(databaseUrl)) throw new OperationError(`DATABASE_URL must start with sqlite: or postgres://, got ${databaseUrl}`)
+      if (databaseUrl && opts.rail === 'anvil') throw new OperationError('DATABASE_URL is not used with --rail anvil: its store belongs to the chain it starts; unset it')
       if (opts.rail !== 'local' && opts.rail !== 'anvil') throw new OperationError(`--rail must be local or anvil, got ${opts.rail}`)
       if (!/^\d{1,6}$/.test(opts.chunkDelayMs)) throw new OperationError(`--chunk-delay-ms must be a whole number of milliseconds, got ${opts.chunkDelayMs}`)
       // After the options' own errors, which are the line to read when there are any.
       noteMissingNodeFlags()
-      const data = resolve(opts.data)
       mkdirSync(data, { recursive: true })
       // Until it can stop gently, a signal ends the demo at once, through process exit (which stops an anvil it started).
       const early = (signal: NodeJS.Signals) => process.exit(signal === 'SIGINT' ? 130 : 143)
@@ -48,9 +54,9 @@ export function demoCommand(program: Command): void {
       const sim = { chunkDelayMs: Number(opts.chunkDelayMs), replyTokens: 24, models: DEMO_SIM_MODELS }
       const sims = await Promise.all([0, 1, 2, 3, 4].map(() => SimulatedProvider.start(sim)))
       const [a, b, c, d, vendor] = sims as [SimulatedProvider, SimulatedProvider, SimulatedProvider, SimulatedProvider, SimulatedProvider]
-      const config = demoConfig({ providers: [a.url, b.url, c.url, d.url], vendor: vendor.url }, chain?.storeUrl ?? `sqlite:${join(data, 'svc.db')}`, port)
+      const storeUrl = chain?.storeUrl ?? databaseUrl ?? `sqlite:${join(data, 'svc.db')}`
+      const config = demoConfig({ providers: [a.url, b.url, c.url, d.url], vendor: vendor.url }, storeUrl, port)
       if (chain) config.rail = chain.rail
-      const configFile = join(data, 'config.json')
       const { startServer } = await import('../../server.js')
       let server
       try {
@@ -64,18 +70,14 @@ export function demoCommand(program: Command): void {
       // Written once the gateway listens: a demo that could not start leaves a running one's config as it was.
       writeFileSync(configFile, `${JSON.stringify(config, null, 2)}\n`)
       const { store } = server
-      const { account } = await openAccount(store, DEMO_WALLET)
+      const { accountId, created } = await demoAccount(store, DEMO_WALLET, anvil ? undefined : { deposit: FUNDS, cap: CAP })
       if (anvil) {
         // On chain the wallet was funded and approved above; the watcher reads it into the ledger.
         const { EvmRail } = await import('../../settlement/evm-rail.js')
         if (server.rail instanceof EvmRail) await server.rail.watcher.syncNow()
-      } else {
-        const current = (await store.accounts.byId(account.id))!
-        if (current.balance < FUNDS) await depositTo(store, account.id, FUNDS - current.balance)
-        await approveCap(store, account.id, CAP)
       }
-      const funded = (await store.accounts.byId(account.id))!
-      const key = await issueKey(store, account.id, 'demo')
+      const funded = (await store.accounts.byId(accountId))!
+      const key = await demoKey(store, accountId, data)
       const baseUrl = server.url
       const portalUrl = `${baseUrl}/portal`
       process.off('SIGINT', early).off('SIGTERM', early)
@@ -91,8 +93,12 @@ export function demoCommand(program: Command): void {
         `  base URL   ${baseUrl}   (OpenAI SDK baseURL: ${baseUrl}/v1)`,
         `  portal     ${portalUrl}`,
         `  API key    ${key.key}`,
-        '             shown once: it is stored only as a hash',
+        key.reused
+          ? `             the demo's key of earlier starts (kept in ${join(data, 'demo-key')}; the store has only its hash)`
+          : `             kept in ${join(data, 'demo-key')} for the next start; the store has only its hash`,
         `  wallet     ${DEMO_WALLET}: balance ${formatUsdc(funded.balance)} USDC, approved cap ${formatUsdc(funded.cap)}, spendable ${formatUsdc(spendableOf(funded))}`,
+        ...(created || anvil ? [] : ['             as earlier starts left it (not topped up; delete the data directory to start over)']),
+        ...(previous !== undefined ? [`  port       ${port}, asked for; this data directory's config had ${previous}, now ${port}`] : []),
         `  config     ${configFile}   (svc account/key/usage/settle commands use it)`,
         ...(chain ? [
           `  chain      anvil ${chain.anvil.rpcUrl} (chain ${chain.anvil.chainId}, 1 s blocks): test USDC ${chain.rail.usdc}`,
