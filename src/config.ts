@@ -85,6 +85,7 @@ const TuningConfig = Closed({
   requestTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
   shutdownGraceMs: Type.Optional(Type.Integer({ minimum: 0 })),
   maxConnections: Type.Optional(Type.Integer({ minimum: 1 })),
+  headTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
   maxRequestsPerAccount: Type.Optional(Type.Integer({ minimum: 1 })),
   maxBodyBytesInFlight: Type.Optional(Type.Integer({ minimum: 4 * 1024 * 1024, description: 'at least the largest body (4 MiB)' })),
 })
@@ -139,8 +140,10 @@ export interface Tuning {
   requestTimeoutMs: number
   /** On stop, how long requests in flight may take to finish before their connections are cut (and charged for what they delivered). */
   shutdownGraceMs: number
-  /** Client connections open at once; one more is closed as it arrives (file descriptors and buffered bodies stay bounded). */
+  /** Client connections open at once; past it the oldest that sent nothing yet is closed, else the new one. */
   maxConnections: number
+  /** How long a connection may take to send a request's head (a new one, its first); past it, it is closed. */
+  headTimeoutMs: number
   /** Chat requests one account may have in flight at this instance; one more is refused (503, retry). */
   maxRequestsPerAccount: number
   /** Bytes of chat request bodies being read at once (by Content-Length; 4 MiB without one); past it a request is refused (503, retry). */
@@ -161,6 +164,7 @@ export const DEFAULT_TUNING: Tuning = {
   requestTimeoutMs: 120_000,
   shutdownGraceMs: 10_000,
   maxConnections: 4096,
+  headTimeoutMs: 10_000,
   maxRequestsPerAccount: 64,
   // Four times what one account's bodies can take (maxRequestsPerAccount × 4 MiB).
   maxBodyBytesInFlight: 1024 * 1024 * 1024,

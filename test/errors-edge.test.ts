@@ -204,20 +204,40 @@ describe('edge URLs and query strings', () => {
 })
 
 describe('connections beyond maxConnections', () => {
-  it('are closed as they arrive, and served again once others closed', async () => {
+  const GET = 'GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'
+
+  it('close the oldest that has sent nothing to admit a new client', async () => {
     const m = await startMarket({ tuning: { maxConnections: 3 } })
     const { hostname, port } = new URL(m.url)
     const open = () => new Promise<Socket>((resolve, reject) => {
       const s = connect(Number(port), hostname, () => resolve(s)).on('error', reject)
     })
     try {
-      const idle = await Promise.all([open(), open(), open()])
-      // The fourth is accepted by the kernel and closed by the server at once, unanswered.
-      const refused = await raw(m.url, 'GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n').catch((e: NodeJS.ErrnoException) => e.code)
-      expect(['', 'ECONNRESET']).toContain(refused)
-      idle[0]!.destroy()
-      await expect.poll(async () => (await raw(m.url, 'GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n').catch(() => '')).slice(0, 15)).toBe('HTTP/1.1 200 OK')
+      const idle = [await open(), await open(), await open()]
+      const closed = new Promise((resolve) => idle[0]!.once('close', resolve))
+      expect((await raw(m.url, GET)).slice(0, 15)).toBe('HTTP/1.1 200 OK')
+      await closed
+      expect(idle[1]!.destroyed).toBe(false)
       for (const s of idle) s.destroy()
+    } finally {
+      await m.close()
+    }
+  })
+
+  it('close a new one when every open connection has sent a request', async () => {
+    const m = await startMarket({ tuning: { maxConnections: 2 } })
+    const { hostname, port } = new URL(m.url)
+    try {
+      // Two keep-alive clients that have each sent a request hold both slots.
+      const busy = await Promise.all([0, 1].map(() => new Promise<Socket>((resolve, reject) => {
+        const s = connect(Number(port), hostname, () => s.write('GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n'))
+        s.once('data', () => resolve(s)).on('error', reject)
+      })))
+      const refused = await raw(m.url, GET).catch((e: NodeJS.ErrnoException) => e.code)
+      expect(['', 'ECONNRESET']).toContain(refused)
+      busy[0]!.destroy()
+      await expect.poll(async () => (await raw(m.url, GET).catch(() => '')).slice(0, 15)).toBe('HTTP/1.1 200 OK')
+      for (const s of busy) s.destroy()
     } finally {
       await m.close()
     }

@@ -9,6 +9,7 @@ import { clientErrorAnswer } from './client-errors.js'
 import { awaitingContinue, keyCheck } from './caller.js'
 import { Intake } from './intake.js'
 import { discardBody } from './discard-body.js'
+import { boundConnections } from './connection-slots.js'
 import { chatRoutes } from './routes/chat.js'
 import { internalError } from '../gateway/pipeline.js'
 import { modelRoutes } from './routes/models.js'
@@ -48,9 +49,9 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
       requireHostHeader: false,
       // How often Node looks for requests past their time (30 s by default, so a 408 came up to 30 s late).
       connectionsCheckingInterval: Math.min(1_000, requestTimeoutMs),
-      // Node's 60 s for the headers, unless the whole request has less: a request timeout under the headers' is
-      // never enforced.
-      headersTimeout: Math.min(60_000, requestTimeoutMs),
+      // A request's head (and a new connection's first one) must arrive within headTimeoutMs, unless the whole request
+      // has less: a request timeout under the headers' is never enforced.
+      headersTimeout: Math.min(gw.tuning.headTimeoutMs, requestTimeoutMs),
     },
     // A path parameter as long as the headers allow reaches its route (and its key check) instead of a 414.
     routerOptions: { maxParamLength: maxHeaderSize },
@@ -67,9 +68,9 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   // `Expect: 100-continue` (HTTP/1.1; Node raises this only then): Node would invite the body before any check. The
   // /v1 routes that take a key invite it once the key is known (a stranger gets its 401 without uploading up to
   // 4 MiB, `keyCheck`); others at once.
-  // Idle or silent connections cost a file descriptor each, and one sending a large body slowly holds what it sent:
-  // beyond this many, new ones are closed as they arrive.
-  app.server.maxConnections = gw.tuning.maxConnections
+  // Connections cost a file descriptor each, and one sending a large body slowly holds what it sent: they are bounded,
+  // and past the bound the oldest that sent nothing yet makes room for a new one.
+  boundConnections(app.server, { max: gw.tuning.maxConnections, headTimeoutMs: gw.tuning.headTimeoutMs })
 
   app.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     if (isApi(req.url ?? '')) awaitingContinue.add(req)

@@ -1,0 +1,59 @@
+import { connect, type Socket } from 'node:net'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startMarket, type Market } from './helpers/market.js'
+
+let m: Market
+beforeAll(async () => {
+  m = await startMarket({ tuning: { maxConnections: 256, headTimeoutMs: 1_500 } })
+})
+afterAll(() => m?.close())
+
+function open(url: string): Promise<Socket> {
+  const { hostname, port } = new URL(url)
+  return new Promise((resolve, reject) => {
+    const s = connect(Number(port), hostname, () => resolve(s)).on('error', reject)
+  })
+}
+
+async function served(): Promise<number> {
+  const started = Date.now()
+  const res = await fetch(`${m.url}/v1/models`, { signal: AbortSignal.timeout(5_000) })
+  expect(res.status).toBe(200)
+  await res.text()
+  return Date.now() - started
+}
+
+describe('idle connections from one address', () => {
+  it('four times the connection slots, sending nothing, leave a new client served within a second', async () => {
+    const idle: Socket[] = []
+    try {
+      for (let i = 0; i < 1024; i++) idle.push((await open(m.url)).on('error', () => {}))
+      for (let i = 0; i < 5; i++) expect(await served()).toBeLessThan(1_000)
+      // The flood goes on: reopened connections take slots again, and new clients are still served.
+      for (let i = 0; i < 512; i++) idle.push((await open(m.url)).on('error', () => {}))
+      expect(await served()).toBeLessThan(1_000)
+      // Most of the flood was closed to make room; the rest time out as they send no request head.
+      await expect.poll(() => idle.filter((s) => !s.destroyed).length, { timeout: 8_000 }).toBe(0)
+    } finally {
+      for (const s of idle) s.destroy()
+    }
+  })
+
+  it('leave a keep-alive client working', async () => {
+    const keepAlive = await open(m.url)
+    const ask = () => new Promise<string>((resolve) => {
+      keepAlive.once('data', (d) => resolve(d.toString()))
+      keepAlive.write('GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n')
+    })
+    expect((await ask()).slice(0, 15)).toBe('HTTP/1.1 200 OK')
+    const idle: Socket[] = []
+    try {
+      for (let i = 0; i < 512; i++) idle.push((await open(m.url)).on('error', () => {}))
+      expect((await ask()).slice(0, 15)).toBe('HTTP/1.1 200 OK')
+      expect(keepAlive.destroyed).toBe(false)
+    } finally {
+      for (const s of idle) s.destroy()
+      keepAlive.destroy()
+    }
+  })
+})
