@@ -5,9 +5,11 @@ import { minBig, priceOf, splitFee } from '../money/usdc.js'
 import { CloseUnanswered, type CaptureRequest } from '../store/ledger-types.js'
 import type { LedgerRepo } from '../store/ledger.js'
 import type { Outcome, UsageRecord, UsageRepo } from '../store/usage.js'
-import { REQUEST_REFUSED, type Produced } from '../routing/failover.js'
+import type { Produced } from '../routing/failover.js'
 import type { RouteOutcome } from '../routing/route.js'
 import type { Health } from '../routing/health.js'
+import type { Reachability } from '../routing/reachability.js'
+import { failedError } from './refusals.js'
 import type { Admitted } from './context.js'
 import type { Prepared } from './prepare.js'
 
@@ -16,6 +18,7 @@ export interface ChargeDeps {
   ledger: LedgerRepo
   usage: UsageRepo
   health: Health
+  reachability: Reachability
   feeBps: number
   /** Account ids of the fee account, the vendor account and each provider address. */
   accounts: { fees: number; vendor: number; payees: ReadonlyMap<string, number> }
@@ -81,7 +84,7 @@ export async function charge(s: ChargeDeps, r: Admitted, outcome: RouteOutcome):
     }
     case 'failed': {
       await s.ledger.release(r.requestId, s.now(), base(outcome.code))
-      return { kind: 'refused', error: failedError(s.health, p, outcome) }
+      return { kind: 'refused', error: failedError(s, p, outcome) }
     }
   }
 }
@@ -153,23 +156,6 @@ export async function landed(usage: UsageRepo, accountId: number, err: unknown, 
   return record?.outcome === 'completed' && record.cost === err.finished.cost ? err.finished : undefined
 }
 
-function failedError(health: Health, p: Prepared, outcome: Extract<RouteOutcome, { kind: 'failed' }>): ApiError {
-  const tried = outcome.attempts.length
-  // Every offer that could serve the request was tried and refused the request itself: no retry would fare better,
-  // nor another model. (One left out as busy or broken might yet take it.)
-  if (tried === p.plan.allKeys.length && outcome.attempts.every((a) => a.failure.status !== undefined && REQUEST_REFUSED.has(a.failure.status))) {
-    return apiError('feature_not_supported', `Every provider of ${p.model} tried (${tried}) refused the request as invalid (${outcome.attempts[0]!.failure.detail}). Nothing was charged.`, { param: null })
-  }
-  // DESIGN §5: both codes tell the client when the earliest breaker half-opens (this failure may have opened them).
-  const retryAfter = health.retryAfterSeconds(p.plan.allKeys)
-  if (outcome.code === 'provider_output_invalid') {
-    const detail = outcome.attempts.find((a) => a.failure.kind === 'invalid_output')?.failure.detail ?? 'invalid output'
-    return apiError('provider_output_invalid', `Every provider of ${p.model} tried (${tried}) answered with output the marketplace refused to deliver (${detail}). Nothing was charged; retry after ${retryAfter} s.`, { retryAfter })
-  }
-  const advice = p.plan.cortex ? `retry after ${retryAfter} s` : `A named model is never substituted; retry after ${retryAfter} s or use svc/cortex@1`
-  return apiError('no_capacity', `No provider of ${p.model} can take the request now (${tried} tried). ${advice}.`, { retryAfter })
-}
-
 /**
  * A request the gateway stopped serving when its shutdown grace ran out: its client is still there and is told so, to
  * retry elsewhere, and is charged nothing (as for a stream an upstream broke, DESIGN §4): a stream that had begun
@@ -184,9 +170,4 @@ async function stoppedUnderway(
   await s.ledger.release(r.requestId, s.now(), base(begun ? 'stream_interrupted' : 'no_capacity', served))
   const message = 'The gateway is stopping and could not finish this request in time. Nothing was charged; retry.'
   return begun ? { kind: 'broken', code: 'stream_interrupted', message } : { kind: 'refused', error: apiError('no_capacity', message, { retryAfter: 1 }) }
-}
-
-/** no_capacity for a plan with no usable offer at all, decided before any money moves. */
-export function noCapacityBeforeWork(health: Health, p: Prepared): ApiError {
-  return failedError(health, p, { kind: 'failed', code: 'no_capacity', attempts: [] })
 }

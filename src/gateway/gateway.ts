@@ -3,6 +3,8 @@ import { OpenAICompatibleProvider } from '../providers/openai-compatible.js'
 import type { Provider } from '../providers/types.js'
 import { Catalog } from '../routing/catalog.js'
 import { Health } from '../routing/health.js'
+import { Reachability } from '../routing/reachability.js'
+import { probeProviders } from './probe.js'
 import { SYSTEM_ACCOUNTS } from '../store/accounts.js'
 import type { Store } from '../store/store.js'
 import { KeyVerifier } from '../auth/verifier.js'
@@ -25,6 +27,7 @@ export interface GatewayOptions {
 export class Gateway {
   readonly tuning: Tuning
   readonly health: Health
+  readonly reachability: Reachability
   readonly catalog: Catalog
   readonly keys: KeyVerifier
   readonly lifecycle: InstanceLifecycle
@@ -42,6 +45,8 @@ export class Gateway {
     this.now = opts.now ?? Date.now
     this.log = opts.log ?? ((msg, err) => (err === undefined ? console.error(msg) : console.error(msg, err)))
     this.health = breakers(this.tuning, this.now, this.log)
+    this.reachability = new Reachability((provider, reachable, detail) =>
+      this.log(reachable ? `provider ${provider}: reachable again` : `provider ${provider}: cannot be reached (${detail})`))
     const make = opts.makeUpstream ?? ((url, key, t) => new OpenAICompatibleProvider(url, key, t))
     this.catalog = new Catalog(config, (url, key) => make(url, key, this.tuning))
     this.keys = new KeyVerifier(store, this.tuning.keyCacheMs, this.now)
@@ -62,12 +67,14 @@ export class Gateway {
     const fees = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
     const vendor = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.vendor))!.id
     const { ledger, usage } = store
-    gw.chargeDeps = { ledger, usage, health: gw.health, feeBps: config.feeBps, accounts: { fees, vendor, payees }, now: gw.now, log: (msg) => gw.log(msg) }
+    gw.chargeDeps = { ledger, usage, health: gw.health, reachability: gw.reachability, feeBps: config.feeBps, accounts: { fees, vendor, payees }, now: gw.now, log: (msg) => gw.log(msg) }
     gw.chatPipeline = new ChatPipeline({
       catalog: gw.catalog, health: gw.health, ledger, admission: store, lifecycle: gw.lifecycle, charge: gw.chargeDeps,
       holdTtlMs: gw.tuning.holdTtlSeconds * 1000, now: gw.now, log: gw.log,
     })
     await gw.lifecycle.start()
+    // Not awaited: a provider that cannot be reached is logged, and the gateway serves the others meanwhile.
+    void probeProviders(config, gw.reachability)
     gw.flushTimer = setInterval(() => gw.keys.flushLastUsed().catch((err) => gw.log('key flush failed', err)), 5_000)
     gw.flushTimer.unref()
     return gw

@@ -8,7 +8,8 @@ import type { Health } from '../routing/health.js'
 import type { LedgerRepo } from '../store/ledger.js'
 import type { Cancel } from '../providers/cancel.js'
 import { admit, type AdmissionStore } from './admission.js'
-import { charge, landed, noCapacityBeforeWork, requestUsage, type ChargeDeps, type Delivered, type Finished } from './charge.js'
+import { charge, landed, requestUsage, type ChargeDeps, type Delivered, type Finished } from './charge.js'
+import { noCapacityBeforeWork } from './refusals.js'
 import type { Caller } from '../auth/caller.js'
 import type { Admitted, RequestContext } from './context.js'
 import type { InstanceLifecycle } from './lifecycle.js'
@@ -70,7 +71,7 @@ export class ChatPipeline {
     if (isApiError(prepared)) return { kind: 'refused', error: prepared }
     if (planOfferCount(prepared.plan) === 0) {
       await this.recordRefusal(ctx, prepared, 'no_capacity')
-      return { kind: 'refused', error: noCapacityBeforeWork(this.deps.health, prepared) }
+      return { kind: 'refused', error: noCapacityBeforeWork(this.deps.charge, prepared) }
     }
     const admitted = await this.admit(ctx, prepared)
     if (isApiError(admitted)) return { kind: 'refused', error: admitted }
@@ -129,7 +130,9 @@ export class ChatPipeline {
     if (this.servingStopped) r.cancel.abort('stopping')
     try {
       const { health, now } = this.deps
-      const outcome = await executeRoute(r.prepared.plan, r.prepared.calls, { cancel: r.cancel, health, now, ...(sink ? { sink } : {}) })
+      const { reachability } = this.deps.charge
+      const ctx = { cancel: r.cancel, health, reachability, now, ...(sink ? { sink } : {}) }
+      const outcome = await executeRoute(r.prepared.plan, r.prepared.calls, ctx)
       if (outcome.kind === 'delivered') sink?.complete(outcome.reply)
       return await charge(this.deps.charge, r, outcome)
     } finally {

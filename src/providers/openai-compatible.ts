@@ -1,4 +1,5 @@
 import { cutAt } from '../protocol/errors.js'
+import { isUnreached } from '../routing/reachability.js'
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Cancel, untilAborted } from './cancel.js'
@@ -101,8 +102,11 @@ export class OpenAICompatibleProvider implements Provider {
     const why = (err: unknown): UpstreamEvent => {
       if (client.aborted) return failure('aborted', 'the client went away')
       if (timedOut) return failure('unavailable', timedOut)
-      const e = err as { code?: string; message?: string }
-      return failure('unavailable', `upstream connection failed: ${e.code ?? e.message ?? String(err)}`)
+      const e = err as { code?: string; message?: string; cause?: { code?: string } }
+      const code = e.code ?? e.cause?.code
+      const f = failure('unavailable', `upstream connection failed: ${code ?? e.message ?? String(err)}`)
+      if (isUnreached(code) && f.type === 'failure') f.failure.unreached = true
+      return f
     }
     if (!request.stream) {
       let events: UpstreamEvent[]

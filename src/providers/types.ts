@@ -10,6 +10,8 @@ export interface Failure {
   kind: 'unavailable' | 'invalid_output' | 'aborted'
   detail: string
   status?: number
+  /** No connection could be made to the upstream: it is gone, not busy. */
+  unreached?: boolean
 }
 
 /** Upstream output parsed once into typed events (DESIGN §2). A broken upstream is an event, not an exception. */

@@ -1,10 +1,11 @@
 import type { FinishReason, ToolCall } from '../protocol/chat.js'
-import type { Failure, UpstreamRequest } from '../providers/types.js'
+import type { Failure, UpstreamEvent, UpstreamRequest } from '../providers/types.js'
 import type { Cancel } from '../providers/cancel.js'
 import { OutputBound } from '../metering/output-bound.js'
 import { ToolCallAssembler, invalidToolCall, type ToolRules } from '../tools/assemble.js'
 import type { Offer } from './catalog.js'
 import type { Health } from './health.js'
+import type { Reachability } from './reachability.js'
 
 /** Where streamed content goes as it arrives. The first content commits the reply to the offer that sent it. */
 export interface StreamSink {
@@ -52,6 +53,8 @@ export interface AttemptContext {
   /** The client's going away. */
   cancel: Cancel
   health: Health
+  /** Told whether each attempt reached its provider. */
+  reachability?: Reachability
   /** Present for streaming requests. */
   sink?: StreamSink
   now: () => number
@@ -101,7 +104,10 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
   }
   try {
     reading: for await (const events of offer.upstream.stream(offer.upstreamModel, request, ctx.cancel)) {
-      firstEventMs ??= ctx.now() - started
+      if (firstEventMs === undefined) {
+        firstEventMs = ctx.now() - started
+        noteReach(ctx.reachability, offer.provider, events[0])
+      }
       for (const ev of events) {
         switch (ev.type) {
           case 'content':
@@ -156,4 +162,12 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
   } finally {
     ctx.health.release(offer.key, health, firstEventMs)
   }
+}
+
+/** What an attempt's first events say of its provider: reached, unless no connection could be made. */
+function noteReach(reachability: Reachability | undefined, provider: string, first: UpstreamEvent | undefined): void {
+  if (!reachability || first === undefined) return
+  if (first.type !== 'failure') return reachability.reached(provider)
+  if (first.failure.unreached) reachability.unreachable(provider, first.failure.detail)
+  else if (first.failure.kind !== 'aborted') reachability.reached(provider)
 }
