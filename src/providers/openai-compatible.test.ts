@@ -214,7 +214,7 @@ describe('the OpenAI-compatible adapter reading a plain reply', () => {
     const out: UpstreamEvent[][] = []
     for await (const events of provider.stream('m', { bodyJson: '{}', stream: false }, new Cancel())) out.push([...events])
     await provider.close()
-    expect(out).toEqual([[{ type: 'failure', failure: { kind: 'unavailable', detail: 'upstream connection failed: ECONNREFUSED' } }]])
+    expect(out).toEqual([[{ type: 'failure', failure: { kind: 'unavailable', detail: 'upstream connection failed: ECONNREFUSED', unreached: true } }]])
   })
 })
 
