@@ -31,7 +31,8 @@ export type Finished =
   | { kind: 'delivered'; reply: Produced; servedModel: string; usage: Usage; cost: bigint; failedTargets: number; managedWhy?: string }
   | { kind: 'refused'; error: ApiError }
   | { kind: 'broken'; code: 'stream_interrupted' | 'provider_output_invalid'; message: string }
-  | { kind: 'closed' }
+  /** The client left; `charged` when it was sent content, which it pays for. */
+  | { kind: 'closed'; charged: boolean }
 
 /** The usage record of a request as admitted: nothing served or charged yet; `extra` says what was. */
 export function requestUsage(r: Admitted, now: number, outcome: Outcome, extra: Partial<UsageRecord> = {}): UsageRecord {
@@ -69,11 +70,12 @@ export async function charge(s: ChargeDeps, r: Admitted, outcome: RouteOutcome):
       if (r.cancel.cause === 'stopping') return stoppedUnderway(s, r, outcome, base)
       // The client pays for what reached it, and nothing when nothing did.
       if (outcome.reply && outcome.reply.content.length > 0) {
-        await capture(s, chargeOf(s, r, { ...outcome.reply, toolCalls: [] }, outcome.servedModel ?? null, 'client_closed', base).capture)
-      } else {
-        await s.ledger.release(r.requestId, s.now(), base('client_closed'))
+        const sent = { ...outcome.reply, toolCalls: [] }
+        const charged = await capture(s, chargeOf(s, r, sent, outcome.servedModel ?? null, 'client_closed', base).capture)
+        return { kind: 'closed', charged }
       }
-      return { kind: 'closed' }
+      await s.ledger.release(r.requestId, s.now(), base('client_closed'))
+      return { kind: 'closed', charged: false }
     }
     case 'broken': {
       await s.ledger.release(r.requestId, s.now(), base(outcome.code, { servedModel: outcome.servedModel, provider: outcome.reply.offer.provider }))

@@ -13,6 +13,7 @@ import { noCapacityBeforeWork } from './refusals.js'
 import type { Caller } from '../auth/caller.js'
 import type { Admitted, RequestContext } from './context.js'
 import type { InstanceLifecycle } from './lifecycle.js'
+import type { Idempotency, Remember } from './idempotency.js'
 import { prepare, type Prepared } from './prepare.js'
 
 /** A stream's sink as the pipeline sees it: whether its status line went out decides how a failure is told. */
@@ -30,18 +31,26 @@ export interface ChatCall {
   gone: () => boolean
   /** Opens the stream's sink once the request is admitted (a streamed request only). */
   openStream: (r: Admitted) => OpenedStream
+  /** The `Idempotency-Key` header, when sent. */
+  idempotencyKey?: string
 }
 
 /** How a chat request ended, for the route to encode. */
 export type ChatResult =
   /** Refused before any money was held, or failed inside the gateway with nothing charged. */
   | { kind: 'refused'; error: ApiError }
-  /** Admitted and served: what the client gets, charged as `finished` says. */
-  | { kind: 'finished'; request: Admitted; finished: Finished; stream?: OpenedStream }
+  /**
+   * Admitted and served: what the client gets, charged as `finished` says. `remember`, under an idempotency key: keeps
+   * the encoded plain reply for a retry, before it is sent.
+   */
+  | { kind: 'finished'; request: Admitted; finished: Finished; stream?: OpenedStream; remember?: Remember }
+  /** Its idempotency key's first request finished with this reply: sent again, nothing run or charged. */
+  | { kind: 'replay'; status: number; body: string; firstRequestId: string }
   /** Its client left while it was being checked: no one to answer, nothing held. */
   | { kind: 'abandoned' }
 
 export interface PipelineDeps {
+  idempotency: Idempotency
   catalog: Catalog
   health: Health
   ledger: LedgerRepo
@@ -65,6 +74,21 @@ export class ChatPipeline {
   constructor(private readonly deps: PipelineDeps) {}
 
   async chat(call: ChatCall): Promise<ChatResult> {
+    if (call.idempotencyKey === undefined) return this.serveChat(call)
+    const idem = await this.deps.idempotency.begin(call.caller, call.idempotencyKey, call.body, call.requestId)
+    if (idem.kind !== 'run') return idem
+    let result: ChatResult | undefined
+    try {
+      result = await this.serveChat(call)
+    } finally {
+      const finished = result?.kind === 'finished' ? result.finished : undefined
+      const remember = await idem.settle(finished, result?.kind === 'finished' && result.stream !== undefined)
+      if (remember && result?.kind === 'finished') result.remember = remember
+    }
+    return result
+  }
+
+  private async serveChat(call: ChatCall): Promise<ChatResult> {
     const ctx: RequestContext = { requestId: call.requestId, caller: call.caller, startedAt: this.deps.now(), cancel: call.cancel }
     const prepared = await this.prepare(call)
     if (prepared === undefined) return { kind: 'abandoned' }

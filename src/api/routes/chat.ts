@@ -4,7 +4,7 @@ import { apiError, type ApiError } from '../../protocol/errors.js'
 import { formatUsdc } from '../../money/usdc.js'
 import type { Delivered, Finished } from '../../gateway/charge.js'
 import type { Admitted } from '../../gateway/context.js'
-import type { ChatPipeline } from '../../gateway/pipeline.js'
+import type { ChatPipeline, ChatResult } from '../../gateway/pipeline.js'
 import type { Offer } from '../../routing/catalog.js'
 import { Cancel } from '../../providers/cancel.js'
 import { completionId } from '../../ids/request-id.js'
@@ -26,8 +26,10 @@ export function chatRoutes(app: FastifyInstance, { pipeline, tuning, keyCheck, i
   app.post('/v1/chat/completions', { onRequest: keyCheck }, async (req, reply) => {
     if (req.intake) intake.bodyRead(req.intake)
     const cancel = cancelOnClose(reply)
+    const idempotencyKey = req.headers['idempotency-key']
     const result = await pipeline.chat({
       body: req.body, caller: callerOf(req), requestId: req.id, cancel, gone: () => reply.raw.destroyed,
+      ...(typeof idempotencyKey === 'string' ? { idempotencyKey } : {}),
       openStream: (r) => new SseReply({ reply, identity: identityOf(r), requestId: r.requestId, fingerprint: fingerprintFor(r), ...tuning }),
     })
     switch (result.kind) {
@@ -35,10 +37,13 @@ export function chatRoutes(app: FastifyInstance, { pipeline, tuning, keyCheck, i
         return reply
       case 'refused':
         return sendError(reply, result.error)
+      case 'replay':
+        return reply.code(result.status).header('idempotent-replayed', 'true')
+          .header('content-type', 'application/json; charset=utf-8').send(result.body)
       case 'finished':
         return result.stream instanceof SseReply
           ? streamFinished(reply, result.stream, result.request, result.finished)
-          : plainFinished(reply, result.request, result.finished)
+          : plainFinished(reply, result)
     }
   })
 }
@@ -104,12 +109,16 @@ function streamFinished(reply: FastifyReply, sse: SseReply, r: Admitted, f: Fini
   }
 }
 
-function plainFinished(reply: FastifyReply, r: Admitted, f: Finished): FastifyReply {
+async function plainFinished(reply: FastifyReply, result: Extract<ChatResult, { kind: 'finished' }>): Promise<FastifyReply> {
+  const { request: r, finished: f } = result
   switch (f.kind) {
     case 'delivered': {
       const { id, created, model } = identityOf(r)
       const body: ChatCompletion = { id, object: 'chat.completion', created, model, ...completionOf(r, f), svc: svcOf(r, f) }
-      return reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(body))
+      const text = JSON.stringify(body)
+      // Kept before it is sent: a retry under the same idempotency key after a crash gets this reply again.
+      await result.remember?.(text)
+      return reply.header('content-type', 'application/json; charset=utf-8').send(text)
     }
     case 'refused':
       return sendError(reply, f.error)
