@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
 import { openStore } from '../dist/store/open.js'
 import { SYSTEM_ACCOUNTS } from '../dist/store/accounts.js'
-import { sqliteLedgerOps } from '../dist/store/sqlite-ledger-ops.js'
+import { sqliteLedgerOps } from '../dist/store/sqlite/ledger-ops.js'
 import { OpenHolds } from '../dist/store/open-holds.js'
 import { benchOptions } from './options.mjs'
 

@@ -1,7 +1,7 @@
 import type { Account } from './accounts.js'
 import { usageRow, type UsageRecord } from './usage.js'
 import type { OpenHolds } from './open-holds.js'
-import type { Counter } from './recount.js'
+import type { Counter } from './postgres/recount.js'
 
 export interface HoldRequest {
   requestId: string

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { sql, type Kysely } from 'kysely'
 import { openStore } from './open.js'
-import { openPostgres } from './postgres.js'
+import { openPostgres } from './postgres/open.js'
 import { migrate } from './migrate.js'
 import { AccountRepo } from './accounts.js'
 import type { Store } from './store.js'

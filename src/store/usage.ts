@@ -1,7 +1,7 @@
 import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Selectable } from 'kysely'
 import type { Database, UsageTable } from './schema.js'
 import { big, num, numOrNull, type Dialect } from './dialect.js'
-import { slicedSummary, type UsageSummary } from './usage-summary.js'
+import { slicedSummary, type UsageSummary } from './sqlite/usage-summary.js'
 
 /** Outcome of a request as recorded in usage. */
 export type Outcome =
@@ -157,7 +157,7 @@ export class UsageRepo {
 
   /**
    * The account's totals and its spend per day since `since` (the start of a day), both filtered alike. On SQLite, read
-   * in slices of time so that the event loop is never held for the whole history (usage-summary.ts).
+   * in slices of time so that the event loop is never held for the whole history (sqlite/usage-summary.ts).
    */
   async summary(accountId: number, filter: UsageFilter, since: number): Promise<UsageSummary> {
     // Mid-day, Postgres would count that day from `since` on and the slices the whole day or none of it.

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type pg from 'pg'
-import { openPostgres, type PostgresHandle } from './postgres.js'
-import { PostgresHotLedger } from './hot-postgres.js'
-import { LedgerRepo } from './ledger.js'
-import type { HoldRequest } from './ledger-types.js'
-import { postgresReachable } from '../../test/helpers/stores.js'
-import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
+import { openPostgres, type PostgresHandle } from './open.js'
+import { PostgresHotLedger } from './hot-ledger.js'
+import { LedgerRepo } from '../ledger.js'
+import type { HoldRequest } from '../ledger-types.js'
+import { postgresReachable } from '../../../test/helpers/stores.js'
+import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
 
 /**
  * A pool whose hold statements can commit and then lose their answer (the connection dropped after the commit), or

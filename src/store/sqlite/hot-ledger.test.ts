@@ -2,13 +2,13 @@ import { fdatasync, fdatasyncSync } from 'node:fs'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import BetterSqlite3 from 'better-sqlite3'
 import { sql } from 'kysely'
-import { openStore } from './open.js'
-import type { Store } from './store.js'
-import { SYSTEM_ACCOUNTS, spendableOf } from './accounts.js'
+import { openStore } from '../open.js'
+import type { Store } from '../store.js'
+import { SYSTEM_ACCOUNTS, spendableOf } from '../accounts.js'
 import type { SyncWays } from './wal-sync.js'
 import { ONE_AT_A_TIME } from './one-at-a-time.js'
-import { freshSqliteUrl } from '../../test/helpers/stores.js'
-import { usageRecord } from '../../test/helpers/store-fixture.js'
+import { freshSqliteUrl } from '../../../test/helpers/stores.js'
+import { usageRecord } from '../../../test/helpers/store-fixture.js'
 
 /**
  * A WAL sync the test finishes by hand, never on the event loop: `syncs` counts those begun, `onStart` runs as each

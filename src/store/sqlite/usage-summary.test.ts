@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import Database from 'better-sqlite3'
 import { CompiledQuery } from 'kysely'
-import { DAY_MS, UsageRepo, type UsageFilter } from './usage.js'
+import { DAY_MS, UsageRepo, type UsageFilter } from '../usage.js'
 import { boundsQuery, sliceEndQuery, slicedSummary, usageSliceQuery } from './usage-summary.js'
-import type { Store } from './store.js'
-import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
-import { turnsDuring } from '../../test/helpers/turns.js'
+import type { Store } from '../store.js'
+import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
+import { turnsDuring } from '../../../test/helpers/turns.js'
 
 const day0 = 20_000 * DAY_MS
 

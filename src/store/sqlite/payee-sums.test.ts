@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import Database from 'better-sqlite3'
 import { CompiledQuery, sql } from 'kysely'
-import { SettlementRepo } from './settlement.js'
+import { SettlementRepo } from '../settlement.js'
 import { postingsSliceQuery, rowsSliceQuery } from './payee-sums.js'
-import type { Store } from './store.js'
-import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
-import { turnsDuring } from '../../test/helpers/turns.js'
+import type { Store } from '../store.js'
+import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
+import { turnsDuring } from '../../../test/helpers/turns.js'
 
 describe("a payee's sums on SQLite, folded from its request rows and written postings", () => {
   let f: StoreFixture | undefined
