@@ -3,7 +3,7 @@ import { formatUsdc, priceOf } from '../ledger/money.js'
 import { spendableOf, type Account } from '../store/accounts.js'
 import type { Store } from '../store/store.js'
 import { MAX_STORED } from '../store/chain.js'
-import { refusalOf } from '../store/ledger-types.js'
+import { refusalOf } from '../store/ledger/types.js'
 import type { Prepared } from './prepare.js'
 
 export interface Caller {

@@ -5,8 +5,8 @@ import { big } from '../dialect.js'
 import { isBusyError } from './patient-dialect.js'
 import { usageRow, type UsageRecord } from '../usage.js'
 import { USAGE_ON_HOLDS } from '../migrations/009_records_written_once.js'
-import type { OpenHolds } from '../open-holds.js'
-import { capturedClose, overCapture, recordValues, refusalOf, refusedValues, releasedClose, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult } from '../ledger-types.js'
+import type { OpenHolds } from '../ledger/open-holds.js'
+import { capturedClose, overCapture, recordValues, refusalOf, refusedValues, releasedClose, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult } from '../ledger/types.js'
 
 const RECORD_PLACES = RECORD_COLUMNS.split(',').map(() => '?').join(', ')
 

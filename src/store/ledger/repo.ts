@@ -1,11 +1,11 @@
 import { sql, type Kysely, type SelectQueryBuilder, type Transaction } from 'kysely'
-import type { Database } from './schema.js'
-import { big, num, type Dialect } from './dialect.js'
-import type { Outcome, UsageRecord } from './usage.js'
-import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './ledger-types.js'
-import { MAX_STORED } from './chain.js'
+import type { Database } from '../schema.js'
+import { big, num, type Dialect } from '../dialect.js'
+import type { Outcome, UsageRecord } from '../usage.js'
+import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './types.js'
+import { MAX_STORED } from '../chain.js'
 
-export type { CaptureRequest, HoldRequest, HoldResult } from './ledger-types.js'
+export type { CaptureRequest, HoldRequest, HoldResult } from './types.js'
 
 export interface LedgerAudit {
   /** Refs whose postings do not sum to zero. */
