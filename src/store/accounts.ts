@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Selectable, type SqlBool, type Transaction } from 'kysely'
 import type { AccountsTable, Database } from './schema.js'
-import { big, num } from './dialect.js'
+import { big, num } from './ints.js'
 
 export interface Account {
   id: number

@@ -1,7 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql, type Kysely, type Transaction } from 'kysely'
 import type { Database } from './schema.js'
-import { big, num } from './dialect.js'
+import { big, num } from './ints.js'
 import type { BatchLimits, Leg } from './settlement.js'
 
 /**

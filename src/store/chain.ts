@@ -2,7 +2,7 @@ import { sql, type Kysely, type Transaction } from 'kysely'
 import type { Database } from './schema.js'
 import type { Dialect } from './dialect.js'
 import { postFromWorld, toAccount, type Account } from './accounts.js'
-import { big, num } from './dialect.js'
+import { big, num } from './ints.js'
 
 /** Integer columns are signed 64-bit: an "unlimited" ERC-20 allowance (2^256 − 1) is stored as this. */
 export const MAX_STORED = 2n ** 63n - 1n

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely'
 import type { Database } from './schema.js'
-import { num, numOrNull, type Dialect } from './dialect.js'
+import type { Dialect } from './dialect.js'
+import { num, numOrNull } from './ints.js'
 
 export interface ApiKey {
   id: string

@@ -1,6 +1,7 @@
 import { sql, type Kysely, type Selectable } from 'kysely'
 import type { BatchesTable, BatchStatus, Database } from './schema.js'
-import { big, bigOrNull, num, numOrNull, type Dialect } from './dialect.js'
+import type { Dialect } from './dialect.js'
+import { big, bigOrNull, num, numOrNull } from './ints.js'
 import { UNCACHED_POSTINGS } from './accounts.js'
 import { FoldedPayeeSums } from './sqlite/payee-sums.js'
 import { buildBatch, dueCharges, openBuilt } from './batch-build.js'

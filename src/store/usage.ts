@@ -1,6 +1,7 @@
 import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Selectable } from 'kysely'
 import type { Database, UsageTable } from './schema.js'
-import { big, num, numOrNull, type Dialect } from './dialect.js'
+import type { Dialect } from './dialect.js'
+import { big, num, numOrNull } from './ints.js'
 import { slicedSummary, type UsageSummary } from './sqlite/usage-summary.js'
 
 /** Outcome of a request as recorded in usage. */

@@ -1,6 +1,7 @@
 import { sql, type Kysely, type SelectQueryBuilder, type Transaction } from 'kysely'
 import type { Database } from '../schema.js'
-import { big, num, type Dialect } from '../dialect.js'
+import type { Dialect } from '../dialect.js'
+import { big, num } from '../ints.js'
 import type { Outcome, UsageRecord } from '../usage.js'
 import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './types.js'
 import { MAX_STORED } from '../chain.js'

@@ -1,7 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3'
 import { toAccount } from '../accounts.js'
 import { MAX_STORED } from '../chain.js'
-import { big } from '../dialect.js'
+import { big } from '../ints.js'
 import { isBusyError } from './patient-dialect.js'
 import { usageRow, type UsageRecord } from '../usage.js'
 import { USAGE_ON_HOLDS } from '../migrations/009_records_written_once.js'

@@ -1,7 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql, type Kysely } from 'kysely'
 import type { Database } from '../schema.js'
-import { big, num } from '../dialect.js'
+import { big, num } from '../ints.js'
 
 /** An account's figures as payee (and as fee account), from its request rows and its written postings. */
 export interface PayeeSums {

@@ -1,7 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql, type Kysely } from 'kysely'
 import type { Database } from '../schema.js'
-import { big, num } from '../dialect.js'
+import { big, num } from '../ints.js'
 import { DAY_MS, DAY_OF, matching, type DailySpend, type UsageFilter, type UsageTotals } from '../usage.js'
 
 /** An account's usage totals over its whole history, and its spend per day since a day. */
