@@ -4,7 +4,7 @@ import BetterSqlite3 from 'better-sqlite3'
 import { Kysely } from 'kysely'
 import { PatientSqliteDialect } from './patient-dialect.js'
 import type { Database } from '../schema.js'
-import type { Backend, Lock } from '../store.js'
+import type { Backend, Lock } from '../dialect.js'
 import { Checkpointer } from './checkpointer.js'
 import { createRequire } from 'node:module'
 

@@ -3,6 +3,7 @@ import Database from 'better-sqlite3'
 import { CompiledQuery } from 'kysely'
 import { DAY_MS, UsageRepo, type UsageFilter } from '../usage.js'
 import { boundsQuery, sliceEndQuery, slicedSummary, usageSliceQuery } from './usage-summary.js'
+import { postgresDialect } from '../postgres/dialect.js'
 import type { Store } from '../store.js'
 import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
 import { turnsDuring } from '../../../test/helpers/turns.js'
@@ -18,7 +19,7 @@ describe("an account's usage summary on SQLite, read in slices of time", () => {
   beforeAll(async () => {
     f = await openFixture('sqlite')
     store = f.store
-    whole = new UsageRepo(store.db, 'postgres')
+    whole = new UsageRepo(store.db, postgresDialect)
   })
   afterAll(() => closeFixture(f))
 

@@ -2,14 +2,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql, type Kysely } from 'kysely'
 import type { Database } from '../schema.js'
 import { big, num } from '../ints.js'
-import { DAY_MS, DAY_OF, matching, type DailySpend, type UsageFilter, type UsageTotals } from '../usage.js'
-
-/** An account's usage totals over its whole history, and its spend per day since a day. */
-export interface UsageSummary {
-  totals: UsageTotals
-  /** Days without requests are absent; oldest first. */
-  daily: DailySpend[]
-}
+import { DAY_MS, DAY_OF, matching, type DailySpend, type UsageFilter, type UsageSummary, type UsageTotals } from '../usage.js'
 
 /** Rows of the account per statement, at most (but for rows of one millisecond): a few ms of the event loop. */
 export const SLICE_ROWS = 4096
