@@ -83,7 +83,7 @@ export class ChainRepo {
       const { balance, cap } = walletFigures(read, owed, before.held)
       const delta = balance - before.balance
       const debtCleared = before.debt > 0n && read.balance >= owed && read.allowance >= owed
-      if (delta !== 0n) await postFromWorld(trx, ref, accountId, 'chain', delta, now)
+      if (delta !== 0n) await postFromWorld(trx, { ref, accountId, kind: 'chain', amount: delta, now })
       const after = await trx
         .updateTable('accounts')
         .set({ balance: sql`balance + ${delta}`, cap, ...(debtCleared ? { debt: 0n } : {}) })

@@ -66,7 +66,7 @@ export class SettlementRepo {
    * built `step` charges per transaction.
    */
   async createBatch(id: string, feeAccountId: number, now: number, limits: BatchLimits = {}, step?: number): Promise<Batch | null> {
-    const total = await buildBatch(this.db, id, feeAccountId, now, limits, step)
+    const total = await buildBatch(this.db, { id, feeAccountId, now }, limits, step)
     if (total === null) return null
     return { id, status: 'open', total, createdAt: now, sentAt: null, settledAt: null, txHash: null, nonce: null, block: null }
   }

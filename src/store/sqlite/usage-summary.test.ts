@@ -31,7 +31,7 @@ describe("an account's usage summary on SQLite, read in slices of time", () => {
         const expected = await whole.summary(accountId, filter, since)
         expect(await store.usage.summary(accountId, filter, since), JSON.stringify({ filter, since })).toEqual(expected)
         // In slices of seven rows: days split across slices, and filters that leave some slices empty.
-        expect(await slicedSummary(store.db, accountId, filter, since, 7), JSON.stringify({ filter, since })).toEqual(expected)
+        expect(await slicedSummary(store.db, { accountId, filter, since, sliceRows: 7 }), JSON.stringify({ filter, since })).toEqual(expected)
       }
     }
   }
@@ -59,7 +59,7 @@ describe("an account's usage summary on SQLite, read in slices of time", () => {
     const plan = async (c: CompiledQuery) =>
       (await store.db.executeQuery<{ detail: string }>(CompiledQuery.raw(`EXPLAIN QUERY PLAN ${c.sql}`, [...c.parameters]))).rows.map((r) => r.detail).join('\n')
     for (const filter of filters) {
-      expect(await plan(usageSliceQuery(store.db, f!.user, filter, 5, 9).compile())).toMatch(/USING INDEX holds_account_time \(account_id=\? AND created_at>\? AND created_at<\?\)/)
+      expect(await plan(usageSliceQuery(store.db, f!.user, filter, { from: 5, to: 9 }).compile())).toMatch(/USING INDEX holds_account_time \(account_id=\? AND created_at>\? AND created_at<\?\)/)
     }
     expect(await plan(boundsQuery(f!.user).compile(store.db))).not.toMatch(/SCAN holds\b/)
     expect(await plan(sliceEndQuery(f!.user, 5, 4096).compile(store.db))).toMatch(/USING COVERING INDEX holds_account_time \(account_id=\? AND created_at>\?\)/)
