@@ -17,7 +17,7 @@ const CONCERNS = [
   ['socket writes', (f) => !f.url && /^(writev|writeUtf8String|writeLatin1String|writeBuffer)$/.test(f.functionName)],
   ['WAL sync (dispatch to libuv)', (f) => f.functionName === 'fdatasync'],
   ['ledger thread messages', (f) => f.functionName === 'postMessage' || /node:internal\/worker/.test(f.url)],
-  ['SQLite (statements, commits)', (f) => /better-sqlite3|sqlite-ledger-ops|hot-sqlite|ledger-thread/.test(f.url)],
+  ['SQLite (statements, commits)', (f) => /better-sqlite3|store\/sqlite\/(ledger-ops|hot-ledger)|ledger-thread/.test(f.url)],
   ['token counting', (f) => /metering\/|gpt-tokenizer/.test(f.url)],
   ['undici (upstream client)', (f) => /undici/.test(f.url)],
   ['upstream adapter, SSE parsing', (f) => /dist\/providers\//.test(f.url)],

@@ -7,8 +7,8 @@ import { join } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
 import { openStore } from '../../dist/store/open.js'
 import { SYSTEM_ACCOUNTS } from '../../dist/store/accounts.js'
-import { sqliteLedgerOps } from '../../dist/store/sqlite-ledger-ops.js'
-import { OpenHolds } from '../../dist/store/open-holds.js'
+import { sqliteLedgerOps } from '../../dist/store/sqlite/ledger-ops.js'
+import { OpenHolds } from '../../dist/store/ledger/open-holds.js'
 import { benchOptions } from '../options.mjs'
 
 const o = benchOptions(import.meta.url, { accounts: { type: 'string', default: '32' }, group: { type: 'string', default: '8' }, groups: { type: 'string', default: '100' } })

@@ -13,6 +13,7 @@ import { checksumAddress } from '../accounts/address.js'
 import type { ChargeDeps } from './charge.js'
 import { InstanceLifecycle, newInstanceId } from './lifecycle.js'
 import { ChatPipeline } from './pipeline.js'
+import { Idempotency } from './idempotency.js'
 
 export interface GatewayOptions {
   now?: () => number
@@ -69,6 +70,7 @@ export class Gateway {
     const { ledger, usage } = store
     gw.chargeDeps = { ledger, usage, health: gw.health, reachability: gw.reachability, feeBps: config.feeBps, accounts: { fees, vendor, payees }, now: gw.now, log: (msg) => gw.log(msg) }
     gw.chatPipeline = new ChatPipeline({
+      idempotency: new Idempotency(store.idempotency, usage, gw.now),
       catalog: gw.catalog, health: gw.health, ledger, admission: store, lifecycle: gw.lifecycle, charge: gw.chargeDeps,
       holdTtlMs: gw.tuning.holdTtlSeconds * 1000, now: gw.now, log: gw.log,
     })

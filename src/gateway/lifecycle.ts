@@ -144,6 +144,7 @@ export class InstanceLifecycle {
     // Instances that stopped with holds open, or that a sweep removed before it could release them.
     released += await this.store.ledger.releaseUnregistered(now)
     released += await this.store.ledger.releaseExpired(now)
+    await this.store.idempotency.prune(now)
     return released
   }
 

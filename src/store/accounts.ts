@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Selectable, type SqlBool, type Transaction } from 'kysely'
 import type { AccountsTable, Database } from './schema.js'
-import { big, num } from './dialect.js'
+import { big, num } from './ints.js'
 
 export interface Account {
   id: number
@@ -22,8 +22,17 @@ export { spendableOf } from '../money/spendable.js'
  */
 export const UNCACHED_POSTINGS = sql.raw<SqlBool>(`(book = 'pending' OR kind = 'settlement')`)
 
+/** Money entering (or, negative, leaving) the ledger for an account, under `ref` at `now`. */
+export interface WorldPosting {
+  ref: string
+  accountId: number
+  kind: 'deposit' | 'chain'
+  amount: bigint
+  now: number
+}
+
 /** Money entering (or, negative, leaving) the ledger for an account: two available-book postings against the world account. */
-export async function postFromWorld(trx: Transaction<Database>, ref: string, accountId: number, kind: 'deposit' | 'chain', amount: bigint, now: number): Promise<void> {
+export async function postFromWorld(trx: Transaction<Database>, { ref, accountId, kind, amount, now }: WorldPosting): Promise<void> {
   const world = await trx.selectFrom('accounts').select('id').where('address', '=', SYSTEM_ACCOUNTS.world).executeTakeFirstOrThrow()
   const created_at = BigInt(now)
   await trx.insertInto('posting_rows').values([
@@ -91,7 +100,7 @@ export class AccountRepo {
       if (max !== undefined) update = update.where('balance', '<=', max - amount)
       const r = await update.returningAll().executeTakeFirst()
       if (!r) return null
-      await postFromWorld(trx, ref, id, 'deposit', amount, now)
+      await postFromWorld(trx, { ref, accountId: id, kind: 'deposit', amount, now })
       return toAccount(r)
     })
   }

@@ -1,7 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql, type Kysely, type Transaction } from 'kysely'
 import type { Database } from './schema.js'
-import { big, num } from './dialect.js'
+import { big, num } from './ints.js'
 import type { BatchLimits, Leg } from './settlement.js'
 
 /**
@@ -17,6 +17,13 @@ export function dueCharges(db: Kysely<Database>) {
   return db.selectFrom('holds').where('status', '=', sql.lit('captured')).where('batch_id', 'is', null).where('cost', '>', 0n).where('account_id', 'not in', debtors)
 }
 
+/** The batch a settler builds: its id, the account its fees are paid to, and when it was created. */
+export interface NewBatch {
+  id: string
+  feeAccountId: number
+  now: number
+}
+
 /** The batch was opened by another settler while this one built it: the charges left stay due. */
 class NoLongerBuilding extends Error {}
 
@@ -28,13 +35,13 @@ class NoLongerBuilding extends Error {}
  * second settler (`svc settle` beside a SQLite gateway) that opens it meanwhile only ends it sooner: a step finds it
  * no longer building and adds nothing (its charges stay due), and this settler leaves it to that one.
  */
-export async function buildBatch(db: Kysely<Database>, id: string, feeAccountId: number, now: number, limits: BatchLimits, step = CHARGES_PER_STEP): Promise<bigint | null> {
-  const due = await dueIds(db, feeAccountId, limits)
+export async function buildBatch(db: Kysely<Database>, batch: NewBatch, limits: BatchLimits, step = CHARGES_PER_STEP): Promise<bigint | null> {
+  const due = await dueIds(db, batch.feeAccountId, limits)
   let total = 0n
   let begun = false
   for (let at = 0; at < due.length; at += step) {
     if (at > 0) await nextTurn()
-    const added = await db.transaction().execute((trx) => addCharges(trx, id, feeAccountId, now, due.slice(at, at + step), begun)).catch((err: unknown) => {
+    const added = await db.transaction().execute((trx) => addCharges(trx, batch, due.slice(at, at + step), begun)).catch((err: unknown) => {
       if (err instanceof NoLongerBuilding) return undefined
       throw err
     })
@@ -44,7 +51,7 @@ export async function buildBatch(db: Kysely<Database>, id: string, feeAccountId:
     total += added.total
   }
   if (!begun) return null
-  await openBuilt(db, id)
+  await openBuilt(db, batch.id)
   return total
 }
 
@@ -102,7 +109,7 @@ async function dueIds(db: Kysely<Database>, feeAccountId: number, limits: BatchL
  * first charges); how many it assigned and their total. Throws NoLongerBuilding, rolling back, when the batch was
  * opened meanwhile.
  */
-async function addCharges(trx: Transaction<Database>, id: string, feeAccountId: number, now: number, ids: string[], begun: boolean): Promise<{ assigned: number; total: bigint }> {
+async function addCharges(trx: Transaction<Database>, { id, feeAccountId, now }: NewBatch, ids: string[], begun: boolean): Promise<{ assigned: number; total: bigint }> {
   // Still due: since the ids were read, another settler may have batched a charge, failed to collect it, and put its
   // payer in debt (its charge is then due again to no one, and would be counted in that debt a second time).
   const assigned = await trx.updateTable('holds').set({ batch_id: id })

@@ -1,8 +1,8 @@
 import { sql, type Kysely, type Transaction } from 'kysely'
 import type { Database } from './schema.js'
-import type { Dialect } from './dialect.js'
+import type { StoreDialect } from './dialect.js'
 import { postFromWorld, toAccount, type Account } from './accounts.js'
-import { big, num } from './dialect.js'
+import { big, num } from './ints.js'
 
 /** Integer columns are signed 64-bit: an "unlimited" ERC-20 allowance (2^256 − 1) is stored as this. */
 export const MAX_STORED = 2n ** 63n - 1n
@@ -57,7 +57,7 @@ export function walletFigures(read: Pick<WalletRead, 'balance' | 'allowance'>, o
  * to zero) and records what the watcher read.
  */
 export class ChainRepo {
-  constructor(private readonly db: Kysely<Database>, private readonly dialect: Dialect) {}
+  constructor(private readonly db: Kysely<Database>, private readonly dialect: StoreDialect) {}
 
   /** Captured charges of an account not yet settled on chain (including charges a failed batch returned). */
   async owed(accountId: number): Promise<bigint> {
@@ -73,8 +73,7 @@ export class ChainRepo {
    */
   async sync(accountId: number, read: WalletRead, ref: string, now: number): Promise<SyncResult> {
     return this.db.transaction().execute(async (trx) => {
-      let q = trx.selectFrom('accounts').selectAll().where('id', '=', accountId)
-      if (this.dialect === 'postgres') q = q.forUpdate()
+      const q = this.dialect.forUpdate(trx.selectFrom('accounts').selectAll().where('id', '=', accountId))
       const before = toAccount(await q.executeTakeFirstOrThrow())
       // Owed before the floor: a batch settled after this read raised the floor before (recordMined precedes
       // markSettled), so the read below sees it and refuses the stale wallet state; settled later, owed still has it.
@@ -84,7 +83,7 @@ export class ChainRepo {
       const { balance, cap } = walletFigures(read, owed, before.held)
       const delta = balance - before.balance
       const debtCleared = before.debt > 0n && read.balance >= owed && read.allowance >= owed
-      if (delta !== 0n) await postFromWorld(trx, ref, accountId, 'chain', delta, now)
+      if (delta !== 0n) await postFromWorld(trx, { ref, accountId, kind: 'chain', amount: delta, now })
       const after = await trx
         .updateTable('accounts')
         .set({ balance: sql`balance + ${delta}`, cap, ...(debtCleared ? { debt: 0n } : {}) })

@@ -1,18 +1,66 @@
+import type { Kysely, Transaction, TransactionBuilder } from 'kysely'
+import type { Database } from './schema.js'
+import type { UsageFilter, UsageSummary } from './usage.js'
+import type { PayeeSums } from './settlement.js'
+
+/** The database a store is kept in, by name: what `migrate` and the migrations (which keep their own checks) are told. */
 export type Dialect = 'sqlite' | 'postgres'
 
-/** Integer columns arrive as bigint (SQLite safe integers, Postgres int8 parser) or number; normalize. */
-export function num(v: unknown): number {
-  return typeof v === 'number' ? v : Number(v)
+/**
+ * What the shared repositories do differently on each database, as Kysely's `DialectAdapter` is to its query builder.
+ * Each dialect folder provides one (`sqlite/dialect.ts`, `postgres/dialect.ts`); `openStore` hands it to the
+ * repositories, which call it where they would otherwise ask which database they are on. What each method runs is what
+ * the repositories ran inline before, statement for statement.
+ */
+export interface StoreDialect {
+  readonly name: Dialect
+  /**
+   * `q` with the rows it reads locked until its transaction ends: `FOR UPDATE` on Postgres. On SQLite a writing
+   * transaction holds the database's write lock from its start (begin immediate): `q` as it is.
+   */
+  forUpdate<Q extends { forUpdate(): Q }>(q: Q): Q
+  /**
+   * Locks an account's row until the transaction ends, before reads that must not change under it: Postgres selects it
+   * `FOR UPDATE`; SQLite runs nothing (the transaction holds the write lock).
+   */
+  lockAccount(trx: Transaction<Database>, accountId: number): Promise<void>
+  /**
+   * Bounds how long each later statement of the transaction may take (a wait for a row lock, mostly): Postgres's
+   * `SET LOCAL statement_timeout`. SQLite runs nothing: a statement there waits for a locked database for at most
+   * BUSY_WAIT_MS (sqlite/patient-dialect.ts).
+   */
+  boundStatements(trx: Transaction<Database>, ms: number): Promise<void>
+  /**
+   * A read-only transaction that sees one state of the store: repeatable read on Postgres; on SQLite a read-only
+   * transaction (begun deferred) reads one WAL snapshot, and this process's hot ledger waits for it.
+   */
+  readOnlySnapshot(db: Kysely<Database>): TransactionBuilder<Database>
+  /**
+   * An account's usage summary (`UsageRepo.summary`) read in slices, where one statement over its whole history would
+   * hold the event loop (SQLite: better-sqlite3 is synchronous). Absent where the repository's two queries serve
+   * (Postgres).
+   */
+  usageSummary?(db: Kysely<Database>, accountId: number, filter: UsageFilter, since: number): Promise<UsageSummary>
+  /**
+   * Payees' sums kept per process and folded forward from the rows since the last read (SQLite: reading them whole
+   * would hold the event loop). Absent where `SettlementRepo` reads them whole each time (Postgres). `sliceRows`: tests.
+   */
+  payeeSums?(db: Kysely<Database>, sliceRows?: number): PayeeSumsReader
 }
 
-export function big(v: unknown): bigint {
-  return typeof v === 'bigint' ? v : BigInt(v as string | number)
+/** Payees' sums as `StoreDialect.payeeSums` keeps them. */
+export interface PayeeSumsReader {
+  /** The account's sums over every row now (or past it, when another read went further). */
+  of(accountId: number): Promise<PayeeSums>
 }
 
-export function bigOrNull(v: unknown): bigint | null {
-  return v === null || v === undefined ? null : big(v)
+export interface Lock {
+  release(): Promise<void>
 }
 
-export function numOrNull(v: unknown): number | null {
-  return v === null || v === undefined ? null : num(v)
+/** What differs between the embedded and the server database beyond SQL. */
+export interface Backend {
+  /** A lock held across processes until released; null when another holder has it. */
+  tryLock(name: string): Promise<Lock | null>
+  close(): Promise<void>
 }

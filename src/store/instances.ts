@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely'
 import type { Database } from './schema.js'
-import { num } from './dialect.js'
+import { num } from './ints.js'
 
 export interface Instance {
   id: string

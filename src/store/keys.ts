@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely'
 import type { Database } from './schema.js'
-import { num, numOrNull, type Dialect } from './dialect.js'
+import type { StoreDialect } from './dialect.js'
+import { num, numOrNull } from './ints.js'
 
 export interface ApiKey {
   id: string
@@ -21,7 +22,7 @@ export interface KeyOwner {
 }
 
 export class KeyRepo {
-  constructor(private readonly db: Kysely<Database>, private readonly dialect: Dialect) {}
+  constructor(private readonly db: Kysely<Database>, private readonly dialect: StoreDialect) {}
 
   /**
    * Inserts a key while its account has fewer than `maxLive` live keys, and returns how many it had; a key is not
@@ -30,7 +31,7 @@ export class KeyRepo {
    */
   async insert(k: { id: string; accountId: number; hash: string; prefix: string; name: string; now: number }, maxLive = Infinity): Promise<number> {
     return this.db.transaction().execute(async (trx) => {
-      if (this.dialect === 'postgres') await trx.selectFrom('accounts').select('id').where('id', '=', k.accountId).forUpdate().execute()
+      await this.dialect.lockAccount(trx, k.accountId)
       const live = num((await trx.selectFrom('api_keys').select((eb) => eb.fn.countAll<number>().as('n')).where('account_id', '=', k.accountId).where('revoked_at', 'is', null).executeTakeFirstOrThrow()).n)
       if (live >= maxLive) return live
       await trx

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { sql, type Kysely } from 'kysely'
 import { openStore } from './open.js'
-import { openPostgres } from './postgres.js'
+import { openPostgres } from './postgres/open.js'
 import { migrate } from './migrate.js'
 import { AccountRepo } from './accounts.js'
 import type { Store } from './store.js'
@@ -77,13 +77,13 @@ describe('migration 010 on a Postgres store written before it', () => {
         ids[name] = (await accounts.ensure(address, kind, 1000)).account.id
       }
       // What the ledger of 009 wrote: a deposit, and a captured request's row with its seven postings beside it.
-      const post = (ref: string, account: number, book: string, kind: string, amount: number, at: number) =>
+      const post = ({ ref, account, book, kind, amount, at }: { ref: string; account: number; book: string; kind: string; amount: number; at: number }) =>
         sql`INSERT INTO postings (ref, account_id, book, kind, amount, created_at) VALUES (${ref}, ${account}, ${book}, ${kind}, ${amount}, ${at})`.execute(h.db)
-      await post('dep_1', ids.user!, 'available', 'deposit', 1000, 1000)
-      await post('dep_1', ids.world!, 'available', 'deposit', -1000, 1000)
+      await post({ ref: 'dep_1', account: ids.user!, book: 'available', kind: 'deposit', amount: 1000, at: 1000 })
+      await post({ ref: 'dep_1', account: ids.world!, book: 'available', kind: 'deposit', amount: -1000, at: 1000 })
       for (const [account, book, kind, amount, at] of [[ids.user!, 'held', 'hold', 100, 1000], [ids.user!, 'available', 'hold', -100, 1000],
         [ids.user!, 'held', 'release', -60, 1001], [ids.user!, 'available', 'release', 60, 1001], [ids.user!, 'held', 'capture', -40, 1001],
-        [ids.payee!, 'pending', 'payout', 38, 1001], [ids.fees!, 'pending', 'fee', 2, 1001]] as const) await post('r1', account, book, kind, amount, at)
+        [ids.payee!, 'pending', 'payout', 38, 1001], [ids.fees!, 'pending', 'fee', 2, 1001]] as const) await post({ ref: 'r1', account, book, kind, amount, at })
       await sql`UPDATE accounts SET balance = 960, cap = 960 WHERE id = ${ids.user}`.execute(h.db)
       await sql`INSERT INTO holds (request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at, closed_at, cost, payee_id, fee,
         served_model, provider, stream, prompt_tokens, completion_tokens, outcome, latency_ms)

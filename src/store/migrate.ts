@@ -12,6 +12,8 @@ import * as m009 from './migrations/009_records_written_once.js'
 import * as m010 from './migrations/010_derived_request_postings.js'
 import * as m011 from './migrations/011_batch_landing.js'
 import * as m012 from './migrations/012_batch_legs_by_payee.js'
+import * as m013 from './migrations/013_idempotency.js'
+import * as m014 from './migrations/014_refusal_counts.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -27,6 +29,8 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '010_derived_request_postings': m010,
   '011_batch_landing': m011,
   '012_batch_legs_by_payee': m012,
+  '013_idempotency': m013,
+  '014_refusal_counts': m014,
 }
 
 /** Migrates to the latest schema, or only as far as `through` (a migration's name: tests that build an older store). */

@@ -1,14 +1,16 @@
 import type { Kysely } from 'kysely'
 import { migrate } from './migrate.js'
-import { openPostgres } from './postgres.js'
-import { openSqlite } from './sqlite.js'
+import { openPostgres } from './postgres/open.js'
+import { openSqlite } from './sqlite/open.js'
 import { Store } from './store.js'
 import { SYSTEM_ACCOUNTS } from './accounts.js'
-import { SqliteHotLedger } from './hot-sqlite.js'
-import type { SyncWays } from './wal-sync.js'
-import { PostgresHotLedger } from './hot-postgres.js'
+import { SqliteHotLedger } from './sqlite/hot-ledger.js'
+import type { SyncWays } from './sqlite/wal-sync.js'
+import { PostgresHotLedger } from './postgres/hot-ledger.js'
 import type { Database } from './schema.js'
-import type { Dialect } from './dialect.js'
+import type { StoreDialect } from './dialect.js'
+import { sqliteDialect } from './sqlite/dialect.js'
+import { postgresDialect } from './postgres/dialect.js'
 
 export interface StoreOptions {
   /** SQLite: the size the WAL is kept near under sustained writes (default 64 MiB). */
@@ -22,12 +24,12 @@ export async function openStore(url: string, now: () => number = Date.now, opts:
   let store: Store
   if (url.startsWith('sqlite:')) {
     const h = openSqlite(url, opts.walLimitBytes)
-    await migrated(h.db, 'sqlite', () => h.backend.close())
-    store = new Store(h.db, 'sqlite', h.backend, new SqliteHotLedger(h.raw, h.db, h.file, opts.sync))
+    await migrated(h.db, sqliteDialect, () => h.backend.close())
+    store = new Store(h.db, sqliteDialect, h.backend, new SqliteHotLedger(h.raw, h.db, h.file, opts.sync))
   } else if (/^postgres(ql)?:\/\//.test(url)) {
     const h = await openPostgres(url)
-    await migrated(h.db, 'postgres', () => h.backend.close())
-    store = new Store(h.db, 'postgres', h.backend, new PostgresHotLedger(h.pool))
+    await migrated(h.db, postgresDialect, () => h.backend.close())
+    store = new Store(h.db, postgresDialect, h.backend, new PostgresHotLedger(h.pool))
   } else {
     throw new Error(`store must be sqlite:<path> or a postgres:// URL, got ${url}`)
   }
@@ -40,9 +42,9 @@ export async function openStore(url: string, now: () => number = Date.now, opts:
   return store
 }
 
-async function migrated(db: Kysely<Database>, dialect: Dialect, closeBackend: () => Promise<void>): Promise<void> {
+async function migrated(db: Kysely<Database>, dialect: StoreDialect, closeBackend: () => Promise<void>): Promise<void> {
   try {
-    await migrate(db as unknown as Kysely<unknown>, dialect)
+    await migrate(db as unknown as Kysely<unknown>, dialect.name)
   } catch (err) {
     await db.destroy()
     await closeBackend()

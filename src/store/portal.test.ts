@@ -14,17 +14,17 @@ describe.each(STORE_KINDS)('portal store on %s', (kind) => {
   let fees: number
   const day0 = 20_000 * DAY_MS
 
-  const record = (requestId: string, accountId: number, keyId: string, model: string, cost: bigint, createdAt: number) =>
+  const record = (requestId: string, accountId: number, { keyId, model, cost, createdAt }: { keyId: string; model: string; cost: bigint; createdAt: number }) =>
     usageRecord(requestId, accountId, cost, { keyId, model, servedModel: model, createdAt })
 
   beforeAll(async (ctx) => {
     if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
     f = await openFixture(kind)
     ;({ store, user, other, payee, fees } = f)
-    await store.ledger.record(record('u1', user, 'key_a', 'svc/atlas@1', 100n, day0 + 5))
-    await store.ledger.record(record('u2', user, 'key_a', 'svc/tern@2', 20n, day0 + DAY_MS - 1))
-    await store.ledger.record(record('u3', user, 'key_b', 'svc/atlas@1', 3n, day0 + 2 * DAY_MS + 7))
-    await store.ledger.record(record('u4', other, 'key_c', 'svc/atlas@1', 999n, day0 + 5))
+    await store.ledger.record(record('u1', user, { keyId: 'key_a', model: 'svc/atlas@1', cost: 100n, createdAt: day0 + 5 }))
+    await store.ledger.record(record('u2', user, { keyId: 'key_a', model: 'svc/tern@2', cost: 20n, createdAt: day0 + DAY_MS - 1 }))
+    await store.ledger.record(record('u3', user, { keyId: 'key_b', model: 'svc/atlas@1', cost: 3n, createdAt: day0 + 2 * DAY_MS + 7 }))
+    await store.ledger.record(record('u4', other, { keyId: 'key_c', model: 'svc/atlas@1', cost: 999n, createdAt: day0 + 5 }))
   })
   afterAll(() => closeFixture(f))
 
@@ -70,7 +70,7 @@ describe.each(STORE_KINDS)('portal store on %s', (kind) => {
   it('reports what a payee earned and the batches that pay it', async () => {
     await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
     await store.accounts.approve(user, 1_000n)
-    const usage = (id: string) => record(id, user, 'key_a', 'svc/atlas@1', 100n, 1000)
+    const usage = (id: string) => record(id, user, { keyId: 'key_a', model: 'svc/atlas@1', cost: 100n, createdAt: 1000 })
     for (const id of ['h1', 'h2']) {
       await store.ledger.hold({ requestId: id, accountId: user, keyId: 'key_a', model: 'svc/atlas@1', amount: 200n, owner: 'i1', now: 1000, expiresAt: 10_000 })
       await store.ledger.capture({ requestId: id, cost: 100n, payeeId: payee, fee: 5n, feeAccountId: fees, now: 1001, usage: usage(id) })
@@ -90,7 +90,7 @@ describe.each(STORE_KINDS)('portal store on %s', (kind) => {
     await store.accounts.approve(other, 1_000n)
     for (const [id, payer] of [['h3', user], ['h4', other]] as const) {
       await store.ledger.hold({ requestId: id, accountId: payer, keyId: 'key_a', model: 'svc/atlas@1', amount: 200n, owner: 'i1', now: 1000, expiresAt: 10_000 })
-      await store.ledger.capture({ requestId: id, cost: 100n, payeeId: payee, fee: 5n, feeAccountId: fees, now: 1001, usage: record(id, payer, 'key_a', 'svc/atlas@1', 100n, 1000) })
+      await store.ledger.capture({ requestId: id, cost: 100n, payeeId: payee, fee: 5n, feeAccountId: fees, now: 1001, usage: record(id, payer, { keyId: 'key_a', model: 'svc/atlas@1', cost: 100n, createdAt: 1000 }) })
     }
     await store.settlement.createBatch('b2', fees, 3000)
     expect(await store.settlement.markSettled('b2', 3001, [other])).toBe(true)

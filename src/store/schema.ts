@@ -198,4 +198,26 @@ export interface Database {
   portal_nonces: PortalNoncesTable
   portal_sessions: PortalSessionsTable
   chain_wallets: ChainWalletsTable
+  idempotency: IdempotencyTable
+  refusal_counts: RefusalCountsTable
+}
+
+export interface IdempotencyTable {
+  key_id: string
+  idem_key: string
+  request_id: string
+  body_hash: string
+  state: string
+  reply_status: number | bigint | null
+  reply_body: string | null
+  created_at: bigint
+}
+
+export interface RefusalCountsTable {
+  account_id: bigint | number
+  key_id: string
+  model: string
+  code: string
+  minute: bigint
+  count: bigint
 }

@@ -1,8 +1,8 @@
 import { sql, type Kysely, type Selectable } from 'kysely'
 import type { BatchesTable, BatchStatus, Database } from './schema.js'
-import { big, bigOrNull, num, numOrNull, type Dialect } from './dialect.js'
+import type { PayeeSumsReader, StoreDialect } from './dialect.js'
+import { big, bigOrNull, num, numOrNull } from './ints.js'
 import { UNCACHED_POSTINGS } from './accounts.js'
-import { FoldedPayeeSums } from './payee-sums.js'
 import { buildBatch, dueCharges, openBuilt } from './batch-build.js'
 
 export interface Batch {
@@ -27,6 +27,17 @@ export interface BatchLimits {
   exclude?: { payers: number[]; payees: number[] }
 }
 
+/** An account's figures as payee (and as fee account), from its request rows and its written postings. */
+export interface PayeeSums {
+  /** Captured requests it was paid for, their cost, and its share after fees. */
+  requests: number
+  gross: bigint
+  earned: bigint
+  /** Its pending and settled books: the postings derived from posted request rows and those written as rows. */
+  pending: bigint
+  settled: bigint
+}
+
 export interface Leg {
   payerId: number
   payeeId: number
@@ -43,10 +54,10 @@ function toBatch(r: Omit<Selectable<BatchesTable>, 'block_hash' | 'failed_payers
 /** Settlement batches: captured charges grouped into payer → payee legs, settled once. */
 export class SettlementRepo {
   /** On SQLite, payees' sums over their request rows and written postings, each read folding in only the rows since the last. */
-  private readonly folded: FoldedPayeeSums | undefined
+  private readonly folded: PayeeSumsReader | undefined
 
-  constructor(private readonly db: Kysely<Database>, dialect: Dialect, sliceRows?: number) {
-    if (dialect === 'sqlite') this.folded = new FoldedPayeeSums(db, sliceRows)
+  constructor(private readonly db: Kysely<Database>, dialect: StoreDialect, sliceRows?: number) {
+    this.folded = dialect.payeeSums?.(db, sliceRows)
   }
 
   /**
@@ -55,7 +66,7 @@ export class SettlementRepo {
    * built `step` charges per transaction.
    */
   async createBatch(id: string, feeAccountId: number, now: number, limits: BatchLimits = {}, step?: number): Promise<Batch | null> {
-    const total = await buildBatch(this.db, id, feeAccountId, now, limits, step)
+    const total = await buildBatch(this.db, { id, feeAccountId, now }, limits, step)
     if (total === null) return null
     return { id, status: 'open', total, createdAt: now, sentAt: null, settledAt: null, txHash: null, nonce: null, block: null }
   }

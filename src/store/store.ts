@@ -1,26 +1,16 @@
 import type { Kysely } from 'kysely'
 import type { Database } from './schema.js'
-import type { Dialect } from './dialect.js'
+import type { Backend, Lock, StoreDialect } from './dialect.js'
 import { AccountRepo } from './accounts.js'
 import { KeyRepo } from './keys.js'
-import { LedgerRepo } from './ledger.js'
+import { LedgerRepo } from './ledger/repo.js'
 import { UsageRepo } from './usage.js'
 import { SettlementRepo } from './settlement.js'
 import { InstanceRepo } from './instances.js'
-import type { HotLedger } from './ledger-types.js'
+import type { HotLedger } from './ledger/types.js'
 import { PortalRepo } from './portal.js'
 import { ChainRepo } from './chain.js'
-
-export interface Lock {
-  release(): Promise<void>
-}
-
-/** What differs between the embedded and the server database beyond SQL. */
-export interface Backend {
-  /** A lock held across processes until released; null when another holder has it. */
-  tryLock(name: string): Promise<Lock | null>
-  close(): Promise<void>
-}
+import { IdempotencyRepo } from './idempotency.js'
 
 /** The single source of truth for accounts, keys, balances, holds, usage and settlement. All SQL lives below here. */
 export class Store {
@@ -32,8 +22,9 @@ export class Store {
   readonly instances: InstanceRepo
   readonly portal: PortalRepo
   readonly chain: ChainRepo
+  readonly idempotency: IdempotencyRepo
 
-  constructor(readonly db: Kysely<Database>, readonly dialect: Dialect, private readonly backend: Backend, private readonly hot: HotLedger) {
+  constructor(readonly db: Kysely<Database>, readonly dialect: StoreDialect, private readonly backend: Backend, private readonly hot: HotLedger) {
     this.accounts = new AccountRepo(db)
     this.keys = new KeyRepo(db, dialect)
     this.ledger = new LedgerRepo(db, hot, dialect)
@@ -42,6 +33,7 @@ export class Store {
     this.instances = new InstanceRepo(db)
     this.portal = new PortalRepo(db)
     this.chain = new ChainRepo(db, dialect)
+    this.idempotency = new IdempotencyRepo(db)
   }
 
   tryLock(name: string): Promise<Lock | null> {

@@ -1,7 +1,7 @@
 import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Selectable } from 'kysely'
 import type { Database, UsageTable } from './schema.js'
-import { big, num, numOrNull, type Dialect } from './dialect.js'
-import { slicedSummary, type UsageSummary } from './usage-summary.js'
+import type { StoreDialect } from './dialect.js'
+import { big, num, numOrNull } from './ints.js'
 
 /** Outcome of a request as recorded in usage. */
 export type Outcome =
@@ -72,6 +72,13 @@ function toRecord(r: Selectable<UsageTable>): UsageRecord {
   }
 }
 
+/** An account's usage totals over its whole history, and its spend per day since a day. */
+export interface UsageSummary {
+  totals: UsageTotals
+  /** Days without requests are absent; oldest first. */
+  daily: DailySpend[]
+}
+
 export interface UsageFilter {
   keyId?: string
   model?: string
@@ -118,7 +125,7 @@ export function matching(accountId: number, f: UsageFilter) {
 }
 
 export class UsageRepo {
-  constructor(private readonly db: Kysely<Database>, private readonly dialect: Dialect) {}
+  constructor(private readonly db: Kysely<Database>, private readonly dialect: StoreDialect) {}
 
   async get(accountId: number, requestId: string): Promise<UsageRecord | undefined> {
     const r = await this.db.selectFrom('usage').selectAll().where('request_id', '=', requestId).where('account_id', '=', accountId).executeTakeFirst()
@@ -157,12 +164,12 @@ export class UsageRepo {
 
   /**
    * The account's totals and its spend per day since `since` (the start of a day), both filtered alike. On SQLite, read
-   * in slices of time so that the event loop is never held for the whole history (usage-summary.ts).
+   * in slices of time so that the event loop is never held for the whole history (sqlite/usage-summary.ts).
    */
   async summary(accountId: number, filter: UsageFilter, since: number): Promise<UsageSummary> {
     // Mid-day, Postgres would count that day from `since` on and the slices the whole day or none of it.
     if (since % DAY_MS !== 0) throw new RangeError(`a usage summary's days begin at the start of one (${since})`)
-    if (this.dialect === 'sqlite') return slicedSummary(this.db, accountId, filter, since)
+    if (this.dialect.usageSummary) return this.dialect.usageSummary(this.db, accountId, filter, since)
     const [totals, daily] = await Promise.all([this.totals(accountId, filter), this.daily(accountId, { ...filter, since })])
     return { totals, daily }
   }

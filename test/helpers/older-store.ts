@@ -1,6 +1,6 @@
 import { IdentifierNode, OperationNodeTransformer, type Kysely, type KyselyPlugin } from 'kysely'
 import type BetterSqlite3 from 'better-sqlite3'
-import { openSqlite } from '../../src/store/sqlite.js'
+import { openSqlite } from '../../src/store/sqlite/open.js'
 import { migrate } from '../../src/store/migrate.js'
 import { AccountRepo, SYSTEM_ACCOUNTS } from '../../src/store/accounts.js'
 

@@ -1,8 +1,8 @@
 import pg from 'pg'
 import { Kysely, PostgresDialect, sql } from 'kysely'
-import { ConfigError } from '../config.js'
-import type { Database } from './schema.js'
-import type { Backend, Lock } from './store.js'
+import { ConfigError } from '../../config.js'
+import type { Database } from '../schema.js'
+import type { Backend, Lock } from '../dialect.js'
 
 const INT8 = 20
 const CONNECT_TIMEOUT_MS = 10_000

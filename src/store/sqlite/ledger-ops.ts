@@ -1,12 +1,12 @@
 import type BetterSqlite3 from 'better-sqlite3'
-import { toAccount } from './accounts.js'
-import { MAX_STORED } from './chain.js'
-import { big } from './dialect.js'
-import { isBusyError } from './sqlite-dialect.js'
-import { usageRow, type UsageRecord } from './usage.js'
-import { USAGE_ON_HOLDS } from './migrations/009_records_written_once.js'
-import type { OpenHolds } from './open-holds.js'
-import { capturedClose, overCapture, recordValues, refusalOf, refusedValues, releasedClose, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult } from './ledger-types.js'
+import { toAccount } from '../accounts.js'
+import { MAX_STORED } from '../chain.js'
+import { big } from '../ints.js'
+import { isBusyError } from './patient-dialect.js'
+import { usageRow, type UsageRecord } from '../usage.js'
+import { USAGE_ON_HOLDS } from '../migrations/009_records_written_once.js'
+import type { OpenHolds } from '../ledger/open-holds.js'
+import { capturedClose, overCapture, recordValues, refusalOf, refusedValues, releasedClose, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult } from '../ledger/types.js'
 
 const RECORD_PLACES = RECORD_COLUMNS.split(',').map(() => '?').join(', ')
 

@@ -1,4 +1,4 @@
-import type { HoldRequest } from './ledger-types.js'
+import type { HoldRequest } from './types.js'
 
 /**
  * The holds this gateway instance admitted and has not closed. In the store an open hold is only counted, in the

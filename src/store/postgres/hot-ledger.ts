@@ -1,10 +1,10 @@
 import pg from 'pg'
-import { toAccount } from './accounts.js'
-import { usageRow, type UsageRecord } from './usage.js'
-import { USAGE_ON_HOLDS } from './migrations/009_records_written_once.js'
-import { OpenHolds } from './open-holds.js'
-import { Recount, type Counter } from './recount.js'
-import { CloseUnanswered, capturedClose, overCapture, recordValues, refusalOf, refusedValues, releasedClose, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult, type HotLedger } from './ledger-types.js'
+import { toAccount } from '../accounts.js'
+import { usageRow, type UsageRecord } from '../usage.js'
+import { USAGE_ON_HOLDS } from '../migrations/009_records_written_once.js'
+import { OpenHolds } from '../ledger/open-holds.js'
+import { Recount } from './recount.js'
+import { CloseUnanswered, capturedClose, overCapture, recordValues, refusalOf, refusedValues, releasedClose, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type Counter, type HoldRequest, type HoldResult, type HotLedger } from '../ledger/types.js'
 
 /**
  * The hot ledger on Postgres: each operation is ONE statement of data-modifying CTEs, prepared once per connection. A

@@ -1,18 +1,8 @@
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql, type Kysely } from 'kysely'
-import type { Database } from './schema.js'
-import { big, num } from './dialect.js'
-
-/** An account's figures as payee (and as fee account), from its request rows and its written postings. */
-export interface PayeeSums {
-  /** Captured requests it was paid for, their cost, and its share after fees. */
-  requests: number
-  gross: bigint
-  earned: bigint
-  /** Its pending and settled books: the postings derived from posted request rows and those written as rows. */
-  pending: bigint
-  settled: bigint
-}
+import type { Database } from '../schema.js'
+import { big, num } from '../ints.js'
+import type { PayeeSums } from '../settlement.js'
 
 /** The highest rowids of the two tables summed, read in one snapshot. */
 export interface Tops {

@@ -1,11 +1,12 @@
 import { sql, type Kysely, type SelectQueryBuilder, type Transaction } from 'kysely'
-import type { Database } from './schema.js'
-import { big, num, type Dialect } from './dialect.js'
-import type { Outcome, UsageRecord } from './usage.js'
-import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './ledger-types.js'
-import { MAX_STORED } from './chain.js'
+import type { Database } from '../schema.js'
+import type { StoreDialect } from '../dialect.js'
+import { big, num } from '../ints.js'
+import type { Outcome, UsageRecord } from '../usage.js'
+import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './types.js'
+import { MAX_STORED } from '../chain.js'
 
-export type { CaptureRequest, HoldRequest, HoldResult } from './ledger-types.js'
+export type { CaptureRequest, HoldRequest, HoldResult } from './types.js'
 
 export interface LedgerAudit {
   /** Refs whose postings do not sum to zero. */
@@ -26,7 +27,7 @@ type OpenHolds = SelectQueryBuilder<Database, 'holds', { request_id: string; acc
  * The per-request writes go through the dialect's HotLedger; sweeps and audits are plain Kysely.
  */
 export class LedgerRepo {
-  constructor(private readonly db: Kysely<Database>, private readonly hot: HotLedger, private readonly dialect: Dialect) {}
+  constructor(private readonly db: Kysely<Database>, private readonly hot: HotLedger, private readonly dialect: StoreDialect) {}
 
   /** Admission: holds `amount` when spendable covers it (one atomic conditional write). */
   hold(h: HoldRequest): Promise<HoldResult> {
@@ -122,10 +123,9 @@ export class LedgerRepo {
    */
   private lowerCounter(owner: string, accountId: number, to: () => { held: bigint; open: number }, dead: boolean): Promise<number> {
     return this.db.transaction().execute(async (trx) => {
-      const lock = <Q extends { forUpdate(): Q }>(q: Q) => (this.dialect === 'postgres' ? q.forUpdate() : q)
-      if (this.dialect === 'postgres') await sql`SET LOCAL statement_timeout = ${sql.lit(LOWER_TIMEOUT_MS)}`.execute(trx)
-      await lock(trx.selectFrom('accounts').select('id').where('id', '=', accountId)).execute()
-      const c = await lock(trx.selectFrom('owner_holds').select(['held', 'open']).where('owner', '=', owner).where('account_id', '=', accountId).where('dead', '=', 0)).executeTakeFirst()
+      await this.dialect.boundStatements(trx, LOWER_TIMEOUT_MS)
+      await this.dialect.forUpdate(trx.selectFrom('accounts').select('id').where('id', '=', accountId)).execute()
+      const c = await this.dialect.forUpdate(trx.selectFrom('owner_holds').select(['held', 'open']).where('owner', '=', owner).where('account_id', '=', accountId).where('dead', '=', 0)).executeTakeFirst()
       const left = to()
       if (!c || (big(c.held) <= left.held && !dead)) return 0
       await trx.updateTable('accounts').set((eb) => ({ held: eb('held', '-', big(c.held) - left.held) })).where('id', '=', accountId).execute()
@@ -171,9 +171,7 @@ export class LedgerRepo {
    * SQLite, where this process's hot ledger waits for it), so requests closing beside it cannot show as a mismatch.
    */
   async audit(): Promise<LedgerAudit> {
-    let audit = this.db.transaction().setAccessMode('read only')
-    if (this.dialect === 'postgres') audit = audit.setIsolationLevel('repeatable read')
-    return audit.execute((trx) => auditIn(trx))
+    return this.dialect.readOnlySnapshot(this.db).execute((trx) => auditIn(trx))
   }
 }
 

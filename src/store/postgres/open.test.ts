@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import pg from 'pg'
 import { sql } from 'kysely'
-import { openPostgres } from './postgres.js'
-import { DATABASE_URL, dropSchema, freshPostgresUrl, postgresReachable } from '../../test/helpers/stores.js'
-import { closeFixture, openFixture, type StoreFixture } from '../../test/helpers/store-fixture.js'
+import { openPostgres } from './open.js'
+import { DATABASE_URL, dropSchema, freshPostgresUrl, postgresReachable } from '../../../test/helpers/stores.js'
+import { closeFixture, openFixture, type StoreFixture } from '../../../test/helpers/store-fixture.js'
 
 /** The Postgres connection the way production meets it: connections that die, processes that start together. */
 describe('a Postgres store', () => {

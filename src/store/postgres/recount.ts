@@ -1,3 +1,5 @@
+import type { Counter } from '../ledger/types.js'
+
 /**
  * On Postgres a statement can commit and still fail on its way back (the connection drops after the commit): its caller
  * cannot tell which. For a close the request's row tells (its key stops a second count-out). A hold leaves nothing in
@@ -88,10 +90,5 @@ export class Recount {
 
 /** How long a recount waits for the statements under way on its counter. */
 const DRAIN_MS = 5_000
-
-export interface Counter {
-  owner: string
-  accountId: number
-}
 
 const keyOf = (c: Counter) => `${c.owner} ${c.accountId}`

@@ -1,18 +1,19 @@
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql, type Kysely } from 'kysely'
-import type { Database } from './schema.js'
-import { big, num } from './dialect.js'
-import { DAY_MS, DAY_OF, matching, type DailySpend, type UsageFilter, type UsageTotals } from './usage.js'
-
-/** An account's usage totals over its whole history, and its spend per day since a day. */
-export interface UsageSummary {
-  totals: UsageTotals
-  /** Days without requests are absent; oldest first. */
-  daily: DailySpend[]
-}
+import type { Database } from '../schema.js'
+import { big, num } from '../ints.js'
+import { DAY_MS, DAY_OF, matching, type DailySpend, type UsageFilter, type UsageSummary, type UsageTotals } from '../usage.js'
 
 /** Rows of the account per statement, at most (but for rows of one millisecond): a few ms of the event loop. */
 export const SLICE_ROWS = 4096
+
+/** An account's summary (`UsageRepo.summary`): its usage matching `filter`, by day from `since`; `sliceRows`: tests. */
+export interface SummaryQuery {
+  accountId: number
+  filter: UsageFilter
+  since: number
+  sliceRows?: number
+}
 
 /**
  * The summary on SQLite, read in slices of time through the account's index by time (`holds_account_time`), with the
@@ -23,7 +24,7 @@ export const SLICE_ROWS = 4096
  * account's whole history; a row written during the read into a span already read is not counted (the summary is
  * then as of a moment earlier for it), and none is counted twice.
  */
-export async function slicedSummary(db: Kysely<Database>, accountId: number, filter: UsageFilter, since: number, sliceRows = SLICE_ROWS): Promise<UsageSummary> {
+export async function slicedSummary(db: Kysely<Database>, { accountId, filter, since, sliceRows = SLICE_ROWS }: SummaryQuery): Promise<UsageSummary> {
   const bounds = await boundsQuery(accountId).execute(db)
   const totals: UsageTotals = { requests: 0, promptTokens: 0, completionTokens: 0, cost: 0n }
   const days = new Map<number, DailySpend>()
@@ -31,8 +32,8 @@ export async function slicedSummary(db: Kysely<Database>, accountId: number, fil
   if (first === null || last === null) return { totals, daily: [] }
   const end = num(last) + 1
   for (let from = num(first); from < end; ) {
-    const to = await sliceEnd(db, accountId, from, end, sliceRows)
-    const rows = await usageSliceQuery(db, accountId, filter, from, to).execute()
+    const to = await sliceEnd(db, { accountId, from, end, rows: sliceRows })
+    const rows = await usageSliceQuery(db, accountId, filter, { from, to }).execute()
     for (const r of rows) {
       const requests = num(r.requests)
       const cost = big(r.cost)
@@ -55,7 +56,7 @@ export async function slicedSummary(db: Kysely<Database>, accountId: number, fil
 }
 
 /** Where the slice from `from` ends: at the time of the `rows`-th row of the account from there, past every row of `from`'s millisecond. */
-async function sliceEnd(db: Kysely<Database>, accountId: number, from: number, end: number, rows: number): Promise<number> {
+async function sliceEnd(db: Kysely<Database>, { accountId, from, end, rows }: { accountId: number; from: number; end: number; rows: number }): Promise<number> {
   const r = await sliceEndQuery(accountId, from, rows).execute(db)
   const at = r.rows[0]?.at
   return at === undefined || at === null ? end : Math.max(num(at), from + 1)
@@ -75,7 +76,7 @@ export function boundsQuery(accountId: number) {
 }
 
 /** The account's usage in [from, to) matching `filter`, per UTC day, through its index by time (a test reads its plan). */
-export function usageSliceQuery(db: Kysely<Database>, accountId: number, filter: UsageFilter, from: number, to: number) {
+export function usageSliceQuery(db: Kysely<Database>, accountId: number, filter: UsageFilter, { from, to }: { from: number; to: number }) {
   return db
     .selectFrom('usage')
     .select([

@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import BetterSqlite3 from 'better-sqlite3'
-import { openStore } from './open.js'
-import { sqliteLedgerOps, type LedgerOp } from './sqlite-ledger-ops.js'
-import { OpenHolds } from './open-holds.js'
-import { freshSqliteUrl } from '../../test/helpers/stores.js'
+import { openStore } from '../open.js'
+import { sqliteLedgerOps, type LedgerOp } from './ledger-ops.js'
+import { OpenHolds } from '../ledger/open-holds.js'
+import { freshSqliteUrl } from '../../../test/helpers/stores.js'
 
 /** A connection whose transactions count their runs: a group that had to be replayed runs once per operation, plus once. */
 function counted(raw: BetterSqlite3.Database) {

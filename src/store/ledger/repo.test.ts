@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { Store } from './store.js'
-import { spendableOf } from './accounts.js'
-import { openStore } from './open.js'
+import type { Store } from '../store.js'
+import { spendableOf } from '../accounts.js'
+import { openStore } from '../open.js'
 import { sql } from 'kysely'
-import { STORE_KINDS, postgresReachable } from '../../test/helpers/stores.js'
-import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
+import { STORE_KINDS, postgresReachable } from '../../../test/helpers/stores.js'
+import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
 
 const usage = (requestId: string, accountId: number, cost: bigint) => usageRecord(requestId, accountId, cost, { upstreamPromptTokens: 9, upstreamCompletionTokens: 5 })
 

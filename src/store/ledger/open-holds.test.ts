@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { Store } from './store.js'
-import { STORE_KINDS, postgresReachable } from '../../test/helpers/stores.js'
-import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
+import type { Store } from '../store.js'
+import { STORE_KINDS, postgresReachable } from '../../../test/helpers/stores.js'
+import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
 
 /**
  * An open hold is a counter in the store and its details in this instance's memory (docs/ledger-written-once.md):

@@ -1,7 +1,6 @@
-import type { Account } from './accounts.js'
-import { usageRow, type UsageRecord } from './usage.js'
+import type { Account } from '../accounts.js'
+import { usageRow, type UsageRecord } from '../usage.js'
 import type { OpenHolds } from './open-holds.js'
-import type { Counter } from './recount.js'
 
 export interface HoldRequest {
   requestId: string
@@ -25,6 +24,12 @@ export interface CaptureRequest {
   feeAccountId: number
   now: number
   usage: UsageRecord
+}
+
+/** A counter of open holds: an instance's `owner_holds` row for an account (Postgres recounts one in doubt: `Recount`). */
+export interface Counter {
+  owner: string
+  accountId: number
 }
 
 /**

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import Database from 'better-sqlite3'
 import { CompiledQuery } from 'kysely'
-import { DAY_MS, UsageRepo, type UsageFilter } from './usage.js'
+import { DAY_MS, UsageRepo, type UsageFilter } from '../usage.js'
 import { boundsQuery, sliceEndQuery, slicedSummary, usageSliceQuery } from './usage-summary.js'
-import type { Store } from './store.js'
-import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
-import { turnsDuring } from '../../test/helpers/turns.js'
+import { postgresDialect } from '../postgres/dialect.js'
+import type { Store } from '../store.js'
+import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
+import { turnsDuring } from '../../../test/helpers/turns.js'
 
 const day0 = 20_000 * DAY_MS
 
@@ -18,7 +19,7 @@ describe("an account's usage summary on SQLite, read in slices of time", () => {
   beforeAll(async () => {
     f = await openFixture('sqlite')
     store = f.store
-    whole = new UsageRepo(store.db, 'postgres')
+    whole = new UsageRepo(store.db, postgresDialect)
   })
   afterAll(() => closeFixture(f))
 
@@ -30,7 +31,7 @@ describe("an account's usage summary on SQLite, read in slices of time", () => {
         const expected = await whole.summary(accountId, filter, since)
         expect(await store.usage.summary(accountId, filter, since), JSON.stringify({ filter, since })).toEqual(expected)
         // In slices of seven rows: days split across slices, and filters that leave some slices empty.
-        expect(await slicedSummary(store.db, accountId, filter, since, 7), JSON.stringify({ filter, since })).toEqual(expected)
+        expect(await slicedSummary(store.db, { accountId, filter, since, sliceRows: 7 }), JSON.stringify({ filter, since })).toEqual(expected)
       }
     }
   }
@@ -58,7 +59,7 @@ describe("an account's usage summary on SQLite, read in slices of time", () => {
     const plan = async (c: CompiledQuery) =>
       (await store.db.executeQuery<{ detail: string }>(CompiledQuery.raw(`EXPLAIN QUERY PLAN ${c.sql}`, [...c.parameters]))).rows.map((r) => r.detail).join('\n')
     for (const filter of filters) {
-      expect(await plan(usageSliceQuery(store.db, f!.user, filter, 5, 9).compile())).toMatch(/USING INDEX holds_account_time \(account_id=\? AND created_at>\? AND created_at<\?\)/)
+      expect(await plan(usageSliceQuery(store.db, f!.user, filter, { from: 5, to: 9 }).compile())).toMatch(/USING INDEX holds_account_time \(account_id=\? AND created_at>\? AND created_at<\?\)/)
     }
     expect(await plan(boundsQuery(f!.user).compile(store.db))).not.toMatch(/SCAN holds\b/)
     expect(await plan(sliceEndQuery(f!.user, 5, 4096).compile(store.db))).toMatch(/USING COVERING INDEX holds_account_time \(account_id=\? AND created_at>\?\)/)

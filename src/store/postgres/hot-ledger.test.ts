@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type pg from 'pg'
-import { openPostgres, type PostgresHandle } from './postgres.js'
-import { PostgresHotLedger } from './hot-postgres.js'
-import { LedgerRepo } from './ledger.js'
-import type { HoldRequest } from './ledger-types.js'
-import { postgresReachable } from '../../test/helpers/stores.js'
-import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
+import { openPostgres, type PostgresHandle } from './open.js'
+import { PostgresHotLedger } from './hot-ledger.js'
+import { postgresDialect } from './dialect.js'
+import { LedgerRepo } from '../ledger/repo.js'
+import type { HoldRequest } from '../ledger/types.js'
+import { postgresReachable } from '../../../test/helpers/stores.js'
+import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
 
 /**
  * A pool whose hold statements can commit and then lose their answer (the connection dropped after the commit), or
@@ -45,7 +46,7 @@ describe('holds whose answer was lost, on postgres', () => {
     h = await openPostgres(f!.url)
     const faults = lossy(h.pool)
     const hot = new PostgresHotLedger(h.pool)
-    const ledger = new LedgerRepo(store.db, hot, 'postgres')
+    const ledger = new LedgerRepo(store.db, hot, postgresDialect)
     await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
     await store.accounts.approve(user, 1_000n)
     const hold = (requestId: string, amount: bigint): HoldRequest => ({ requestId, accountId: user, keyId: 'k', model: 'm', amount, owner: 'i1', now: 1000, expiresAt: 9000 })

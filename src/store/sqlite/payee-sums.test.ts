@@ -1,11 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import Database from 'better-sqlite3'
 import { CompiledQuery, sql } from 'kysely'
-import { SettlementRepo } from './settlement.js'
+import { SettlementRepo } from '../settlement.js'
 import { postingsSliceQuery, rowsSliceQuery } from './payee-sums.js'
-import type { Store } from './store.js'
-import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
-import { turnsDuring } from '../../test/helpers/turns.js'
+import { sqliteDialect } from './dialect.js'
+import { postgresDialect } from '../postgres/dialect.js'
+import type { Store } from '../store.js'
+import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
+import { turnsDuring } from '../../../test/helpers/turns.js'
 
 describe("a payee's sums on SQLite, folded from its request rows and written postings", () => {
   let f: StoreFixture | undefined
@@ -17,7 +19,7 @@ describe("a payee's sums on SQLite, folded from its request rows and written pos
   beforeAll(async () => {
     f = await openFixture('sqlite')
     store = f.store
-    whole = new SettlementRepo(store.db, 'postgres')
+    whole = new SettlementRepo(store.db, postgresDialect)
     await store.accounts.deposit(f.user, 1_000_000n, 'dep_1', 1000)
     await store.accounts.approve(f.user, 1_000_000n)
   })
@@ -56,7 +58,7 @@ describe("a payee's sums on SQLite, folded from its request rows and written pos
 
   it('are those read whole, as rows are added, settled and read in slices of a few rows', async () => {
     // Three rowids per statement: every read below folds in several slices, and goes on from where the last stopped.
-    const folded = new SettlementRepo(store.db, 'sqlite', 3)
+    const folded = new SettlementRepo(store.db, sqliteDialect, 3)
     await matches(folded)
     await olderRequest(f!.payee, 30n, 3n)
     await olderRequest(f!.payee, 20n, 2n, f!.fees)
@@ -75,11 +77,11 @@ describe("a payee's sums on SQLite, folded from its request rows and written pos
     await matches(folded)
     expect(await folded.payeeTotals(f!.payee)).toEqual({ pending: 18n, settled: 332n })
     // A repository that never read them folds them all at once, and reads alike.
-    await matches(new SettlementRepo(store.db, 'sqlite'))
+    await matches(new SettlementRepo(store.db, sqliteDialect))
   })
 
   it('are read alike by reads at once, each going on from where the others stopped', async () => {
-    const folded = new SettlementRepo(store.db, 'sqlite', 2)
+    const folded = new SettlementRepo(store.db, sqliteDialect, 2)
     const reads = await Promise.all([folded.payeeTotals(f!.payee), folded.payeeEarnings(f!.payee), folded.payeeTotals(f!.payee), folded.payeeTotals(f!.fees)])
     expect(reads).toEqual([await whole.payeeTotals(f!.payee), await whole.payeeEarnings(f!.payee), await whole.payeeTotals(f!.payee), await whole.payeeTotals(f!.fees)])
   })
@@ -111,7 +113,7 @@ describe("a payee's sums on SQLite, folded from its request rows and written pos
       for (let i = 0; i < 40_000; i++) insert.run(`bulk_${i}`, f!.user, f!.payee, f!.fees)
     })()
     raw.close()
-    const folded = new SettlementRepo(store.db, 'sqlite')
+    const folded = new SettlementRepo(store.db, sqliteDialect)
     let read: unknown
     const turns = await turnsDuring(async () => (read = await folded.payeeEarnings(f!.payee)))
     expect(read).toEqual(await whole.payeeEarnings(f!.payee))

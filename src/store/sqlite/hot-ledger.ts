@@ -1,13 +1,13 @@
 import type BetterSqlite3 from 'better-sqlite3'
 import type { Kysely } from 'kysely'
-import type { Database } from './schema.js'
-import { sqliteLedgerOps, type LedgerOp, type Outcome } from './sqlite-ledger-ops.js'
-import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './ledger-types.js'
-import type { UsageRecord } from './usage.js'
-import { BUSY_WAIT_MS, busyDelay, isBusyError } from './sqlite-dialect.js'
+import type { Database } from '../schema.js'
+import { sqliteLedgerOps, type LedgerOp, type Outcome } from './ledger-ops.js'
+import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from '../ledger/types.js'
+import type { UsageRecord } from '../usage.js'
+import { BUSY_WAIT_MS, busyDelay, isBusyError } from './patient-dialect.js'
 import { WalSync, type SyncWays } from './wal-sync.js'
 import { OneAtATime } from './one-at-a-time.js'
-import { OpenHolds } from './open-holds.js'
+import { OpenHolds } from '../ledger/open-holds.js'
 
 /** What the ledger needs from the checkpointer: a gate before its writes, and a stop without a last checkpoint. */
 export interface WalKeeper {
