@@ -6,7 +6,7 @@ import { Capabilities, ToolContract, CORTEX_MODEL_ID, MODEL_ID_PATTERN } from '.
 import { jsonPointerToPath } from './protocol/json-pointer.js'
 
 /**
- * The config file (DESIGN §9). This shape is a contract: outside tools write such files. Its objects are closed: a
+ * The config file (docs/architecture.md §9). This shape is a contract: outside tools write such files. Its objects are closed: a
  * field this shape does not name (most often a misspelt optional one, whose default would quietly apply) is refused.
  */
 const Closed = <T extends Parameters<typeof Type.Object>[0]>(properties: T) => Type.Object(properties, { additionalProperties: false })

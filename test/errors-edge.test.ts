@@ -5,7 +5,7 @@ import { STORE_KINDS, postgresReachable } from './helpers/stores.js'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { signIn } from './helpers/portal.js'
 
-/** Client input at the edges must get an error of the contract (DESIGN §3), never an internal error. */
+/** Client input at the edges must get an error of the contract (docs/architecture.md §3), never an internal error. */
 async function expectError(res: Response, status: number, code: string, param: string | null) {
   const text = await res.text()
   expect(res.status, text).toBe(status)

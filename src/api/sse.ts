@@ -44,7 +44,7 @@ function isAscii(text: string): boolean {
 }
 
 /**
- * The one encoder of the gateway's stream (DESIGN §3, §6). Every chunk shares a prefix built once per reply;
+ * The one encoder of the gateway's stream (docs/architecture.md §3, §6). Every chunk shares a prefix built once per reply;
  * each event then costs one string concatenation and the JSON of its own payload.
  */
 export class ChunkEncoder {

@@ -16,14 +16,14 @@ export interface CommonOptions {
   json?: boolean
 }
 
-/** Every command accepts --config and --json (DESIGN §9). */
+/** Every command accepts --config and --json (docs/architecture.md §9). */
 export function common(cmd: Command): Command {
   return cmd
     .option('--config <file>', `config file (default: $SVC_CONFIG, else ${DEFAULT_CONFIG} as written by svc demo)`)
     .option('--json', 'print one JSON object on stdout instead of text')
 }
 
-/** For the commands that read no config (`demo` writes its own, `certify` probes an upstream): `--config` is accepted, as by every command (DESIGN §9), and said to be unused. */
+/** For the commands that read no config (`demo` writes its own, `certify` probes an upstream): `--config` is accepted, as by every command (docs/architecture.md §9), and said to be unused. */
 export function noConfig(cmd: Command): Command {
   return cmd
     .option('--config <file>', 'accepted like every command\'s; unused here')

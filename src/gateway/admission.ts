@@ -14,7 +14,7 @@ export interface AdmissionStore {
   ledger: LedgerRepo
 }
 
-/** The most a request can cost: input estimate and max_tokens at the highest prices of its plan (DESIGN §4). */
+/** The most a request can cost: input estimate and max_tokens at the highest prices of its plan (docs/architecture.md §4). */
 export function maxCostOf(p: Prepared): bigint {
   return priceOf(p.plan.ceiling, p.inputTokens, p.maxTokens)
 }

@@ -96,7 +96,7 @@ function chargeOf(
   s: ChargeDeps, r: Admitted, reply: Produced, servedModel: string | null, outcome: Outcome,
   base: (o: Outcome, extra?: Partial<UsageRecord>) => UsageRecord,
 ): { usage: Usage; cost: bigint; capture: CaptureRequest } {
-  // max_tokens bounds the output and the charge (spec §4.1): an upstream that overruns it is billed, and reported, as
+  // max_tokens bounds the output and the charge (docs/interface.md §4.1): an upstream that overruns it is billed, and reported, as
   // if it had stopped there, at the price of the offer that served. The bound is the one that offer was sent (targets
   // of svc/cortex@1 may be sent less than the hold covers).
   const completion = Math.min(countOutput(reply.content, reply.toolCalls.map((c) => c.function), reply.maxTokens), reply.maxTokens)
@@ -160,7 +160,7 @@ export async function landed(usage: UsageRepo, accountId: number, err: unknown, 
 
 /**
  * A request the gateway stopped serving when its shutdown grace ran out: its client is still there and is told so, to
- * retry elsewhere, and is charged nothing (as for a stream an upstream broke, DESIGN §4): a stream that had begun
+ * retry elsewhere, and is charged nothing (as for a stream an upstream broke, docs/architecture.md §4): a stream that had begun
  * ends with `stream_interrupted`, anything else is refused with 503.
  */
 async function stoppedUnderway(

@@ -28,7 +28,7 @@ export interface Prepared {
 }
 
 /**
- * Validates, meters and plans a chat request (spec §4.1, DESIGN §3, §5). Bad input yields an ApiError, never an
+ * Validates, meters and plans a chat request (docs/interface.md §4.1, docs/architecture.md §3, §5). Bad input yields an ApiError, never an
  * exception. A long prompt is counted over several turns of the event loop (`countInput`): its outcome then comes as a
  * promise, which rejects with `CountAbandoned` once `abandoned` says no one waits for it any more.
  */
@@ -104,7 +104,7 @@ function largestContext(catalog: Catalog, named: ModelConfig | undefined, cortex
 }
 
 /**
- * Plans svc/cortex@1 (DESIGN §4, §5): each candidate fits as a named request would and is sent its own reply bound,
+ * Plans svc/cortex@1 (docs/architecture.md §4, §5): each candidate fits as a named request would and is sent its own reply bound,
  * max_tokens when the client sent it, else the listed cortex maximum (the least of the candidates' maximum outputs)
  * or less when the candidate's context leaves less. One bound for all would either drop a small-context candidate
  * that fits (sending the request to the vendor at many times the price) or cut every other candidate's reply to its

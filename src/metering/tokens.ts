@@ -1,7 +1,7 @@
 import { countText, TextCount } from './o200k.js'
 
 /**
- * Metering version 1 (DESIGN §7): the gateway counts tokens itself with the o200k BPE.
+ * Metering version 1 (docs/architecture.md §7): the gateway counts tokens itself with the o200k BPE.
  * Input: each message's text plus a fixed overhead, tool definitions, and the reply priming.
  * Output: delivered content plus tool-call names and arguments.
  */

@@ -1,7 +1,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 
 /**
- * POST /v1/chat/completions request (spec §4.1, DESIGN §3). Unknown fields are allowed by the schema and
+ * POST /v1/chat/completions request (docs/interface.md §4.1, docs/architecture.md §3). Unknown fields are allowed by the schema and
  * ignored by the gateway, so every SDK's extras pass; the standard optional parameters are type-checked.
  */
 const Nullable = <T extends TSchema>(t: T) => Type.Optional(Type.Union([t, Type.Null()]))

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 
-/** Wire shapes of GET /v1/models (spec §2.1); the same schemas describe models in the config file. */
+/** Wire shapes of GET /v1/models (docs/interface.md §2.1); the same schemas describe models in the config file. */
 export const Capabilities = Type.Object({
   workload: Type.Union([Type.Literal('chat'), Type.Literal('embedding')]),
   tools: Type.Boolean(),

@@ -91,7 +91,7 @@ export class Catalog {
   }
 }
 
-/** The most conservative capabilities, context and tool contract among the candidates (spec §2.1). */
+/** The most conservative capabilities, context and tool contract among the candidates (docs/interface.md §2.1). */
 export function conservative(candidates: string[], models: ModelConfig[]): CortexModel {
   const caps = models.map((m) => m.capabilities)
   const capabilities: Capabilities = {

@@ -66,7 +66,7 @@ export interface AttemptContext {
  */
 export const REQUEST_REFUSED = new Set([400, 413, 422])
 
-/** Tries the offers in order with the same request; fails over while nothing reached the client (DESIGN §5, §6). */
+/** Tries the offers in order with the same request; fails over while nothing reached the client (docs/architecture.md §5, §6). */
 export async function tryOffers(offers: readonly Offer[], request: BoundRequest, rules: ToolRules, ctx: AttemptContext): Promise<TargetOutcome> {
   const attempts: Attempt[] = []
   for (const offer of offers) {

@@ -1,4 +1,4 @@
-/** Per-offer health: a circuit breaker, a latency average and the in-flight count (per process, DESIGN §11). */
+/** Per-offer health: a circuit breaker, a latency average and the in-flight count (per process, docs/architecture.md §11). */
 export type BreakerState = 'closed' | 'open' | 'half-open'
 
 interface OfferState {

@@ -8,7 +8,7 @@ export interface Estimate {
 }
 
 /**
- * Orders a model's offers for one request (DESIGN §5): by what the request could cost at each offer's price,
+ * Orders a model's offers for one request (docs/architecture.md §5): by what the request could cost at each offer's price,
  * then health (closed before half-open), then latency. Open breakers and full offers are left out.
  */
 export function rankOffers(offers: readonly Offer[], health: Health, est: Estimate): Offer[] {

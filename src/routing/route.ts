@@ -6,7 +6,7 @@ import type { Health } from './health.js'
 import { rankOffers } from './plan.js'
 import { tryOffers, type Attempt, type AttemptContext, type BoundRequest, type Produced } from './failover.js'
 
-/** A model that fits the request, and what its offers are sent: its own reply bound (svc/cortex@1's may differ, DESIGN §4). */
+/** A model that fits the request, and what its offers are sent: its own reply bound (svc/cortex@1's may differ, docs/architecture.md §4). */
 export interface Candidate {
   model: ModelConfig
   request: BoundRequest
@@ -77,7 +77,7 @@ export type RouteOutcome =
   | { kind: 'broken'; code: 'stream_interrupted' | 'provider_output_invalid'; detail: string; reply: Produced; servedModel: string }
   | { kind: 'client_closed'; reply?: Produced; servedModel?: string }
 
-/** Runs the plan: each target's offers in turn, then the vendor; DESIGN §5. */
+/** Runs the plan: each target's offers in turn, then the vendor; docs/architecture.md §5. */
 export async function executeRoute(plan: RoutePlan, calls: CallPolicy, ctx: AttemptContext): Promise<RouteOutcome> {
   const attempts: Attempt[] = []
   let failedTargets = 0

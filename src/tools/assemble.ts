@@ -89,7 +89,7 @@ export interface ToolRules extends CallPolicy {
 
 /**
  * Why the calls of a finished reply cannot be delivered, or null when they can: each call needs an id, a declared
- * non-empty name and arguments that parse as a JSON object within the size limit (spec §2.2); together they must
+ * non-empty name and arguments that parse as a JSON object within the size limit (docs/interface.md §2.2); together they must
  * obey the request's tool_choice and parallel_tool_calls, which an upstream may silently ignore.
  */
 export function invalidToolCall(calls: readonly ToolCall[], rules: ToolRules): string | null {

@@ -44,7 +44,7 @@ export function toolRequestViolation(req: ChatRequest): ApiError | null {
 }
 
 /**
- * Refuses tool options outside the model's certified tool_contract (spec §7), naming the field, before any work.
+ * Refuses tool options outside the model's certified tool_contract (docs/interface.md §7), naming the field, before any work.
  * Returns null when the request fits. The request's own consistency is `toolRequestViolation`'s, checked before.
  */
 export function toolContractViolation(modelId: string, caps: Capabilities, contract: ToolContract | undefined, req: ChatRequest): ApiError | null {

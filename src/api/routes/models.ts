@@ -13,7 +13,7 @@ export interface ModelSource {
   health: Health
 }
 
-/** The model list (spec §2.1, §4.2): every configured model with its lowest live offer, then svc/cortex@1 with ceiling prices. */
+/** The model list (docs/interface.md §2.1, §4.2): every configured model with its lowest live offer, then svc/cortex@1 with ceiling prices. */
 export function modelList({ catalog, health }: ModelSource, created: number): WireModelList {
   const data: WireModel[] = []
   for (const m of catalog.models.values()) {

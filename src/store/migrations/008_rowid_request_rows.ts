@@ -7,7 +7,6 @@ import type { Dialect } from '../dialect.js'
  * pages and rows of 120–150 bytes that is six per page, so the tree is deep and its interior pages split often, and
  * every index entry carries the 30-byte request id to find its row. A rowid table keeps its rows in leaves (interior
  * pages hold rowids), the request id index is one narrow B-tree, and every other index entry carries a rowid.
- * Usage rows alone, inserted in groups of 3: about a fifth fewer WAL frames and CPU per row (docs/performance-log.md).
  * Postgres tables are heaps already: nothing changes there.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
