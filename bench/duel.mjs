@@ -1,23 +1,40 @@
 // Two builds of the gateway side by side — this checkout and a git ref — loaded in turn in short slices, so that the
 // machine's drift (tens of percent from one minute to the next on this VM) falls on both alike. Rounds of whole
-// benchmarks one after the other could not tell a 5 % change from the drift; paired slices can.
-// Each slice: one gateway gets a closed loop of --concurrency connections for --slice seconds (after 0.5 s of
-// warm-up); the order alternates. Each build runs as --processes fresh processes in turn (see below). Printed: medians per build, the median of the per-slice ratios this/base, and in
-// how many slices this checkout was faster.
-// Usage: npm run bench:duel -- --base <git ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 4]
-// [--node-args="--flag …"] (node flags for this checkout's gateways only: a duel of runtime flags against --base HEAD)
-// [--env="NAME=value …"] (environment added to this checkout's gateways only, as --node-args)
-// [--accounts 32] (each gateway's requests spread over that many funded accounts, in turn)
+// benchmarks one after the other could not tell a 5 % change from the drift; paired slices can. Each slice: one gateway
+// gets a closed loop of --concurrency connections for --slice seconds (after 0.5 s of warm-up); the order alternates.
+// Each build runs as --processes fresh processes in turn (see below). Printed: medians per build, the median of the
+// per-slice ratios this/base, and in how many slices this checkout was faster. Usage: npm run bench:duel -- --base <git
+// ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 4] [--node-args="--flag …"] (node flags
+// for this checkout's gateways only: a duel of runtime flags against --base HEAD) [--env="NAME=value …"] (environment
+// added to this checkout's gateways only, as --node-args) [--accounts 32] (each gateway's requests spread over that
+// many funded accounts, in turn)
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_MODEL, buildBase, cpuUs, load, median, MESSAGES, start, startGateway } from './processes.mjs'
+import {
+  benchGateway,
+  BENCH_MODEL,
+  buildBase,
+  cpuUs,
+  load,
+  median,
+  MESSAGES,
+  start,
+  startGateway,
+} from './processes.mjs'
 import { benchOptions, usageError } from './options.mjs'
 
 const o = benchOptions(import.meta.url, {
-  base: { type: 'string' }, mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] }, concurrency: { type: 'string', default: '16' },
-  slices: { type: 'string', default: '16' }, slice: { type: 'string', default: '2' }, tokens: { type: 'string', default: '64' },
-  processes: { type: 'string', default: '4' }, 'node-args': { type: 'string', default: '' }, env: { type: 'string', default: '' }, accounts: { type: 'string', default: '1' },
+  base: { type: 'string' },
+  mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] },
+  concurrency: { type: 'string', default: '16' },
+  slices: { type: 'string', default: '16' },
+  slice: { type: 'string', default: '2' },
+  tokens: { type: 'string', default: '64' },
+  processes: { type: 'string', default: '4' },
+  'node-args': { type: 'string', default: '' },
+  env: { type: 'string', default: '' },
+  accounts: { type: 'string', default: '1' },
 })
 if (!o.base) usageError(import.meta.url, '--base <git ref> is required: the build to measure this checkout against')
 
@@ -34,15 +51,29 @@ async function gateway(root, nodeArgs = [], env = {}) {
   return { child: gw.child, key, pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions` }
 }
 const thisArgs = o['node-args'].split(' ').filter(Boolean)
-const thisEnv = Object.fromEntries(o.env.split(' ').filter(Boolean).map((kv) => {
-  const eq = kv.indexOf('=')
-  if (eq <= 0) usageError(import.meta.url, `--env takes NAME=value pairs, not "${kv}"`)
-  return [kv.slice(0, eq), kv.slice(eq + 1)]
-}))
-const thisExtras = [...thisArgs.length ? [`node ${thisArgs.join(' ')} after its own flags`] : [], ...o.env ? [`env ${o.env}`] : []]
+const thisEnv = Object.fromEntries(
+  o.env
+    .split(' ')
+    .filter(Boolean)
+    .map((kv) => {
+      const eq = kv.indexOf('=')
+      if (eq <= 0) usageError(import.meta.url, `--env takes NAME=value pairs, not "${kv}"`)
+      return [kv.slice(0, eq), kv.slice(eq + 1)]
+    }),
+)
+const thisExtras = [
+  ...(thisArgs.length ? [`node ${thisArgs.join(' ')} after its own flags`] : []),
+  ...(o.env ? [`env ${o.env}`] : []),
+]
 const builds = [
   { name: `base ${o.base}`, root: base, slices: [] },
-  { name: `this checkout${thisExtras.length ? ` (${thisExtras.join('; ')})` : ''}`, root: '.', nodeArgs: thisArgs, env: thisEnv, slices: [] },
+  {
+    name: `this checkout${thisExtras.length ? ` (${thisExtras.join('; ')})` : ''}`,
+    root: '.',
+    nodeArgs: thisArgs,
+    env: thisEnv,
+    slices: [],
+  },
 ]
 const body = { model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' }
 const c = Number(o.concurrency)
@@ -64,7 +95,13 @@ for (let p = 0; p < processes; p++) {
       const loop = cpuUs(g.pid, true)
       const r = await load(g.url, body, c, seconds, 0.5, g.key)
       const served = r.requests * (1 + 0.5 / seconds)
-      b.slices.push({ rps: r.rps, p50: r.p50_ms, p99: r.p99_ms, cpu: (cpuUs(g.pid) - cpu) / served, loop: (cpuUs(g.pid, true) - loop) / served })
+      b.slices.push({
+        rps: r.rps,
+        p50: r.p50_ms,
+        p99: r.p99_ms,
+        cpu: (cpuUs(g.pid) - cpu) / served,
+        loop: (cpuUs(g.pid, true) - loop) / served,
+      })
     }
   }
   for (const g of live.values()) {
@@ -72,14 +109,23 @@ for (let p = 0; p < processes; p++) {
     await new Promise((resolve) => g.child.once('exit', resolve))
   }
 }
-console.log(`\nDuel: ${o.mode}, concurrency ${c}, ${builds[0].slices.length} slices of ${seconds} s per build over ${processes} processes each, alternating`)
-console.table(builds.map((b) => ({
-  build: b.name, 'req/s': Math.round(median(b.slices.map((s) => s.rps))), 'p50 ms': +median(b.slices.map((s) => s.p50)).toFixed(2),
-  'p99 ms': +median(b.slices.map((s) => s.p99)).toFixed(2), 'CPU µs/req': Math.round(median(b.slices.map((s) => s.cpu))),
-  'event-loop CPU µs/req': Math.round(median(b.slices.map((s) => s.loop))),
-})))
+console.log(
+  `\nDuel: ${o.mode}, concurrency ${c}, ${builds[0].slices.length} slices of ${seconds} s per build over ${processes} processes each, alternating`,
+)
+console.table(
+  builds.map((b) => ({
+    build: b.name,
+    'req/s': Math.round(median(b.slices.map((s) => s.rps))),
+    'p50 ms': +median(b.slices.map((s) => s.p50)).toFixed(2),
+    'p99 ms': +median(b.slices.map((s) => s.p99)).toFixed(2),
+    'CPU µs/req': Math.round(median(b.slices.map((s) => s.cpu))),
+    'event-loop CPU µs/req': Math.round(median(b.slices.map((s) => s.loop))),
+  })),
+)
 const [a, b] = builds
 const ratio = median(b.slices.map((s, i) => s.rps / a.slices[i].rps))
 const wins = b.slices.filter((s, i) => s.rps > a.slices[i].rps).length
-console.log(`req/s this/base: ${ratio.toFixed(3)} (median of per-slice ratios); this checkout faster in ${wins} of ${b.slices.length} slices`)
+console.log(
+  `req/s this/base: ${ratio.toFixed(3)} (median of per-slice ratios); this checkout faster in ${wins} of ${b.slices.length} slices`,
+)
 process.exit(0)

@@ -14,16 +14,42 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_WALLET, cpuUs, load, machineCpuUs, median, MESSAGES, poolRoundTrip, start, startGateway, syncFloor } from './processes.mjs'
+import {
+  benchGateway,
+  BENCH_WALLET,
+  cpuUs,
+  load,
+  machineCpuUs,
+  median,
+  MESSAGES,
+  poolRoundTrip,
+  start,
+  startGateway,
+  syncFloor,
+} from './processes.mjs'
 import { benchOptions } from './options.mjs'
 import { checkTargets } from './targets.mjs'
 
 const o = benchOptions(import.meta.url, {
-  seconds: { type: 'string', default: '5' }, warmup: { type: 'string', default: '2' }, concurrency: { type: 'string', default: '1,16,64' },
-  modes: { type: 'string', default: 'plain,stream', choices: ['plain', 'stream'], list: true }, tokens: { type: 'string', default: '64' }, soak: { type: 'string', default: '0' },
-  profile: { type: 'boolean', default: false }, targets: { type: 'string', default: 'upstream,raw-proxy,gateway', choices: ['upstream', 'raw-proxy', 'gateway'], list: true },
-  rounds: { type: 'string', default: '3' }, settle: { type: 'string', default: '5' }, 'chunk-delay': { type: 'string', default: '0' },
-  accounts: { type: 'string', default: '1' }, 'node-args': { type: 'string', default: '' }, open: { type: 'string', default: '0.5' },
+  seconds: { type: 'string', default: '5' },
+  warmup: { type: 'string', default: '2' },
+  concurrency: { type: 'string', default: '1,16,64' },
+  modes: { type: 'string', default: 'plain,stream', choices: ['plain', 'stream'], list: true },
+  tokens: { type: 'string', default: '64' },
+  soak: { type: 'string', default: '0' },
+  profile: { type: 'boolean', default: false },
+  targets: {
+    type: 'string',
+    default: 'upstream,raw-proxy,gateway',
+    choices: ['upstream', 'raw-proxy', 'gateway'],
+    list: true,
+  },
+  rounds: { type: 'string', default: '3' },
+  settle: { type: 'string', default: '5' },
+  'chunk-delay': { type: 'string', default: '0' },
+  accounts: { type: 'string', default: '1' },
+  'node-args': { type: 'string', default: '' },
+  open: { type: 'string', default: '0.5' },
 })
 /** Connections an open loop may use: more than it should ever need at half a target's capacity. */
 const OPEN_CONNECTIONS = 64
@@ -43,8 +69,13 @@ async function measure(name, pid, url, body, c, stream, key, rate = 0) {
   const cpu = before ? (cpuUs(pid) - before[0]) / served : null
   const loop = before ? (cpuUs(pid, true) - before[1]) / served : null
   return {
-    target: name, mode: stream ? 'stream' : 'plain', concurrency: rate ? 'open' : c, ...(rate ? { rate } : {}), ...r,
-    cpu_us_per_req: cpu && Math.round(cpu), loop_cpu_us_per_req: loop && Math.round(loop),
+    target: name,
+    mode: stream ? 'stream' : 'plain',
+    concurrency: rate ? 'open' : c,
+    ...(rate ? { rate } : {}),
+    ...r,
+    cpu_us_per_req: cpu && Math.round(cpu),
+    loop_cpu_us_per_req: loop && Math.round(loop),
     machine_busy_pct: Math.round((100 * (m.busy - machine.busy)) / (m.all - machine.all)),
   }
 }
@@ -52,14 +83,29 @@ async function measure(name, pid, url, body, c, stream, key, rate = 0) {
 const tokens = Number(o.tokens)
 // --chunk-delay N: the upstream pauses N ms between a stream's chunks, so each arrives in a read of its own, as a real
 // upstream's tokens do; throughput is then the pauses', and CPU per stream is the figure to read.
-const sim = await start([CLI, 'sim-provider', '--port', '0', '--json', '--reply-tokens', String(tokens), '--chunk-delay-ms', o['chunk-delay']])
+const sim = await start([
+  CLI,
+  'sim-provider',
+  '--port',
+  '0',
+  '--json',
+  '--reply-tokens',
+  String(tokens),
+  '--chunk-delay-ms',
+  o['chunk-delay'],
+])
 const raw = await start(['bench/raw-proxy.mjs', sim.info.base_url])
 const dir = mkdtempSync(join(tmpdir(), 'svc-bench-'))
 const { config, key, cli } = await benchGateway('.', dir, sim.info.base_url, Number(o.accounts))
 const wallet = BENCH_WALLET
 const profileDir = join('bench', 'results', 'profiles')
 if (o.profile) mkdirSync(profileDir, { recursive: true })
-const gw = await startGateway(config, { nodeArgs: [...o['node-args'].split(' ').filter(Boolean), ...(o.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])] })
+const gw = await startGateway(config, {
+  nodeArgs: [
+    ...o['node-args'].split(' ').filter(Boolean),
+    ...(o.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []),
+  ],
+})
 
 const messages = MESSAGES
 const runs = []
@@ -68,38 +114,116 @@ const want = o.targets.split(',')
 // each proxy is run through every mode once before any figure is taken, or the first figure measures start-up.
 for (const mode of o.modes.split(',')) {
   const body = { messages, max_tokens: tokens, stream: mode === 'stream' }
-  if (want.includes('raw-proxy')) await load(`${raw.info.base_url}/v1/chat/completions`, { ...body, model: 'bench' }, 16, Number(o.settle), 0)
-  if (want.includes('gateway')) await load(`${gw.info.base_url}/v1/chat/completions`, { ...body, model: 'svc/bench@1' }, 16, Number(o.settle), 0, key)
+  if (want.includes('raw-proxy'))
+    await load(`${raw.info.base_url}/v1/chat/completions`, { ...body, model: 'bench' }, 16, Number(o.settle), 0)
+  if (want.includes('gateway'))
+    await load(
+      `${gw.info.base_url}/v1/chat/completions`,
+      { ...body, model: 'svc/bench@1' },
+      16,
+      Number(o.settle),
+      0,
+      key,
+    )
 }
 /** Rounds of the raw proxy and the gateway in turn, at `c` connections or (`rate`) in an open loop. */
 async function rounds(c, stream, rate = 0) {
   for (let round = 1; round <= Number(o.rounds); round++) {
-    if (want.includes('raw-proxy')) runs.push({ round, ...(await measure('raw-proxy', raw.child.pid, `${raw.info.base_url}/v1/chat/completions`, { model: 'bench', messages, max_tokens: tokens }, c, stream, undefined, rate)) })
-    if (want.includes('gateway')) runs.push({ round, ...(await measure('gateway', gw.child.pid, `${gw.info.base_url}/v1/chat/completions`, { model: 'svc/bench@1', messages, max_tokens: tokens }, c, stream, key, rate)) })
+    if (want.includes('raw-proxy'))
+      runs.push({
+        round,
+        ...(await measure(
+          'raw-proxy',
+          raw.child.pid,
+          `${raw.info.base_url}/v1/chat/completions`,
+          { model: 'bench', messages, max_tokens: tokens },
+          c,
+          stream,
+          undefined,
+          rate,
+        )),
+      })
+    if (want.includes('gateway'))
+      runs.push({
+        round,
+        ...(await measure(
+          'gateway',
+          gw.child.pid,
+          `${gw.info.base_url}/v1/chat/completions`,
+          { model: 'svc/bench@1', messages, max_tokens: tokens },
+          c,
+          stream,
+          key,
+          rate,
+        )),
+      })
   }
 }
 for (const mode of o.modes.split(',')) {
   const stream = mode === 'stream'
   for (const c of o.concurrency.split(',').map(Number)) {
-    if (want.includes('upstream')) runs.push({ round: 1, ...(await measure('upstream', null, `${sim.info.base_url}/chat/completions`, { model: 'bench', messages, max_tokens: tokens }, c, stream)) })
+    if (want.includes('upstream'))
+      runs.push({
+        round: 1,
+        ...(await measure(
+          'upstream',
+          null,
+          `${sim.info.base_url}/chat/completions`,
+          { model: 'bench', messages, max_tokens: tokens },
+          c,
+          stream,
+        )),
+      })
     await rounds(c, stream)
   }
-  // The open loop's rate: a fraction of what the gateway (else the raw proxy) served at best in this mode's closed loops.
-  const capacity = (name) => Math.max(0, ...o.concurrency.split(',').map(Number).map((c) => median(runs.filter((r) => r.target === name && r.mode === mode && r.concurrency === c).map((r) => r.rps)) ?? 0))
+  // The open loop's rate: a fraction of what the gateway (else the raw proxy) served at best in this mode's closed
+  // loops.
+  const capacity = (name) =>
+    Math.max(
+      0,
+      ...o.concurrency
+        .split(',')
+        .map(Number)
+        .map(
+          (c) =>
+            median(runs.filter((r) => r.target === name && r.mode === mode && r.concurrency === c).map((r) => r.rps)) ??
+            0,
+        ),
+    )
   const rate = Math.round(Number(o.open) * (capacity('gateway') || capacity('raw-proxy')))
   if (rate > 0) await rounds('open', stream, rate)
 }
-const METRICS = ['errors', 'rps', 'p50_ms', 'p99_ms', 'ttfb_p50_ms', 'ttfb_p99_ms', 'cpu_us_per_req', 'loop_cpu_us_per_req', 'machine_busy_pct', 'late_p99_ms']
+const METRICS = [
+  'errors',
+  'rps',
+  'p50_ms',
+  'p99_ms',
+  'ttfb_p50_ms',
+  'ttfb_p99_ms',
+  'cpu_us_per_req',
+  'loop_cpu_us_per_req',
+  'machine_busy_pct',
+  'late_p99_ms',
+]
 const same = (a, b) => a.mode === b.mode && a.concurrency === b.concurrency
 const rows = []
 for (const r of runs) {
   if (rows.some((x) => x.target === r.target && same(x, r))) continue
   const group = runs.filter((x) => x.target === r.target && same(x, r))
-  const row = { target: r.target, mode: r.mode, concurrency: r.concurrency, ...(r.rate ? { rate: r.rate } : {}), rounds: group.length }
+  const row = {
+    target: r.target,
+    mode: r.mode,
+    concurrency: r.concurrency,
+    ...(r.rate ? { rate: r.rate } : {}),
+    rounds: group.length,
+  }
   for (const m of METRICS) {
     if (m === 'late_p99_ms' && r.concurrency !== 'open') continue
     const v = median(group.map((x) => x[m]))
-    row[m] = v === null ? null : +v.toFixed(m === 'rps' || m === 'errors' || m.endsWith('cpu_us_per_req') || m === 'machine_busy_pct' ? 0 : 3)
+    row[m] =
+      v === null
+        ? null
+        : +v.toFixed(m === 'rps' || m === 'errors' || m.endsWith('cpu_us_per_req') || m === 'machine_busy_pct' ? 0 : 3)
   }
   rows.push(row)
 }
@@ -111,8 +235,18 @@ if (Number(o.soak) > 0) {
   // Sampled from the end of the load generator's warm-up: the heap's state when the soak begins is the previous
   // figures' (another mode, another concurrency), not this load's.
   let timer
-  const begin = setTimeout(() => (timer = setInterval(() => samples.push(+rssMb(gw.child.pid).toFixed(1)), 1000)), warmup * 1000)
-  const r = await load(`${gw.info.base_url}/v1/chat/completions`, { model: 'svc/bench@1', messages, max_tokens: tokens }, 64, Number(o.soak), warmup, key)
+  const begin = setTimeout(
+    () => (timer = setInterval(() => samples.push(+rssMb(gw.child.pid).toFixed(1)), 1000)),
+    warmup * 1000,
+  )
+  const r = await load(
+    `${gw.info.base_url}/v1/chat/completions`,
+    { model: 'svc/bench@1', messages, max_tokens: tokens },
+    64,
+    Number(o.soak),
+    warmup,
+    key,
+  )
   clearTimeout(begin)
   clearInterval(timer)
   // V8's heap grows in a sawtooth (tens of MB between major collections): compare whole thirds of the run, and their
@@ -121,11 +255,20 @@ if (Number(o.soak) > 0) {
   const first = samples.slice(0, third)
   const last = samples.slice(-third)
   const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length
-  const sixths = (xs) => Array.from({ length: 6 }, (_, i) => xs.slice(Math.floor((i * xs.length) / 6), Math.floor(((i + 1) * xs.length) / 6))).filter((p) => p.length > 0)
+  const sixths = (xs) =>
+    Array.from({ length: 6 }, (_, i) =>
+      xs.slice(Math.floor((i * xs.length) / 6), Math.floor(((i + 1) * xs.length) / 6)),
+    ).filter((p) => p.length > 0)
   soak = {
-    seconds: Number(o.soak), requests: r.requests, rps: r.rps,
-    rss_mb_mean_first_third: +mean(first).toFixed(1), rss_mb_mean_last_third: +mean(last).toFixed(1), growth_mean: mean(last) / mean(first) - 1,
-    rss_mb_floor_first_third: Math.min(...first), rss_mb_floor_last_third: Math.min(...last), growth_floor: Math.min(...last) / Math.min(...first) - 1,
+    seconds: Number(o.soak),
+    requests: r.requests,
+    rps: r.rps,
+    rss_mb_mean_first_third: +mean(first).toFixed(1),
+    rss_mb_mean_last_third: +mean(last).toFixed(1),
+    growth_mean: mean(last) / mean(first) - 1,
+    rss_mb_floor_first_third: Math.min(...first),
+    rss_mb_floor_last_third: Math.min(...last),
+    growth_floor: Math.min(...last) / Math.min(...first) - 1,
     // A leak raises the floor part after part; the collector's rhythm moves the peaks and the means, not the floors.
     rss_mb_floor_by_sixth: sixths(samples).map((xs) => Math.min(...xs)),
     samples,
@@ -134,52 +277,91 @@ if (Number(o.soak) > 0) {
 
 const ratios = []
 for (const r of rows.filter((x) => x.target === 'gateway')) {
-  const pairs = runs.filter((x) => x.target === 'gateway' && same(x, r)).map((g) => [g, runs.find((x) => x.target === 'raw-proxy' && same(x, g) && x.round === g.round)]).filter(([, b]) => b)
+  const pairs = runs
+    .filter((x) => x.target === 'gateway' && same(x, r))
+    .map((g) => [g, runs.find((x) => x.target === 'raw-proxy' && same(x, g) && x.round === g.round)])
+    .filter(([, b]) => b)
   if (pairs.length === 0) continue
   // Unrounded: the targets are checked on these (a ratio of 0.6998 is not 0.7); the tables round them.
   const med = (f) => median(pairs.map(([g, b]) => f(g, b)))
   ratios.push({
-    mode: r.mode, concurrency: r.concurrency, ...(r.rate ? { rate: r.rate } : {}),
+    mode: r.mode,
+    concurrency: r.concurrency,
+    ...(r.rate ? { rate: r.rate } : {}),
     // An open loop sends both the same rate: their throughputs say nothing of each other.
     'rps gateway/raw': r.rate ? null : med((g, b) => g.rps / b.rps),
     'added p50 ms': med((g, b) => g.p50_ms - b.p50_ms),
     'added p99 ms': med((g, b) => g.p99_ms - b.p99_ms),
     'added ttfb p50 ms': med((g, b) => g.ttfb_p50_ms - b.ttfb_p50_ms),
     'cpu gateway/raw': med((g, b) => g.cpu_us_per_req / b.cpu_us_per_req),
-    'cpu µs/req gateway': r.cpu_us_per_req, 'cpu µs/req raw': rows.find((x) => x.target === 'raw-proxy' && same(x, r))?.cpu_us_per_req ?? null,
+    'cpu µs/req gateway': r.cpu_us_per_req,
+    'cpu µs/req raw': rows.find((x) => x.target === 'raw-proxy' && same(x, r))?.cpu_us_per_req ?? null,
     'event-loop cpu µs/req gateway': r.loop_cpu_us_per_req,
-    // How much of a core the gateway's event loop used: near 100 %, it is the bound; well below, requests wait elsewhere.
+    // How much of a core the gateway's event loop used: near 100 %, it is the bound; well below, requests wait
+    // elsewhere.
     'event-loop busy % gateway': r.loop_cpu_us_per_req && Math.round((r.loop_cpu_us_per_req * r.rps) / 1e4),
     // Both cores, every process: near 100 %, the machine (not the gateway's event loop alone) is the bound.
     'machine busy % gateway / raw': `${r.machine_busy_pct} / ${rows.find((x) => x.target === 'raw-proxy' && same(x, r))?.machine_busy_pct ?? '-'}`,
   })
 }
-console.log(`\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply${o['chunk-delay'] !== '0' ? ` (streamed ${o['chunk-delay']} ms apart)` : ''}${o.accounts !== '1' ? `, ${o.accounts} accounts` : ''}, closed loop${runs.some((r) => r.rate) ? ` (and an open loop at ${o.open} of the best closed-loop throughput)` : ''}, medians of ${o.rounds} interleaved rounds`)
+console.log(
+  `\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply${o['chunk-delay'] !== '0' ? ` (streamed ${o['chunk-delay']} ms apart)` : ''}${o.accounts !== '1' ? `, ${o.accounts} accounts` : ''}, closed loop${runs.some((r) => r.rate) ? ` (and an open loop at ${o.open} of the best closed-loop throughput)` : ''}, medians of ${o.rounds} interleaved rounds`,
+)
 console.table(rows.map(({ requests, ...r }) => r))
 const rounded = (x, digits) => (typeof x === 'number' && !Number.isInteger(x) ? +x.toFixed(digits) : x)
-console.table(ratios.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, rounded(v, k === 'cpu gateway/raw' ? 2 : 3)]))))
+console.table(
+  ratios.map((r) =>
+    Object.fromEntries(Object.entries(r).map(([k, v]) => [k, rounded(v, k === 'cpu gateway/raw' ? 2 : 3)])),
+  ),
+)
 if (soak) {
   const pct = (x) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`
-  console.log(`soak at c=64 for ${soak.seconds} s: ${soak.rps} req/s; RSS mean ${soak.rss_mb_mean_first_third} → ${soak.rss_mb_mean_last_third} MB (${pct(soak.growth_mean)}), ` +
-    `floor ${soak.rss_mb_floor_first_third} → ${soak.rss_mb_floor_last_third} MB (${pct(soak.growth_floor)}), first third against last; ` +
-    `floor by sixths ${soak.rss_mb_floor_by_sixth.join(', ')} MB`)
+  console.log(
+    `soak at c=64 for ${soak.seconds} s: ${soak.rps} req/s; RSS mean ${soak.rss_mb_mean_first_third} → ${soak.rss_mb_mean_last_third} MB (${pct(soak.growth_mean)}), ` +
+      `floor ${soak.rss_mb_floor_first_third} → ${soak.rss_mb_floor_last_third} MB (${pct(soak.growth_floor)}), first third against last; ` +
+      `floor by sixths ${soak.rss_mb_floor_by_sixth.join(', ')} MB`,
+  )
 }
 const targets = checkTargets(ratios, soak)
 if (targets.length > 0) {
-  console.log(`the performance targets in this run: ${targets.filter((t) => t.met).length} of ${targets.length} figures met`)
+  console.log(
+    `the performance targets in this run: ${targets.filter((t) => t.met).length} of ${targets.length} figures met`,
+  )
   console.table(targets.map((t) => ({ ...t, value: rounded(t.value, 4), met: t.met ? 'yes' : 'NO' })))
 }
 gw.child.kill('SIGTERM')
 await new Promise((r) => gw.child.once('exit', r))
 
 const floor = { ...syncFloor(dir), after_1ms_idle: syncFloor(dir, 1) }
-console.log(`disk floor of a durable capture: fdatasync after a 4 KiB overwrite in the store's directory, nothing else running: ` +
-  `back to back p50 ${floor.p50_ms} ms, p99 ${floor.p99_ms} ms; after 1 ms idle p50 ${floor.after_1ms_idle.p50_ms} ms, p99 ${floor.after_1ms_idle.p99_ms} ms`)
+console.log(
+  `disk floor of a durable capture: fdatasync after a 4 KiB overwrite in the store's directory, nothing else running: ` +
+    `back to back p50 ${floor.p50_ms} ms, p99 ${floor.p99_ms} ms; after 1 ms idle p50 ${floor.after_1ms_idle.p50_ms} ms, p99 ${floor.after_1ms_idle.p99_ms} ms`,
+)
 const handOff = await poolRoundTrip(dir)
-console.log(`a hand-off to another thread: an fstat on libuv's pool, its thread asleep, cost the calling thread ${handOff.pooled_us} µs of CPU; inline ${handOff.inline_us} µs`)
+console.log(
+  `a hand-off to another thread: an fstat on libuv's pool, its thread asleep, cost the calling thread ${handOff.pooled_us} µs of CPU; inline ${handOff.inline_us} µs`,
+)
 const usage = cli('usage', '--wallet', wallet, '--limit', '1')
 mkdirSync(join('bench', 'results'), { recursive: true })
 const out = join('bench', 'results', `http-${new Date().toISOString().replace(/[:.]/g, '-')}.json`)
-writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), options: o, rows, ratios, issue_targets: targets, runs, soak, sync_floor: floor, pool_round_trip: handOff, last_usage: usage.data[0] ?? null }, null, 2))
+writeFileSync(
+  out,
+  JSON.stringify(
+    {
+      at: new Date().toISOString(),
+      options: o,
+      rows,
+      ratios,
+      issue_targets: targets,
+      runs,
+      soak,
+      sync_floor: floor,
+      pool_round_trip: handOff,
+      last_usage: usage.data[0] ?? null,
+    },
+    null,
+    2,
+  ),
+)
 console.log(`written ${out}`)
 process.exit(0)

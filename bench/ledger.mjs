@@ -1,7 +1,8 @@
-// Admission + capture pairs per second on SQLite and Postgres, through the store the gateway uses.
-// Pairs on one account (every request contends for one row) and spread over as many accounts as workers.
-// Baseline, measured in the same run on the same store: one usage record per request through the same grouped path,
-// committed (the pairs' captures also wait for the WAL sync): the least any per-request accounting could cost. Usage: npm run bench:ledger [-- --seconds 5 --concurrency 32]
+// Admission + capture pairs per second on SQLite and Postgres, through the store the gateway uses. Pairs on one account
+// (every request contends for one row) and spread over as many accounts as workers. Baseline, measured in the same run
+// on the same store: one usage record per request through the same grouped path, committed (the pairs' captures also
+// wait for the WAL sync): the least any per-request accounting could cost. Usage: npm run bench:ledger [-- --seconds 5
+// --concurrency 32]
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -10,19 +11,42 @@ import { openStore } from '../dist/store/open.js'
 import { SYSTEM_ACCOUNTS } from '../dist/store/accounts.js'
 import { benchOptions } from './options.mjs'
 
-const values = benchOptions(import.meta.url, { seconds: { type: 'string', default: '4' }, concurrency: { type: 'string', default: '32' } })
+const values = benchOptions(import.meta.url, {
+  seconds: { type: 'string', default: '4' },
+  concurrency: { type: 'string', default: '32' },
+})
 const seconds = Number(values.seconds)
 const concurrency = Number(values.concurrency)
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 
 async function postgresUp() {
   const c = new pg.Client({ connectionString: DATABASE_URL, connectionTimeoutMillis: 2000 })
-  try { await c.connect(); return true } catch { return false } finally { await c.end().catch(() => {}) }
+  try {
+    await c.connect()
+    return true
+  } catch {
+    return false
+  } finally {
+    await c.end().catch(() => {})
+  }
 }
 
 const usage = (requestId, accountId, cost) => ({
-  requestId, accountId, keyId: 'key_bench', model: 'svc/bench@1', servedModel: 'svc/bench@1', provider: '0xbench', stream: false,
-  promptTokens: 20, completionTokens: 40, upstreamPromptTokens: 20, upstreamCompletionTokens: 40, cost, outcome: 'completed', latencyMs: 1, createdAt: Date.now(),
+  requestId,
+  accountId,
+  keyId: 'key_bench',
+  model: 'svc/bench@1',
+  servedModel: 'svc/bench@1',
+  provider: '0xbench',
+  stream: false,
+  promptTokens: 20,
+  completionTokens: 40,
+  upstreamPromptTokens: 20,
+  upstreamCompletionTokens: 40,
+  cost,
+  outcome: 'completed',
+  latencyMs: 1,
+  createdAt: Date.now(),
 })
 
 let seq = 0
@@ -30,12 +54,14 @@ let seq = 0
 async function run(loop) {
   let done = 0
   const end = performance.now() + seconds * 1000
-  await Promise.all(Array.from({ length: concurrency }, async (_, worker) => {
-    while (performance.now() < end) {
-      await loop(`r${process.pid}_${seq++}`, worker)
-      done++
-    }
-  }))
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, worker) => {
+      while (performance.now() < end) {
+        await loop(`r${process.pid}_${seq++}`, worker)
+        done++
+      }
+    }),
+  )
   return done / seconds
 }
 
@@ -44,13 +70,15 @@ async function bench(kind, url) {
   try {
     const users = []
     for (let i = 0; i < concurrency; i++) {
-      const id = (await store.accounts.ensure(`0x${(0xb100 + i).toString(16).padStart(40, '0')}`, 'user', Date.now())).account.id
+      const id = (await store.accounts.ensure(`0x${(0xb100 + i).toString(16).padStart(40, '0')}`, 'user', Date.now()))
+        .account.id
       await store.accounts.deposit(id, 10n ** 15n, `dep_bench_${i}`, Date.now())
       await store.accounts.approve(id, 10n ** 15n)
       users.push(id)
     }
     const user = users[0]
-    const payee = (await store.accounts.ensure('0x00000000000000000000000000000000000000b2', 'provider', Date.now())).account.id
+    const payee = (await store.accounts.ensure('0x00000000000000000000000000000000000000b2', 'provider', Date.now()))
+      .account.id
     const fees = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees)).id
     const baseline = await run(async (id) => {
       await store.ledger.record(usage(`b_${id}`, user, 30n))
@@ -58,15 +86,33 @@ async function bench(kind, url) {
     const pair = (spread) => async (id, worker) => {
       const accountId = spread ? users[worker] : user
       const now = Date.now()
-      const held = await store.ledger.hold({ requestId: id, accountId, keyId: 'key_bench', model: 'svc/bench@1', amount: 100n, owner: 'bench', now, expiresAt: now + 600_000 })
+      const held = await store.ledger.hold({
+        requestId: id,
+        accountId,
+        keyId: 'key_bench',
+        model: 'svc/bench@1',
+        amount: 100n,
+        owner: 'bench',
+        now,
+        expiresAt: now + 600_000,
+      })
       if (!held.ok) throw new Error('hold refused')
       // Resolves once durable.
-      await store.ledger.capture({ requestId: id, cost: 30n, payeeId: payee, fee: 1n, feeAccountId: fees, now, usage: usage(id, accountId, 30n) })
+      await store.ledger.capture({
+        requestId: id,
+        cost: 30n,
+        payeeId: payee,
+        fee: 1n,
+        feeAccountId: fees,
+        now,
+        usage: usage(id, accountId, 30n),
+      })
     }
     const oneAccount = await run(pair(false))
     const manyAccounts = await run(pair(true))
     const audit = await store.ledger.audit()
-    if (audit.unbalanced.length || audit.inconsistent.length) throw new Error('ledger invariants broken by the benchmark')
+    if (audit.unbalanced.length || audit.inconsistent.length)
+      throw new Error('ledger invariants broken by the benchmark')
     return {
       store: kind,
       'baseline records/s': Math.round(baseline),

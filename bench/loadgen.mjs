@@ -13,7 +13,10 @@ const [url, bodyJson, concurrencyText, secondsText, warmupText, key, rateText] =
 const target = new URL(url)
 const concurrency = Number(concurrencyText)
 const rate = Number(rateText ?? 0)
-const headerSets = (key ? key.split(',') : ['']).map((k) => ({ 'content-type': 'application/json', ...(k ? { authorization: `Bearer ${k}` } : {}) }))
+const headerSets = (key ? key.split(',') : ['']).map((k) => ({
+  'content-type': 'application/json',
+  ...(k ? { authorization: `Bearer ${k}` } : {}),
+}))
 let turn = 0
 const [bodyHead, bodyTail] = bodyJson.split('{{n}}')
 let sent = 0
@@ -40,9 +43,11 @@ async function one(into) {
 
 async function closedPhase(seconds, into) {
   const end = performance.now() + seconds * 1000
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (performance.now() < end) await one(into)
-  }))
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) await one(into)
+    }),
+  )
   return seconds
 }
 
@@ -88,8 +93,15 @@ const r = { record: true, latencies: [], ttfbs: [], late: [], errors: 0 }
 // Answers over the time they took: in an open loop a target that fell behind took longer than its schedule.
 const took = await phase(seconds, r)
 await pool.close()
-console.log(JSON.stringify({
-  requests: r.latencies.length, errors: r.errors, rps: Math.round(r.latencies.length / took),
-  p50_ms: pct(r.latencies, 50), p99_ms: pct(r.latencies, 99), ttfb_p50_ms: pct(r.ttfbs, 50), ttfb_p99_ms: pct(r.ttfbs, 99),
-  ...(rate > 0 ? { late_p99_ms: pct(r.late, 99) } : {}),
-}))
+console.log(
+  JSON.stringify({
+    requests: r.latencies.length,
+    errors: r.errors,
+    rps: Math.round(r.latencies.length / took),
+    p50_ms: pct(r.latencies, 50),
+    p99_ms: pct(r.latencies, 99),
+    ttfb_p50_ms: pct(r.ttfbs, 50),
+    ttfb_p99_ms: pct(r.ttfbs, 99),
+    ...(rate > 0 ? { late_p99_ms: pct(r.late, 99) } : {}),
+  }),
+)

@@ -22,10 +22,20 @@ export function benchOptions(scriptUrl, options) {
   for (const [name, spec] of Object.entries(options)) {
     const value = values[name]
     if (typeof spec.default === 'string' && NUMBERS.test(spec.default) && !NUMBERS.test(value)) {
-      usageError(scriptUrl, `--${name} takes a number${spec.default.includes(',') ? ' or a comma-separated list of numbers' : ''}, not '${value}'`)
+      usageError(
+        scriptUrl,
+        `--${name} takes a number${spec.default.includes(',') ? ' or a comma-separated list of numbers' : ''}, not '${value}'`,
+      )
     }
-    if (spec.choices && value !== undefined && !(spec.list ? value.split(',') : [value]).every((v) => spec.choices.includes(v))) {
-      usageError(scriptUrl, `--${name} takes ${spec.list ? 'a comma-separated list of ' : 'one of '}${spec.choices.join(', ')}, not '${value}'`)
+    if (
+      spec.choices &&
+      value !== undefined &&
+      !(spec.list ? value.split(',') : [value]).every((v) => spec.choices.includes(v))
+    ) {
+      usageError(
+        scriptUrl,
+        `--${name} takes ${spec.list ? 'a comma-separated list of ' : 'one of '}${spec.choices.join(', ')}, not '${value}'`,
+      )
     }
   }
   delete values.help

@@ -2,7 +2,21 @@
 // the gateway's config over the simulated upstream, a funded key, the load generator (closed or open loop), the disk's
 // floor for a durable capture, and what a hand-off between threads costs.
 import { spawn, execFileSync } from 'node:child_process'
-import { closeSync, cpSync, existsSync, fdatasyncSync, fstat, fstatSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs'
+import {
+  closeSync,
+  cpSync,
+  existsSync,
+  fdatasyncSync,
+  fstat,
+  fstatSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -17,12 +31,19 @@ export function killOnExit(child) {
   return child
 }
 
-/** A bench child's environment: this process's, without a store or port of its own (the config names them), and `env`. */
+/**
+ * A bench child's environment: this process's, without a store or port of its own (the config names them), and `env`.
+ */
 export const childEnv = (env = {}) => ({ ...process.env, DATABASE_URL: '', PORT: '', ...env })
 
-/** Starts `node args` (in `cwd`, with `env` added to this process's) and resolves with its first stdout line parsed as JSON. */
+/**
+ * Starts `node args` (in `cwd`, with `env` added to this process's) and resolves with its first stdout line parsed as
+ * JSON.
+ */
 export function start(args, { nodeArgs = [], cwd, env } = {}) {
-  const child = killOnExit(spawn(process.execPath, [...nodeArgs, ...args], { cwd, stdio: ['ignore', 'pipe', 'inherit'], env: childEnv(env) }))
+  const child = killOnExit(
+    spawn(process.execPath, [...nodeArgs, ...args], { cwd, stdio: ['ignore', 'pipe', 'inherit'], env: childEnv(env) }),
+  )
   return new Promise((resolve, reject) => {
     let out = ''
     child.stdout.setEncoding('utf8').on('data', (d) => {
@@ -39,7 +60,11 @@ export function start(args, { nodeArgs = [], cwd, env } = {}) {
  * node flags (`gatewayNodeFlags`), then `nodeArgs`; `env` is added to its environment.
  */
 export async function startGateway(config, { root = '.', nodeArgs = [], env } = {}) {
-  return start(['dist/cli/main.js', 'serve', '--config', config, '--json'], { cwd: root, env, nodeArgs: [...(await gatewayNodeFlags(root)), ...nodeArgs] })
+  return start(['dist/cli/main.js', 'serve', '--config', config, '--json'], {
+    cwd: root,
+    env,
+    nodeArgs: [...(await gatewayNodeFlags(root)), ...nodeArgs],
+  })
 }
 
 /**
@@ -60,7 +85,9 @@ export function median(xs) {
 
 /** User + system CPU (µs) of a process (all its threads), or of its main thread alone (the event loop). */
 export function cpuUs(pid, mainThread = false) {
-  const f = readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+  const f = readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8')
+    .split(') ')[1]
+    .split(' ')
   return (Number(f[11]) + Number(f[12])) * TICK_US
 }
 
@@ -69,8 +96,16 @@ export function cpuUs(pid, mainThread = false) {
  * host counts in all but not as busy: this machine's processes did not use it.
  */
 export function machineCpuUs() {
-  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number)
-  return { busy: (user + nice + system + irq + softirq) * TICK_US, all: (user + nice + system + idle + iowait + irq + softirq + steal) * TICK_US }
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync('/proc/stat', 'utf8')
+    .split('\n')[0]
+    .trim()
+    .split(/\s+/)
+    .slice(1, 9)
+    .map(Number)
+  return {
+    busy: (user + nice + system + irq + softirq) * TICK_US,
+    all: (user + nice + system + idle + iowait + irq + softirq + steal) * TICK_US,
+  }
 }
 
 export const BENCH_MODEL = 'svc/bench@1'
@@ -88,13 +123,55 @@ export const benchWallet = (i) => (i === 0 ? BENCH_WALLET : `0x${(0xb00000 + i).
  */
 export async function benchGateway(root, dir, upstreamUrl, accounts = 1) {
   const config = join(dir, 'config.json')
-  writeFileSync(config, JSON.stringify({
-    listen: { host: '127.0.0.1', port: 0 }, store: `sqlite:${join(dir, 'svc.db')}`, rail: { kind: 'local' }, feeBps: 500,
-    models: [{ id: BENCH_MODEL, owned_by: 'bench', contextLimit: 32768, capabilities: { workload: 'chat', tools: false, structuredOutputs: false, reasoning: false, streaming: true, maxOutputTokens: 4096 } }],
-    providers: [{ address: '0x00000000000000000000000000000000000000be', baseUrl: upstreamUrl, bundle: 'bench', profile: 'sim', offers: [{ model: BENCH_MODEL, upstreamModel: 'bench', input_price_per_mtok: '150000', output_price_per_mtok: '600000', maxConcurrency: 4096 }] }],
-    tuning: { settleIntervalMs: 0 },
-  }))
-  const cli = (...args) => JSON.parse(execFileSync(process.execPath, ['dist/cli/main.js', ...args, '--config', config, '--json'], { cwd: root, env: { ...process.env, DATABASE_URL: '' } }).toString())
+  writeFileSync(
+    config,
+    JSON.stringify({
+      listen: { host: '127.0.0.1', port: 0 },
+      store: `sqlite:${join(dir, 'svc.db')}`,
+      rail: { kind: 'local' },
+      feeBps: 500,
+      models: [
+        {
+          id: BENCH_MODEL,
+          owned_by: 'bench',
+          contextLimit: 32768,
+          capabilities: {
+            workload: 'chat',
+            tools: false,
+            structuredOutputs: false,
+            reasoning: false,
+            streaming: true,
+            maxOutputTokens: 4096,
+          },
+        },
+      ],
+      providers: [
+        {
+          address: '0x00000000000000000000000000000000000000be',
+          baseUrl: upstreamUrl,
+          bundle: 'bench',
+          profile: 'sim',
+          offers: [
+            {
+              model: BENCH_MODEL,
+              upstreamModel: 'bench',
+              input_price_per_mtok: '150000',
+              output_price_per_mtok: '600000',
+              maxConcurrency: 4096,
+            },
+          ],
+        },
+      ],
+      tuning: { settleIntervalMs: 0 },
+    }),
+  )
+  const cli = (...args) =>
+    JSON.parse(
+      execFileSync(process.execPath, ['dist/cli/main.js', ...args, '--config', config, '--json'], {
+        cwd: root,
+        env: { ...process.env, DATABASE_URL: '' },
+      }).toString(),
+    )
   if (accounts === 1) {
     cli('deposit', '--wallet', BENCH_WALLET, '--amount', '1000000')
     cli('approve', '--wallet', BENCH_WALLET, '--amount', '1000000')
@@ -123,7 +200,16 @@ export async function benchGateway(root, dir, upstreamUrl, accounts = 1) {
  * connections, or with `rate` > 0 an open loop sending `rate` requests a second over up to `concurrency` connections.
  */
 export function load(url, body, concurrency, seconds, warmup, key, rate = 0) {
-  const args = [new URL('./loadgen.mjs', import.meta.url).pathname, url, JSON.stringify(body), String(concurrency), String(seconds), String(warmup), key ?? '', String(rate)]
+  const args = [
+    new URL('./loadgen.mjs', import.meta.url).pathname,
+    url,
+    JSON.stringify(body),
+    String(concurrency),
+    String(seconds),
+    String(warmup),
+    key ?? '',
+    String(rate),
+  ]
   return new Promise((resolve, reject) => {
     // Not left to run its time out if this script ends first.
     const child = killOnExit(spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] }))
@@ -133,9 +219,9 @@ export function load(url, body, concurrency, seconds, warmup, key, rate = 0) {
   })
 }
 
-// Each request's own: the load generator puts its number in place of {{n}}, so that prompts and the simulated upstream's
-// replies differ from one request to the next as in real traffic, and are counted as such (not found in the gateway's
-// count cache).
+// Each request's own: the load generator puts its number in place of {{n}}, so that prompts and the simulated
+// upstream's replies differ from one request to the next as in real traffic, and are counted as such (not found in the
+// gateway's count cache).
 export const MESSAGES = [{ role: 'user', content: 'Tell me something about the river and the harbor ({{n}}).' }]
 
 /** A work tree of the base ref beside this checkout, built with this checkout's node_modules. */
@@ -147,7 +233,10 @@ export function buildBase(ref) {
     execFileSync('git', ['worktree', 'prune'], { stdio: 'ignore' })
   })
   symlinkSync(resolve('node_modules'), join(dir, 'node_modules'))
-  execFileSync(process.execPath, [resolve('node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir, stdio: 'inherit' })
+  execFileSync(process.execPath, [resolve('node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], {
+    cwd: dir,
+    stdio: 'inherit',
+  })
   // The portal's page is not on the request path: this checkout's bundle serves for both.
   if (existsSync('dist/web')) cpSync('dist/web', join(dir, 'dist/web'), { recursive: true })
   return dir

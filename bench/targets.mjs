@@ -20,7 +20,14 @@ export function checkTargets(ratios, soak) {
     for (const r of ratios.filter((x) => x.mode === t.mode && (!t.at || t.at.includes(x.concurrency)))) {
       const value = r[t.field]
       if (value === null || value === undefined || Number.isNaN(value)) continue
-      rows.push(row(t.target, r.concurrency === 'open' ? `${t.mode} open loop, ${r.rate}/s` : `${t.mode} c=${r.concurrency}`, value, t))
+      rows.push(
+        row(
+          t.target,
+          r.concurrency === 'open' ? `${t.mode} open loop, ${r.rate}/s` : `${t.mode} c=${r.concurrency}`,
+          value,
+          t,
+        ),
+      )
     }
   }
   if (soak) {

@@ -15,7 +15,9 @@ const SETTINGS = { optimizer: { enabled: true, runs: 200 }, evmVersion: 'cancun'
 /** Compiles every contract of contracts/ and returns the text of src/chain/artifacts.ts. */
 export function renderArtifacts() {
   const sources = {}
-  for (const file of readdirSync(CONTRACTS_DIR).filter((f) => f.endsWith('.sol')).sort()) {
+  for (const file of readdirSync(CONTRACTS_DIR)
+    .filter((f) => f.endsWith('.sol'))
+    .sort()) {
     sources[file] = { content: readFileSync(join(CONTRACTS_DIR, file), 'utf8') }
   }
   const input = {

@@ -6,10 +6,12 @@ import { Capabilities, ToolContract, CORTEX_MODEL_ID, MODEL_ID_PATTERN } from '.
 import { jsonPointerToPath } from './protocol/json-pointer.js'
 
 /**
- * The config file (docs/architecture.md §9). This shape is a contract: outside tools write such files. Its objects are closed: a
- * field this shape does not name (most often a misspelt optional one, whose default would quietly apply) is refused.
+ * The config file (docs/architecture.md §9). This shape is a contract: outside tools write such files. Its objects are
+ * closed: a field this shape does not name (most often a misspelt optional one, whose default would quietly apply) is
+ * refused.
  */
-const Closed = <T extends Parameters<typeof Type.Object>[0]>(properties: T) => Type.Object(properties, { additionalProperties: false })
+const Closed = <T extends Parameters<typeof Type.Object>[0]>(properties: T) =>
+  Type.Object(properties, { additionalProperties: false })
 
 const UnitsString = Type.String({ pattern: '^[0-9]+$', description: 'USDC base units (6 decimals), as a string' })
 
@@ -46,7 +48,13 @@ const ManagedConfig = Closed({
   input_price_per_mtok: UnitsString,
   output_price_per_mtok: UnitsString,
   maxConcurrency: Type.Optional(Type.Integer({ minimum: 1 })),
-  contextLimit: Type.Optional(Type.Integer({ minimum: 1, description: "the vendor model's context window in tokens: longer requests are not sent to it (default: no limit)" })),
+  contextLimit: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      description:
+        "the vendor model's context window in tokens: longer requests are not sent to it (default: no limit)",
+    }),
+  ),
 })
 
 /** A store URL: the config's `store` and DATABASE_URL alike. */
@@ -54,18 +62,39 @@ export const STORE_URL = /^(sqlite:|postgres(ql)?:\/\/)/
 
 const LocalRailConfig = Closed({ kind: Type.Literal('local') })
 const EvmRailConfig = Closed({
-    kind: Type.Literal('evm'),
-    rpcUrl: Type.String({ pattern: '^(https?|wss?)://' }),
-    chainId: Type.Integer({ minimum: 1 }),
-    usdc: Type.String({ description: 'the USDC token (6 decimals)' }),
-    settler: Type.String({ description: 'the BatchSettler contract; payers approve it' }),
-    operatorKeyEnv: Type.Optional(Type.String({ minLength: 1, description: 'environment variable holding the operator key (default SVC_OPERATOR_KEY)' })),
-    confirmations: Type.Optional(Type.Integer({ minimum: 0, description: 'blocks on top of the one with a batch before it counts as settled (default 1)' })),
-    feeAccount: Type.Optional(Type.String({ description: 'address paid the marketplace fee (default: the operator)' })),
-    vendorAccount: Type.Optional(Type.String({ description: 'address paid for managed-vendor charges (default: feeAccount)' })),
-    pollMs: Type.Optional(Type.Integer({ minimum: 10, description: 'how often new blocks are looked for (default 1000)' })),
-    maxLegs: Type.Optional(Type.Integer({ minimum: 2, description: 'most transfers in one batch transaction (default 200)' })),
-    bumpAfterMs: Type.Optional(Type.Integer({ minimum: 1, description: 'a batch not mined after this is re-sent with higher fees (default 30000)' })),
+  kind: Type.Literal('evm'),
+  rpcUrl: Type.String({ pattern: '^(https?|wss?)://' }),
+  chainId: Type.Integer({ minimum: 1 }),
+  usdc: Type.String({ description: 'the USDC token (6 decimals)' }),
+  settler: Type.String({ description: 'the BatchSettler contract; payers approve it' }),
+  operatorKeyEnv: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description: 'environment variable holding the operator key (default SVC_OPERATOR_KEY)',
+    }),
+  ),
+  confirmations: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      description: 'blocks on top of the one with a batch before it counts as settled (default 1)',
+    }),
+  ),
+  feeAccount: Type.Optional(Type.String({ description: 'address paid the marketplace fee (default: the operator)' })),
+  vendorAccount: Type.Optional(
+    Type.String({ description: 'address paid for managed-vendor charges (default: feeAccount)' }),
+  ),
+  pollMs: Type.Optional(
+    Type.Integer({ minimum: 10, description: 'how often new blocks are looked for (default 1000)' }),
+  ),
+  maxLegs: Type.Optional(
+    Type.Integer({ minimum: 2, description: 'most transfers in one batch transaction (default 200)' }),
+  ),
+  bumpAfterMs: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      description: 'a batch not mined after this is re-sent with higher fees (default 30000)',
+    }),
+  ),
 })
 const RAIL_KINDS = { local: LocalRailConfig, evm: EvmRailConfig }
 const RailConfig = Type.Union([LocalRailConfig, EvmRailConfig])
@@ -87,18 +116,25 @@ const TuningConfig = Closed({
   maxConnections: Type.Optional(Type.Integer({ minimum: 1 })),
   headTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
   maxRequestsPerAccount: Type.Optional(Type.Integer({ minimum: 1 })),
-  maxBodyBytesInFlight: Type.Optional(Type.Integer({ minimum: 4 * 1024 * 1024, description: 'at least the largest body (4 MiB)' })),
+  maxBodyBytesInFlight: Type.Optional(
+    Type.Integer({ minimum: 4 * 1024 * 1024, description: 'at least the largest body (4 MiB)' }),
+  ),
 })
 
 export const ConfigSchema = Closed({
   $schema: Type.Optional(Type.String({ description: 'a JSON Schema for editors; not read' })),
-  listen: Type.Optional(Closed({
-    host: Type.Optional(Type.String()),
-    port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
-    trustProxy: Type.Optional(Type.Union([Type.Boolean(), Type.String()], {
-      description: 'behind a reverse proxy: true (one proxy in front: the last X-Forwarded-For entry is the client), or the proxy addresses (comma-separated IPs/CIDRs) whose X-Forwarded-For/-Proto are believed',
-    })),
-  })),
+  listen: Type.Optional(
+    Closed({
+      host: Type.Optional(Type.String()),
+      port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
+      trustProxy: Type.Optional(
+        Type.Union([Type.Boolean(), Type.String()], {
+          description:
+            'behind a reverse proxy: true (one proxy in front: the last X-Forwarded-For entry is the client), or the proxy addresses (comma-separated IPs/CIDRs) whose X-Forwarded-For/-Proto are believed',
+        }),
+      ),
+    }),
+  ),
   store: Type.String({ pattern: STORE_URL.source }),
   rail: RailConfig,
   feeBps: Type.Integer({ minimum: 0, maximum: 10_000 }),
@@ -107,12 +143,22 @@ export const ConfigSchema = Closed({
   cortex: Type.Optional(Closed({ candidates: Type.Array(Type.String()) })),
   managed: Type.Optional(ManagedConfig),
   tuning: Type.Optional(TuningConfig),
-  portal: Type.Optional(Closed({
-    sessionSecret: Type.Optional(Type.String({ minLength: 16 })),
-    chainId: Type.Optional(Type.Integer({ minimum: 1 })),
-    signInsPerMinute: Type.Optional(Type.Integer({ minimum: 1, description: 'nonces one client address may ask for per minute (default 20)' })),
-    origin: Type.Optional(Type.String({ pattern: '^https?://', description: 'the origin browsers reach the portal at (https://portal.example.com): sign-in messages must name it' })),
-  })),
+  portal: Type.Optional(
+    Closed({
+      sessionSecret: Type.Optional(Type.String({ minLength: 16 })),
+      chainId: Type.Optional(Type.Integer({ minimum: 1 })),
+      signInsPerMinute: Type.Optional(
+        Type.Integer({ minimum: 1, description: 'nonces one client address may ask for per minute (default 20)' }),
+      ),
+      origin: Type.Optional(
+        Type.String({
+          pattern: '^https?://',
+          description:
+            'the origin browsers reach the portal at (https://portal.example.com): sign-in messages must name it',
+        }),
+      ),
+    }),
+  ),
 })
 export type Config = Static<typeof ConfigSchema>
 export type ModelConfig = Static<typeof ModelConfig>
@@ -138,7 +184,10 @@ export interface Tuning {
   settleIntervalMs: number
   /** How long a client may take to send a whole request (headers and body); a stream's reply is not bounded by it. */
   requestTimeoutMs: number
-  /** On stop, how long requests in flight may take to finish before their connections are cut (and charged for what they delivered). */
+  /**
+   * On stop, how long requests in flight may take to finish before their connections are cut (and charged for what they
+   * delivered).
+   */
   shutdownGraceMs: number
   /** Client connections open at once; past it the oldest that sent nothing yet is closed, else the new one. */
   maxConnections: number
@@ -146,7 +195,10 @@ export interface Tuning {
   headTimeoutMs: number
   /** Chat requests one account may have in flight at this instance; one more is refused (503, retry). */
   maxRequestsPerAccount: number
-  /** Bytes of chat request bodies being read at once (by Content-Length; 4 MiB without one); past it a request is refused (503, retry). */
+  /**
+   * Bytes of chat request bodies being read at once (by Content-Length; 4 MiB without one); past it a request is
+   * refused (503, retry).
+   */
   maxBodyBytesInFlight: number
 }
 
@@ -175,7 +227,10 @@ export function tuningOf(config: Config): Tuning {
 }
 
 export class ConfigError extends Error {
-  constructor(readonly problems: string[], source: string) {
+  constructor(
+    readonly problems: string[],
+    source: string,
+  ) {
     super(`invalid config ${source}:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
   }
 }
@@ -207,8 +262,16 @@ function literalChoices(schema: TSchema): string | undefined {
 function railProblems(rail: unknown): string[] {
   if (rail === undefined) return ['rail: required ({"kind": "local"} or {"kind": "evm", …})']
   const kind = (rail as { kind?: unknown } | null)?.kind
-  const schema = typeof kind === 'string' && Object.hasOwn(RAIL_KINDS, kind) ? RAIL_KINDS[kind as keyof typeof RAIL_KINDS] : undefined
-  if (!schema) return [`rail.kind: must be one of ${Object.keys(RAIL_KINDS).map((k) => `"${k}"`).join(', ')}`]
+  const schema =
+    typeof kind === 'string' && Object.hasOwn(RAIL_KINDS, kind)
+      ? RAIL_KINDS[kind as keyof typeof RAIL_KINDS]
+      : undefined
+  if (!schema)
+    return [
+      `rail.kind: must be one of ${Object.keys(RAIL_KINDS)
+        .map((k) => `"${k}"`)
+        .join(', ')}`,
+    ]
   return schemaProblems(schema, rail).map((p) => `rail.${p}`)
 }
 
@@ -226,11 +289,14 @@ function semanticProblems(config: Config): string[] {
   const problems: string[] = []
   const ids = new Set<string>()
   config.models.forEach((m, i) => {
-    if (m.id === CORTEX_MODEL_ID) problems.push(`models[${i}].id: ${CORTEX_MODEL_ID} is the routing model and cannot be configured`)
+    if (m.id === CORTEX_MODEL_ID)
+      problems.push(`models[${i}].id: ${CORTEX_MODEL_ID} is the routing model and cannot be configured`)
     if (ids.has(m.id)) problems.push(`models[${i}].id: duplicate model id ${m.id}`)
     ids.add(m.id)
-    if (m.capabilities.tools && !m.tool_contract) problems.push(`models[${i}].tool_contract: required when capabilities.tools is true`)
-    if (m.capabilities.maxOutputTokens > m.contextLimit) problems.push(`models[${i}].capabilities.maxOutputTokens: larger than contextLimit`)
+    if (m.capabilities.tools && !m.tool_contract)
+      problems.push(`models[${i}].tool_contract: required when capabilities.tools is true`)
+    if (m.capabilities.maxOutputTokens > m.contextLimit)
+      problems.push(`models[${i}].capabilities.maxOutputTokens: larger than contextLimit`)
   })
   const addresses = new Set<string>()
   config.providers.forEach((p, i) => {
@@ -245,7 +311,8 @@ function semanticProblems(config: Config): string[] {
     if (!ids.has(c)) problems.push(`cortex.candidates[${i}]: unknown model ${c}`)
   })
   const origin = config.portal?.origin
-  if (origin !== undefined && !isBareOrigin(origin)) problems.push('portal.origin: not an origin (scheme, host and optional port, nothing after them)')
+  if (origin !== undefined && !isBareOrigin(origin))
+    problems.push('portal.origin: not an origin (scheme, host and optional port, nothing after them)')
   if (config.rail.kind === 'evm') {
     if (!isEvmAddress(config.rail.usdc)) problems.push('rail.usdc: not an EVM address')
     if (!isEvmAddress(config.rail.settler)) problems.push('rail.settler: not an EVM address')
@@ -277,7 +344,9 @@ export function loadConfig(path: string, env: NodeJS.ProcessEnv = process.env): 
   return applyEnv(config, env)
 }
 
-/** DATABASE_URL and PORT over the config, checked as the config's own fields are (a ConfigError naming the variable). */
+/**
+ * DATABASE_URL and PORT over the config, checked as the config's own fields are (a ConfigError naming the variable).
+ */
 export function applyEnv(config: Config, env: NodeJS.ProcessEnv): Config {
   const out = { ...config, listen: { ...config.listen } }
   const problems: string[] = []

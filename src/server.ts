@@ -55,13 +55,20 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
       await settler.stop()
       gateway.stopping = true
       const inFlight = gateway.lifecycle.inFlight
-      if (inFlight > 0) gateway.log(`stopping: ${requests(inFlight)} in flight, given up to ${gateway.tuning.shutdownGraceMs} ms to finish`)
+      if (inFlight > 0)
+        gateway.log(
+          `stopping: ${requests(inFlight)} in flight, given up to ${gateway.tuning.shutdownGraceMs} ms to finish`,
+        )
       await closeGently(app, gateway.tuning.shutdownGraceMs, () => {
         const cut = gateway.stopServing()
-        if (cut > 0) gateway.log(`stopping: ${requests(cut)} still running after ${gateway.tuning.shutdownGraceMs} ms ended (answered as failures to retry, charged nothing)`)
+        if (cut > 0)
+          gateway.log(
+            `stopping: ${requests(cut)} still running after ${gateway.tuning.shutdownGraceMs} ms ended (answered as failures to retry, charged nothing)`,
+          )
       })
       // Requests whose connections closed still settle (capture what they delivered, or release) before the store goes.
-      if (!(await gateway.lifecycle.drained(SETTLE_WAIT_MS))) gateway.log(`stopping with ${requests(gateway.lifecycle.inFlight)} unsettled; their holds are released`)
+      if (!(await gateway.lifecycle.drained(SETTLE_WAIT_MS)))
+        gateway.log(`stopping with ${requests(gateway.lifecycle.inFlight)} unsettled; their holds are released`)
       await gateway.close()
       if (!opts.store) await store.close()
     }),

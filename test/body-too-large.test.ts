@@ -22,23 +22,34 @@ describe('a body over the limit', () => {
   it(`is answered 413 to fetch, every time of ${TRIES}`, async () => {
     for (let i = 0; i < TRIES; i++) {
       const res = await fetch(`${m.url}/v1/chat/completions`, {
-        method: 'POST', body: BIG, headers: { authorization: `Bearer ${m.key}`, 'content-type': 'application/json' },
+        method: 'POST',
+        body: BIG,
+        headers: { authorization: `Bearer ${m.key}`, 'content-type': 'application/json' },
       })
       expect413(res.status, await res.text())
     }
   })
 
   it(`is answered 413 to node's http, every time of ${TRIES}`, async () => {
-    const once = () => new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = httpRequest(`${m.url}/v1/chat/completions`, {
-        method: 'POST', headers: { authorization: `Bearer ${m.key}`, 'content-type': 'application/json' },
-      }, (res) => {
-        let body = ''
-        res.setEncoding('utf8').on('data', (c: string) => (body += c)).on('end', () => resolve({ status: res.statusCode!, body }))
+    const once = () =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = httpRequest(
+          `${m.url}/v1/chat/completions`,
+          {
+            method: 'POST',
+            headers: { authorization: `Bearer ${m.key}`, 'content-type': 'application/json' },
+          },
+          (res) => {
+            let body = ''
+            res
+              .setEncoding('utf8')
+              .on('data', (c: string) => (body += c))
+              .on('end', () => resolve({ status: res.statusCode!, body }))
+          },
+        )
+        req.on('error', reject)
+        req.end(BIG)
       })
-      req.on('error', reject)
-      req.end(BIG)
-    })
     for (let i = 0; i < TRIES; i++) {
       const { status, body } = await once()
       expect413(status, body)
@@ -48,7 +59,9 @@ describe('a body over the limit', () => {
   it(`is answered 413 to the OpenAI SDK, every time of ${TRIES}, without a retry`, async () => {
     let sent = 0
     const client = new OpenAI({
-      baseURL: `${m.url}/v1`, apiKey: m.key, maxRetries: 2,
+      baseURL: `${m.url}/v1`,
+      apiKey: m.key,
+      maxRetries: 2,
       fetch: (url, init) => (sent++, fetch(url, init)),
     })
     for (let i = 0; i < TRIES; i++) {

@@ -10,7 +10,14 @@ describe('upstreams refusing one client request with 400', () => {
   it('do not open their breakers for everyone else', async () => {
     // Both atlas upstreams refuse tool_choice "required" with 400, as some servers do for input they reject.
     const refuseRequired = { toolChoice: ['auto', 'none', 'named'] as const, toolChoiceUnsupported: 'refuse' as const }
-    const mk = await market({ sim: { models: { atlas: { ...refuseRequired, toolChoice: [...refuseRequired.toolChoice] }, 'atlas-b': { ...refuseRequired, toolChoice: [...refuseRequired.toolChoice] } } } })
+    const mk = await market({
+      sim: {
+        models: {
+          atlas: { ...refuseRequired, toolChoice: [...refuseRequired.toolChoice] },
+          'atlas-b': { ...refuseRequired, toolChoice: [...refuseRequired.toolChoice] },
+        },
+      },
+    })
     const breakerFailures = 3
     for (let i = 0; i < breakerFailures + 1; i++) {
       const res = await chat(mk.url, mk.key, { ...hello, tools, tool_choice: 'required' })
@@ -19,7 +26,9 @@ describe('upstreams refusing one client request with 400', () => {
       expect(res.headers.get('retry-after')).toBeNull()
       const { error } = await res.json()
       expect(error).toMatchObject({ code: 'feature_not_supported', param: null })
-      expect(error.message).toMatch(/^Every provider of svc\/atlas@1 tried \(2\) refused the request as invalid \(upstream answered 400/)
+      expect(error.message).toMatch(
+        /^Every provider of svc\/atlas@1 tried \(2\) refused the request as invalid \(upstream answered 400/,
+      )
     }
     expect(mk.sims.atlasCheap.stats.requests).toBe(breakerFailures + 1)
     // Another client's ordinary request is still served.

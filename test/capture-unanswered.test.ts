@@ -23,7 +23,12 @@ function loseNextClose(mk: Market, when: 'after' | 'before', closes = 1): void {
   }) as typeof pool.query
 }
 
-const ask = (stream: boolean) => ({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 20, stream })
+const ask = (stream: boolean) => ({
+  model: 'svc/atlas@1',
+  messages: [{ role: 'user', content: 'hello' }],
+  max_tokens: 20,
+  stream,
+})
 
 describe('a capture whose answer the store lost, on postgres', () => {
   beforeAll(async (ctx) => {
@@ -31,31 +36,39 @@ describe('a capture whose answer the store lost, on postgres', () => {
   })
 
   // The release that follows may lose its answer too (the same broken connection): the record still tells.
-  it.each([[false, 1], [true, 1], [false, 2], [true, 2]])('that had landed: the reply is delivered with the charge it made (stream %s, answers lost %i)', async (stream, lost) => {
-    const mk = await market({ store: 'postgres' })
-    loseNextClose(mk, 'after', lost)
-    const res = await chat(mk.url, mk.key, ask(stream))
-    expect(res.status).toBe(200)
-    let svc: { cost_usdc: string; request_id: string }
-    if (stream) {
-      const events = await sseEvents(res)
-      expect(events.at(-1)).toBe('[DONE]')
-      const chunks = events.slice(0, -1).map((e) => JSON.parse(e))
-      expect(chunks.some((c) => c.error)).toBe(false)
-      expect(chunks.at(-3).choices[0].finish_reason).toBe('stop')
-      svc = chunks.at(-1).svc
-    } else {
-      const body = await res.json()
-      expect(body.choices[0].message.content.length).toBeGreaterThan(0)
-      svc = body.svc
-    }
-    const record = (await mk.store.usage.get(mk.accountId, svc.request_id))!
-    expect(record).toMatchObject({ outcome: 'completed' })
-    expect(record.cost).toBeGreaterThan(0n)
-    expect(parseUsdc(svc.cost_usdc)).toBe(record.cost)
-    expect((await mk.store.accounts.byId(mk.accountId))!).toMatchObject({ balance: FUNDS - record.cost, held: 0n })
-    expect((await mk.store.ledger.audit()).unbalanced).toEqual([])
-  })
+  it.each([
+    [false, 1],
+    [true, 1],
+    [false, 2],
+    [true, 2],
+  ])(
+    'that had landed: the reply is delivered with the charge it made (stream %s, answers lost %i)',
+    async (stream, lost) => {
+      const mk = await market({ store: 'postgres' })
+      loseNextClose(mk, 'after', lost)
+      const res = await chat(mk.url, mk.key, ask(stream))
+      expect(res.status).toBe(200)
+      let svc: { cost_usdc: string; request_id: string }
+      if (stream) {
+        const events = await sseEvents(res)
+        expect(events.at(-1)).toBe('[DONE]')
+        const chunks = events.slice(0, -1).map((e) => JSON.parse(e))
+        expect(chunks.some((c) => c.error)).toBe(false)
+        expect(chunks.at(-3).choices[0].finish_reason).toBe('stop')
+        svc = chunks.at(-1).svc
+      } else {
+        const body = await res.json()
+        expect(body.choices[0].message.content.length).toBeGreaterThan(0)
+        svc = body.svc
+      }
+      const record = (await mk.store.usage.get(mk.accountId, svc.request_id))!
+      expect(record).toMatchObject({ outcome: 'completed' })
+      expect(record.cost).toBeGreaterThan(0n)
+      expect(parseUsdc(svc.cost_usdc)).toBe(record.cost)
+      expect((await mk.store.accounts.byId(mk.accountId))!).toMatchObject({ balance: FUNDS - record.cost, held: 0n })
+      expect((await mk.store.ledger.audit()).unbalanced).toEqual([])
+    },
+  )
 
   it.each([false, true])('that had not: an error, and nothing charged (stream %s)', async (stream) => {
     const mk = await market({ store: 'postgres' })

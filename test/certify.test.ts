@@ -26,8 +26,16 @@ describe('svc certify against the demo’s simulated upstreams', () => {
     expect(atlas.tool_contract).toEqual(DEMO_CONTRACTS.atlas)
     const tern = await certify({ baseUrl: s.url, model: 'tern' })
     expect(failed(tern)).toEqual([
-      'tool_choice.required.plain', 'tool_choice.required.stream', 'tool_choice.named.plain', 'tool_choice.named.stream',
-      'parallel_tool_calls.true', 'strict.tools', 'strict.response_format', 'arguments.65536', 'agent_loop', 'concurrency.16',
+      'tool_choice.required.plain',
+      'tool_choice.required.stream',
+      'tool_choice.named.plain',
+      'tool_choice.named.stream',
+      'parallel_tool_calls.true',
+      'strict.tools',
+      'strict.response_format',
+      'arguments.65536',
+      'agent_loop',
+      'concurrency.16',
     ])
     expect(tern.probes.find((p) => p.name === 'concurrency.16')!.detail).toMatch(/429/)
     expect(tern.tool_contract).toEqual(DEMO_CONTRACTS.tern)
@@ -43,7 +51,12 @@ describe('the certification id', () => {
       ids.add(c.tool_contract!.certification_id)
     }
     expect(ids.size).toBe(1)
-    const other = await certify({ baseUrl: (await sim()).url, model: 'atlas', maxArgumentBytes: 1024, maxConcurrency: 4 })
+    const other = await certify({
+      baseUrl: (await sim()).url,
+      model: 'atlas',
+      maxArgumentBytes: 1024,
+      maxConcurrency: 4,
+    })
     expect(other.tool_contract!.certification_id).not.toBe([...ids][0])
     expect(other.tool_contract!.certification_id).toMatch(/^cert-[0-9a-f]{16}$/)
   })
@@ -67,7 +80,8 @@ describe('faulty upstreams earn less', () => {
 
   it('takes behaviours through its control API only when they are behaviours', async () => {
     const s = await sim()
-    const set = (models: unknown) => fetch(`${s.url.replace(/\/v1$/, '')}/_sim/settings`, { method: 'POST', body: JSON.stringify({ models }) })
+    const set = (models: unknown) =>
+      fetch(`${s.url.replace(/\/v1$/, '')}/_sim/settings`, { method: 'POST', body: JSON.stringify({ models }) })
     const refused = await set({ m: { toolChoice: 5 } })
     expect(refused.status).toBe(400)
     expect((await refused.json()).error.message).toMatch(/^models: m\.toolChoice must be an array of/)
@@ -76,15 +90,32 @@ describe('faulty upstreams earn less', () => {
   })
 
   it('one ability missing at a time costs exactly that part of the contract', async () => {
-    const s = await sim({ models: { serial: { parallel: false }, short: { maxArgumentBytes: 2000 }, loops: { agentic: false }, lax: { strict: false } } })
+    const s = await sim({
+      models: {
+        serial: { parallel: false },
+        short: { maxArgumentBytes: 2000 },
+        loops: { agentic: false },
+        lax: { strict: false },
+      },
+    })
     const contract = async (model: string) => (await certify({ baseUrl: s.url, model, ...quick })).tool_contract!
     const full = await contract('full')
     const { certification_id: _id, ...rest } = full
-    expect(rest).toMatchObject({ parallel_tool_calls: true, strict_schemas: true, max_argument_bytes: 4096, certified_concurrency: 4, agentic_certified: true })
+    expect(rest).toMatchObject({
+      parallel_tool_calls: true,
+      strict_schemas: true,
+      max_argument_bytes: 4096,
+      certified_concurrency: 4,
+      agentic_certified: true,
+    })
     const differs = async (model: string) => {
       const c = await contract(model)
       expect(c.certification_id).not.toBe(full.certification_id)
-      return Object.fromEntries(Object.entries(c).filter(([k, v]) => k !== 'certification_id' && JSON.stringify(v) !== JSON.stringify(full[k as keyof typeof full])))
+      return Object.fromEntries(
+        Object.entries(c).filter(
+          ([k, v]) => k !== 'certification_id' && JSON.stringify(v) !== JSON.stringify(full[k as keyof typeof full]),
+        ),
+      )
     }
     expect(await differs('serial')).toEqual({ parallel_tool_calls: false })
     expect(await differs('short')).toEqual({ max_argument_bytes: 1024 })
@@ -95,19 +126,37 @@ describe('faulty upstreams earn less', () => {
   it('an upstream that cannot answer a plain request is an error, not a contract', async () => {
     const s = await sim({ fault: { kind: 'status-500' } })
     await expect(certify({ baseUrl: s.url, model: 'atlas' })).rejects.toThrow(CertifyError)
-    await expect(certify({ baseUrl: s.url, model: 'atlas' })).rejects.toThrow(/did not answer a plain chat request.*500/)
+    await expect(certify({ baseUrl: s.url, model: 'atlas' })).rejects.toThrow(
+      /did not answer a plain chat request.*500/,
+    )
   })
 })
 
 describe('the svc certify command', () => {
   it('prints the earned contract with --json, and the probes as text without it', async () => {
     const s = await sim({ models: { tern: { toolChoice: ['auto', 'none'], parallel: false } } })
-    const args = ['certify', '--base-url', s.url, '--model', 'tern', '--max-argument-bytes', '4096', '--max-concurrency', '2']
+    const args = [
+      'certify',
+      '--base-url',
+      s.url,
+      '--model',
+      'tern',
+      '--max-argument-bytes',
+      '4096',
+      '--max-concurrency',
+      '2',
+    ]
     const json = await svc([...args, '--json'])
     expect(json.code, json.stderr).toBe(0)
     const out = JSON.parse(json.stdout)
     expect(out).toMatchObject({ base_url: s.url, model: 'tern' })
-    expect(out.tool_contract).toMatchObject({ tool_choice: ['auto', 'none'], parallel_tool_calls: false, max_argument_bytes: 4096, certified_concurrency: 2, metering_version: 1 })
+    expect(out.tool_contract).toMatchObject({
+      tool_choice: ['auto', 'none'],
+      parallel_tool_calls: false,
+      max_argument_bytes: 4096,
+      certified_concurrency: 2,
+      metering_version: 1,
+    })
     const text = await svc(args)
     expect(text.code).toBe(0)
     expect(text.stdout).toMatch(/FAIL {2}tool_choice\.required\.plain +upstream answered 400/)

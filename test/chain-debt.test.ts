@@ -3,9 +3,24 @@ import type { Address } from 'viem'
 import { issueKey, openAccount } from '../src/accounts/operations.js'
 import { approveSettler } from '../src/chain/deploy.js'
 import { P, type Market } from './helpers/market.js'
-import { askAtlas, balanceOf, evmRail, hasAnvil, newPayer, startChainMarket, until, USDC, type Chain, type ChainMarket, type Payer } from './helpers/chain.js'
+import {
+  askAtlas,
+  balanceOf,
+  evmRail,
+  hasAnvil,
+  newPayer,
+  startChainMarket,
+  until,
+  USDC,
+  type Chain,
+  type ChainMarket,
+  type Payer,
+} from './helpers/chain.js'
 
-/** Spending follows the wallet: allowance changes reach admission through the watcher; uncollectable charges become debt. */
+/**
+ * Spending follows the wallet: allowance changes reach admission through the watcher; uncollectable charges become
+ * debt.
+ */
 describe.skipIf(!hasAnvil)('allowance, admission and debt on chain (anvil)', () => {
   let c: Chain
   let m: Market
@@ -77,19 +92,28 @@ describe.skipIf(!hasAnvil)('allowance, admission and debt on chain (anvil)', () 
   it('admits against an allowance change within a few blocks, and never reads the chain per request', async () => {
     // A cap too small for the request's maximum cost (400 tokens at the highest atlas price ≈ 0.00032 USDC).
     const small = await approveSettler(c.client, alice.wallet, c.usdc, c.settler, 100n)
-    await until(() => account(m.accountId), (a) => a.cap === 100n)
+    await until(
+      () => account(m.accountId),
+      (a) => a.cap === 100n,
+    )
     expect(evmRail(m).watcher.block! - small).toBeLessThanOrEqual(3n)
     expect((await ask(m.key)).status).toBe(402)
 
     const raised = await approveSettler(c.client, alice.wallet, c.usdc, c.settler, 4n * USDC)
-    await until(() => account(m.accountId), (a) => a.cap === 4n * USDC)
+    await until(
+      () => account(m.accountId),
+      (a) => a.cap === 4n * USDC,
+    )
     expect(evmRail(m).watcher.block! - raised).toBeLessThanOrEqual(3n)
     expect((await ask(m.key)).status).toBe(200)
 
     // An allowance lowered to what is already owed (captured, not yet settled) leaves nothing to spend.
     const owed = 5n * USDC - (await account(m.accountId)).balance
     const lowered = await approveSettler(c.client, alice.wallet, c.usdc, c.settler, owed)
-    await until(() => account(m.accountId), (a) => a.cap === 0n)
+    await until(
+      () => account(m.accountId),
+      (a) => a.cap === 0n,
+    )
     expect(evmRail(m).watcher.block! - lowered).toBeLessThanOrEqual(3n)
     const refused = await ask(m.key)
     expect(refused.status).toBe(402)
@@ -97,7 +121,10 @@ describe.skipIf(!hasAnvil)('allowance, admission and debt on chain (anvil)', () 
 
     // Admission is a store operation: with the chain gone, an approved wallet is still served.
     await approveSettler(c.client, alice.wallet, c.usdc, c.settler, 4n * USDC)
-    await until(() => account(m.accountId), (a) => a.cap > 0n)
+    await until(
+      () => account(m.accountId),
+      (a) => a.cap > 0n,
+    )
     await c.close()
     expect((await ask(m.key)).status).toBe(200)
   })

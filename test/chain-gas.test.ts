@@ -22,30 +22,39 @@ describe.skipIf(!hasAnvil)('settler gas per transfer leg', () => {
   afterAll(() => c?.close())
 
   async function gasOf(legs: ChainLeg[]): Promise<bigint> {
-    const hash = await walletFor(c.client, c.operator).writeContract({ address: c.settler, abi: settlerAbi, functionName: 'settle', args: [batchKey(`bat_gas_${n++}`), legs] })
+    const hash = await walletFor(c.client, c.operator).writeContract({
+      address: c.settler,
+      abi: settlerAbi,
+      functionName: 'settle',
+      args: [batchKey(`bat_gas_${n++}`), legs],
+    })
     const r = await c.client.waitForTransactionReceipt({ hash })
     expect(r.status).toBe('success')
     return r.gasUsed
   }
 
   it('stays flat per leg as batches grow', async () => {
-    const onePayer = (k: number) => payees.slice(0, k).map((payee) => ({ payer: payers[0]!.address, payee, amount: 1_000n }))
-    const manyPayers = (k: number) => payers.slice(0, k).flatMap((p) => [
-      { payer: p.address, payee: payees[0]!, amount: 950n },
-      { payer: p.address, payee: payees[1]!, amount: 50n },
-    ])
+    const onePayer = (k: number) =>
+      payees.slice(0, k).map((payee) => ({ payer: payers[0]!.address, payee, amount: 1_000n }))
+    const manyPayers = (k: number) =>
+      payers.slice(0, k).flatMap((p) => [
+        { payer: p.address, payee: payees[0]!, amount: 950n },
+        { payer: p.address, payee: payees[1]!, amount: 50n },
+      ])
     const single = await gasOf(onePayer(1))
     const tenPayees = await gasOf(onePayer(10))
     const twoLegsOne = await gasOf(manyPayers(1))
     const twoLegsTen = await gasOf(manyPayers(10))
     const perLegSamePayer = (tenPayees - single) / 9n
     const perPayerOfTwoLegs = (twoLegsTen - twoLegsOne) / 9n
-    console.info([
-      'BatchSettler.settle gas (cancun, optimizer 200 runs; payees already hold USDC):',
-      `  1 leg: ${single}`,
-      `  1 payer x 10 payees: ${tenPayees}  -> ${perLegSamePayer} per additional leg of the same payer`,
-      `  10 payers x 2 legs (provider + fee): ${twoLegsTen}  -> ${perPayerOfTwoLegs} per additional payer, ${perPayerOfTwoLegs / 2n} per leg`,
-    ].join('\n'))
+    console.info(
+      [
+        'BatchSettler.settle gas (cancun, optimizer 200 runs; payees already hold USDC):',
+        `  1 leg: ${single}`,
+        `  1 payer x 10 payees: ${tenPayees}  -> ${perLegSamePayer} per additional leg of the same payer`,
+        `  10 payers x 2 legs (provider + fee): ${twoLegsTen}  -> ${perPayerOfTwoLegs} per additional payer, ${perPayerOfTwoLegs / 2n} per leg`,
+      ].join('\n'),
+    )
     expect(perLegSamePayer).toBeLessThan(40_000n)
     expect(perPayerOfTwoLegs / 2n).toBeLessThan(40_000n)
   })

@@ -5,7 +5,16 @@ import { SYSTEM_ACCOUNTS } from '../src/store/accounts.js'
 import { Settler } from '../src/settlement/settler.js'
 import { createEvmRail } from '../src/settlement/evm-rail.js'
 import { P, type Market } from './helpers/market.js'
-import { askAtlas, balanceOf, evmRail, hasAnvil, startChainMarket, until, type Chain, type ChainMarket } from './helpers/chain.js'
+import {
+  askAtlas,
+  balanceOf,
+  evmRail,
+  hasAnvil,
+  startChainMarket,
+  until,
+  type Chain,
+  type ChainMarket,
+} from './helpers/chain.js'
 
 /** Restarts and stuck transactions: a batch is paid exactly once whatever happens between send and confirmation. */
 describe.skipIf(!hasAnvil)('batch transactions survive restarts and stuck fees (anvil)', () => {
@@ -24,7 +33,8 @@ describe.skipIf(!hasAnvil)('batch transactions survive restarts and stuck fees (
   const evmConfig = () => m.config.rail as Extract<Config['rail'], { kind: 'evm' }>
 
   /** What the provider and the fee account are owed in the ledger (pending) before settlement. */
-  const owedTo = async (address: string) => (await m.store.accounts.books((await m.store.accounts.byAddress(address))!.id)).pending
+  const owedTo = async (address: string) =>
+    (await m.store.accounts.books((await m.store.accounts.byAddress(address))!.id)).pending
   const nonceOf = (a: Address) => c.client.getTransactionCount({ address: a, blockTag: 'latest' })
 
   it('pays once when the process restarts between sending a batch and its confirmation', async () => {
@@ -34,7 +44,10 @@ describe.skipIf(!hasAnvil)('batch transactions survive restarts and stuck fees (
     await c.test.setAutomine(false)
     const first = m.server.settler.runOnce()
     first.catch(() => {}) // it fails when the process "dies" below
-    const [sent] = await until(() => m.store.settlement.batches(['sent']), (b) => b.length === 1)
+    const [sent] = await until(
+      () => m.store.settlement.batches(['sent']),
+      (b) => b.length === 1,
+    )
     // The transaction is in the node's pool, not mined; the process dies.
     await evmRail(m).close()
     await expect(first).rejects.toThrow()
@@ -76,14 +89,26 @@ describe.skipIf(!hasAnvil)('batch transactions survive restarts and stuck fees (
     await c.test.setAutomine(false)
     const pass = new Settler(m.store, rail).runOnce().finally(() => rail.close())
     pass.catch(() => {}) // awaited below; a failed assertion must not leave it unhandled
-    const [first] = await until(() => m.store.settlement.batches(['sent']), (b) => b.length === 1)
+    const [first] = await until(
+      () => m.store.settlement.batches(['sent']),
+      (b) => b.length === 1,
+    )
     // The hash is stored before the broadcast (a crash between them is the test above): wait for the node to have it.
     const known = (hash: Hex) => c.client.getTransaction({ hash }).catch(() => undefined)
-    const a = (await until(() => known(first!.txHash as Hex), (t) => t !== undefined))!
-    const [bumped] = await until(() => m.store.settlement.batches(['sent']), (b) => b.length === 1 && b[0]!.txHash !== first!.txHash)
+    const a = (await until(
+      () => known(first!.txHash as Hex),
+      (t) => t !== undefined,
+    ))!
+    const [bumped] = await until(
+      () => m.store.settlement.batches(['sent']),
+      (b) => b.length === 1 && b[0]!.txHash !== first!.txHash,
+    )
     expect(bumped!.nonce).toBe(first!.nonce)
     // The node replaced the first transaction in its pool with the bumped one.
-    const b = (await until(() => known(bumped!.txHash as Hex), (t) => t !== undefined))!
+    const b = (await until(
+      () => known(bumped!.txHash as Hex),
+      (t) => t !== undefined,
+    ))!
     expect(b.nonce).toBe(a.nonce)
     expect(b.maxFeePerGas! * 100n).toBeGreaterThanOrEqual(a.maxFeePerGas! * 110n)
     expect(b.maxPriorityFeePerGas! * 100n).toBeGreaterThanOrEqual(a.maxPriorityFeePerGas! * 110n)
@@ -98,7 +123,9 @@ describe.skipIf(!hasAnvil)('batch transactions survive restarts and stuck fees (
 
   it('does not raise the fee of broadcasts the node refused, and lands at fresh fees once it takes one', async () => {
     let refused = 0
-    const rail = await createEvmRail({ ...evmConfig(), bumpAfterMs: 150 }, m.store, { log: (msg) => void (msg.includes('refused') && refused++) })
+    const rail = await createEvmRail({ ...evmConfig(), bumpAfterMs: 150 }, m.store, {
+      log: (msg) => void (msg.includes('refused') && refused++),
+    })
     const due = await owedTo(P.atlasCheap)
     const before = await balanceOf(c, P.atlasCheap as Address)
     const fresh = await c.client.estimateFeesPerGas()
@@ -107,7 +134,11 @@ describe.skipIf(!hasAnvil)('batch transactions survive restarts and stuck fees (
     await c.test.setBalance({ address: c.operator.address, value: 0n })
     const pass = new Settler(m.store, rail).runOnce().finally(() => rail.close())
     pass.catch(() => {})
-    await until(async () => refused, (n) => n >= 8, 10_000)
+    await until(
+      async () => refused,
+      (n) => n >= 8,
+      10_000,
+    )
     await c.test.setBalance({ address: c.operator.address, value: gas })
     const report = await pass
     expect(report.batches).toHaveLength(1)

@@ -2,7 +2,18 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { zeroAddress, type Address } from 'viem'
 import { SYSTEM_ACCOUNTS } from '../src/store/accounts.js'
 import { chat, P, type Market } from './helpers/market.js'
-import { askAtlas, balanceOf, evmRail, hasAnvil, hello, startChainMarket, USDC, type Chain, type ChainMarket, type Payer } from './helpers/chain.js'
+import {
+  askAtlas,
+  balanceOf,
+  evmRail,
+  hasAnvil,
+  hello,
+  startChainMarket,
+  USDC,
+  type Chain,
+  type ChainMarket,
+  type Payer,
+} from './helpers/chain.js'
 
 /**
  * A transfer the token refuses for a reason that is not the payer's (here: a payee at the zero address, which the token
@@ -50,13 +61,16 @@ describe.skipIf(!hasAnvil)('a payee the token refuses (anvil)', () => {
     const second = await m.server.settler.runOnce()
     expect(second.batches).toHaveLength(1)
     expect(second.batches[0]!.failedPayers).toEqual([])
-    expect((await m.store.settlement.legs(second.batches[0]!.id)).map((l) => l.payeeId).sort()).toEqual([fees, tern].sort())
+    expect((await m.store.settlement.legs(second.batches[0]!.id)).map((l) => l.payeeId).sort()).toEqual(
+      [fees, tern].sort(),
+    )
     expect(second.waiting.payees).toEqual([refused])
     await evmRail(m).watcher.syncNow()
     const ternBooks = await m.store.accounts.books(tern)
     expect(ternBooks.pending).toBe(0n)
     expect(await balanceOf(c, P.tern as Address)).toBe(ternBooks.available)
-    // What the refused payee (and the fee on it) is owed stays pending, and owed by the payer: its wallet still holds it.
+    // What the refused payee (and the fee on it) is owed stays pending, and owed by the payer: its wallet still holds
+    // it.
     const owed = await m.store.chain.owed(m.accountId)
     const refusedPending = (await m.store.accounts.books(refused)).pending
     expect(refusedPending).toBeGreaterThan(owedToRefused)
@@ -81,7 +95,10 @@ describe.skipIf(!hasAnvil)('a payee the token refuses (anvil)', () => {
     const rail = evmRail(m) as unknown as { probe: Record<string, (...args: unknown[]) => Promise<boolean>> }
     const probe = rail.probe
     const asked = { refusesPayee: probe.refusesPayee!, refusesLeg: probe.refusesLeg!, covers: probe.covers! }
-    for (const name of Object.keys(asked)) probe[name] = async () => { throw new Error('rate limited') }
+    for (const name of Object.keys(asked))
+      probe[name] = async () => {
+        throw new Error('rate limited')
+      }
     const first = await m.server.settler.runOnce()
     expect(first.unfinished.map((u) => u.id)).toEqual([early.id])
     expect(first.unfinished[0]!.why).toContain('rate limited')
@@ -94,9 +111,12 @@ describe.skipIf(!hasAnvil)('a payee the token refuses (anvil)', () => {
     for (const [name, fn] of Object.entries(asked)) probe[name] = fn.bind(probe)
     const second = await m.server.settler.runOnce()
     expect(second.unfinished).toEqual([])
-    expect(second.batches.find((b) => b.id === early.id)).toMatchObject({ failedPayers: [], deferredPayers: [m.accountId] })
+    expect(second.batches.find((b) => b.id === early.id)).toMatchObject({
+      failedPayers: [],
+      deferredPayers: [m.accountId],
+    })
     expect((await account()).debt).toBe(0n)
-    expect((await m.store.settlement.batches(['open', 'sent']))).toEqual([])
+    expect(await m.store.settlement.batches(['open', 'sent'])).toEqual([])
     const audit = await m.store.ledger.audit()
     expect(audit.unbalanced).toEqual([])
     expect(audit.inconsistent).toEqual([])

@@ -6,7 +6,20 @@ import { walletFor } from '../src/chain/deploy.js'
 import { walletOnChain } from '../src/chain/status.js'
 import { chat, P, type Market } from './helpers/market.js'
 import { signIn } from './helpers/portal.js'
-import { askAtlas, balanceOf, evmRail, FEE_ADDRESS, hasAnvil, hello, startChainMarket, USDC, VENDOR_ADDRESS, type Chain, type ChainMarket, type Payer } from './helpers/chain.js'
+import {
+  askAtlas,
+  balanceOf,
+  evmRail,
+  FEE_ADDRESS,
+  hasAnvil,
+  hello,
+  startChainMarket,
+  USDC,
+  VENDOR_ADDRESS,
+  type Chain,
+  type ChainMarket,
+  type Payer,
+} from './helpers/chain.js'
 
 describe.skipIf(!hasAnvil)('settlement on chain (anvil)', () => {
   let c: Chain
@@ -32,7 +45,13 @@ describe.skipIf(!hasAnvil)('settlement on chain (anvil)', () => {
     expect(await m.store.chain.wallet(m.accountId)).toMatchObject({ balance: 5n * USDC, allowance: 4n * USDC })
     // What the portal's wallet page shows: the wallet as read from the chain and the contract to approve.
     expect(await walletOnChain(m.config.rail as Parameters<typeof walletOnChain>[0], m.store, m.accountId)).toEqual({
-      chain_id: 31337, usdc: c.usdc, approve: c.settler, onchain_balance: '5.000000', allowance: '4.000000', owed: '0.000000', read_at_block: expect.any(String),
+      chain_id: 31337,
+      usdc: c.usdc,
+      approve: c.settler,
+      onchain_balance: '5.000000',
+      allowance: '4.000000',
+      owed: '0.000000',
+      read_at_block: expect.any(String),
     })
   })
 
@@ -40,7 +59,14 @@ describe.skipIf(!hasAnvil)('settlement on chain (anvil)', () => {
     const portal = await signIn(m.url, payer.account as Parameters<typeof signIn>[1])
     const w = await (await portal.call('GET', '/wallet')).json()
     expect(w).toMatchObject({ balance: '5.000000', cap: '4.000000' })
-    expect(w.chain).toMatchObject({ chain_id: 31337, usdc: c.usdc, approve: c.settler, onchain_balance: '5.000000', allowance: '4.000000', owed: '0.000000' })
+    expect(w.chain).toMatchObject({
+      chain_id: 31337,
+      usdc: c.usdc,
+      approve: c.settler,
+      onchain_balance: '5.000000',
+      allowance: '4.000000',
+      owed: '0.000000',
+    })
     const deposit = await portal.call('POST', '/wallet/deposit', { amount: '1' })
     expect(deposit.status).toBe(400)
     expect((await deposit.json()).error.message).toMatch(/on chain/)
@@ -93,21 +119,50 @@ describe.skipIf(!hasAnvil)('settlement on chain (anvil)', () => {
     const before = await Promise.all([payer.address, P.atlasCheap as Address, FEE_ADDRESS].map((a) => balanceOf(c, a)))
     const operator = walletFor(c.client, c.operator)
     const chainLegs = [
-      { payer: payer.address, payee: P.atlasCheap as Address, amount: legs.find((l) => l.payeeId !== l.payerId)!.amount },
+      {
+        payer: payer.address,
+        payee: P.atlasCheap as Address,
+        amount: legs.find((l) => l.payeeId !== l.payerId)!.amount,
+      },
     ]
-    const replay = c.client.simulateContract({ account: c.operator, address: c.settler, abi: settlerAbi, functionName: 'settle', args: [batchKey(batch!.id), chainLegs] })
-    const err = await replay.then(() => null, (e: unknown) => e)
+    const replay = c.client.simulateContract({
+      account: c.operator,
+      address: c.settler,
+      abi: settlerAbi,
+      functionName: 'settle',
+      args: [batchKey(batch!.id), chainLegs],
+    })
+    const err = await replay.then(
+      () => null,
+      (e: unknown) => e,
+    )
     expect(err).toBeInstanceOf(BaseError)
-    const reverted = (err as BaseError).walk((e) => e instanceof ContractFunctionRevertedError) as ContractFunctionRevertedError | null
+    const reverted = (err as BaseError).walk(
+      (e) => e instanceof ContractFunctionRevertedError,
+    ) as ContractFunctionRevertedError | null
     expect(reverted?.data?.errorName).toBe('BatchAlreadyExecuted')
     // Sent anyway (no simulation), it is mined as a revert.
-    const hash = await operator.writeContract({ address: c.settler, abi: settlerAbi, functionName: 'settle', args: [batchKey(batch!.id), chainLegs], gas: 300_000n })
+    const hash = await operator.writeContract({
+      address: c.settler,
+      abi: settlerAbi,
+      functionName: 'settle',
+      args: [batchKey(batch!.id), chainLegs],
+      gas: 300_000n,
+    })
     expect((await c.client.waitForTransactionReceipt({ hash })).status).toBe('reverted')
-    expect(await Promise.all([payer.address, P.atlasCheap as Address, FEE_ADDRESS].map((a) => balanceOf(c, a)))).toEqual(before)
+    expect(
+      await Promise.all([payer.address, P.atlasCheap as Address, FEE_ADDRESS].map((a) => balanceOf(c, a))),
+    ).toEqual(before)
     // The ledger refuses the replay too.
     expect(await m.store.settlement.markSettled(batch!.id, Date.now())).toBe(false)
     // Nobody but the operator may settle.
-    const stranger = c.client.simulateContract({ account: payer.address, address: c.settler, abi: settlerAbi, functionName: 'settle', args: [batchKey('bat_other'), chainLegs] })
+    const stranger = c.client.simulateContract({
+      account: payer.address,
+      address: c.settler,
+      abi: settlerAbi,
+      functionName: 'settle',
+      args: [batchKey('bat_other'), chainLegs],
+    })
     await expect(stranger).rejects.toThrow(/NotOperator/)
   })
 })

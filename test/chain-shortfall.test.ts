@@ -4,7 +4,17 @@ import { mintUsdc } from '../src/chain/deploy.js'
 import { parseUsdc } from '../src/money/usdc.js'
 import { spendableOf } from '../src/store/accounts.js'
 import { P } from './helpers/market.js'
-import { askAtlas, balanceOf, evmRail, FEE_ADDRESS, hasAnvil, sendUsdc, startChainMarket, USDC, type ChainMarket } from './helpers/chain.js'
+import {
+  askAtlas,
+  balanceOf,
+  evmRail,
+  FEE_ADDRESS,
+  hasAnvil,
+  sendUsdc,
+  startChainMarket,
+  USDC,
+  type ChainMarket,
+} from './helpers/chain.js'
 
 /** Where the payer moves their USDC: any address that is not an account of the market. */
 const ELSEWHERE = '0x000000000000000000000000000000000000bEEF' as Address

@@ -19,7 +19,13 @@ describe.skipIf(!hasAnvil)('TestUSDC (anvil)', () => {
   it('has 6 decimals and refuses mint from anyone but its deployer', async () => {
     expect(await read('decimals')).toBe(6)
     const stranger = await newPayer(c, 0n, 0n)
-    const attempt = c.client.simulateContract({ account: stranger.address, address: c.usdc, abi: usdcAbi, functionName: 'mint', args: [stranger.address, 1n] })
+    const attempt = c.client.simulateContract({
+      account: stranger.address,
+      address: c.usdc,
+      abi: usdcAbi,
+      functionName: 'mint',
+      args: [stranger.address, 1n],
+    })
     await expect(attempt).rejects.toThrow(/NotMinter/)
   })
 
@@ -29,10 +35,15 @@ describe.skipIf(!hasAnvil)('TestUSDC (anvil)', () => {
     const message = { owner: owner.address, spender: c.settler, value: 750_000n, nonce: 0n, deadline }
     const signature = await owner.account.signTypedData({
       domain: { name: 'USD Coin', version: '2', chainId: c.anvil.chainId, verifyingContract: c.usdc },
-      types: { Permit: [
-        { name: 'owner', type: 'address' }, { name: 'spender', type: 'address' }, { name: 'value', type: 'uint256' },
-        { name: 'nonce', type: 'uint256' }, { name: 'deadline', type: 'uint256' },
-      ] },
+      types: {
+        Permit: [
+          { name: 'owner', type: 'address' },
+          { name: 'spender', type: 'address' },
+          { name: 'value', type: 'uint256' },
+          { name: 'nonce', type: 'uint256' },
+          { name: 'deadline', type: 'uint256' },
+        ],
+      },
       primaryType: 'Permit',
       message,
     })
@@ -44,7 +55,13 @@ describe.skipIf(!hasAnvil)('TestUSDC (anvil)', () => {
     expect((await c.client.waitForTransactionReceipt({ hash })).status).toBe('success')
     expect(await read('allowance', [owner.address, c.settler])).toBe(750_000n)
     expect(await read('nonces', [owner.address])).toBe(1n)
-    const replay = c.client.simulateContract({ account: anvilAccount(9), address: c.usdc, abi: usdcAbi, functionName: 'permit', args })
+    const replay = c.client.simulateContract({
+      account: anvilAccount(9),
+      address: c.usdc,
+      abi: usdcAbi,
+      functionName: 'permit',
+      args,
+    })
     await expect(replay).rejects.toThrow(/InvalidSignature/)
   })
 })

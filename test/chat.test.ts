@@ -28,7 +28,11 @@ describe('plain chat completion', () => {
     expect(body.usage.total_tokens).toBe(body.usage.prompt_tokens + 12)
     // 150000 per Mtok input, 600000 per Mtok output, rounded up to a base unit.
     const expected = Math.ceil((body.usage.prompt_tokens * 150000 + 12 * 600000) / 1e6)
-    expect(body.svc).toEqual({ cost_usdc: `0.${String(expected).padStart(6, '0')}`, provider: P.atlasCheap, request_id: requestId })
+    expect(body.svc).toEqual({
+      cost_usdc: `0.${String(expected).padStart(6, '0')}`,
+      provider: P.atlasCheap,
+      request_id: requestId,
+    })
   })
 })
 
@@ -43,7 +47,13 @@ describe('streamed chat completion', () => {
     const chunks = events.slice(0, -1).map((e) => JSON.parse(e))
     expect(chunks[0].choices[0].delta).toEqual({ role: 'assistant', content: '' })
     const contents = chunks.slice(1, 6)
-    expect(contents.map((c) => Object.keys(c.choices[0].delta))).toEqual([['content'], ['content'], ['content'], ['content'], ['content']])
+    expect(contents.map((c) => Object.keys(c.choices[0].delta))).toEqual([
+      ['content'],
+      ['content'],
+      ['content'],
+      ['content'],
+      ['content'],
+    ])
     expect(chunks[6].choices[0]).toEqual({ index: 0, delta: {}, finish_reason: 'length' })
     expect(chunks[7].choices).toEqual([])
     expect(chunks[7].usage.completion_tokens).toBe(5)
@@ -62,10 +72,18 @@ describe('streamed chat completion', () => {
 describe('official openai SDK', () => {
   it('creates completions and iterates streams', async () => {
     const client = new OpenAI({ baseURL: `${m.url}/v1`, apiKey: m.key })
-    const r = await client.chat.completions.create({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 })
+    const r = await client.chat.completions.create({
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 8,
+    })
     expect(r.choices[0]!.message.content).toBeTruthy()
     expect((r as unknown as { svc: { cost_usdc: string } }).svc.cost_usdc).toMatch(/^\d+\.\d{6}$/)
-    const stream = await client.chat.completions.create({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], stream: true })
+    const stream = await client.chat.completions.create({
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content: 'hi' }],
+      stream: true,
+    })
     let text = ''
     let svc: unknown
     for await (const chunk of stream) {
@@ -76,9 +94,15 @@ describe('official openai SDK', () => {
     expect(svc).toMatchObject({ provider: P.atlasCheap })
   })
 
-  it('passes back the upstream\'s token log probabilities when asked, plain and streamed', async () => {
+  it("passes back the upstream's token log probabilities when asked, plain and streamed", async () => {
     const client = new OpenAI({ baseURL: `${m.url}/v1`, apiKey: m.key })
-    const ask = { model: 'svc/atlas@1', messages: [{ role: 'user' as const, content: 'hi' }], max_tokens: 8, logprobs: true, top_logprobs: 2 }
+    const ask = {
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user' as const, content: 'hi' }],
+      max_tokens: 8,
+      logprobs: true,
+      top_logprobs: 2,
+    }
     const r = await client.chat.completions.create(ask)
     const entries = r.choices[0]!.logprobs!.content!
     expect(entries).toHaveLength(8)
@@ -108,6 +132,8 @@ describe('official openai SDK', () => {
 
   it('raises typed errors with codes', async () => {
     const client = new OpenAI({ baseURL: `${m.url}/v1`, apiKey: 'svc_test_nope', maxRetries: 0 })
-    await expect(client.chat.completions.create({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }] })).rejects.toMatchObject({ status: 401, code: 'invalid_api_key' })
+    await expect(
+      client.chat.completions.create({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }] }),
+    ).rejects.toMatchObject({ status: 401, code: 'invalid_api_key' })
   })
 })

@@ -45,14 +45,25 @@ describe('svc demo', () => {
   it('lets the other commands act on the same store through the written config', async () => {
     const config = join(data, 'config.json')
     const wallet = addressOf(0x42)
-    expect((await svc(['account', 'create', '--wallet', wallet.toLowerCase(), '--config', config, '--json'])).stdout).toContain(`"wallet":"${wallet}"`)
-    expect(JSON.parse((await svc(['deposit', '--wallet', wallet, '--amount', '1.5', '--config', config, '--json'])).stdout).balance).toBe('1.500000')
-    expect(JSON.parse((await svc(['approve', '--wallet', wallet, '--amount', '1', '--config', config, '--json'])).stdout).spendable).toBe('1.000000')
-    const key = JSON.parse((await svc(['key', 'create', '--wallet', wallet, '--name', 'ci', '--config', config, '--json'])).stdout)
+    expect(
+      (await svc(['account', 'create', '--wallet', wallet.toLowerCase(), '--config', config, '--json'])).stdout,
+    ).toContain(`"wallet":"${wallet}"`)
+    expect(
+      JSON.parse((await svc(['deposit', '--wallet', wallet, '--amount', '1.5', '--config', config, '--json'])).stdout)
+        .balance,
+    ).toBe('1.500000')
+    expect(
+      JSON.parse((await svc(['approve', '--wallet', wallet, '--amount', '1', '--config', config, '--json'])).stdout)
+        .spendable,
+    ).toBe('1.000000')
+    const key = JSON.parse(
+      (await svc(['key', 'create', '--wallet', wallet, '--name', 'ci', '--config', config, '--json'])).stdout,
+    )
     expect(key.api_key).toMatch(/^svc_test_/)
     const base = /base URL\s+(http:\/\/[\d.:]+)/.exec(demo.output())![1]!
     const res = await fetch(`${base}/v1/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${key.api_key}`, 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.api_key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'svc/wren@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 }),
     })
     expect(res.status).toBe(200)
@@ -62,7 +73,11 @@ describe('svc demo', () => {
     const usage = JSON.parse((await svc(['usage', '--wallet', wallet, '--config', config, '--json'])).stdout)
     expect(usage.data[0]).toMatchObject({ model: 'svc/wren@1', outcome: 'completed' })
     const shown = JSON.parse((await svc(['account', 'show', '--wallet', wallet, '--config', config, '--json'])).stdout)
-    expect(shown.balance).toBe(`1.${String(1_500_000 - Number(usage.total_cost_usdc.replace('.', ''))).padStart(7, '0').slice(1)}`)
+    expect(shown.balance).toBe(
+      `1.${String(1_500_000 - Number(usage.total_cost_usdc.replace('.', '')))
+        .padStart(7, '0')
+        .slice(1)}`,
+    )
     expect((await svc(['key', 'revoke', '--wallet', wallet, '--id', key.id, '--config', config])).code).toBe(0)
     const settled = JSON.parse((await svc(['settle', '--config', config, '--json'])).stdout)
     expect(settled.ran).toBe(true)
@@ -86,7 +101,9 @@ describe('svc demo --json', () => {
       expect(again.code).toBe(1)
       expect(again.stderr).toContain(`port ${port} is in use; choose another with --port`)
       expect(readFileSync(line.config, 'utf8')).toBe(written)
-      expect((await svc(['demo', '--chunk-delay-ms', 'abc', '--data', data])).stderr).toContain('--chunk-delay-ms must be a whole number of milliseconds, got abc')
+      expect((await svc(['demo', '--chunk-delay-ms', 'abc', '--data', data])).stderr).toContain(
+        '--chunk-delay-ms must be a whole number of milliseconds, got abc',
+      )
     } finally {
       await d.stop()
     }
@@ -102,9 +119,42 @@ describe('svc sim-provider and svc serve', () => {
       const simInfo = JSON.parse(sim.output().split('\n')[0]!)
       expect(simInfo.fault).toBe('status-500')
       const config = {
-        listen: { host: '127.0.0.1', port: 0 }, store: `sqlite:${join(dir, 'svc.db')}`, rail: { kind: 'local' }, feeBps: 100,
-        models: [{ id: 'svc/solo@1', owned_by: 'x', contextLimit: 4096, capabilities: { workload: 'chat', tools: false, structuredOutputs: false, reasoning: false, streaming: true, maxOutputTokens: 256 } }],
-        providers: [{ address: addressOf(0x77), baseUrl: simInfo.base_url, bundle: 'sim', profile: 'cli', offers: [{ model: 'svc/solo@1', upstreamModel: 'solo', input_price_per_mtok: '1000000', output_price_per_mtok: '2000000', maxConcurrency: 4 }] }],
+        listen: { host: '127.0.0.1', port: 0 },
+        store: `sqlite:${join(dir, 'svc.db')}`,
+        rail: { kind: 'local' },
+        feeBps: 100,
+        models: [
+          {
+            id: 'svc/solo@1',
+            owned_by: 'x',
+            contextLimit: 4096,
+            capabilities: {
+              workload: 'chat',
+              tools: false,
+              structuredOutputs: false,
+              reasoning: false,
+              streaming: true,
+              maxOutputTokens: 256,
+            },
+          },
+        ],
+        providers: [
+          {
+            address: addressOf(0x77),
+            baseUrl: simInfo.base_url,
+            bundle: 'sim',
+            profile: 'cli',
+            offers: [
+              {
+                model: 'svc/solo@1',
+                upstreamModel: 'solo',
+                input_price_per_mtok: '1000000',
+                output_price_per_mtok: '2000000',
+                maxConcurrency: 4,
+              },
+            ],
+          },
+        ],
       }
       const file = join(dir, 'config.json')
       writeFileSync(file, JSON.stringify(config))
@@ -113,13 +163,20 @@ describe('svc sim-provider and svc serve', () => {
       const wallet = addressOf(0x55)
       await svc(['deposit', '--wallet', wallet, '--amount', '2', '--config', file])
       await svc(['approve', '--wallet', wallet, '--amount', '2', '--config', file])
-      const key = JSON.parse((await svc(['key', 'create', '--wallet', wallet, '--config', file, '--json'])).stdout).api_key
-      const ask = () => fetch(`${base}/v1/chat/completions`, {
-        method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'svc/solo@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }),
-      })
+      const key = JSON.parse(
+        (await svc(['key', 'create', '--wallet', wallet, '--config', file, '--json'])).stdout,
+      ).api_key
+      const ask = () =>
+        fetch(`${base}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'svc/solo@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }),
+        })
       expect((await ask()).status).toBe(503)
-      await fetch(simInfo.base_url.replace('/v1', '/_sim/fault'), { method: 'POST', body: JSON.stringify({ mode: 'none' }) })
+      await fetch(simInfo.base_url.replace('/v1', '/_sim/fault'), {
+        method: 'POST',
+        body: JSON.stringify({ mode: 'none' }),
+      })
       // The breaker may hold the provider out for its cool-down; the request succeeds once it half-opens.
       await expect.poll(async () => (await ask()).status, { timeout: 10_000, interval: 500 }).toBe(200)
     } finally {
@@ -131,8 +188,29 @@ describe('svc sim-provider and svc serve', () => {
   it('refuses a bad config with one clear message per field', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-bad-'))
     const file = join(dir, 'config.json')
-    const model = { id: 'svc/x@1', owned_by: 'x', contextLimit: 4096, capabilities: { workload: 'chats', tools: false, structuredOutputs: false, reasoning: false, streaming: true, maxOutputTokens: 256 } }
-    writeFileSync(file, JSON.stringify({ store: 'mysql://x', rail: { kind: 'local' }, feeBps: 20000, models: [model], providers: [{ address: 'nope' }] }))
+    const model = {
+      id: 'svc/x@1',
+      owned_by: 'x',
+      contextLimit: 4096,
+      capabilities: {
+        workload: 'chats',
+        tools: false,
+        structuredOutputs: false,
+        reasoning: false,
+        streaming: true,
+        maxOutputTokens: 256,
+      },
+    }
+    writeFileSync(
+      file,
+      JSON.stringify({
+        store: 'mysql://x',
+        rail: { kind: 'local' },
+        feeBps: 20000,
+        models: [model],
+        providers: [{ address: 'nope' }],
+      }),
+    )
     const r = await svc(['serve', '--config', file])
     expect(r.code).toBe(1)
     // A field with a few allowed values names them.
@@ -146,7 +224,16 @@ describe('svc sim-provider and svc serve', () => {
   it('refuses a field the config does not have, such as a misspelt tuning, instead of applying its default', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-typo-'))
     const file = join(dir, 'config.json')
-    const config = { $schema: './svc.schema.json', store: `sqlite:${join(dir, 'db')}`, rail: { kind: 'local', confirmations: 2 }, feeBps: 0, models: [], providers: [], tuning: { firstByteTimoutMs: 100 }, listen: { port: 0, hots: '0.0.0.0' } }
+    const config = {
+      $schema: './svc.schema.json',
+      store: `sqlite:${join(dir, 'db')}`,
+      rail: { kind: 'local', confirmations: 2 },
+      feeBps: 0,
+      models: [],
+      providers: [],
+      tuning: { firstByteTimoutMs: 100 },
+      listen: { port: 0, hots: '0.0.0.0' },
+    }
     writeFileSync(file, JSON.stringify(config))
     const r = await svc(['serve', '--config', file])
     expect(r.code).toBe(1)
@@ -164,7 +251,17 @@ describe('svc sim-provider and svc serve', () => {
   it('explains in one line a bad environment, a store it cannot reach and a port in use', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-env-'))
     const file = join(dir, 'config.json')
-    writeFileSync(file, JSON.stringify({ store: `sqlite:${join(dir, 'db')}`, listen: { port: 0 }, rail: { kind: 'local' }, feeBps: 0, models: [], providers: [] }))
+    writeFileSync(
+      file,
+      JSON.stringify({
+        store: `sqlite:${join(dir, 'db')}`,
+        listen: { port: 0 },
+        rail: { kind: 'local' },
+        feeBps: 0,
+        models: [],
+        providers: [],
+      }),
+    )
     const notDb = join(dir, 'notes.txt')
     writeFileSync(notDb, 'these are not the tables you are looking for\n'.repeat(100))
     const taken = createServer()
@@ -175,7 +272,10 @@ describe('svc sim-provider and svc serve', () => {
         [{ PORT: '99999' }, /PORT: must be a port number/],
         [{ DATABASE_URL: 'mysql://x' }, /DATABASE_URL: must start with sqlite: or postgres:\/\//],
         [{ DATABASE_URL: 'postgres://postgres@127.0.0.1:9/x' }, /error: connection refused: .*127\.0\.0\.1:9/],
-        [{ DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/x?schema=Bad-Name' }, /schema: Bad-Name is not a schema name/],
+        [
+          { DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/x?schema=Bad-Name' },
+          /schema: Bad-Name is not a schema name/,
+        ],
         [{ DATABASE_URL: `sqlite:${file}/db` }, /error: (not a directory|a file is in the way)/],
         [{ PORT: String((taken.address() as AddressInfo).port) }, /error: the address is in use/],
         [{ DATABASE_URL: `sqlite:${notDb}` }, /error: the store file is not a SQLite database/],
@@ -194,7 +294,14 @@ describe('svc sim-provider and svc serve', () => {
   it('explains in one line an address not of this machine and a store written by a newer svc', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-env-'))
     const file = join(dir, 'config.json')
-    const config = { store: `sqlite:${join(dir, 'db')}`, listen: { host: '10.255.255.1', port: 0 }, rail: { kind: 'local' }, feeBps: 0, models: [], providers: [] }
+    const config = {
+      store: `sqlite:${join(dir, 'db')}`,
+      listen: { host: '10.255.255.1', port: 0 },
+      rail: { kind: 'local' },
+      feeBps: 0,
+      models: [],
+      providers: [],
+    }
     writeFileSync(file, JSON.stringify(config))
     const foreign = await svc(['serve', '--config', file])
     expect(foreign.code).toBe(1)
@@ -203,17 +310,22 @@ describe('svc sim-provider and svc serve', () => {
     expect((await svc(['account', 'create', '--config', file, '--wallet', addressOf(0x51)])).code).toBe(0)
     const { default: Sqlite } = await import('better-sqlite3')
     const db = new Sqlite(join(dir, 'db'))
-    db.prepare('INSERT INTO kysely_migration (name, timestamp) VALUES (?, ?)').run('999_future', new Date().toISOString())
+    db.prepare('INSERT INTO kysely_migration (name, timestamp) VALUES (?, ?)').run(
+      '999_future',
+      new Date().toISOString(),
+    )
     db.close()
     for (const args of [['account', 'show', '--wallet', addressOf(0x51)], ['serve']]) {
       const r = await svc([...args, '--config', file])
       expect(r.code, args[0]).toBe(1)
-      expect(r.stderr).toMatch(/^error: the store was written by a newer svc: it has migration 999_future, which this svc \(whose last is 0\d\d_\w+\) does not know; run the svc that wrote it$/m)
+      expect(r.stderr).toMatch(
+        /^error: the store was written by a newer svc: it has migration 999_future, which this svc \(whose last is 0\d\d_\w+\) does not know; run the svc that wrote it$/m,
+      )
       expect(r.stderr).not.toMatch(/at .*\.js:\d+/)
     }
   })
 
-  it('serve says on stderr when node lacks the gateway\'s flags, and not when NODE_OPTIONS gives them', async () => {
+  it("serve says on stderr when node lacks the gateway's flags, and not when NODE_OPTIONS gives them", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-flags-'))
     const file = join(dir, 'config.json')
     writeFileSync(file, '{}')
@@ -225,7 +337,7 @@ describe('svc sim-provider and svc serve', () => {
     expect(tuned.stderr).toContain('error: invalid config')
   })
 
-  it('refuses the simulated provider\'s bad options with one line each', async () => {
+  it("refuses the simulated provider's bad options with one line each", async () => {
     for (const [args, why] of [
       [['--port', 'abc'], /--port must be a port number, got abc/],
       [['--port', '99999'], /--port must be a port number/],
@@ -235,7 +347,10 @@ describe('svc sim-provider and svc serve', () => {
       [['--models', '[1,2]'], /--models must be a JSON object/],
       [['--models', '{bad'], /--models is not JSON/],
       [['--models', '{"tern":{"paralel":false}}'], /--models: tern has no field paralel \(fields: toolChoice, /],
-      [['--models', '{"tern":{"toolChoice":5}}'], /--models: tern\.toolChoice must be an array of "auto", "none", "required", "named", got 5/],
+      [
+        ['--models', '{"tern":{"toolChoice":5}}'],
+        /--models: tern\.toolChoice must be an array of "auto", "none", "required", "named", got 5/,
+      ],
       [['--models', '{"tern":{"parallel":"no"}}'], /--models: tern\.parallel must be true or false, got "no"/],
       [['--models', '{"tern":{"latencyMs":-1}}'], /--models: tern\.latencyMs must be a whole number of ms, got -1/],
     ] as const) {
@@ -256,7 +371,9 @@ describe('svc sim-provider and svc serve', () => {
       const r = await svc([...args])
       expect(r.code, args.join(' ')).toBe(1)
       expect(r.stderr).toMatch(why)
-      expect(r.stderr.trim().split('\n').at(-1)).toBe(`(run ${hint} for ${hint === 'svc --help' ? 'the commands' : 'its options'})`)
+      expect(r.stderr.trim().split('\n').at(-1)).toBe(
+        `(run ${hint} for ${hint === 'svc --help' ? 'the commands' : 'its options'})`,
+      )
     }
   })
 
@@ -264,17 +381,32 @@ describe('svc sim-provider and svc serve', () => {
   it('explains a bad amount and an unknown wallet', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-bad-'))
     const file = join(dir, 'config.json')
-    writeFileSync(file, JSON.stringify({ store: `sqlite:${join(dir, 'db')}`, rail: { kind: 'local' }, feeBps: 0, models: [], providers: [] }))
+    writeFileSync(
+      file,
+      JSON.stringify({
+        store: `sqlite:${join(dir, 'db')}`,
+        rail: { kind: 'local' },
+        feeBps: 0,
+        models: [],
+        providers: [],
+      }),
+    )
     const bad = await svc(['deposit', '--wallet', addressOf(1), '--amount', '1.0000001', '--config', file])
     expect(bad.code).toBe(1)
     expect(bad.stderr).toMatch(/at most 6 decimals/)
     const unknown = await svc(['account', 'show', '--wallet', addressOf(2), '--config', file])
     expect(unknown.stderr).toMatch(/no account for/)
     // A store path with a typo is no new, empty store: the commands that only read or change accounts say so.
-    for (const args of [['account', 'show', '--wallet', addressOf(2)], ['usage', '--wallet', addressOf(2)], ['key', 'list', '--wallet', addressOf(2)]]) {
+    for (const args of [
+      ['account', 'show', '--wallet', addressOf(2)],
+      ['usage', '--wallet', addressOf(2)],
+      ['key', 'list', '--wallet', addressOf(2)],
+    ]) {
       const r = await svc([...args, '--config', file], { DATABASE_URL: `sqlite:${join(dir, 'typo', 'db')}` })
       expect(r.code, args.join(' ')).toBe(1)
-      expect(r.stderr, args.join(' ')).toMatch(/^error: no store at .*typo\/db \(the config's store, or DATABASE_URL\): check the path/)
+      expect(r.stderr, args.join(' ')).toMatch(
+        /^error: no store at .*typo\/db \(the config's store, or DATABASE_URL\): check the path/,
+      )
     }
     expect(existsSync(join(dir, 'typo'))).toBe(false)
     // Amounts past what the store's 64-bit integers hold are refused in words, and nothing is written.
@@ -287,7 +419,9 @@ describe('svc sim-provider and svc serve', () => {
     expect(over.stderr).toMatch(/balance would exceed/)
     const cap = await svc(['approve', '--wallet', addressOf(1), '--amount', '1' + '0'.repeat(10), '--config', file])
     expect(cap.stderr).toMatch(/a cap must be between/)
-    const shown = JSON.parse((await svc(['account', 'show', '--wallet', addressOf(1), '--config', file, '--json'])).stdout)
+    const shown = JSON.parse(
+      (await svc(['account', 'show', '--wallet', addressOf(1), '--config', file, '--json'])).stdout,
+    )
     expect(shown.balance).toBe('999999999.000000')
     // Key names follow the portal's rule: printable, 1 to 64 characters.
     for (const name of ['', 'a'.repeat(65), 'a\u0001b', 'a\u202eb']) {
@@ -295,7 +429,9 @@ describe('svc sim-provider and svc serve', () => {
       expect(key.code, name).toBe(1)
       expect(key.stderr).toMatch(/name must be 1 to 64 printable characters/)
     }
-    expect(JSON.parse((await svc(['key', 'list', '--wallet', addressOf(1), '--config', file, '--json'])).stdout).keys).toEqual([])
+    expect(
+      JSON.parse((await svc(['key', 'list', '--wallet', addressOf(1), '--config', file, '--json'])).stdout).keys,
+    ).toEqual([])
     for (const limit of ['1e2', '0x10', '0', '10001']) {
       const usage = await svc(['usage', '--wallet', addressOf(1), '--limit', limit, '--config', file])
       expect(usage.code, limit).toBe(1)

@@ -8,13 +8,23 @@ import { SYSTEM_ACCOUNTS } from '../src/store/accounts.js'
 
 const market = marketPerTest()
 
-const ask = (extra: Record<string, unknown> = {}) => ({ model: 'svc/cortex@1', messages: [{ role: 'user', content: 'route me' }], max_tokens: 20, ...extra })
+const ask = (extra: Record<string, unknown> = {}) => ({
+  model: 'svc/cortex@1',
+  messages: [{ role: 'user', content: 'route me' }],
+  max_tokens: 20,
+  ...extra,
+})
 
 interface Served {
   model: string
   fingerprint: string
   usage: { prompt_tokens: number; completion_tokens: number }
-  svc: { cost_usdc: string; provider: string; request_id: string; routing: { model: string; served_by: string; vendor_fallback: boolean; status: string } }
+  svc: {
+    cost_usdc: string
+    provider: string
+    request_id: string
+    routing: { model: string; served_by: string; vendor_fallback: boolean; status: string }
+  }
 }
 
 /** Sends the request plain or streamed and returns what matters of the reply. */
@@ -39,9 +49,16 @@ describe.each([false, true])('svc/cortex@1 (stream %s)', (stream) => {
     expect(r.model).toBe('svc/cortex@1')
     expect(r.fingerprint).toBe('cortex:svc/atlas@1')
     expect(r.svc.provider).toBe(P.atlasCheap)
-    expect(r.svc.routing).toEqual({ model: 'svc/atlas@1', served_by: P.atlasCheap, vendor_fallback: false, status: 'available' })
+    expect(r.svc.routing).toEqual({
+      model: 'svc/atlas@1',
+      served_by: P.atlasCheap,
+      vendor_fallback: false,
+      status: 'available',
+    })
     // Charged the served offer's price, not the ceiling.
-    expect(parseUsdc(r.svc.cost_usdc)).toBe(priceOf({ input: 150_000n, output: 600_000n }, r.usage.prompt_tokens, r.usage.completion_tokens))
+    expect(parseUsdc(r.svc.cost_usdc)).toBe(
+      priceOf({ input: 150_000n, output: 600_000n }, r.usage.prompt_tokens, r.usage.completion_tokens),
+    )
   })
 
   it('failover:1: the first candidate’s providers are down', async () => {
@@ -50,15 +67,30 @@ describe.each([false, true])('svc/cortex@1 (stream %s)', (stream) => {
     mk.sims.atlasDear.setFault({ kind: 'refuse-connections' })
     const r = await send(mk, stream)
     expect(r.fingerprint).toBe('cortex:svc/tern@2')
-    expect(r.svc.routing).toEqual({ model: 'svc/tern@2', served_by: P.tern, vendor_fallback: false, status: 'failover:1' })
-    expect(parseUsdc(r.svc.cost_usdc)).toBe(priceOf({ input: 100_000n, output: 400_000n }, r.usage.prompt_tokens, r.usage.completion_tokens))
+    expect(r.svc.routing).toEqual({
+      model: 'svc/tern@2',
+      served_by: P.tern,
+      vendor_fallback: false,
+      status: 'failover:1',
+    })
+    expect(parseUsdc(r.svc.cost_usdc)).toBe(
+      priceOf({ input: 100_000n, output: 400_000n }, r.usage.prompt_tokens, r.usage.completion_tokens),
+    )
   })
 
   it('failover:1: the first candidate returns invalid tool calls', async () => {
     const mk = await market({ edit: (c) => void (c.cortex = { candidates: ['svc/atlas@1', 'svc/tern@2'] }) })
     mk.sims.atlasCheap.setFault({ kind: 'bad-tool-args' })
     mk.sims.atlasDear.setFault({ kind: 'empty-tool-name' })
-    const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }]
+    const tools = [
+      {
+        type: 'function',
+        function: {
+          name: 'get_weather',
+          parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+        },
+      },
+    ]
     const r = await send(mk, stream, { tools })
     expect(r.svc.routing).toMatchObject({ model: 'svc/tern@2', status: 'failover:1' })
   })
@@ -69,20 +101,33 @@ describe.each([false, true])('svc/cortex@1 (stream %s)', (stream) => {
     mk.sims.atlasDear.setFault({ kind: 'status-429' })
     mk.sims.tern.setFault({ kind: 'slow', ms: 5_000 })
     const r = await send(mk, stream)
-    expect(r.svc.routing).toEqual({ model: 'svc/wren@1', served_by: P.wren, vendor_fallback: false, status: 'failover:2' })
+    expect(r.svc.routing).toEqual({
+      model: 'svc/wren@1',
+      served_by: P.wren,
+      vendor_fallback: false,
+      status: 'failover:2',
+    })
     expect(r.fingerprint).toBe('cortex:svc/wren@1')
   })
 
   it('managed:no_capacity: every candidate down, the vendor answers', async () => {
     const mk = await market()
-    for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern, mk.sims.wren]) s.setFault({ kind: 'status-500' })
+    for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern, mk.sims.wren])
+      s.setFault({ kind: 'status-500' })
     const vendorBefore = await mk.store.accounts.books((await mk.store.accounts.byAddress(SYSTEM_ACCOUNTS.vendor))!.id)
     const r = await send(mk, stream)
     expect(r.svc.provider).toBe('managed')
     expect(r.fingerprint).toBe('cortex:vendor-large')
-    expect(r.svc.routing).toEqual({ model: 'vendor-large', served_by: 'managed', vendor_fallback: true, status: 'managed:no_capacity' })
+    expect(r.svc.routing).toEqual({
+      model: 'vendor-large',
+      served_by: 'managed',
+      vendor_fallback: true,
+      status: 'managed:no_capacity',
+    })
     const cost = parseUsdc(r.svc.cost_usdc)!
-    expect(cost).toBe(priceOf({ input: 3_000_000n, output: 15_000_000n }, r.usage.prompt_tokens, r.usage.completion_tokens))
+    expect(cost).toBe(
+      priceOf({ input: 3_000_000n, output: 15_000_000n }, r.usage.prompt_tokens, r.usage.completion_tokens),
+    )
     // The vendor's cost goes to the marketplace's vendor account, whole.
     const vendorAfter = await mk.store.accounts.books((await mk.store.accounts.byAddress(SYSTEM_ACCOUNTS.vendor))!.id)
     expect(vendorAfter.pending - vendorBefore.pending).toBe(cost)
@@ -94,14 +139,24 @@ describe.each([false, true])('svc/cortex@1 (stream %s)', (stream) => {
     for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern]) s.setFault({ kind: 'garbage' })
     mk.sims.wren.setFault({ kind: 'status-500' })
     const r = await send(mk, stream)
-    expect(r.svc.routing).toEqual({ model: 'vendor-large', served_by: 'managed', vendor_fallback: true, status: 'managed:provider_output_invalid' })
+    expect(r.svc.routing).toEqual({
+      model: 'vendor-large',
+      served_by: 'managed',
+      vendor_fallback: true,
+      status: 'managed:provider_output_invalid',
+    })
   })
 
   it('managed:no_candidate: no candidate fits the request', async () => {
     const mk = await market()
     // max_tokens above every candidate's maxOutputTokens (4096 at most), but the vendor takes it.
     const r = await send(mk, stream, { max_tokens: 5000 })
-    expect(r.svc.routing).toEqual({ model: 'vendor-large', served_by: 'managed', vendor_fallback: true, status: 'managed:no_candidate' })
+    expect(r.svc.routing).toEqual({
+      model: 'vendor-large',
+      served_by: 'managed',
+      vendor_fallback: true,
+      status: 'managed:no_candidate',
+    })
     expect(mk.sims.atlasCheap.stats.requests + mk.sims.tern.stats.requests + mk.sims.wren.stats.requests).toBe(0)
   })
 
@@ -122,9 +177,12 @@ describe.each([false, true])('svc/cortex@1 (stream %s)', (stream) => {
 describe('cortex Retry-After', () => {
   it('counts only the candidates that fit the request: one that cannot take it does not make a retry look useful', async () => {
     const mk = await market({ tuning: { breakerFailures: 1, breakerCooldownMs: 4_000 } })
-    for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern, mk.sims.vendor]) s.setFault({ kind: 'status-500' })
+    for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern, mk.sims.vendor])
+      s.setFault({ kind: 'status-500' })
     // wren takes no tools, so no request with tools can go to it, whatever its breaker says.
-    const withTools = ask({ tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }] })
+    const withTools = ask({
+      tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }],
+    })
     expect((await chat(mk.url, mk.key, withTools)).status).toBe(503)
     const res = await chat(mk.url, mk.key, withTools)
     expect(res.status).toBe(503)
@@ -167,7 +225,10 @@ describe('cortex money', () => {
   })
 })
 
-/** A prompt of about 380 tokens: wren's 512-token context leaves it about 130 for the reply, under the 256 listed for cortex. */
+/**
+ * A prompt of about 380 tokens: wren's 512-token context leaves it about 130 for the reply, under the 256 listed for
+ * cortex.
+ */
 const LONG = [{ role: 'user', content: 'word '.repeat(380) }]
 const VENDOR_PRICES = { input: 3_000_000n, output: 15_000_000n }
 const sentMax = (sim: { requests: Record<string, unknown>[] }) => sim.requests.at(-1)?.max_tokens
@@ -182,7 +243,12 @@ describe.each([false, true])('svc/cortex@1 without max_tokens: a bound per candi
     expect(room).toBeGreaterThan(0)
     expect(room).toBeLessThan(256)
     // Not the vendor at about a hundred times the price.
-    expect(r.svc.routing).toEqual({ model: 'svc/wren@1', served_by: P.wren, vendor_fallback: false, status: 'failover:2' })
+    expect(r.svc.routing).toEqual({
+      model: 'svc/wren@1',
+      served_by: P.wren,
+      vendor_fallback: false,
+      status: 'failover:2',
+    })
     expect(mk.sims.vendor.stats.requests).toBe(0)
     // Each candidate tried was told its own bound: the listed cortex maximum, or what its context leaves when less.
     expect(sentMax(mk.sims.atlasCheap)).toBe(256)
@@ -198,11 +264,18 @@ describe.each([false, true])('svc/cortex@1 without max_tokens: a bound per candi
   it('gives the first candidate the listed cortex maximum, not the room a smaller candidate has', async () => {
     const mk = await market({ sim: { replyTokens: 300 } })
     const r = await send(mk, stream, { max_tokens: undefined, messages: LONG })
-    expect(r.svc.routing).toEqual({ model: 'svc/atlas@1', served_by: P.atlasCheap, vendor_fallback: false, status: 'available' })
+    expect(r.svc.routing).toEqual({
+      model: 'svc/atlas@1',
+      served_by: P.atlasCheap,
+      vendor_fallback: false,
+      status: 'available',
+    })
     expect(sentMax(mk.sims.atlasCheap)).toBe(256)
     // The whole bound, longer than wren's room.
     expect(r.usage.completion_tokens).toBe(256)
-    expect(parseUsdc(r.svc.cost_usdc)).toBe(priceOf({ input: 150_000n, output: 600_000n }, r.usage.prompt_tokens, r.usage.completion_tokens))
+    expect(parseUsdc(r.svc.cost_usdc)).toBe(
+      priceOf({ input: 150_000n, output: 600_000n }, r.usage.prompt_tokens, r.usage.completion_tokens),
+    )
   })
 })
 
@@ -211,13 +284,23 @@ describe('svc/cortex@1 bounds and the hold', () => {
     const mk = await market({ edit: (c) => void (c.cortex = { candidates: ['svc/wren@1', 'svc/atlas@1'] }) })
     const r = await send(mk, false, { max_tokens: undefined, messages: LONG })
     // wren is preferred, but after this prompt its context leaves it less than 256 tokens: atlas answers in full.
-    expect(r.svc.routing).toEqual({ model: 'svc/atlas@1', served_by: P.atlasCheap, vendor_fallback: false, status: 'available' })
+    expect(r.svc.routing).toEqual({
+      model: 'svc/atlas@1',
+      served_by: P.atlasCheap,
+      vendor_fallback: false,
+      status: 'available',
+    })
     expect(mk.sims.wren.stats.requests).toBe(0)
     expect(sentMax(mk.sims.atlasCheap)).toBe(256)
     // With atlas down, wren still answers before the vendor, with what its context leaves.
     for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear]) s.setFault({ kind: 'status-500' })
     const cut = await send(mk, false, { max_tokens: undefined, messages: LONG })
-    expect(cut.svc.routing).toEqual({ model: 'svc/wren@1', served_by: P.wren, vendor_fallback: false, status: 'failover:1' })
+    expect(cut.svc.routing).toEqual({
+      model: 'svc/wren@1',
+      served_by: P.wren,
+      vendor_fallback: false,
+      status: 'failover:1',
+    })
     expect(sentMax(mk.sims.wren)).toBe(512 - cut.usage.prompt_tokens)
   })
 
@@ -230,13 +313,15 @@ describe('svc/cortex@1 bounds and the hold', () => {
     const held = (await mk.store.accounts.byId(mk.accountId))!.held
     const r = await (await pending).json()
     expect(r.svc.routing.model).toBe('svc/atlas@1')
-    // The largest bound (the listed cortex maximum) at the vendor's prices: whichever target serves, its charge is covered.
+    // The largest bound (the listed cortex maximum) at the vendor's prices: whichever target serves, its charge is
+    // covered.
     expect(held).toBe(priceOf(VENDOR_PRICES, r.usage.prompt_tokens, 256))
   })
 
   it('without max_tokens, tells the vendor the listed cortex maximum', async () => {
     const mk = await market()
-    for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern, mk.sims.wren]) s.setFault({ kind: 'status-500' })
+    for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern, mk.sims.wren])
+      s.setFault({ kind: 'status-500' })
     const r = await send(mk, false, { max_tokens: undefined, messages: LONG })
     expect(r.svc.routing).toMatchObject({ model: 'vendor-large', status: 'managed:no_capacity' })
     expect(sentMax(mk.sims.wren)).toBe(512 - r.usage.prompt_tokens)
@@ -248,7 +333,12 @@ describe('svc/cortex@1 bounds and the hold', () => {
     for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern]) s.setFault({ kind: 'status-500' })
     // 200 tokens do not fit in what wren's context leaves after this prompt.
     const r = await send(mk, false, { max_tokens: 200, messages: LONG })
-    expect(r.svc.routing).toEqual({ model: 'vendor-large', served_by: 'managed', vendor_fallback: true, status: 'managed:no_capacity' })
+    expect(r.svc.routing).toEqual({
+      model: 'vendor-large',
+      served_by: 'managed',
+      vendor_fallback: true,
+      status: 'managed:no_capacity',
+    })
     expect(mk.sims.wren.stats.requests).toBe(0)
     for (const s of [mk.sims.atlasCheap, mk.sims.atlasDear, mk.sims.tern, mk.sims.vendor]) expect(sentMax(s)).toBe(200)
   })
@@ -274,7 +364,13 @@ describe('the managed vendor’s context (managed.contextLimit)', () => {
     const mk = await market(withContext)
     const tooLong = await chat(mk.url, mk.key, { model: 'svc/cortex@1', messages: prompt(41_000) })
     expect(tooLong.status).toBe(400)
-    expect((await tooLong.json()).error).toMatchObject({ code: 'feature_not_supported', param: 'messages', message: expect.stringContaining(`context window of the managed vendor of svc/cortex@1 (${VENDOR_CONTEXT} tokens)`) })
+    expect((await tooLong.json()).error).toMatchObject({
+      code: 'feature_not_supported',
+      param: 'messages',
+      message: expect.stringContaining(
+        `context window of the managed vendor of svc/cortex@1 (${VENDOR_CONTEXT} tokens)`,
+      ),
+    })
     const noRoom = await chat(mk.url, mk.key, { model: 'svc/cortex@1', messages: prompt(39_900), max_tokens: 200 })
     expect(noRoom.status).toBe(400)
     expect((await noRoom.json()).error).toMatchObject({ code: 'feature_not_supported', param: 'max_tokens' })
@@ -285,8 +381,12 @@ describe('the managed vendor’s context (managed.contextLimit)', () => {
   it('counts a prompt no further than the vendor’s context', async () => {
     const mk = await market(withContext)
     let x = 3
-    const letters = Array.from({ length: 2_000_000 }, () => String.fromCharCode(97 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 26))).join('')
-    const { result: res, perTurn } = await countedByTurn(() => chat(mk.url, mk.key, { model: 'svc/cortex@1', messages: [{ role: 'user', content: letters }] }))
+    const letters = Array.from({ length: 2_000_000 }, () =>
+      String.fromCharCode(97 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 26)),
+    ).join('')
+    const { result: res, perTurn } = await countedByTurn(() =>
+      chat(mk.url, mk.key, { model: 'svc/cortex@1', messages: [{ role: 'user', content: letters }] }),
+    )
     expect(res.status).toBe(400)
     expect((await res.json()).error.message).toContain(`the managed vendor of svc/cortex@1 (${VENDOR_CONTEXT} tokens)`)
     // 40,000 tokens of such letters are about 80,000 of the 2,000,000 characters.

@@ -20,7 +20,15 @@ async function freePort(): Promise<number> {
 const field = (out: string, name: string) => new RegExp(`${name}\\s+(\\S+)`).exec(out)?.[1]
 
 async function balanceOf(config: string): Promise<string> {
-  const shown = await svc(['account', 'show', '--wallet', '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266', '--config', config, '--json'])
+  const shown = await svc([
+    'account',
+    'show',
+    '--wallet',
+    '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266',
+    '--config',
+    config,
+    '--json',
+  ])
   expect(shown.code, shown.stderr).toBe(0)
   return JSON.parse(shown.stdout).balance
 }
@@ -39,7 +47,8 @@ describe('svc demo started again on the same data directory', () => {
     // A request spends some of the balance, which the next start must not top up.
     const spent = await daemon(['demo', '--data', data, '--chunk-delay-ms', '0'], READY)
     const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }),
     })
     expect(res.status).toBe(200)
@@ -54,7 +63,15 @@ describe('svc demo started again on the same data directory', () => {
     const third = await daemon(['demo', '--data', data, '--chunk-delay-ms', '0'], READY)
     await third.stop()
     expect(await balanceOf(config)).toBe(before)
-    const keys = await svc(['key', 'list', '--wallet', '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266', '--config', config, '--json'])
+    const keys = await svc([
+      'key',
+      'list',
+      '--wallet',
+      '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266',
+      '--config',
+      config,
+      '--json',
+    ])
     expect(JSON.parse(keys.stdout).keys.filter((k: { name: string }) => k.name === 'demo')).toHaveLength(1)
     expect(JSON.parse(readFileSync(config, 'utf8')).listen.port).toBe(port)
   })
@@ -74,7 +91,9 @@ describe('svc demo started again on the same data directory', () => {
     if (!(await postgresReachable())) ctx.skip()
     const url = freshPostgresUrl()
     const data = mkdtempSync(join(tmpdir(), 'svc-demo-'))
-    const d = await daemon(['demo', '--port', '0', '--data', data, '--chunk-delay-ms', '0', '--json'], /\n/, { DATABASE_URL: url })
+    const d = await daemon(['demo', '--port', '0', '--data', data, '--chunk-delay-ms', '0', '--json'], /\n/, {
+      DATABASE_URL: url,
+    })
     try {
       const line = JSON.parse(d.output().split('\n')[0]!)
       expect(JSON.parse(readFileSync(line.config, 'utf8')).store).toBe(url)

@@ -20,10 +20,13 @@ function procStat(pid: number): { ppid: number; state: string; name: string } | 
 }
 
 function childrenOf(pid: number, name: string): number[] {
-  return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((p) => {
-    const s = procStat(p)
-    return s?.ppid === pid && s.name.includes(name)
-  })
+  return readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number)
+    .filter((p) => {
+      const s = procStat(p)
+      return s?.ppid === pid && s.name.includes(name)
+    })
 }
 
 const alive = (pid: number) => {
@@ -34,7 +37,11 @@ const alive = (pid: number) => {
 describe.skipIf(!hasAnvil)('svc demo --rail anvil stopped while it starts', () => {
   it.each(['SIGTERM', 'SIGINT'] as const)('stops the anvil it started (%s)', async (signal) => {
     const data = mkdtempSync(join(tmpdir(), 'svc-demo-stop-'))
-    const demo = spawn(process.execPath, [CLI, 'demo', '--rail', 'anvil', '--port', '0', '--data', data, '--chunk-delay-ms', '0'], { env: cleanEnv(), stdio: 'ignore' })
+    const demo = spawn(
+      process.execPath,
+      [CLI, 'demo', '--rail', 'anvil', '--port', '0', '--data', data, '--chunk-delay-ms', '0'],
+      { env: cleanEnv(), stdio: 'ignore' },
+    )
     const exited = once(demo, 'exit')
     let anvils: number[] = []
     await expect.poll(() => (anvils = childrenOf(demo.pid!, 'anvil')).length, { timeout: 20_000, interval: 20 }).toBe(1)

@@ -25,7 +25,12 @@ describe.each(STORE_KINDS)('edge input on %s', (kind) => {
 
   it('refuses a max_tokens whose maximum cost no store integer holds with insufficient_quota, not an internal error', async () => {
     for (const max_tokens of [1e18, 1e300]) {
-      const e = await expectError(await chat(m.url, m.key, { model: 'svc/cortex@1', messages: [{ role: 'user', content: 'hi' }], max_tokens }), 402, 'insufficient_quota', null)
+      const e = await expectError(
+        await chat(m.url, m.key, { model: 'svc/cortex@1', messages: [{ role: 'user', content: 'hi' }], max_tokens }),
+        402,
+        'insufficient_quota',
+        null,
+      )
       expect(e.message).toContain('Nothing was charged')
     }
     expect((await m.store.accounts.byId(m.accountId))!).toMatchObject({ balance: 10_000_000n, held: 0n })
@@ -40,7 +45,11 @@ function raw(url: string, bytes: string): Promise<string> {
   return new Promise((resolve, reject) => {
     let out = ''
     const socket = connect(Number(port), hostname, () => socket.write(bytes))
-    socket.setEncoding('utf8').on('data', (d: string) => (out += d)).on('close', () => resolve(out)).on('error', reject)
+    socket
+      .setEncoding('utf8')
+      .on('data', (d: string) => (out += d))
+      .on('close', () => resolve(out))
+      .on('error', reject)
   })
 }
 
@@ -59,7 +68,12 @@ describe('edge URLs and query strings', () => {
 
   it('refuses a repeated query parameter of GET /v1/usage, naming it', async () => {
     for (const p of ['after', 'model', 'key_id']) {
-      await expectError(await fetch(`${m.url}/v1/usage?${p}=a&${p}=b`, { headers: auth() }), 400, 'feature_not_supported', p)
+      await expectError(
+        await fetch(`${m.url}/v1/usage?${p}=a&${p}=b`, { headers: auth() }),
+        400,
+        'feature_not_supported',
+        p,
+      )
     }
   })
 
@@ -70,34 +84,66 @@ describe('edge URLs and query strings', () => {
   })
 
   it('refuses a page cursor that names no record of the account, and a limit that is not plain digits', async () => {
-    const e = await expectError(await fetch(`${m.url}/v1/usage?after=req_gone`, { headers: auth() }), 400, 'feature_not_supported', 'after')
+    const e = await expectError(
+      await fetch(`${m.url}/v1/usage?after=req_gone`, { headers: auth() }),
+      400,
+      'feature_not_supported',
+      'after',
+    )
     expect(e.message).toContain('last_id')
-    for (const limit of ['0x10', '%205', '1e1']) await expectError(await fetch(`${m.url}/v1/usage?limit=${limit}`, { headers: auth() }), 400, 'feature_not_supported', 'limit')
+    for (const limit of ['0x10', '%205', '1e1'])
+      await expectError(
+        await fetch(`${m.url}/v1/usage?limit=${limit}`, { headers: auth() }),
+        400,
+        'feature_not_supported',
+        'limit',
+      )
     expect((await fetch(`${m.url}/v1/usage?limit=5`, { headers: auth() })).status).toBe(200)
   })
 
   it('checks the key before a request id of any length, and does not repeat a long one whole', async () => {
     const id = 'a'.repeat(3000)
     await expectError(await fetch(`${m.url}/v1/usage/${id}`), 401, 'invalid_api_key', null)
-    const e = await expectError(await fetch(`${m.url}/v1/usage/${id}`, { headers: auth() }), 404, 'feature_not_supported', 'request_id')
+    const e = await expectError(
+      await fetch(`${m.url}/v1/usage/${id}`, { headers: auth() }),
+      404,
+      'feature_not_supported',
+      'request_id',
+    )
     expect(e.message.length).toBeLessThan(200)
   })
 
   it('says what is wrong with a Content-Type header that is no media type', async () => {
-    const res = await fetch(`${m.url}/v1/chat/completions`, { method: 'POST', headers: { ...auth(), 'content-type': ';;;===' }, body: '{}' })
+    const res = await fetch(`${m.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...auth(), 'content-type': ';;;===' },
+      body: '{}',
+    })
     expect((await expectError(res, 415, 'feature_not_supported', null)).message).toContain('application/json')
   })
 
   it('ends a stream asked with Connection: close by closing the connection', async () => {
-    const body = JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, stream: true })
-    const reply = await raw(m.url, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer ${m.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`)
+    const body = JSON.stringify({
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 5,
+      stream: true,
+    })
+    const reply = await raw(
+      m.url,
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer ${m.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    )
     const [head] = reply.split('\r\n\r\n')
     expect(head).toMatch(/^HTTP\/1.1 200 /)
     expect(head).toMatch(/\r\nconnection: close\r\n/i)
     expect(head).not.toMatch(/keep-alive/i)
     expect(reply).toContain('data: [DONE]')
     // And a keep-alive stream stays open for the next request, as before.
-    const kept = await fetch(`${m.url}/v1/chat/completions`, { method: 'POST', headers: { ...auth(), 'content-type': 'application/json' }, body })
+    const kept = await fetch(`${m.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...auth(), 'content-type': 'application/json' },
+      body,
+    })
     expect(kept.headers.get('connection')).toBe('keep-alive')
     await kept.text()
   })
@@ -105,14 +151,16 @@ describe('edge URLs and query strings', () => {
   it('refuses a compressed body with 415, saying to send it uncompressed', async () => {
     const { gzipSync } = await import('node:zlib')
     const res = await fetch(`${m.url}/v1/chat/completions`, {
-      method: 'POST', headers: { ...auth(), 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      method: 'POST',
+      headers: { ...auth(), 'content-type': 'application/json', 'content-encoding': 'gzip' },
       body: gzipSync(JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }] })),
     })
     const e = await expectError(res, 415, 'feature_not_supported', null)
     expect(e.message).toBe('The request body is encoded (Content-Encoding: gzip); send it uncompressed.')
     // identity is no encoding.
     const plain = await fetch(`${m.url}/v1/chat/completions`, {
-      method: 'POST', headers: { ...auth(), 'content-type': 'application/json', 'content-encoding': 'identity' },
+      method: 'POST',
+      headers: { ...auth(), 'content-type': 'application/json', 'content-encoding': 'identity' },
       body: JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }),
     })
     expect(plain.status).toBe(200)
@@ -122,14 +170,22 @@ describe('edge URLs and query strings', () => {
     it.each([
       ['malformed HTTP', 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n', 400],
       ['an unknown method', 'FOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\n', 400],
-      ['headers over the limit', `GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${'a'.repeat(20_000)}\r\n\r\n`, 431],
+      [
+        'headers over the limit',
+        `GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${'a'.repeat(20_000)}\r\n\r\n`,
+        431,
+      ],
     ])('answers %s in the one error shape with a request id, then closes', async (_what, bytes, status) => {
       const reply = await raw(m.url, bytes)
       const [head, body] = reply.split('\r\n\r\n')
       expect(head).toMatch(new RegExp(`^HTTP/1.1 ${status} `))
       expect(head).toMatch(/\r\nx-request-id: req_[0-9A-Z]{26}\r\n/)
       expect(head).toMatch(/\r\nconnection: close/)
-      expect(JSON.parse(body!).error).toMatchObject({ type: 'invalid_request_error', code: 'feature_not_supported', param: null })
+      expect(JSON.parse(body!).error).toMatchObject({
+        type: 'invalid_request_error',
+        code: 'feature_not_supported',
+        param: null,
+      })
       expect(JSON.parse(body!).error.message.length).toBeGreaterThan(20)
     })
 
@@ -137,12 +193,19 @@ describe('edge URLs and query strings', () => {
       const slow = await startMarket({ tuning: { requestTimeoutMs: 400 } })
       try {
         const started = performance.now()
-        const reply = await raw(slow.url, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${slow.key}\r\nContent-Length: 100\r\n\r\n{"model"`)
+        const reply = await raw(
+          slow.url,
+          `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${slow.key}\r\nContent-Length: 100\r\n\r\n{"model"`,
+        )
         const waited = performance.now() - started
         const [head, body] = reply.split('\r\n\r\n')
         expect(head).toMatch(/^HTTP\/1.1 408 /)
         expect(head).toMatch(/\r\nx-request-id: req_[0-9A-Z]{26}\r\n/)
-        expect(JSON.parse(body!).error).toMatchObject({ code: 'feature_not_supported', param: null, message: expect.stringContaining('0.4 s') })
+        expect(JSON.parse(body!).error).toMatchObject({
+          code: 'feature_not_supported',
+          param: null,
+          message: expect.stringContaining('0.4 s'),
+        })
         // Node looks for late requests every second at most, not every 30 s.
         expect(waited).toBeGreaterThanOrEqual(350)
         expect(waited).toBeLessThan(2_500)
@@ -157,14 +220,21 @@ describe('edge URLs and query strings', () => {
         const [head, body] = reply.split('\r\n\r\n')
         expect(head).toMatch(/^HTTP\/1.1 400 /)
         expect(head).toMatch(/\r\nx-request-id: req_[0-9A-Z]{26}\r\n/)
-        expect(JSON.parse(body!).error).toMatchObject({ code: 'feature_not_supported', param: null, message: expect.stringContaining('Host') })
+        expect(JSON.parse(body!).error).toMatchObject({
+          code: 'feature_not_supported',
+          param: null,
+          message: expect.stringContaining('Host'),
+        })
       }
       // HTTP/1.0 has no Host header to require.
       expect(await raw(m.url, 'GET /v1/models HTTP/1.0\r\n\r\n')).toMatch(/^HTTP\/1.1 200 /)
     })
 
     it('sends the response owed to a request before unreadable bytes pipelined after it, then closes', async () => {
-      const reply = await raw(m.url, 'GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\nFOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\nmore garbage\r\n\r\n')
+      const reply = await raw(
+        m.url,
+        'GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\nFOO /v1/models HTTP/1.1\r\nHost: x\r\n\r\nmore garbage\r\n\r\n',
+      )
       // One response, the models list: a refusal after it would be read as the answer to a request never sent.
       expect(reply.match(/HTTP\/1.1 /g)).toHaveLength(1)
       expect(reply).toMatch(/^HTTP\/1.1 200 /)
@@ -176,7 +246,11 @@ describe('edge URLs and query strings', () => {
       m.sims.atlasCheap.setFault({ kind: 'slow', ms: 1_500 })
       try {
         const before = (await m.store.accounts.byId(m.accountId))!.balance
-        const body = JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
+        const body = JSON.stringify({
+          model: 'svc/atlas@1',
+          messages: [{ role: 'user', content: 'hi' }],
+          max_tokens: 10,
+        })
         const request = `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${m.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
         const { hostname, port } = new URL(m.url)
         const socket = connect(Number(port), hostname, () => socket.write(request))
@@ -209,9 +283,10 @@ describe('connections beyond maxConnections', () => {
   it('close the oldest that has sent nothing to admit a new client', async () => {
     const m = await startMarket({ tuning: { maxConnections: 3 } })
     const { hostname, port } = new URL(m.url)
-    const open = () => new Promise<Socket>((resolve, reject) => {
-      const s = connect(Number(port), hostname, () => resolve(s)).on('error', reject)
-    })
+    const open = () =>
+      new Promise<Socket>((resolve, reject) => {
+        const s = connect(Number(port), hostname, () => resolve(s)).on('error', reject)
+      })
     try {
       const idle = [await open(), await open(), await open()]
       const closed = new Promise((resolve) => idle[0]!.once('close', resolve))
@@ -229,10 +304,15 @@ describe('connections beyond maxConnections', () => {
     const { hostname, port } = new URL(m.url)
     try {
       // Two keep-alive clients that have each sent a request hold both slots.
-      const busy = await Promise.all([0, 1].map(() => new Promise<Socket>((resolve, reject) => {
-        const s = connect(Number(port), hostname, () => s.write('GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n'))
-        s.once('data', () => resolve(s)).on('error', reject)
-      })))
+      const busy = await Promise.all(
+        [0, 1].map(
+          () =>
+            new Promise<Socket>((resolve, reject) => {
+              const s = connect(Number(port), hostname, () => s.write('GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n'))
+              s.once('data', () => resolve(s)).on('error', reject)
+            }),
+        ),
+      )
       const refused = await raw(m.url, GET).catch((e: NodeJS.ErrnoException) => e.code)
       expect(['', 'ECONNRESET']).toContain(refused)
       busy[0]!.destroy()
@@ -260,7 +340,12 @@ describe('deeply nested documents', () => {
 
   it('refuses a json_schema response format nested beyond any real schema, naming the field', async () => {
     const body = `${head},"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":${deep(50_000)}}}}`
-    await expectError(await chat(m.url, m.key, body), 400, 'feature_not_supported', 'response_format.json_schema.schema')
+    await expectError(
+      await chat(m.url, m.key, body),
+      400,
+      'feature_not_supported',
+      'response_format.json_schema.schema',
+    )
   })
 
   it('still serves schemas of ordinary depth', async () => {

@@ -27,7 +27,12 @@ async function expectError(res: Response, status: number, code: string, param: s
 
 describe('keys', () => {
   it('refuses a missing key with invalid_api_key', async () => {
-    const e = await expectError(await chat(m.url, undefined, { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
+    const e = await expectError(
+      await chat(m.url, undefined, { model: 'svc/atlas@1', messages: msgs }),
+      401,
+      'invalid_api_key',
+      null,
+    )
     expect(e.type).toBe('authentication_error')
   })
   it('refuses a key of no shape of ours without reading the store or keeping it', async () => {
@@ -37,12 +42,22 @@ describe('keys', () => {
     keys.ownerOf = (hash) => (lookups++, ownerOf(hash))
     try {
       for (const key of [`svc_test_${'a'.repeat(8000)}`, 'svc_test_short', `svc_test_${'a'.repeat(39)}!`]) {
-        const e = await expectError(await chat(m.url, key, { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
+        const e = await expectError(
+          await chat(m.url, key, { model: 'svc/atlas@1', messages: msgs }),
+          401,
+          'invalid_api_key',
+          null,
+        )
         expect(e.message).toBe('Unknown or revoked API key.')
       }
       expect(lookups).toBe(0)
       // One of the right shape is looked up (and unknown).
-      await expectError(await chat(m.url, `svc_test_${'a'.repeat(40)}`, { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
+      await expectError(
+        await chat(m.url, `svc_test_${'a'.repeat(40)}`, { model: 'svc/atlas@1', messages: msgs }),
+        401,
+        'invalid_api_key',
+        null,
+      )
       expect(lookups).toBe(1)
       // The key in use still passes.
       expect((await chat(m.url, m.key, { model: 'svc/atlas@1', messages: msgs, max_tokens: 3 })).status).toBe(200)
@@ -51,17 +66,33 @@ describe('keys', () => {
     }
   })
   it('says a key sent without the Bearer scheme is not read as one', async () => {
-    const res = await fetch(`${m.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: m.key, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'svc/atlas@1', messages: msgs }) })
+    const res = await fetch(`${m.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: m.key, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'svc/atlas@1', messages: msgs }),
+    })
     const e = await expectError(res, 401, 'invalid_api_key', null)
-    expect(e.message).toMatch(/^The Authorization header holds no Bearer key\. Send it as "Authorization: Bearer svc_test_…"/)
+    expect(e.message).toMatch(
+      /^The Authorization header holds no Bearer key\. Send it as "Authorization: Bearer svc_test_…"/,
+    )
   })
   it('writes the error object in the key order of the interface: type, code, param, message', async () => {
     const text = await (await chat(m.url, undefined, { model: 'svc/atlas@1', messages: msgs })).text()
     expect(Object.keys(JSON.parse(text).error)).toEqual(['type', 'code', 'param', 'message'])
   })
   it('refuses an unknown key and a key without the prefix', async () => {
-    await expectError(await chat(m.url, 'svc_test_doesnotexist000000000000000000000000', { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
-    await expectError(await chat(m.url, 'sk-openai-style', { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)
+    await expectError(
+      await chat(m.url, 'svc_test_doesnotexist000000000000000000000000', { model: 'svc/atlas@1', messages: msgs }),
+      401,
+      'invalid_api_key',
+      null,
+    )
+    await expectError(
+      await chat(m.url, 'sk-openai-style', { model: 'svc/atlas@1', messages: msgs }),
+      401,
+      'invalid_api_key',
+      null,
+    )
   })
   it('invites a body (Expect: 100-continue) only once the key is known', async () => {
     const body = JSON.stringify({ model: 'svc/atlas@1', messages: msgs, max_tokens: 5 })
@@ -69,7 +100,9 @@ describe('keys', () => {
       const socket = connect(Number(new URL(m.url).port), '127.0.0.1')
       let answer = ''
       socket.setEncoding('utf8').on('data', (d: string) => (answer += d))
-      socket.write(`POST ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\n\r\n`)
+      socket.write(
+        `POST ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\n\r\n`,
+      )
       await expect.poll(() => answer).toMatch(/^HTTP\/1.1 \d{3} /)
       const first = answer.split('\r\n')[0]
       if (first === 'HTTP/1.1 100 Continue') {
@@ -80,8 +113,14 @@ describe('keys', () => {
       return { first, final: /HTTP\/1.1 (?!100)(\d{3})/.exec(answer)![1] }
     }
     // A stranger is refused before it uploads anything.
-    expect(await ask('svc_test_doesnotexist000000000000000000000000')).toEqual({ first: 'HTTP/1.1 401 Unauthorized', final: '401' })
-    expect(await ask('svc_test_doesnotexist000000000000000000000000', `http://x/v1/chat/completions`)).toEqual({ first: 'HTTP/1.1 401 Unauthorized', final: '401' })
+    expect(await ask('svc_test_doesnotexist000000000000000000000000')).toEqual({
+      first: 'HTTP/1.1 401 Unauthorized',
+      final: '401',
+    })
+    expect(await ask('svc_test_doesnotexist000000000000000000000000', `http://x/v1/chat/completions`)).toEqual({
+      first: 'HTTP/1.1 401 Unauthorized',
+      final: '401',
+    })
     // A good key is invited once, in either form of the request target.
     expect(await ask(m.key)).toEqual({ first: 'HTTP/1.1 100 Continue', final: '200' })
     expect(await ask(m.key, `http://x/v1/chat/completions`)).toEqual({ first: 'HTTP/1.1 100 Continue', final: '200' })
@@ -89,8 +128,16 @@ describe('keys', () => {
 
   it('checks the key before the body: a stranger gets 401 whatever the body, and nothing of it is parsed', async () => {
     await expectError(await chat(m.url, undefined, '{"model": '), 401, 'invalid_api_key', null)
-    const big = JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'x'.repeat(4 * 1024 * 1024 + 10) }] })
-    await expectError(await chat(m.url, 'svc_test_doesnotexist000000000000000000000000', big), 401, 'invalid_api_key', null)
+    const big = JSON.stringify({
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content: 'x'.repeat(4 * 1024 * 1024 + 10) }],
+    })
+    await expectError(
+      await chat(m.url, 'svc_test_doesnotexist000000000000000000000000', big),
+      401,
+      'invalid_api_key',
+      null,
+    )
     // With a good key the same bodies get their own errors.
     await expectError(await chat(m.url, m.key, '{"model": '), 400, 'feature_not_supported', null)
   })
@@ -103,7 +150,12 @@ describe('keys', () => {
   it('refuses a suspended account with account_suspended, then serves it again when resumed', async () => {
     await m.store.accounts.setStatus(m.accountId, 'suspended')
     try {
-      const e = await expectError(await chat(m.url, m.key, { model: 'svc/atlas@1', messages: msgs }), 403, 'account_suspended', null)
+      const e = await expectError(
+        await chat(m.url, m.key, { model: 'svc/atlas@1', messages: msgs }),
+        403,
+        'account_suspended',
+        null,
+      )
       expect(e.type).toBe('permission_error')
     } finally {
       await m.store.accounts.setStatus(m.accountId, 'active')
@@ -120,26 +172,108 @@ describe('validation', () => {
     ['missing messages', { model: 'svc/atlas@1' }, 400, 'feature_not_supported', 'messages'],
     ['empty messages', { model: 'svc/atlas@1', messages: [] }, 400, 'feature_not_supported', 'messages'],
     ['wrong-typed model', { model: 42, messages: msgs }, 400, 'feature_not_supported', 'model'],
-    ['unknown role', { model: 'svc/atlas@1', messages: [{ role: 'robot', content: 'x' }] }, 400, 'feature_not_supported', 'messages[0].role'],
-    ['wrong-typed content', { model: 'svc/atlas@1', messages: [msgs[0], { role: 'user', content: 5 }] }, 400, 'feature_not_supported', 'messages[1].content'],
-    ['an image part', { model: 'svc/atlas@1', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 400, 'feature_not_supported', 'messages[0].content'],
-    ['max_tokens not an integer', { model: 'svc/atlas@1', messages: msgs, max_tokens: 1.5 }, 400, 'feature_not_supported', 'max_tokens'],
-    ['max_tokens zero', { model: 'svc/atlas@1', messages: msgs, max_tokens: 0 }, 400, 'feature_not_supported', 'max_tokens'],
-    ['max_tokens above maxOutputTokens', { model: 'svc/atlas@1', messages: msgs, max_tokens: 5000 }, 400, 'feature_not_supported', 'max_tokens'],
-    ['max_completion_tokens above maxOutputTokens', { model: 'svc/wren@1', messages: msgs, max_completion_tokens: 300 }, 400, 'feature_not_supported', 'max_completion_tokens'],
-    ['prompt + max_tokens over the context', { model: 'svc/wren@1', messages: [{ role: 'user', content: 'word '.repeat(400) }], max_tokens: 200 }, 400, 'feature_not_supported', 'max_tokens'],
-    ['a prompt alone over the context', { model: 'svc/wren@1', messages: [{ role: 'user', content: 'word '.repeat(600) }] }, 400, 'feature_not_supported', 'messages'],
+    [
+      'unknown role',
+      { model: 'svc/atlas@1', messages: [{ role: 'robot', content: 'x' }] },
+      400,
+      'feature_not_supported',
+      'messages[0].role',
+    ],
+    [
+      'wrong-typed content',
+      { model: 'svc/atlas@1', messages: [msgs[0], { role: 'user', content: 5 }] },
+      400,
+      'feature_not_supported',
+      'messages[1].content',
+    ],
+    [
+      'an image part',
+      { model: 'svc/atlas@1', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] },
+      400,
+      'feature_not_supported',
+      'messages[0].content',
+    ],
+    [
+      'max_tokens not an integer',
+      { model: 'svc/atlas@1', messages: msgs, max_tokens: 1.5 },
+      400,
+      'feature_not_supported',
+      'max_tokens',
+    ],
+    [
+      'max_tokens zero',
+      { model: 'svc/atlas@1', messages: msgs, max_tokens: 0 },
+      400,
+      'feature_not_supported',
+      'max_tokens',
+    ],
+    [
+      'max_tokens above maxOutputTokens',
+      { model: 'svc/atlas@1', messages: msgs, max_tokens: 5000 },
+      400,
+      'feature_not_supported',
+      'max_tokens',
+    ],
+    [
+      'max_completion_tokens above maxOutputTokens',
+      { model: 'svc/wren@1', messages: msgs, max_completion_tokens: 300 },
+      400,
+      'feature_not_supported',
+      'max_completion_tokens',
+    ],
+    [
+      'prompt + max_tokens over the context',
+      { model: 'svc/wren@1', messages: [{ role: 'user', content: 'word '.repeat(400) }], max_tokens: 200 },
+      400,
+      'feature_not_supported',
+      'max_tokens',
+    ],
+    [
+      'a prompt alone over the context',
+      { model: 'svc/wren@1', messages: [{ role: 'user', content: 'word '.repeat(600) }] },
+      400,
+      'feature_not_supported',
+      'messages',
+    ],
     // No max_tokens could make room: the prompt is at fault.
-    ['a prompt alone over the context, with max_tokens', { model: 'svc/wren@1', messages: [{ role: 'user', content: 'word '.repeat(600) }], max_tokens: 5 }, 400, 'feature_not_supported', 'messages'],
-    ['stream on a model that cannot stream', { model: 'svc/quill@1', messages: msgs, stream: true }, 400, 'feature_not_supported', 'stream'],
-    ['stream not a boolean', { model: 'svc/atlas@1', messages: msgs, stream: 'yes' }, 400, 'feature_not_supported', 'stream'],
+    [
+      'a prompt alone over the context, with max_tokens',
+      { model: 'svc/wren@1', messages: [{ role: 'user', content: 'word '.repeat(600) }], max_tokens: 5 },
+      400,
+      'feature_not_supported',
+      'messages',
+    ],
+    [
+      'stream on a model that cannot stream',
+      { model: 'svc/quill@1', messages: msgs, stream: true },
+      400,
+      'feature_not_supported',
+      'stream',
+    ],
+    [
+      'stream not a boolean',
+      { model: 'svc/atlas@1', messages: msgs, stream: 'yes' },
+      400,
+      'feature_not_supported',
+      'stream',
+    ],
     ['n above 1', { model: 'svc/atlas@1', messages: msgs, n: 2 }, 400, 'feature_not_supported', 'n'],
-    ['temperature out of range', { model: 'svc/atlas@1', messages: msgs, temperature: 3 }, 400, 'feature_not_supported', 'temperature'],
+    [
+      'temperature out of range',
+      { model: 'svc/atlas@1', messages: msgs, temperature: 3 },
+      400,
+      'feature_not_supported',
+      'temperature',
+    ],
     ['unknown model', { model: 'svc/nope@1', messages: msgs }, 404, 'model_not_found', 'model'],
     ['a vendor model name', { model: 'gpt-4o', messages: msgs }, 404, 'model_not_found', 'model'],
   ]
   it('reads a body that starts with a byte-order mark', async () => {
-    const res = await chat(m.url, m.key, `\ufeff${JSON.stringify({ model: 'svc/atlas@1', messages: msgs, max_tokens: 5 })}`)
+    const res = await chat(
+      m.url,
+      m.key,
+      `\ufeff${JSON.stringify({ model: 'svc/atlas@1', messages: msgs, max_tokens: 5 })}`,
+    )
     expect(res.status).toBe(200)
   })
 
@@ -148,7 +282,11 @@ describe('validation', () => {
     [{ max_tokens: 0 }, 'max_tokens', /max_tokens: expected integer to be greater or equal to 1/],
     [{ temperature: 7 }, 'temperature', /temperature: expected number to be less or equal to 2/],
     [{ stream: 'yes' }, 'stream', /stream: expected boolean/],
-    [{ stream_options: { include_usage: 'x' } }, 'stream_options.include_usage', /stream_options\.include_usage: expected boolean/],
+    [
+      { stream_options: { include_usage: 'x' } },
+      'stream_options.include_usage',
+      /stream_options\.include_usage: expected boolean/,
+    ],
   ])('says what an optional field must be: %j', async (extra, param, message) => {
     const res = await chat(m.url, m.key, { model: 'svc/atlas@1', messages: msgs, ...extra })
     expect((await expectError(res, 400, 'feature_not_supported', param)).message).toMatch(message)
@@ -164,30 +302,71 @@ describe('validation', () => {
 
   it('accepts unknown fields and the standard optional parameters', async () => {
     const res = await chat(m.url, m.key, {
-      model: 'svc/atlas@1', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'text', text: 'there' }] }],
-      temperature: 0.2, top_p: 0.9, stop: ['\n\n'], seed: 7, user: 'u1', n: 1, presence_penalty: 0, frequency_penalty: 0, logit_bias: { '50256': -100 },
-      stream_options: null, metadata: { run: 'a' }, some_vendor_extra: { anything: true }, max_completion_tokens: 20,
+      model: 'svc/atlas@1',
+      messages: [
+        { role: 'system', content: 'be brief' },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'hi' },
+            { type: 'text', text: 'there' },
+          ],
+        },
+      ],
+      temperature: 0.2,
+      top_p: 0.9,
+      stop: ['\n\n'],
+      seed: 7,
+      user: 'u1',
+      n: 1,
+      presence_penalty: 0,
+      frequency_penalty: 0,
+      logit_bias: { '50256': -100 },
+      stream_options: null,
+      metadata: { run: 'a' },
+      some_vendor_extra: { anything: true },
+      max_completion_tokens: 20,
     })
     expect(res.status).toBe(200)
     const forwarded = m.sims.atlasCheap.requests.at(-1)!
-    expect(forwarded).toMatchObject({ model: 'atlas', temperature: 0.2, top_p: 0.9, stop: ['\n\n'], seed: 7, user: 'u1', max_tokens: 20 })
+    expect(forwarded).toMatchObject({
+      model: 'atlas',
+      temperature: 0.2,
+      top_p: 0.9,
+      stop: ['\n\n'],
+      seed: 7,
+      user: 'u1',
+      max_tokens: 20,
+    })
     expect(forwarded).not.toHaveProperty('some_vendor_extra')
     expect(forwarded).not.toHaveProperty('n')
     expect((forwarded.messages as { content: string }[])[1]!.content).toBe('hi\nthere')
   })
 
   it('answers a body over 4 MiB with 413 feature_not_supported', async () => {
-    const big = JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'x'.repeat(4 * 1024 * 1024 + 10) }] })
+    const big = JSON.stringify({
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content: 'x'.repeat(4 * 1024 * 1024 + 10) }],
+    })
     await expectError(await chat(m.url, m.key, big), 413, 'feature_not_supported', null)
   })
 
   it('parses JSON sent without a JSON content type (curl -d)', async () => {
-    const res = await chat(m.url, m.key, { model: 'svc/atlas@1', messages: msgs }, { 'content-type': 'application/x-www-form-urlencoded' })
+    const res = await chat(
+      m.url,
+      m.key,
+      { model: 'svc/atlas@1', messages: msgs },
+      { 'content-type': 'application/x-www-form-urlencoded' },
+    )
     expect(res.status).toBe(200)
   })
 
   it('answers unknown endpoints with a 404 in the error shape', async () => {
-    const res = await fetch(`${m.url}/v1/embeddings`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } })
+    const res = await fetch(`${m.url}/v1/embeddings`, {
+      method: 'POST',
+      body: '{}',
+      headers: { 'content-type': 'application/json' },
+    })
     await expectError(res, 404, 'feature_not_supported', null)
   })
 })

@@ -6,38 +6,46 @@ import { parseUsdc, priceOf } from '../src/money/usdc.js'
 
 const market = marketPerTest()
 
-const body = (extra: Record<string, unknown> = {}) => ({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 20, ...extra })
+const body = (extra: Record<string, unknown> = {}) => ({
+  model: 'svc/atlas@1',
+  messages: [{ role: 'user', content: 'hello' }],
+  max_tokens: 20,
+  ...extra,
+})
 const balance = async (mk: Market) => (await mk.store.accounts.byId(mk.accountId))!
 
-describe.each(['status-500', 'status-429', 'slow:5000', 'refuse-connections', 'garbage', 'break-after:0'])('fault %s on the cheaper provider', (mode) => {
-  it.each([false, true])('fails over to the second provider before any content (stream %s)', async (stream) => {
-    const mk = await market()
-    mk.sims.atlasCheap.setFault(parseFault(mode)!)
-    const res = await chat(mk.url, mk.key, body({ stream }))
-    expect(res.status).toBe(200)
-    let svc: { provider: string; cost_usdc: string }
-    let fingerprint: string
-    if (stream) {
-      const events = await sseEvents(res)
-      expect(events.at(-1)).toBe('[DONE]')
-      const chunks = events.slice(0, -1).map((e) => JSON.parse(e))
-      expect(chunks.some((c) => c.error)).toBe(false)
-      svc = chunks.at(-1).svc
-      fingerprint = chunks[0].system_fingerprint
-      // Nothing of the failed attempt leaked: exactly the second provider's words.
-      const text = chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')
-      expect(text.split(' ')).toHaveLength(12)
-    } else {
-      const r = await res.json()
-      svc = r.svc
-      fingerprint = r.system_fingerprint
-    }
-    expect(svc.provider).toBe(P.atlasDear)
-    expect(fingerprint).toBe('sglang-0.4:sim')
-    expect(mk.sims.atlasDear.stats.requests).toBe(1)
-    expect(mk.sims.tern.stats.requests).toBe(0)
-  })
-})
+describe.each(['status-500', 'status-429', 'slow:5000', 'refuse-connections', 'garbage', 'break-after:0'])(
+  'fault %s on the cheaper provider',
+  (mode) => {
+    it.each([false, true])('fails over to the second provider before any content (stream %s)', async (stream) => {
+      const mk = await market()
+      mk.sims.atlasCheap.setFault(parseFault(mode)!)
+      const res = await chat(mk.url, mk.key, body({ stream }))
+      expect(res.status).toBe(200)
+      let svc: { provider: string; cost_usdc: string }
+      let fingerprint: string
+      if (stream) {
+        const events = await sseEvents(res)
+        expect(events.at(-1)).toBe('[DONE]')
+        const chunks = events.slice(0, -1).map((e) => JSON.parse(e))
+        expect(chunks.some((c) => c.error)).toBe(false)
+        svc = chunks.at(-1).svc
+        fingerprint = chunks[0].system_fingerprint
+        // Nothing of the failed attempt leaked: exactly the second provider's words.
+        const text = chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')
+        expect(text.split(' ')).toHaveLength(12)
+      } else {
+        const r = await res.json()
+        svc = r.svc
+        fingerprint = r.system_fingerprint
+      }
+      expect(svc.provider).toBe(P.atlasDear)
+      expect(fingerprint).toBe('sglang-0.4:sim')
+      expect(mk.sims.atlasDear.stats.requests).toBe(1)
+      expect(mk.sims.tern.stats.requests).toBe(0)
+    })
+  },
+)
 
 describe('when every offer fails', () => {
   it('answers 503 no_capacity with Retry-After, never another model, and charges nothing', async () => {
@@ -110,17 +118,24 @@ describe('after content reached the client', () => {
 describe('health and capacity', () => {
   it('opens the breaker after consecutive failures and probes after the cool-down', async () => {
     const log: string[] = []
-    // A cool-down the steps before the probe (two requests, a capture's sync, the model list) cannot outlast under load.
-    const mk = await market({ tuning: { breakerFailures: 2, breakerCooldownMs: 1_000 }, log: (msg) => void log.push(msg) })
+    // A cool-down the steps before the probe (two requests, a capture's sync, the model list) cannot outlast under
+    // load.
+    const mk = await market({
+      tuning: { breakerFailures: 2, breakerCooldownMs: 1_000 },
+      log: (msg) => void log.push(msg),
+    })
     mk.sims.atlasCheap.setFault({ kind: 'status-500' })
-    for (let i = 0; i < 2; i++) expect((await (await chat(mk.url, mk.key, body())).json()).svc.provider).toBe(P.atlasDear)
+    for (let i = 0; i < 2; i++)
+      expect((await (await chat(mk.url, mk.key, body())).json()).svc.provider).toBe(P.atlasDear)
     expect(mk.sims.atlasCheap.stats.requests).toBe(2)
     // Open: the failing provider is not even tried.
     expect((await (await chat(mk.url, mk.key, body())).json()).svc.provider).toBe(P.atlasDear)
     expect(mk.sims.atlasCheap.stats.requests).toBe(2)
     // The model list prices the model at the live offer only.
     const models = await (await fetch(`${mk.url}/v1/models`)).json()
-    expect(models.data.find((x: { id: string }) => x.id === 'svc/atlas@1').svc.pricing.input_price_per_mtok).toBe('200000')
+    expect(models.data.find((x: { id: string }) => x.id === 'svc/atlas@1').svc.pricing.input_price_per_mtok).toBe(
+      '200000',
+    )
     mk.sims.atlasCheap.setFault({ kind: 'none' })
     await new Promise((r) => setTimeout(r, 1_050))
     expect((await (await chat(mk.url, mk.key, body())).json()).svc.provider).toBe(P.atlasCheap)
@@ -146,8 +161,13 @@ describe('health and capacity', () => {
 
   it('respects maxConcurrency: the overflow goes to the next offer', async () => {
     // Streams of about 1.5 s: all six are admitted and routed while atlasCheap's first two still run, even under load.
-    const mk = await market({ sim: { chunkDelayMs: 100 }, edit: (c) => void (c.providers[0]!.offers[0]!.maxConcurrency = 2) })
-    const replies = await Promise.all(Array.from({ length: 6 }, () => chat(mk.url, mk.key, body({ stream: true })).then(sseEvents)))
+    const mk = await market({
+      sim: { chunkDelayMs: 100 },
+      edit: (c) => void (c.providers[0]!.offers[0]!.maxConcurrency = 2),
+    })
+    const replies = await Promise.all(
+      Array.from({ length: 6 }, () => chat(mk.url, mk.key, body({ stream: true })).then(sseEvents)),
+    )
     const providers = replies.map((events) => JSON.parse(events.at(-2)!).svc.provider)
     expect(mk.sims.atlasCheap.stats.maxActive).toBeLessThanOrEqual(2)
     expect(providers.filter((p) => p === P.atlasCheap)).toHaveLength(2)
@@ -168,38 +188,47 @@ describe('an upstream that overruns max_tokens', () => {
     expect(chunks.at(-2).usage.completion_tokens).toBe(1000)
     // The upstream's stream was closed, not read to its end.
     await expect.poll(() => mk.sims.atlasCheap.stats.active).toBe(0)
-    expect(await mk.store.usage.get(mk.accountId, res.headers.get('x-request-id')!)).toMatchObject({ outcome: 'completed', completionTokens: 1000 })
+    expect(await mk.store.usage.get(mk.accountId, res.headers.get('x-request-id')!)).toMatchObject({
+      outcome: 'completed',
+      completionTokens: 1000,
+    })
   })
 
-
-  it.each([false, true])('is billed and reported up to max_tokens at the serving offer\'s price, not up to the hold (stream %s)', async (stream) => {
-    const mk = await market({ sim: { replyTokens: 40, ignoreMaxTokens: true } })
-    const res = await chat(mk.url, mk.key, body({ stream, max_tokens: 5 }))
-    expect(res.status).toBe(200)
-    let usage: { prompt_tokens: number; completion_tokens: number }
-    let svc: { provider: string; cost_usdc: string }
-    if (stream) {
-      const chunks = (await sseEvents(res)).slice(0, -1).map((e) => JSON.parse(e))
-      // The upstream sent 40 words: the stream is cut once it passed the 5 asked for, and ends as a reply cut by its
-      // bound does. The client pays for the 5 at most.
-      const words = chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('').split(' ')
-      expect(words.length).toBeGreaterThan(5)
-      expect(words.length).toBeLessThan(9)
-      expect(chunks.map((c) => c.choices[0]?.finish_reason).filter(Boolean)).toEqual(['length'])
-      usage = chunks.find((c) => c.usage).usage
-      svc = chunks.at(-1).svc
-    } else {
-      ;({ usage, svc } = await res.json())
-    }
-    expect(svc.provider).toBe(P.atlasCheap)
-    expect(usage.completion_tokens).toBe(5)
-    // The cheap offer's price: the hold was priced at the dearer one, which a cap at the hold alone would have charged.
-    const cost = priceOf({ input: 150_000n, output: 600_000n }, usage.prompt_tokens, 5)
-    expect(parseUsdc(svc.cost_usdc)).toBe(cost)
-    const requestId = res.headers.get('x-request-id')!
-    expect(await mk.store.usage.get(mk.accountId, requestId)).toMatchObject({ completionTokens: 5, cost })
-    expect((await balance(mk)).held).toBe(0n)
-  })
+  it.each([false, true])(
+    "is billed and reported up to max_tokens at the serving offer's price, not up to the hold (stream %s)",
+    async (stream) => {
+      const mk = await market({ sim: { replyTokens: 40, ignoreMaxTokens: true } })
+      const res = await chat(mk.url, mk.key, body({ stream, max_tokens: 5 }))
+      expect(res.status).toBe(200)
+      let usage: { prompt_tokens: number; completion_tokens: number }
+      let svc: { provider: string; cost_usdc: string }
+      if (stream) {
+        const chunks = (await sseEvents(res)).slice(0, -1).map((e) => JSON.parse(e))
+        // The upstream sent 40 words: the stream is cut once it passed the 5 asked for, and ends as a reply cut by its
+        // bound does. The client pays for the 5 at most.
+        const words = chunks
+          .map((c) => c.choices[0]?.delta?.content ?? '')
+          .join('')
+          .split(' ')
+        expect(words.length).toBeGreaterThan(5)
+        expect(words.length).toBeLessThan(9)
+        expect(chunks.map((c) => c.choices[0]?.finish_reason).filter(Boolean)).toEqual(['length'])
+        usage = chunks.find((c) => c.usage).usage
+        svc = chunks.at(-1).svc
+      } else {
+        ;({ usage, svc } = await res.json())
+      }
+      expect(svc.provider).toBe(P.atlasCheap)
+      expect(usage.completion_tokens).toBe(5)
+      // The cheap offer's price: the hold was priced at the dearer one, which a cap at the hold alone would have
+      // charged.
+      const cost = priceOf({ input: 150_000n, output: 600_000n }, usage.prompt_tokens, 5)
+      expect(parseUsdc(svc.cost_usdc)).toBe(cost)
+      const requestId = res.headers.get('x-request-id')!
+      expect(await mk.store.usage.get(mk.accountId, requestId)).toMatchObject({ completionTokens: 5, cost })
+      expect((await balance(mk)).held).toBe(0n)
+    },
+  )
 })
 
 describe('client disconnect', () => {
@@ -209,11 +238,14 @@ describe('client disconnect', () => {
     const res = await chat(mk.url, mk.key, body({ stream: true, max_tokens: 40 }), {})
     const reader = res.body!.getReader()
     let seen = ''
-    while (!seen.includes('"content":"') || seen.split('"content":"').length < 5) seen += new TextDecoder().decode((await reader.read()).value)
+    while (!seen.includes('"content":"') || seen.split('"content":"').length < 5)
+      seen += new TextDecoder().decode((await reader.read()).value)
     await reader.cancel()
     ac.abort()
     const requestId = res.headers.get('x-request-id')!
-    await expect.poll(async () => (await mk.store.usage.get(mk.accountId, requestId))?.outcome, { timeout: 5000 }).toBe('client_closed')
+    await expect
+      .poll(async () => (await mk.store.usage.get(mk.accountId, requestId))?.outcome, { timeout: 5000 })
+      .toBe('client_closed')
     const u = (await mk.store.usage.get(mk.accountId, requestId))!
     expect(u.completionTokens).toBeGreaterThanOrEqual(3)
     expect(u.completionTokens).toBeLessThan(40)
@@ -232,14 +264,20 @@ describe('client disconnect', () => {
     const pending = chat(mk.url, mk.key, body(), {}).catch(() => null)
     void pending
     const res = fetch(`${mk.url}/v1/chat/completions`, {
-      method: 'POST', signal: ac.signal,
-      headers: { authorization: `Bearer ${mk.key}`, 'content-type': 'application/json' }, body: JSON.stringify(body({ stream: true })),
+      method: 'POST',
+      signal: ac.signal,
+      headers: { authorization: `Bearer ${mk.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body({ stream: true })),
     }).catch(() => null)
     await expect.poll(() => mk.sims.atlasCheap.stats.active).toBe(2)
     ac.abort()
     await res
     await pending
-    await expect.poll(async () => (await mk.store.usage.list(mk.accountId, { limit: 5 })).map((u) => u.outcome).sort(), { timeout: 5000 }).toEqual(['client_closed', 'completed'])
+    await expect
+      .poll(async () => (await mk.store.usage.list(mk.accountId, { limit: 5 })).map((u) => u.outcome).sort(), {
+        timeout: 5000,
+      })
+      .toEqual(['client_closed', 'completed'])
     const closed = (await mk.store.usage.list(mk.accountId, { limit: 5 })).find((u) => u.outcome === 'client_closed')!
     expect(closed.cost).toBe(0n)
   })

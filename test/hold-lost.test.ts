@@ -11,7 +11,12 @@ describe('a hold released by a sweep while its request is served', () => {
   it.each([false, true])('reports the cost that was captured, not the price (stream %s)', async (stream) => {
     const mk = await market(patient)
     mk.sims.atlasCheap.setFault({ kind: 'stall' })
-    const pending = chat(mk.url, mk.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 20, stream })
+    const pending = chat(mk.url, mk.key, {
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content: 'hello' }],
+      max_tokens: 20,
+      stream,
+    })
     await expect.poll(() => mk.sims.atlasCheap.stats.active).toBe(1)
     // Another gateway took this one for dead (a stale heartbeat) and released its holds.
     expect(await mk.store.ledger.releaseOwnedBy([mk.server.gateway.lifecycle.id], Date.now())).toBe(1)
@@ -34,7 +39,11 @@ describe('the lease of a hold whose request is in flight', () => {
   it('is extended by the heartbeat for as long as the request is served', async () => {
     const mk = await market(patient)
     mk.sims.atlasCheap.setFault({ kind: 'stall' })
-    const pending = chat(mk.url, mk.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 20 })
+    const pending = chat(mk.url, mk.key, {
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content: 'hello' }],
+      max_tokens: 20,
+    })
     await expect.poll(() => mk.sims.atlasCheap.stats.active).toBe(1)
     const life = mk.server.gateway.lifecycle
     const [requestId] = life.servingIds()

@@ -41,10 +41,11 @@ describe('idle connections from one address', () => {
 
   it('leave a keep-alive client working', async () => {
     const keepAlive = await open(m.url)
-    const ask = () => new Promise<string>((resolve) => {
-      keepAlive.once('data', (d) => resolve(d.toString()))
-      keepAlive.write('GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n')
-    })
+    const ask = () =>
+      new Promise<string>((resolve) => {
+        keepAlive.once('data', (d) => resolve(d.toString()))
+        keepAlive.write('GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n')
+      })
     expect((await ask()).slice(0, 15)).toBe('HTTP/1.1 200 OK')
     const idle: Socket[] = []
     try {

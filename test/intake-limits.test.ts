@@ -12,7 +12,11 @@ const withCall = (id: string, extra: Record<string, unknown> = {}) => ({
   ...ask,
   messages: [
     { role: 'user', content: 'weather?' },
-    { role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name: 'weather', arguments: '{}' }, ...extra }] },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id, type: 'function', function: { name: 'weather', arguments: '{}' }, ...extra }],
+    },
     { role: 'tool', tool_call_id: id, content: 'sunny' },
   ],
 })
@@ -22,8 +26,12 @@ describe('request intake', () => {
     const mk = await market()
     // 3.5 MB of letters without a space: about 2 million tokens, seconds to count whole.
     let x = 7
-    const letters = Array.from({ length: 3_500_000 }, () => String.fromCharCode(97 + ((x = (x * 1103515245 + 12345) >>> 0) % 26))).join('')
-    const { result: res, perTurn } = await countedByTurn(() => chat(mk.url, mk.key, { ...ask, messages: [{ role: 'user', content: letters }] }))
+    const letters = Array.from({ length: 3_500_000 }, () =>
+      String.fromCharCode(97 + ((x = (x * 1103515245 + 12345) >>> 0) % 26)),
+    ).join('')
+    const { result: res, perTurn } = await countedByTurn(() =>
+      chat(mk.url, mk.key, { ...ask, messages: [{ role: 'user', content: letters }] }),
+    )
     expect(res.status).toBe(400)
     const { error } = await res.json()
     expect(error).toMatchObject({ code: 'feature_not_supported', param: 'messages' })
@@ -37,8 +45,12 @@ describe('request intake', () => {
     // 1 MB of letters at random, about half a million tokens: too long for every candidate, and the vendor's context is
     // not given, so it is counted whole. Counted at once it held the event loop for most of a second.
     let x = 11
-    const letters = Array.from({ length: 1_000_000 }, () => String.fromCharCode(97 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 26))).join('')
-    const { result: res, perTurn } = await countedByTurn(() => chat(mk.url, mk.key, { ...ask, model: 'svc/cortex@1', messages: [{ role: 'user', content: letters }] }))
+    const letters = Array.from({ length: 1_000_000 }, () =>
+      String.fromCharCode(97 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 26)),
+    ).join('')
+    const { result: res, perTurn } = await countedByTurn(() =>
+      chat(mk.url, mk.key, { ...ask, model: 'svc/cortex@1', messages: [{ role: 'user', content: letters }] }),
+    )
     expect(res.status, await res.clone().text()).toBe(200)
     const reply = await res.json()
     expect(reply.svc.routing).toMatchObject({ vendor_fallback: true, status: 'managed:no_candidate' })
@@ -61,13 +73,18 @@ describe('request intake', () => {
     // The id stands twice in the history: on the call and on the tool's answer.
     expect(long - short).toBeGreaterThan(2 * 300)
     // What is not sent on is not counted either: a schema's extras, beside the ones of a call.
-    const format = (extra: Record<string, unknown>) => ({ ...ask, response_format: { type: 'json_schema', json_schema: { name: 's', schema: { type: 'object' }, ...extra } } })
+    const format = (extra: Record<string, unknown>) => ({
+      ...ask,
+      response_format: { type: 'json_schema', json_schema: { name: 's', schema: { type: 'object' }, ...extra } },
+    })
     const plainFormat = await usage(format({}))
     expect(await usage(format({ smuggled: 'lorem ipsum '.repeat(200) }))).toBe(plainFormat)
     expect(mk.sims.atlasCheap.requests.at(-1)!.response_format).toEqual(format({}).response_format)
     await usage(withCall('call_2', { smuggled: 'lorem ipsum '.repeat(200) }))
     const sent = mk.sims.atlasCheap.requests.at(-1) as { messages: { tool_calls?: Record<string, unknown>[] }[] }
-    expect(sent.messages[1]!.tool_calls).toEqual([{ id: 'call_2', type: 'function', function: { name: 'weather', arguments: '{}' } }])
+    expect(sent.messages[1]!.tool_calls).toEqual([
+      { id: 'call_2', type: 'function', function: { name: 'weather', arguments: '{}' } },
+    ])
   })
 
   it('refuses a tool or a response format nested deeper than it allows, naming it', async () => {
@@ -79,7 +96,10 @@ describe('request intake', () => {
     for (const [body, param] of [
       [`${head},"tools":[${tool}]}`, 'tools[0]'],
       [`${head},"response_format":{"type":"json_object","extra":${deep}}}`, 'response_format'],
-      [`${head},"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"},"extra":${deep}}}}`, 'response_format'],
+      [
+        `${head},"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"},"extra":${deep}}}}`,
+        'response_format',
+      ],
     ] as const) {
       const res = await chat(mk.url, mk.key, body)
       expect(res.status).toBe(400)
@@ -98,10 +118,17 @@ describe('request intake', () => {
       expect(res.status, JSON.stringify(extra)).toBe(400)
       expect((await res.json()).error).toMatchObject({ code: 'feature_not_supported', param })
     }
-    const res = await chat(mk.url, mk.key, { ...ask, tools: [], tool_choice: 'none', parallel_tool_calls: false, top_logprobs: 2 })
+    const res = await chat(mk.url, mk.key, {
+      ...ask,
+      tools: [],
+      tool_choice: 'none',
+      parallel_tool_calls: false,
+      top_logprobs: 2,
+    })
     expect(res.status).toBe(200)
     const sent = mk.sims.atlasCheap.requests.at(-1)!
-    for (const field of ['tools', 'tool_choice', 'parallel_tool_calls', 'top_logprobs']) expect(sent).not.toHaveProperty(field)
+    for (const field of ['tools', 'tool_choice', 'parallel_tool_calls', 'top_logprobs'])
+      expect(sent).not.toHaveProperty(field)
   })
 
   it('refuses a cortex request no candidate can take, when there is no vendor, as the client error it is', async () => {

@@ -50,7 +50,9 @@ describe('maxRequestsPerAccount', () => {
     expect((await chat(mk.url, mk.key, { ...body, max_tokens: 4000 })).status).toBe(402)
     const ac = new AbortController()
     const gone = await fetch(`${mk.url}/v1/chat/completions`, {
-      method: 'POST', signal: ac.signal, body: JSON.stringify(body),
+      method: 'POST',
+      signal: ac.signal,
+      body: JSON.stringify(body),
       headers: { 'content-type': 'application/json', authorization: `Bearer ${mk.key}` },
     })
     expect(gone.status).toBe(200)
@@ -77,7 +79,10 @@ describe('maxBodyBytesInFlight', () => {
     await expect.poll(async () => (await chat(mk.url, mk.key, { ...body, stream: false })).status).toBe(503)
     const refused = await chat(mk.url, mk.key, { ...body, stream: false })
     expect(refused.headers.get('retry-after')).toBe('1')
-    expect((await refused.json()).error).toMatchObject({ code: 'no_capacity', message: expect.stringContaining('MiB of request bodies at once') })
+    expect((await refused.json()).error).toMatchObject({
+      code: 'no_capacity',
+      message: expect.stringContaining('MiB of request bodies at once'),
+    })
     held.destroy()
     await expect.poll(async () => (await chat(mk.url, mk.key, { ...body, stream: false })).status).toBe(200)
     // A probe that came before the held body counted was served: every request that ran completed.
@@ -89,10 +94,18 @@ describe('maxBodyBytesInFlight', () => {
   it('counts a body only until it is read: long streams hold no budget', async () => {
     // Bodies as large as the budget allows one at a time, and streams that last: each body is read before the next.
     const mk = await market({
-      sim: { chunkDelayMs: 30 }, tuning: { maxBodyBytesInFlight: 4 * 1024 * 1024 },
+      sim: { chunkDelayMs: 30 },
+      tuning: { maxBodyBytesInFlight: 4 * 1024 * 1024 },
       edit: (config) => void (config.models.find((m) => m.id === 'svc/atlas@1')!.contextLimit = 1_000_000),
     })
-    const big = { ...body, messages: [{ role: 'user', content: 'hello' }, { role: 'assistant', content: ' '.repeat(3 * 1024 * 1024) }, { role: 'user', content: 'go on' }] }
+    const big = {
+      ...body,
+      messages: [
+        { role: 'user', content: 'hello' },
+        { role: 'assistant', content: ' '.repeat(3 * 1024 * 1024) },
+        { role: 'user', content: 'go on' },
+      ],
+    }
     const first = await chat(mk.url, mk.key, big)
     expect(first.status).toBe(200)
     // The first stream is still running: its body was read, so it counts no more.
@@ -118,7 +131,10 @@ describe('the intake of a client that leaves during its key lookup', () => {
         `content-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
     )
     socket.destroy()
-    const conns = () => new Promise<number>((resolve, reject) => mk.server.app.server.getConnections((err, n) => (err ? reject(err) : resolve(n))))
+    const conns = () =>
+      new Promise<number>((resolve, reject) =>
+        mk.server.app.server.getConnections((err, n) => (err ? reject(err) : resolve(n))),
+      )
     await expect.poll(conns).toBe(0)
     open()
     await blocking

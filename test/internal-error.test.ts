@@ -17,7 +17,14 @@ const broken: Provider = {
 }
 
 const nowhere = { url: 'http://127.0.0.1:9/v1' }
-const sims = { atlasCheap: nowhere, atlasDear: nowhere, tern: nowhere, wren: nowhere, quill: nowhere, vendor: nowhere } as unknown as Market['sims']
+const sims = {
+  atlasCheap: nowhere,
+  atlasDear: nowhere,
+  tern: nowhere,
+  wren: nowhere,
+  quill: nowhere,
+  vendor: nowhere,
+} as unknown as Market['sims']
 
 let server: RunningServer | undefined
 let store: Store | undefined
@@ -51,12 +58,20 @@ describe('an internal error while serving', () => {
   it('answers 503 with the request id, releases the hold, and leaves no timer writing to the finished response', async () => {
     const { account, key } = await serveBroken({ keepAliveMs: 10 })
     for (const stream of [false, true]) {
-      const res = await chat(server!.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10, stream })
+      const res = await chat(server!.url, key, {
+        model: 'svc/atlas@1',
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 10,
+        stream,
+      })
       expect(res.status).toBe(503)
       expect(res.headers.get('x-request-id')).toMatch(/^req_/)
       expect((await res.json()).error.code).toBe('no_capacity')
       // The record the client is pointed to says what it was answered.
-      expect(await store!.usage.get(account.id, res.headers.get('x-request-id')!)).toMatchObject({ outcome: 'no_capacity', cost: 0n })
+      expect(await store!.usage.get(account.id, res.headers.get('x-request-id')!)).toMatchObject({
+        outcome: 'no_capacity',
+        cost: 0n,
+      })
     }
     expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
     // A keep-alive timer left running would write headers again and throw (an uncaught exception ends the process).
@@ -91,17 +106,28 @@ describe('an internal error while serving', () => {
       await hold(h)
       throw new Error('the store went away after writing')
     }
-    const res = await chat(server!.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
+    const res = await chat(server!.url, key, {
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 10,
+    })
     expect(res.status).toBe(503)
     expect((await res.json()).error.message).toContain(res.headers.get('x-request-id'))
-    expect(await store!.usage.get(account.id, res.headers.get('x-request-id')!)).toMatchObject({ outcome: 'no_capacity', cost: 0n })
+    expect(await store!.usage.get(account.id, res.headers.get('x-request-id')!)).toMatchObject({
+      outcome: 'no_capacity',
+      cost: 0n,
+    })
     expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
   })
 
   it('lets a hold whose release failed run out its lease instead of keeping it alive', async () => {
     const { account, key } = await serveBroken({ holdTtlSeconds: 5 })
     failNextRelease()
-    const res = await chat(server!.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
+    const res = await chat(server!.url, key, {
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 10,
+    })
     expect(res.status).toBe(503)
     const requestId = res.headers.get('x-request-id')!
     const lease = () => store!.ledger.leaseOf(requestId)
@@ -117,10 +143,18 @@ describe('an internal error while serving', () => {
     expect(await store!.usage.get(account.id, requestId)).toMatchObject({ outcome: 'expired', cost: 0n })
   })
 
-  it('returns a hold whose release failed as the gateway stops, not at a peer\'s later sweep', async () => {
+  it("returns a hold whose release failed as the gateway stops, not at a peer's later sweep", async () => {
     const { account, key } = await serveBroken({ holdTtlSeconds: 600 })
     failNextRelease()
-    expect((await chat(server!.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })).status).toBe(503)
+    expect(
+      (
+        await chat(server!.url, key, {
+          model: 'svc/atlas@1',
+          messages: [{ role: 'user', content: 'hi' }],
+          max_tokens: 10,
+        })
+      ).status,
+    ).toBe(503)
     expect((await store!.accounts.byId(account.id))!.held).toBeGreaterThan(0n)
     await server!.close()
     server = undefined
@@ -128,7 +162,10 @@ describe('an internal error while serving', () => {
     expect(await store!.ledger.openHolds()).toBe(0)
     // Its counter is dead, holding nothing, until the store closes (a hold of the stopped instance arriving late is
     // refused by it); then it goes.
-    const counters = async () => (await store!.db.selectFrom('owner_holds').select(['held', 'open', 'dead']).execute()).map((c) => [c.held, c.open, c.dead].map(Number))
+    const counters = async () =>
+      (await store!.db.selectFrom('owner_holds').select(['held', 'open', 'dead']).execute()).map((c) =>
+        [c.held, c.open, c.dead].map(Number),
+      )
     expect(await counters()).toEqual([[0, 0, 1]])
     await store!.ledger.forgetRetired()
     expect(await counters()).toEqual([])

@@ -8,7 +8,19 @@ beforeAll(async () => {
   m = await startMarket({
     edit: (c) => {
       // A model no provider serves: listed without pricing.
-      c.models.push({ id: 'svc/orphan@1', owned_by: 'nobody', contextLimit: 4096, capabilities: { workload: 'chat', tools: false, structuredOutputs: false, reasoning: false, streaming: true, maxOutputTokens: 512 } })
+      c.models.push({
+        id: 'svc/orphan@1',
+        owned_by: 'nobody',
+        contextLimit: 4096,
+        capabilities: {
+          workload: 'chat',
+          tools: false,
+          structuredOutputs: false,
+          reasoning: false,
+          streaming: true,
+          maxOutputTokens: 512,
+        },
+      })
     },
   })
 })
@@ -21,13 +33,27 @@ describe('GET /v1/models', () => {
     expect(res.headers.get('content-type')).toMatch(/application\/json/)
     const list = await res.json()
     expect(list.object).toBe('list')
-    expect(list.data.map((x: { id: string }) => x.id)).toEqual(['svc/atlas@1', 'svc/tern@2', 'svc/wren@1', 'svc/quill@1', 'svc/orphan@1', 'svc/cortex@1'])
+    expect(list.data.map((x: { id: string }) => x.id)).toEqual([
+      'svc/atlas@1',
+      'svc/tern@2',
+      'svc/wren@1',
+      'svc/quill@1',
+      'svc/orphan@1',
+      'svc/cortex@1',
+    ])
     const atlas = list.data[0]
     expect(atlas).toMatchObject({ object: 'model', owned_by: 'atlas-labs' })
     expect(typeof atlas.created).toBe('number')
     expect(atlas.svc).toEqual({
       contextLimit: 32768,
-      capabilities: { workload: 'chat', tools: true, structuredOutputs: true, reasoning: false, streaming: true, maxOutputTokens: 4096 },
+      capabilities: {
+        workload: 'chat',
+        tools: true,
+        structuredOutputs: true,
+        reasoning: false,
+        streaming: true,
+        maxOutputTokens: 4096,
+      },
       tool_contract: FULL_CONTRACT,
       // The lowest of the two live offers, as strings of base units.
       pricing: { input_price_per_mtok: '150000', output_price_per_mtok: '600000' },
@@ -45,10 +71,21 @@ describe('GET /v1/models', () => {
     expect(cortex.svc.cortex).toBe(true)
     expect(cortex.svc.candidates).toEqual(['svc/atlas@1', 'svc/tern@2', 'svc/wren@1'])
     expect(cortex.svc.contextLimit).toBe(512)
-    expect(cortex.svc.capabilities).toEqual({ workload: 'chat', tools: false, structuredOutputs: false, reasoning: false, streaming: true, maxOutputTokens: 256 })
+    expect(cortex.svc.capabilities).toEqual({
+      workload: 'chat',
+      tools: false,
+      structuredOutputs: false,
+      reasoning: false,
+      streaming: true,
+      maxOutputTokens: 256,
+    })
     expect(cortex.svc.tool_contract).toBeUndefined()
     // Highest live input and output prices among the candidates' offers and the vendor.
-    expect(cortex.svc.pricing).toEqual({ input_price_per_mtok: '3000000', output_price_per_mtok: '15000000', basis: 'ceiling' })
+    expect(cortex.svc.pricing).toEqual({
+      input_price_per_mtok: '3000000',
+      output_price_per_mtok: '15000000',
+      basis: 'ceiling',
+    })
   })
 
   it('keeps the vendor in the cortex ceiling while its breaker is open, as admission does', async () => {
@@ -62,7 +99,11 @@ describe('GET /v1/models', () => {
       }
       expect(health.breaker(vendor)).toBe('open')
       const cortex = (await (await fetch(`${mk.url}/v1/models`)).json()).data.at(-1)
-      expect(cortex.svc.pricing).toEqual({ input_price_per_mtok: '3000000', output_price_per_mtok: '15000000', basis: 'ceiling' })
+      expect(cortex.svc.pricing).toEqual({
+        input_price_per_mtok: '3000000',
+        output_price_per_mtok: '15000000',
+        basis: 'ceiling',
+      })
     } finally {
       await mk.close()
     }
@@ -84,13 +125,20 @@ describe('GET /v1/models', () => {
     }
     const none = await fetch(`${m.url}/v1/models/`)
     expect(none.status).toBe(404)
-    expect((await none.json()).error).toMatchObject({ code: 'feature_not_supported', message: expect.stringContaining('GET /v1/models lists') })
+    expect((await none.json()).error).toMatchObject({
+      code: 'feature_not_supported',
+      message: expect.stringContaining('GET /v1/models lists'),
+    })
   })
 
   it('may be called from any web page: preflights answered, x-request-id readable', async () => {
     const preflight = await fetch(`${m.url}/v1/chat/completions`, {
       method: 'OPTIONS',
-      headers: { origin: 'http://localhost:3000', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type,x-stainless-os' },
+      headers: {
+        origin: 'http://localhost:3000',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization,content-type,x-stainless-os',
+      },
     })
     expect(preflight.status).toBe(204)
     expect(preflight.headers.get('access-control-allow-origin')).toBe('*')
@@ -103,7 +151,11 @@ describe('GET /v1/models', () => {
     expect(preflight.headers.get('vary')).toBe('origin, access-control-request-headers')
     expect(list.headers.get('vary')).toBe('origin')
     expect((await fetch(`${m.url}/v1/models`)).headers.get('vary')).toBe('origin')
-    expect((await fetch(`${m.url}/v1/models`, { method: 'HEAD', headers: { origin: 'http://localhost:3000' } })).headers.get('vary')).toBe('origin')
+    expect(
+      (await fetch(`${m.url}/v1/models`, { method: 'HEAD', headers: { origin: 'http://localhost:3000' } })).headers.get(
+        'vary',
+      ),
+    ).toBe('origin')
     // A preflight is still an HTTP/1.1 request: without Host it gets the one error shape, not a 204.
     const socket = connect(Number(new URL(m.url).port), '127.0.0.1')
     let answer = ''
@@ -112,7 +164,11 @@ describe('GET /v1/models', () => {
     await expect.poll(() => answer).toMatch(/^HTTP\/1.1 400 [^]*"code":"feature_not_supported"/)
     socket.destroy()
     // The portal stays same-origin.
-    expect((await fetch(`${m.url}/portal/api/config`, { headers: { origin: 'http://localhost:3000' } })).headers.get('access-control-allow-origin')).toBeNull()
+    expect(
+      (await fetch(`${m.url}/portal/api/config`, { headers: { origin: 'http://localhost:3000' } })).headers.get(
+        'access-control-allow-origin',
+      ),
+    ).toBeNull()
   })
 })
 
@@ -122,8 +178,13 @@ describe('cortex tool contract', () => {
     try {
       const cortex = (await (await fetch(`${mk.url}/v1/models`)).json()).data.at(-1)
       expect(cortex.svc.tool_contract).toMatchObject({
-        tool_choice: ['auto', 'none'], parallel_tool_calls: false, strict_schemas: false,
-        max_argument_bytes: LIMITED_CONTRACT.max_argument_bytes, certified_concurrency: LIMITED_CONTRACT.certified_concurrency, agentic_certified: false, metering_version: 1,
+        tool_choice: ['auto', 'none'],
+        parallel_tool_calls: false,
+        strict_schemas: false,
+        max_argument_bytes: LIMITED_CONTRACT.max_argument_bytes,
+        certified_concurrency: LIMITED_CONTRACT.certified_concurrency,
+        agentic_certified: false,
+        metering_version: 1,
       })
       expect(cortex.svc.contextLimit).toBe(16384)
     } finally {

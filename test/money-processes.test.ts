@@ -15,7 +15,14 @@ type Sims = Market['sims']
 
 async function startSims(opts: ConstructorParameters<typeof Object>[0] = {}): Promise<Sims> {
   const s = () => SimulatedProvider.start(opts as never)
-  return { atlasCheap: await s(), atlasDear: await s(), tern: await s(), wren: await s(), quill: await s(), vendor: await SimulatedProvider.start({ ...(opts as object), apiKey: 'vendor-key' }) }
+  return {
+    atlasCheap: await s(),
+    atlasDear: await s(),
+    tern: await s(),
+    wren: await s(),
+    quill: await s(),
+    vendor: await SimulatedProvider.start({ ...(opts as object), apiKey: 'vendor-key' }),
+  }
 }
 
 function writeConfig(sims: Sims, storeUrl: string, tuning: Record<string, number>): string {
@@ -37,12 +44,19 @@ async function fundedKey(store: Store, wallet: string, amount: bigint) {
 }
 
 const ask = (url: string, key: string, body: unknown) =>
-  fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) })
+  fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  })
 
 const N = 8
 const body = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'spend it all' }], max_tokens: 40 }
 
-describe.each<[StoreKind, number]>([['sqlite', 1], ['postgres', 2]])('concurrent admission on %s through %i gateway process(es)', (kind, processes) => {
+describe.each<[StoreKind, number]>([
+  ['sqlite', 1],
+  ['postgres', 2],
+])('concurrent admission on %s through %i gateway process(es)', (kind, processes) => {
   let sims: Sims
   let storeUrl: string
   let store: Store
@@ -52,8 +66,8 @@ describe.each<[StoreKind, number]>([['sqlite', 1], ['postgres', 2]])('concurrent
     sims = await startSims()
     storeUrl = freshStoreUrl(kind)
     store = await openStore(storeUrl)
-    // A reply budget (non-streaming) and a first-byte budget (streaming) beyond the test: the admitted requests stall at
-    // the provider until all 4N are decided, which may take longer than the shared test tuning's 500 ms under load.
+    // A reply budget (non-streaming) and a first-byte budget (streaming) beyond the test: the admitted requests stall
+    // at the provider until all 4N are decided, which may take longer than the shared test tuning's 500 ms under load.
     const file = writeConfig(sims, storeUrl, { firstByteTimeoutMs: 20_000, replyTimeoutMs: 20_000, keyCacheMs: 0 })
     for (let i = 0; i < processes; i++) gws.push(await gateway(file))
   })
@@ -72,10 +86,11 @@ describe.each<[StoreKind, number]>([['sqlite', 1], ['postgres', 2]])('concurrent
     // Admitted requests wait at the provider until every one of the 4N is decided, so no capture frees room early.
     for (const s of [sims.atlasCheap, sims.atlasDear]) s.setFault({ kind: 'stall' })
     let refused = 0
-    const send = (i: number) => ask(gws[i % gws.length]!.url, key, body).then((r) => {
-      if (r.status === 402) refused++
-      return r
-    })
+    const send = (i: number) =>
+      ask(gws[i % gws.length]!.url, key, body).then((r) => {
+        if (r.status === 402) refused++
+        return r
+      })
     const waiting = () => sims.atlasCheap.stats.active + sims.atlasDear.stats.active
     // One request per process first, admitted before the rest are sent: otherwise one process could take every
     // unit before the other's first request arrived, and the test could not show that both admit from one store.
@@ -100,7 +115,9 @@ describe.each<[StoreKind, number]>([['sqlite', 1], ['postgres', 2]])('concurrent
     expect(account.held).toBe(0n)
     expect(account.balance).toBeGreaterThanOrEqual(0n)
     const { captured } = await checkInvariants(store, accountId, funds)
-    const charged = bodies.filter((b) => b.svc).reduce((s, b) => s + BigInt(Math.round(Number(b.svc.cost_usdc) * 1e6)), 0n)
+    const charged = bodies
+      .filter((b) => b.svc)
+      .reduce((s, b) => s + BigInt(Math.round(Number(b.svc.cost_usdc) * 1e6)), 0n)
     expect(captured).toBe(charged)
     expect(await store.ledger.openHolds()).toBe(0)
   }, 60_000)
@@ -117,15 +134,20 @@ describe.each<StoreKind>(['sqlite', 'postgres'])('kill -9 in the middle of strea
     try {
       const funds = 10_000_000n
       const { accountId, key } = await fundedKey(store, addressOf(0x32), funds)
-      const done = await Promise.all([1, 2, 3].map(() => ask(gw.url, key, { ...body, max_tokens: 3 }).then((r) => r.json())))
+      const done = await Promise.all(
+        [1, 2, 3].map(() => ask(gw.url, key, { ...body, max_tokens: 3 }).then((r) => r.json())),
+      )
       expect(done.every((d) => d.svc)).toBe(true)
-      const streams = await Promise.all([1, 2, 3, 4].map(async () => {
-        const res = await ask(gw.url, key, { ...body, stream: true, max_tokens: 60 })
-        const reader = res.body!.getReader()
-        let seen = ''
-        while (!seen.includes('"content":"T') && !seen.match(/"content":"[a-z ]/)) seen += new TextDecoder().decode((await reader.read()).value)
-        return { id: res.headers.get('x-request-id')!, reader }
-      }))
+      const streams = await Promise.all(
+        [1, 2, 3, 4].map(async () => {
+          const res = await ask(gw.url, key, { ...body, stream: true, max_tokens: 60 })
+          const reader = res.body!.getReader()
+          let seen = ''
+          while (!seen.includes('"content":"T') && !seen.match(/"content":"[a-z ]/))
+            seen += new TextDecoder().decode((await reader.read()).value)
+          return { id: res.headers.get('x-request-id')!, reader }
+        }),
+      )
       expect((await store.accounts.byId(accountId))!.held).toBeGreaterThan(0n)
       await gw.d.stop('SIGKILL')
       for (const s of streams) await s.reader.cancel().catch(() => {})
@@ -137,7 +159,15 @@ describe.each<StoreKind>(['sqlite', 'postgres'])('kill -9 in the middle of strea
       // The dead instance's requests leave no record and nothing posted: their holds were only counted
       // (docs/ledger-written-once.md), and the count is what the restart returned.
       for (const s of streams) expect(await store.usage.get(accountId, s.id)).toBeUndefined()
-      const posted = await store.db.selectFrom('postings').select('ref').where('ref', 'in', streams.map((s) => s.id)).execute()
+      const posted = await store.db
+        .selectFrom('postings')
+        .select('ref')
+        .where(
+          'ref',
+          'in',
+          streams.map((s) => s.id),
+        )
+        .execute()
       expect(posted).toEqual([])
       const completed = (await store.usage.list(accountId, { limit: 100 })).filter((u) => u.outcome === 'completed')
       expect(completed.map((u) => u.requestId).sort()).toEqual(done.map((d) => d.svc.request_id).sort())

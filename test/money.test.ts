@@ -19,12 +19,20 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
   })
   afterAll(() => m?.close())
 
-  const body = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'How much does this cost?' }], max_tokens: 30 }
+  const body = {
+    model: 'svc/atlas@1',
+    messages: [{ role: 'user', content: 'How much does this cost?' }],
+    max_tokens: 30,
+  }
 
   it('captures exactly cost_usdc, credits the provider cost − fee and the marketplace the fee', async () => {
     const provider = (await m.store.accounts.byAddress(P.atlasCheap))!
     const fees = (await m.store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!
-    const before = { user: (await m.store.accounts.byId(m.accountId))!, p: await m.store.accounts.books(provider.id), f: await m.store.accounts.books(fees.id) }
+    const before = {
+      user: (await m.store.accounts.byId(m.accountId))!,
+      p: await m.store.accounts.books(provider.id),
+      f: await m.store.accounts.books(fees.id),
+    }
     const plain = await (await chat(m.url, m.key, body)).json()
     const events = await sseEvents(await chat(m.url, m.key, { ...body, stream: true }))
     const streamed = JSON.parse(events.at(-2)!).svc
@@ -38,7 +46,14 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
     expect((await m.store.accounts.books(provider.id)).pending - before.p.pending).toBe(total - fee)
     expect((await m.store.accounts.books(fees.id)).pending - before.f.pending).toBe(fee)
     const record = (await m.store.usage.get(m.accountId, plain.svc.request_id))!
-    expect(record).toMatchObject({ cost: costs[0], outcome: 'completed', provider: P.atlasCheap, servedModel: 'svc/atlas@1', promptTokens: plain.usage.prompt_tokens, completionTokens: plain.usage.completion_tokens })
+    expect(record).toMatchObject({
+      cost: costs[0],
+      outcome: 'completed',
+      provider: P.atlasCheap,
+      servedModel: 'svc/atlas@1',
+      promptTokens: plain.usage.prompt_tokens,
+      completionTokens: plain.usage.completion_tokens,
+    })
     expect(record.upstreamCompletionTokens).toBe(12)
     await checkInvariants(m.store, m.accountId, FUNDS)
   })
@@ -55,14 +70,21 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
     const max = maxCostFor(m.config, body)
     expect(err.message).toContain(`could cost up to ${formatUsdc(max)} USDC`)
     expect(err.message).toContain('0.000005 USDC is spendable (balance 0.000005, approved cap 0.000010, held 0.000000)')
-    expect(err.message).toMatch(/Lower max_tokens, deposit USDC, or raise the approved spending cap\. Nothing was charged\./)
-    // Without max_tokens the bound is the model's maximum output, and the message says so instead of quoting a max_tokens never sent.
+    expect(err.message).toMatch(
+      /Lower max_tokens, deposit USDC, or raise the approved spending cap\. Nothing was charged\./,
+    )
+    // Without max_tokens the bound is the model's maximum output, and the message says so instead of quoting a
+    // max_tokens never sent.
     const { max_tokens: _sent, ...unbounded } = body as Record<string, unknown>
     const bare = await (await chat(m.url, key, unbounded)).json()
     expect(bare.error.message).toMatch(/a reply of up to [\d,]+ tokens, as no max_tokens was sent/)
     // The alias is named as the client sent it.
-    const alias = await (await chat(m.url, key, { ...unbounded, max_completion_tokens: (body as { max_tokens: number }).max_tokens })).json()
-    expect(alias.error.message).toMatch(/\+ max_completion_tokens [\d,]+, at the offer price\).*Lower max_completion_tokens, deposit USDC/)
+    const alias = await (
+      await chat(m.url, key, { ...unbounded, max_completion_tokens: (body as { max_tokens: number }).max_tokens })
+    ).json()
+    expect(alias.error.message).toMatch(
+      /\+ max_completion_tokens [\d,]+, at the offer price\).*Lower max_completion_tokens, deposit USDC/,
+    )
     const after = (await m.store.accounts.byId(account.id))!
     expect(after).toMatchObject({ balance: 5n, held: 0n, cap: 10n })
     // A cap below the balance limits just the same.
@@ -71,7 +93,13 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
     await m.store.accounts.approve(account.id, 1_000_000n)
     expect((await chat(m.url, key, body)).status).toBe(200)
     const outcomes = (await m.store.usage.list(account.id, { limit: 10 })).map((u) => u.outcome)
-    expect(outcomes).toEqual(['completed', 'insufficient_quota', 'insufficient_quota', 'insufficient_quota', 'insufficient_quota'])
+    expect(outcomes).toEqual([
+      'completed',
+      'insufficient_quota',
+      'insufficient_quota',
+      'insufficient_quota',
+      'insufficient_quota',
+    ])
   })
 
   it('holds exactly the maximum cost while serving', async () => {
@@ -88,15 +116,21 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
   })
 
   it('serves usage records to the key owner only, newest first, paginated', async () => {
-    const mine = await fetch(`${m.url}/v1/usage?limit=2`, { headers: { authorization: `Bearer ${m.key}` } }).then((r) => r.json())
+    const mine = await fetch(`${m.url}/v1/usage?limit=2`, { headers: { authorization: `Bearer ${m.key}` } }).then((r) =>
+      r.json(),
+    )
     expect(mine.object).toBe('list')
     expect(mine.data).toHaveLength(2)
     expect(mine.has_more).toBe(true)
     expect(mine.data[0].created).toBeGreaterThanOrEqual(mine.data[1].created)
-    const next = await fetch(`${m.url}/v1/usage?limit=100&after=${mine.last_id}`, { headers: { authorization: `Bearer ${m.key}` } }).then((r) => r.json())
+    const next = await fetch(`${m.url}/v1/usage?limit=100&after=${mine.last_id}`, {
+      headers: { authorization: `Bearer ${m.key}` },
+    }).then((r) => r.json())
     const ids = [...mine.data, ...next.data].map((u: { request_id: string }) => u.request_id)
     expect(new Set(ids).size).toBe(ids.length)
-    const one = await fetch(`${m.url}/v1/usage/${ids[0]}`, { headers: { authorization: `Bearer ${m.key}` } }).then((r) => r.json())
+    const one = await fetch(`${m.url}/v1/usage/${ids[0]}`, { headers: { authorization: `Bearer ${m.key}` } }).then(
+      (r) => r.json(),
+    )
     expect(one).toMatchObject({ request_id: ids[0], object: 'usage.record' })
     expect(one.cost_usdc).toMatch(/^\d+\.\d{6}$/)
     const { account } = await openAccount(m.store, addressOf(0x98))
@@ -104,7 +138,9 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
     const denied = await fetch(`${m.url}/v1/usage/${ids[0]}`, { headers: { authorization: `Bearer ${other.key}` } })
     expect(denied.status).toBe(404)
     expect((await fetch(`${m.url}/v1/usage`)).status).toBe(401)
-    expect((await fetch(`${m.url}/v1/usage?limit=0`, { headers: { authorization: `Bearer ${m.key}` } })).status).toBe(400)
+    expect((await fetch(`${m.url}/v1/usage?limit=0`, { headers: { authorization: `Bearer ${m.key}` } })).status).toBe(
+      400,
+    )
   })
 
   it('settles captured charges once; a second pass finds nothing', async () => {
@@ -113,7 +149,12 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
     expect(pending).toBeGreaterThan(0n)
     const first = await m.server.settler.runOnce()
     expect(first.batches.length).toBeGreaterThanOrEqual(1)
-    expect(await m.server.settler.runOnce()).toEqual({ ran: true, batches: [], waiting: { payers: [], payees: [] }, unfinished: [] })
+    expect(await m.server.settler.runOnce()).toEqual({
+      ran: true,
+      batches: [],
+      waiting: { payers: [], payees: [] },
+      unfinished: [],
+    })
     const totals = await m.store.settlement.payeeTotals(provider.id)
     expect(totals.pending).toBe(0n)
     expect(totals.settled).toBeGreaterThanOrEqual(pending)
@@ -134,7 +175,12 @@ describe('one settler at a time across processes', () => {
         expect(await other.tryLock('svc-settler')).toBeNull()
         const { Settler } = await import('../src/settlement/settler.js')
         const { LocalRail } = await import('../src/settlement/rail.js')
-        expect(await new Settler(other, new LocalRail()).runOnce()).toEqual({ ran: false, batches: [], waiting: { payers: [], payees: [] }, unfinished: [] })
+        expect(await new Settler(other, new LocalRail()).runOnce()).toEqual({
+          ran: false,
+          batches: [],
+          waiting: { payers: [], payees: [] },
+          unfinished: [],
+        })
         // A store in another schema of the same database is another marketplace: its settler is not this one's.
         const elsewhere = await openStore(freshPostgresUrl())
         try {
@@ -161,7 +207,11 @@ describe('a hold released under a running request', () => {
     const m = await startMarket({ tuning: { firstByteTimeoutMs: 60_000, replyTimeoutMs: 60_000 } })
     try {
       m.sims.atlasCheap.setFault({ kind: 'stall' })
-      const pending = chat(m.url, m.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'slow one' }], max_tokens: 10 })
+      const pending = chat(m.url, m.key, {
+        model: 'svc/atlas@1',
+        messages: [{ role: 'user', content: 'slow one' }],
+        max_tokens: 10,
+      })
       await expect.poll(() => m.sims.atlasCheap.stats.active).toBe(1)
       // A sweeper (another instance, or this one after its lease lapsed) releases the hold as expired.
       expect(await m.store.ledger.releaseExpired(Date.now() + 10 * 3600_000)).toBe(1)

@@ -10,7 +10,9 @@ import { startServer } from '../src/server.js'
 import { openAccount } from '../src/accounts/operations.js'
 import { accountView } from '../src/cli/commands/accounts.js'
 
-/** What a signed-in wallet sees and changes through the portal API: keys, wallet, usage, provider earnings, the page. */
+/**
+ * What a signed-in wallet sees and changes through the portal API: keys, wallet, usage, provider earnings, the page.
+ */
 let m: Market
 const user = privateKeyToAccount(generatePrivateKey())
 const provider = privateKeyToAccount(generatePrivateKey())
@@ -39,22 +41,35 @@ describe('keys', () => {
     expect(k.prefix).toBe(`${k.api_key.slice(0, 15)}…`)
     const list = await json(await c.call('GET', '/keys'))
     const listed = list.data.find((x: { id: string }) => x.id === k.id)
-    expect(listed).toEqual({ object: 'api_key', id: k.id, prefix: k.prefix, name: 'ci runner', created: k.created, last_used: null, revoked: null })
+    expect(listed).toEqual({
+      object: 'api_key',
+      id: k.id,
+      prefix: k.prefix,
+      name: 'ci runner',
+      created: k.created,
+      last_used: null,
+      revoked: null,
+    })
     expect(JSON.stringify(list)).not.toContain(k.api_key)
   })
 
   it('reports when a key was last used', async () => {
     const k = await json(await c.call('POST', '/keys', { name: 'used' }), 201)
-    expect((await chat(m.url, k.api_key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }] })).status).toBe(402)
+    expect(
+      (await chat(m.url, k.api_key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }] })).status,
+    ).toBe(402)
     const listed = (await json(await c.call('GET', '/keys'))).data.find((x: { id: string }) => x.id === k.id)
     expect(listed.last_used).toBeGreaterThanOrEqual(k.created)
   })
 
   // A control, a lone surrogate or a bidirectional override (a name posing as another) is not printable.
-  it.each([[''], ['   '], ['x'.repeat(65)], [42], ['tab\there'], ['a\u007fb'], ['a\u202eb'], ['\ud800']])('refuses the name %j', async (name) => {
-    const body = await json(await c.call('POST', '/keys', { name }), 400)
-    expect(body.error).toMatchObject({ code: 'feature_not_supported', param: 'name' })
-  })
+  it.each([[''], ['   '], ['x'.repeat(65)], [42], ['tab\there'], ['a\u007fb'], ['a\u202eb'], ['\ud800']])(
+    'refuses the name %j',
+    async (name) => {
+      const body = await json(await c.call('POST', '/keys', { name }), 400)
+      expect(body.error).toMatchObject({ code: 'feature_not_supported', param: 'name' })
+    },
+  )
 
   it('refuses new keys for a suspended account', async () => {
     const other = privateKeyToAccount(generatePrivateKey())
@@ -73,13 +88,18 @@ describe.each(STORE_KINDS)('the live-key bound on %s', (kind) => {
     const market = await startMarket({ store: kind })
     try {
       const s = await signIn(market.url, privateKeyToAccount(generatePrivateKey()))
-      const create = (n: number, from: number) => Promise.all(Array.from({ length: n }, (_, i) => s.call('POST', '/keys', { name: `k${from + i}` })))
+      const create = (n: number, from: number) =>
+        Promise.all(Array.from({ length: n }, (_, i) => s.call('POST', '/keys', { name: `k${from + i}` })))
       expect((await create(49, 0)).map((r) => r.status)).toEqual(Array(49).fill(201))
       // Twenty at once for the one place left: each could count 49 before any of them inserts.
       const created = await create(20, 49)
       expect(created.filter((r) => r.status === 201)).toHaveLength(1)
       const refused = await Promise.all(created.filter((r) => r.status !== 201).map((r) => json(r, 400)))
-      for (const body of refused) expect(body.error).toMatchObject({ code: 'feature_not_supported', message: 'This account has 50 live keys, the most allowed; revoke one first.' })
+      for (const body of refused)
+        expect(body.error).toMatchObject({
+          code: 'feature_not_supported',
+          message: 'This account has 50 live keys, the most allowed; revoke one first.',
+        })
       expect((await json(await s.call('GET', '/keys'))).data).toHaveLength(50)
     } finally {
       await market.close()
@@ -90,7 +110,13 @@ describe.each(STORE_KINDS)('the live-key bound on %s', (kind) => {
 describe('wallet on the local rail', () => {
   it('shows balance, cap, held and spendable; deposits and changes the cap', async () => {
     const w0 = await json(await c.call('GET', '/wallet'))
-    expect(w0).toMatchObject({ address: user.address, balance: '0.000000', cap: '0.000000', held: '0.000000', spendable: '0.000000' })
+    expect(w0).toMatchObject({
+      address: user.address,
+      balance: '0.000000',
+      cap: '0.000000',
+      held: '0.000000',
+      spendable: '0.000000',
+    })
     const w1 = await json(await c.call('POST', '/wallet/deposit', { amount: '12.5' }))
     expect(w1).toMatchObject({ balance: '12.500000', spendable: '0.000000' })
     const w2 = await json(await c.call('POST', '/wallet/cap', { amount: '5' }))
@@ -101,8 +127,13 @@ describe('wallet on the local rail', () => {
   })
 
   it.each([
-    ['/wallet/deposit', '0'], ['/wallet/deposit', '-1'], ['/wallet/deposit', '1.0000001'], ['/wallet/deposit', '10000.000001'],
-    ['/wallet/deposit', 5], ['/wallet/cap', 'lots'], ['/wallet/cap', '1000000.000001'],
+    ['/wallet/deposit', '0'],
+    ['/wallet/deposit', '-1'],
+    ['/wallet/deposit', '1.0000001'],
+    ['/wallet/deposit', '10000.000001'],
+    ['/wallet/deposit', 5],
+    ['/wallet/cap', 'lots'],
+    ['/wallet/cap', '1000000.000001'],
   ])('%s refuses %j', async (path, amount) => {
     const body = await json(await c.call('POST', path, { amount }), 400)
     expect(body.error).toMatchObject({ code: 'feature_not_supported', param: 'amount' })
@@ -110,7 +141,12 @@ describe('wallet on the local rail', () => {
 
   it('tells the page which rail it is on', async () => {
     const config = await json(await fetch(`${m.url}/portal/api/config`))
-    expect(config).toEqual({ object: 'portal.config', chain_id: 31337, rail: { kind: 'local' }, local_test_wallet: true })
+    expect(config).toEqual({
+      object: 'portal.config',
+      chain_id: 31337,
+      rail: { kind: 'local' },
+      local_test_wallet: true,
+    })
   })
 })
 
@@ -118,28 +154,61 @@ describe('usage and provider earnings', () => {
   it('lists a request with its cost, filters by key and model, totals it and charts it by day', async () => {
     await c.call('POST', '/wallet/deposit', { amount: '1' })
     const k = await json(await c.call('POST', '/keys', { name: 'usage' }), 201)
-    const res = await chat(m.url, k.api_key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hello' }], max_tokens: 20 })
+    const res = await chat(m.url, k.api_key, {
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content: 'hello' }],
+      max_tokens: 20,
+    })
     expect(res.status).toBe(200)
     const reply = await res.json()
     const list = await json(await c.call('GET', `/usage?key_id=${k.id}`))
     expect(list.data).toHaveLength(1)
-    expect(list.data[0]).toMatchObject({ request_id: reply.svc.request_id, model: 'svc/atlas@1', provider: provider.address, outcome: 'completed', cost_usdc: reply.svc.cost_usdc })
+    expect(list.data[0]).toMatchObject({
+      request_id: reply.svc.request_id,
+      model: 'svc/atlas@1',
+      provider: provider.address,
+      outcome: 'completed',
+      cost_usdc: reply.svc.cost_usdc,
+    })
     expect((await json(await c.call('GET', `/usage?key_id=${k.id}&model=svc/tern@2`))).data).toEqual([])
     const summary = await json(await c.call('GET', `/usage/summary?key_id=${k.id}&days=7`))
-    expect(summary.totals).toEqual({ requests: 1, prompt_tokens: reply.usage.prompt_tokens, completion_tokens: reply.usage.completion_tokens, cost_usdc: reply.svc.cost_usdc })
+    expect(summary.totals).toEqual({
+      requests: 1,
+      prompt_tokens: reply.usage.prompt_tokens,
+      completion_tokens: reply.usage.completion_tokens,
+      cost_usdc: reply.svc.cost_usdc,
+    })
     expect(summary.daily).toHaveLength(7)
-    expect(summary.daily.at(-1)).toEqual({ date: new Date().toISOString().slice(0, 10), requests: 1, cost_usdc: reply.svc.cost_usdc })
+    expect(summary.daily.at(-1)).toEqual({
+      date: new Date().toISOString().slice(0, 10),
+      requests: 1,
+      cost_usdc: reply.svc.cost_usdc,
+    })
     expect(summary.daily[0]).toMatchObject({ requests: 0, cost_usdc: '0.000000' })
     expect((await json(await c.call('GET', '/usage?limit=0'), 400)).error.param).toBe('limit')
-    for (const days of ['91', '0', '1e1', '0x10', '%205']) expect((await json(await c.call('GET', `/usage/summary?days=${days}`), 400)).error.param).toBe('days')
+    for (const days of ['91', '0', '1e1', '0x10', '%205'])
+      expect((await json(await c.call('GET', `/usage/summary?days=${days}`), 400)).error.param).toBe('days')
   })
 
   it('shows a provider its offers, what it earned, and payouts once settled', async () => {
     const p = await signIn(m.url, provider)
     expect((await json(await p.call('GET', '/session'))).kind).toBe('provider')
-    const r = await (await chat(m.url, m.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'pay me' }], max_tokens: 10 })).json()
+    const r = await (
+      await chat(m.url, m.key, {
+        model: 'svc/atlas@1',
+        messages: [{ role: 'user', content: 'pay me' }],
+        max_tokens: 10,
+      })
+    ).json()
     const before = await json(await p.call('GET', '/provider'))
-    expect(before.offers).toEqual([expect.objectContaining({ model: 'svc/atlas@1', input_price_per_mtok: '150000', output_price_per_mtok: '600000', breaker: 'closed' })])
+    expect(before.offers).toEqual([
+      expect.objectContaining({
+        model: 'svc/atlas@1',
+        input_price_per_mtok: '150000',
+        output_price_per_mtok: '600000',
+        breaker: 'closed',
+      }),
+    ])
     expect(before.requests_served).toBeGreaterThanOrEqual(1)
     expect(Number(before.pending_usdc)).toBeGreaterThan(0)
     expect(before.earned_usdc).toBe(before.pending_usdc)
@@ -153,23 +222,37 @@ describe('usage and provider earnings', () => {
     expect(notProvider.error.code).toBe('feature_not_supported')
   })
 
-  it('is shown to a wallet listed in providers[] after its account was created as a user\'s', async () => {
+  it("is shown to a wallet listed in providers[] after its account was created as a user's", async () => {
     const late = privateKeyToAccount(generatePrivateKey())
     const { account } = await openAccount(m.store, late.address)
     expect(account.kind).toBe('user')
     const config = structuredClone(m.config)
     config.providers[0]!.address = late.address
-    const s = await startServer({ ...config, listen: { host: '127.0.0.1', port: 0 } }, { store: m.store, log: () => {} })
+    const s = await startServer(
+      { ...config, listen: { host: '127.0.0.1', port: 0 } },
+      { store: m.store, log: () => {} },
+    )
     try {
       const p = await signIn(s.url, late)
       expect(await json(await p.call('GET', '/session'))).toMatchObject({ kind: 'user', provider: true })
-      expect((await chat(s.url, m.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'pay me' }], max_tokens: 10 })).status).toBe(200)
+      expect(
+        (
+          await chat(s.url, m.key, {
+            model: 'svc/atlas@1',
+            messages: [{ role: 'user', content: 'pay me' }],
+            max_tokens: 10,
+          })
+        ).status,
+      ).toBe(200)
       const earned = await json(await p.call('GET', '/provider'))
       expect(earned.offers).toEqual([expect.objectContaining({ model: 'svc/atlas@1', input_price_per_mtok: '150000' })])
       expect(earned.requests_served).toBe(1)
       expect(Number(earned.pending_usdc)).toBeGreaterThan(0)
       // The CLI's view of the account shows it too.
-      expect(await accountView(m.store, (await m.store.accounts.byId(account.id))!)).toMatchObject({ kind: 'user', earned_pending: earned.pending_usdc })
+      expect(await accountView(m.store, (await m.store.accounts.byId(account.id))!)).toMatchObject({
+        kind: 'user',
+        earned_pending: earned.pending_usdc,
+      })
       // Still a user that pays: its own keys and spending are unchanged by it.
       expect((await json(await p.call('GET', '/wallet'))).kind).toBe('user')
     } finally {
@@ -186,7 +269,10 @@ describe('the page', () => {
     mkdirSync(join(web, 'assets'))
     writeFileSync(join(web, 'index.html'), '<!doctype html><title>portal</title>')
     writeFileSync(join(web, 'assets', 'app-1234.js'), 'console.log(1)')
-    const s = await startServer({ ...m.config, listen: { host: '127.0.0.1', port: 0 } }, { store: m.store, log: () => {}, portal: { webRoot: web } })
+    const s = await startServer(
+      { ...m.config, listen: { host: '127.0.0.1', port: 0 } },
+      { store: m.store, log: () => {}, portal: { webRoot: web } },
+    )
     try {
       for (const path of ['/portal', '/portal/', '/portal/index.html']) {
         const page = await fetch(`${s.url}${path}`)
@@ -209,7 +295,10 @@ describe('the page', () => {
   })
 
   it('says how to build it when the front end is missing', async () => {
-    const s = await startServer({ ...m.config, listen: { host: '127.0.0.1', port: 0 } }, { store: m.store, log: () => {}, portal: { webRoot: join(tmpdir(), 'svc-no-such-web') } })
+    const s = await startServer(
+      { ...m.config, listen: { host: '127.0.0.1', port: 0 } },
+      { store: m.store, log: () => {}, portal: { webRoot: join(tmpdir(), 'svc-no-such-web') } },
+    )
     try {
       const page = await fetch(`${s.url}/portal`)
       expect(page.status).toBe(503)

@@ -49,10 +49,23 @@ describe('sign-in', () => {
 
   it('refuses a body larger than anything the portal takes with 413, before parsing it', async () => {
     const big = JSON.stringify({ message: 'x'.repeat(70 * 1024), signature: '0x' })
-    const res = await fetch(`${m.url}/portal/api/session`, { method: 'POST', headers: { 'content-type': 'application/json', origin: m.url }, body: big })
-    await expectError(res, 413, 'feature_not_supported', /larger than this endpoint takes \(4 MiB on \/v1, 64 KiB on the portal's API\)/)
+    const res = await fetch(`${m.url}/portal/api/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: m.url },
+      body: big,
+    })
+    await expectError(
+      res,
+      413,
+      'feature_not_supported',
+      /larger than this endpoint takes \(4 MiB on \/v1, 64 KiB on the portal's API\)/,
+    )
     // The API's own limit is unchanged.
-    const api = await chat(m.url, m.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'x'.repeat(70 * 1024) }], max_tokens: 3 })
+    const api = await chat(m.url, m.key, {
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content: 'x'.repeat(70 * 1024) }],
+      max_tokens: 3,
+    })
     expect(api.status).toBe(200)
   })
 
@@ -61,7 +74,12 @@ describe('sign-in', () => {
     const message = siweMessage(n, alice.address)
     const signature = await alice.signMessage({ message })
     expect((await postSession(m.url, message, signature)).status).toBe(200)
-    await expectError(await postSession(m.url, message, signature), 401, 'sign_in_failed', /unknown, expired or already used/)
+    await expectError(
+      await postSession(m.url, message, signature),
+      401,
+      'sign_in_failed',
+      /unknown, expired or already used/,
+    )
   })
 
   it('refuses an expired nonce', async () => {
@@ -69,20 +87,40 @@ describe('sign-in', () => {
     const nonce = 'a1'.repeat(16)
     await m.store.portal.issueNonce(nonce, Date.now() - 600_000, Date.now() - 300_000)
     const message = siweMessage({ ...fresh, nonce }, alice.address)
-    await expectError(await postSession(m.url, message, await alice.signMessage({ message })), 401, 'sign_in_failed', /expired/)
+    await expectError(
+      await postSession(m.url, message, await alice.signMessage({ message })),
+      401,
+      'sign_in_failed',
+      /expired/,
+    )
   })
 
   it('refuses a nonce the server never issued', async () => {
     const message = siweMessage({ ...(await fetchNonce(m.url)), nonce: 'b2'.repeat(16) }, alice.address)
-    await expectError(await postSession(m.url, message, await alice.signMessage({ message })), 401, 'sign_in_failed', /unknown/)
+    await expectError(
+      await postSession(m.url, message, await alice.signMessage({ message })),
+      401,
+      'sign_in_failed',
+      /unknown/,
+    )
   })
 
   it('refuses a signature from another address, and burns the nonce', async () => {
     const n = await fetchNonce(m.url)
     const message = siweMessage(n, alice.address)
-    await expectError(await postSession(m.url, message, await mallory.signMessage({ message })), 401, 'sign_in_failed', new RegExp(`not from ${alice.address}`))
+    await expectError(
+      await postSession(m.url, message, await mallory.signMessage({ message })),
+      401,
+      'sign_in_failed',
+      new RegExp(`not from ${alice.address}`),
+    )
     // Alice's own signature of that message is now too late: every attempt uses the nonce up.
-    await expectError(await postSession(m.url, message, await alice.signMessage({ message })), 401, 'sign_in_failed', /already used/)
+    await expectError(
+      await postSession(m.url, message, await alice.signMessage({ message })),
+      401,
+      'sign_in_failed',
+      /already used/,
+    )
   })
 
   it.each([
@@ -93,14 +131,24 @@ describe('sign-in', () => {
     ['a message from the future', { issuedAt: new Date(Date.now() + 3_600_000) }, /future/],
   ])('refuses %s', async (_what, edit, why) => {
     const message = siweMessage(await fetchNonce(m.url), alice.address, edit)
-    await expectError(await postSession(m.url, message, await alice.signMessage({ message })), 401, 'sign_in_failed', why)
+    await expectError(
+      await postSession(m.url, message, await alice.signMessage({ message })),
+      401,
+      'sign_in_failed',
+      why,
+    )
   })
 
   it('refuses malformed bodies with the field at fault', async () => {
     const res = await postSession(m.url, 'not a siwe message', 'nope')
     expect(res.status).toBe(400)
     expect((await res.json()).error).toMatchObject({ code: 'feature_not_supported', param: 'signature' })
-    await expectError(await postSession(m.url, 'hello', `0x${'11'.repeat(65)}`), 401, 'sign_in_failed', /not an EIP-4361 message/)
+    await expectError(
+      await postSession(m.url, 'hello', `0x${'11'.repeat(65)}`),
+      401,
+      'sign_in_failed',
+      /not an EIP-4361 message/,
+    )
   })
 })
 
@@ -117,9 +165,13 @@ describe('sign-in message dates', () => {
     const signed = siweMessage(await fetchNonce(dated.url), alice.address, edit)
     const message = signed.replace(new RegExp(`^${field}: .*$`, 'm'), `${field}: notadate`)
     expect(message).not.toBe(signed)
-    await expectError(await postSession(dated.url, message, await alice.signMessage({ message })), 401, 'sign_in_failed', new RegExp(`${field} is not an RFC 3339`))
+    await expectError(
+      await postSession(dated.url, message, await alice.signMessage({ message })),
+      401,
+      'sign_in_failed',
+      new RegExp(`${field} is not an RFC 3339`),
+    )
   })
-
 })
 
 describe('sessions', () => {
@@ -129,9 +181,17 @@ describe('sessions', () => {
     expect((await c.call('GET', '/keys')).status).toBe(200)
     const [name, value] = c.cookie.split('=') as [string, string]
     const flipped = value.slice(0, 5) + (value[5] === 'A' ? 'B' : 'A') + value.slice(6)
-    await expectError(await fetch(`${m.url}/portal/api/keys`, { headers: { cookie: `${name}=${flipped}` } }), 401, 'session_required')
+    await expectError(
+      await fetch(`${m.url}/portal/api/keys`, { headers: { cookie: `${name}=${flipped}` } }),
+      401,
+      'session_required',
+    )
     // A correctly signed secret that no session has (as if forged with a leaked secret) fails at the store.
-    await expectError(await fetch(`${m.url}/portal/api/keys`, { headers: { cookie: `${name}=x.${value.split('.')[1]}` } }), 401, 'session_required')
+    await expectError(
+      await fetch(`${m.url}/portal/api/keys`, { headers: { cookie: `${name}=x.${value.split('.')[1]}` } }),
+      401,
+      'session_required',
+    )
     const out = await c.call('DELETE', '/session')
     expect(out.status).toBe(200)
     expect(out.headers.get('set-cookie')).toMatch(/^svc_portal=; .*Max-Age=0/)
@@ -140,9 +200,23 @@ describe('sessions', () => {
 
   it('keeps API keys out of the portal and sessions out of /v1', async () => {
     const c = await signIn(m.url, alice)
-    await expectError(await c.call('GET', '/keys', undefined, { authorization: `Bearer ${m.key}` }), 401, 'session_required', /does not accept API keys/)
-    await expectError(await fetch(`${m.url}/portal/api/wallet`, { headers: { authorization: `Bearer ${m.key}` } }), 401, 'session_required')
-    const res = await chat(m.url, undefined, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }] }, { cookie: c.cookie })
+    await expectError(
+      await c.call('GET', '/keys', undefined, { authorization: `Bearer ${m.key}` }),
+      401,
+      'session_required',
+      /does not accept API keys/,
+    )
+    await expectError(
+      await fetch(`${m.url}/portal/api/wallet`, { headers: { authorization: `Bearer ${m.key}` } }),
+      401,
+      'session_required',
+    )
+    const res = await chat(
+      m.url,
+      undefined,
+      { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }] },
+      { cookie: c.cookie },
+    )
     expect(res.status).toBe(401)
     expect((await res.json()).error.code).toBe('invalid_api_key')
     const usage = await fetch(`${m.url}/v1/usage`, { headers: { cookie: c.cookie } })
@@ -153,47 +227,89 @@ describe('sessions', () => {
 describe('CSRF', () => {
   it('needs the session token for every state change', async () => {
     const c = await signIn(m.url, alice)
-    await expectError(await c.call('POST', '/keys', { name: 'k' }, { 'x-csrf-token': '' }), 403, 'csrf_failed', /x-csrf-token/)
+    await expectError(
+      await c.call('POST', '/keys', { name: 'k' }, { 'x-csrf-token': '' }),
+      403,
+      'csrf_failed',
+      /x-csrf-token/,
+    )
     await expectError(await c.call('POST', '/keys', { name: 'k' }, { 'x-csrf-token': 'wrong' }), 403, 'csrf_failed')
     await expectError(await c.call('DELETE', '/session', undefined, { 'x-csrf-token': 'wrong' }), 403, 'csrf_failed')
     // Another session's token does not fit this one.
     const other = await signIn(m.url, alice)
-    await expectError(await c.call('POST', '/wallet/deposit', { amount: '1' }, { 'x-csrf-token': other.csrf }), 403, 'csrf_failed')
+    await expectError(
+      await c.call('POST', '/wallet/deposit', { amount: '1' }, { 'x-csrf-token': other.csrf }),
+      403,
+      'csrf_failed',
+    )
     expect((await c.call('POST', '/keys', { name: 'k' })).status).toBe(201)
     expect((await c.call('GET', '/session')).status).toBe(200)
   })
 
   it('refuses state changes from another origin or not sent as JSON', async () => {
     const c = await signIn(m.url, alice)
-    await expectError(await c.call('POST', '/keys', { name: 'k' }, { origin: 'https://evil.example' }), 403, 'csrf_failed', /another origin/)
+    await expectError(
+      await c.call('POST', '/keys', { name: 'k' }, { origin: 'https://evil.example' }),
+      403,
+      'csrf_failed',
+      /another origin/,
+    )
     expect((await c.call('POST', '/keys', { name: 'k' }, { origin: m.url })).status).toBe(201)
-    const form = await fetch(`${m.url}/portal/api/keys`, { method: 'POST', headers: { cookie: c.cookie, 'x-csrf-token': c.csrf, 'content-type': 'text/plain' }, body: '{"name":"k"}' })
+    const form = await fetch(`${m.url}/portal/api/keys`, {
+      method: 'POST',
+      headers: { cookie: c.cookie, 'x-csrf-token': c.csrf, 'content-type': 'text/plain' },
+      body: '{"name":"k"}',
+    })
     await expectError(form, 403, 'csrf_failed', /application\/json/)
     // Sign-in itself: another site cannot post a signed message for the visitor.
     const n = await fetchNonce(m.url)
     const message = siweMessage(n, mallory.address)
-    await expectError(await postSession(m.url, message, await mallory.signMessage({ message }), { origin: 'https://evil.example' }), 403, 'csrf_failed')
+    await expectError(
+      await postSession(m.url, message, await mallory.signMessage({ message }), { origin: 'https://evil.example' }),
+      403,
+      'csrf_failed',
+    )
   })
 })
 
 describe('accounts stay apart', () => {
-  it('shows and revokes only the account\'s own keys; a revoked key is refused at once', async () => {
+  it("shows and revokes only the account's own keys; a revoked key is refused at once", async () => {
     const a = await signIn(m.url, alice)
     const b = await signIn(m.url, mallory)
     const created = await (await a.call('POST', '/keys', { name: 'alice-main' })).json()
     expect(created.api_key).toMatch(/^svc_test_[0-9A-Za-z]{40}$/)
-    const ok = await chat(m.url, created.api_key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 })
+    const ok = await chat(m.url, created.api_key, {
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 5,
+    })
     expect(ok.status).toBe(402) // alice has no funds yet: the key is valid, her balance is not
     const bKeys = await (await b.call('GET', '/keys')).json()
     expect(bKeys.data.map((k: { id: string }) => k.id)).not.toContain(created.id)
-    await expectError(await b.call('DELETE', `/keys/${created.id}`), 404, 'feature_not_supported', /no live key/, 'key_id')
+    await expectError(
+      await b.call('DELETE', `/keys/${created.id}`),
+      404,
+      'feature_not_supported',
+      /no live key/,
+      'key_id',
+    )
     const bUsage = await (await b.call('GET', `/usage?key_id=${created.id}`)).json()
     expect(bUsage.data).toEqual([])
     expect((await a.call('DELETE', `/keys/${created.id}`)).status).toBe(200)
-    const refused = await chat(m.url, created.api_key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 })
+    const refused = await chat(m.url, created.api_key, {
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 5,
+    })
     expect(refused.status).toBe(401)
     expect((await refused.json()).error.code).toBe('invalid_api_key')
-    await expectError(await a.call('DELETE', `/keys/${created.id}`), 404, 'feature_not_supported', /no live key/, 'key_id')
+    await expectError(
+      await a.call('DELETE', `/keys/${created.id}`),
+      404,
+      'feature_not_supported',
+      /no live key/,
+      'key_id',
+    )
   })
 
   it('a session cookie of one server secret is refused by a portal with another', async () => {
@@ -204,14 +320,22 @@ describe('accounts stay apart', () => {
 })
 
 const nonceFrom = (url: string, forwardedFor: string) =>
-  fetch(`${url}/portal/api/nonce`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': forwardedFor }, body: '{}' })
+  fetch(`${url}/portal/api/nonce`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-forwarded-for': forwardedFor },
+    body: '{}',
+  })
 
 describe('sign-in attempts', () => {
   it('limits the nonces one client address may ask for, with Retry-After, and keeps the ones it gave', async () => {
     const limited = await startMarket({ edit: (c) => void (c.portal = { ...c.portal, signInsPerMinute: 3 }) })
     try {
       const given = [await fetchNonce(limited.url), await fetchNonce(limited.url), await fetchNonce(limited.url)]
-      const refused = await fetch(`${limited.url}/portal/api/nonce`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+      const refused = await fetch(`${limited.url}/portal/api/nonce`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      })
       expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
       await expectError(refused, 429, 'sign_in_failed', /too many sign-in attempts/i)
       // A nonce issued before the limit still signs in.
@@ -219,7 +343,8 @@ describe('sign-in attempts', () => {
       expect((await postSession(limited.url, message, await alice.signMessage({ message }))).status).toBe(200)
       // Without trustProxy a forwarded address is not believed: still the same client.
       expect((await nonceFrom(limited.url, '203.0.113.7')).status).toBe(429)
-      // Sign-in attempts are limited too, three per nonce allowed, counted apart (the sign-in above was the first of 9).
+      // Sign-in attempts are limited too, three per nonce allowed, counted apart (the sign-in above was the first of
+      // 9).
       for (let i = 0; i < 8; i++) expect((await postSession(limited.url, 'not a message', '0x00')).status).toBe(401)
       const tooMany = await postSession(limited.url, 'not a message', '0x00')
       expect(Number(tooMany.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
@@ -230,7 +355,10 @@ describe('sign-in attempts', () => {
   })
 
   it('counts each forwarded client on its own behind a trusted proxy', async () => {
-    const proxied = await startMarket({ edit: (c) => void ((c.portal = { ...c.portal, signInsPerMinute: 2 }), (c.listen = { ...c.listen, trustProxy: true })) })
+    const proxied = await startMarket({
+      edit: (c) =>
+        void ((c.portal = { ...c.portal, signInsPerMinute: 2 }), (c.listen = { ...c.listen, trustProxy: true })),
+    })
     try {
       for (const client of ['203.0.113.7', '203.0.113.8']) {
         expect((await nonceFrom(proxied.url, client)).status).toBe(200)
@@ -239,7 +367,8 @@ describe('sign-in attempts', () => {
       }
       // The client is the address the proxy appended; what the client itself put before it is not believed, so a
       // new made-up address per request does not make a new client.
-      for (const made of ['198.51.100.1', '198.51.100.2']) expect((await nonceFrom(proxied.url, `${made}, 203.0.113.9`)).status).toBe(200)
+      for (const made of ['198.51.100.1', '198.51.100.2'])
+        expect((await nonceFrom(proxied.url, `${made}, 203.0.113.9`)).status).toBe(200)
       expect((await nonceFrom(proxied.url, '198.51.100.3, 203.0.113.9')).status).toBe(429)
     } finally {
       await proxied.close()
@@ -248,13 +377,30 @@ describe('sign-in attempts', () => {
 })
 
 /** A portal API POST naming the Host (and other headers) a phishing site's server would send: fetch cannot. */
-function postAs(url: string, path: string, headers: Record<string, string>, body: unknown): Promise<{ status: number; json: any }> {
+function postAs(
+  url: string,
+  path: string,
+  headers: Record<string, string>,
+  body: unknown,
+): Promise<{ status: number; json: any }> {
   const { hostname, port } = new URL(url)
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: hostname, port, path: `/portal/api${path}`, method: 'POST', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
-      let text = ''
-      res.setEncoding('utf8').on('data', (d: string) => (text += d)).on('end', () => resolve({ status: res.statusCode!, json: JSON.parse(text) }))
-    })
+    const req = httpRequest(
+      {
+        host: hostname,
+        port,
+        path: `/portal/api${path}`,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+      },
+      (res) => {
+        let text = ''
+        res
+          .setEncoding('utf8')
+          .on('data', (d: string) => (text += d))
+          .on('end', () => resolve({ status: res.statusCode!, json: JSON.parse(text) }))
+      },
+    )
     req.on('error', reject).end(JSON.stringify(body))
   })
 }
@@ -263,15 +409,28 @@ describe('the domain sign-in messages must name', () => {
   it('is this machine, whatever Host or X-Forwarded-Host a phishing site sends', async () => {
     const proxied = await startMarket({ edit: (c) => void (c.listen = { ...c.listen, trustProxy: true }) })
     try {
-      for (const headers of [{ host: 'evil.example' }, { host: `evil.example:${new URL(proxied.url).port}` }, { 'x-forwarded-host': 'evil.example' }]) {
+      for (const headers of [
+        { host: 'evil.example' },
+        { host: `evil.example:${new URL(proxied.url).port}` },
+        { 'x-forwarded-host': 'evil.example' },
+      ]) {
         const n = await postAs(proxied.url, '/nonce', headers, {})
         expect(n.status).toBe(200)
         expect(n.json).toMatchObject({ domain: new URL(proxied.url).host, uri: `${proxied.url}/portal` })
         // The victim, on the phishing site, signs a message for it: refused, with the nonce burnt.
-        const message = siweMessage({ ...n.json, domain: 'evil.example', uri: 'http://evil.example/portal' }, alice.address)
-        const res = await postAs(proxied.url, '/session', headers, { message, signature: await alice.signMessage({ message }) })
+        const message = siweMessage(
+          { ...n.json, domain: 'evil.example', uri: 'http://evil.example/portal' },
+          alice.address,
+        )
+        const res = await postAs(proxied.url, '/session', headers, {
+          message,
+          signature: await alice.signMessage({ message }),
+        })
         expect(res.status).toBe(401)
-        expect(res.json.error).toMatchObject({ code: 'sign_in_failed', message: expect.stringContaining('evil.example') })
+        expect(res.json.error).toMatchObject({
+          code: 'sign_in_failed',
+          message: expect.stringContaining('evil.example'),
+        })
       }
     } finally {
       await proxied.close()
@@ -286,7 +445,16 @@ describe('the domain sign-in messages must name', () => {
       const n = await postAs(own.url, '/nonce', { host: `localhost:${port}` }, {})
       expect(n.json).toMatchObject({ domain: `localhost:${port}`, uri: `http://localhost:${port}/portal` })
       const message = siweMessage(n.json, alice.address)
-      expect((await postAs(own.url, '/session', { host: `localhost:${port}` }, { message, signature: await alice.signMessage({ message }) })).status).toBe(200)
+      expect(
+        (
+          await postAs(
+            own.url,
+            '/session',
+            { host: `localhost:${port}` },
+            { message, signature: await alice.signMessage({ message }) },
+          )
+        ).status,
+      ).toBe(200)
       // Another port is not this portal.
       expect((await postAs(own.url, '/nonce', { host: 'localhost:1' }, {})).json.domain).toBe(new URL(own.url).host)
     } finally {
@@ -295,28 +463,52 @@ describe('the domain sign-in messages must name', () => {
   })
 
   it('is portal.origin when configured, for every Host', async () => {
-    const configured = await startMarket({ edit: (c) => void (c.portal = { ...c.portal, origin: 'https://portal.example.com' }) })
+    const configured = await startMarket({
+      edit: (c) => void (c.portal = { ...c.portal, origin: 'https://portal.example.com' }),
+    })
     try {
       const n = await fetchNonce(configured.url)
       expect(n).toMatchObject({ domain: 'portal.example.com', uri: 'https://portal.example.com/portal' })
       const own = siweMessage(n, alice.address)
       expect((await postSession(configured.url, own, await alice.signMessage({ message: own }))).status).toBe(200)
-      const local = siweMessage({ ...(await fetchNonce(configured.url)), domain: new URL(configured.url).host, uri: `${configured.url}/portal` }, alice.address)
-      await expectError(await postSession(configured.url, local, await alice.signMessage({ message: local })), 401, 'sign_in_failed', /this portal is portal\.example\.com/)
+      const local = siweMessage(
+        {
+          ...(await fetchNonce(configured.url)),
+          domain: new URL(configured.url).host,
+          uri: `${configured.url}/portal`,
+        },
+        alice.address,
+      )
+      await expectError(
+        await postSession(configured.url, local, await alice.signMessage({ message: local })),
+        401,
+        'sign_in_failed',
+        /this portal is portal\.example\.com/,
+      )
     } finally {
       await configured.close()
     }
   })
 
   it('takes writes from portal.origin, whatever Host a proxy in front sends, and from no other scheme or host', async () => {
-    const configured = await startMarket({ edit: (c) => void (c.portal = { ...c.portal, origin: 'https://portal.example.com' }) })
+    const configured = await startMarket({
+      edit: (c) => void (c.portal = { ...c.portal, origin: 'https://portal.example.com' }),
+    })
     try {
       // A proxy that passes its upstream's address as Host (nginx's default), and the browser's own Origin.
       expect((await postAs(configured.url, '/nonce', { origin: 'https://portal.example.com' }, {})).status).toBe(200)
-      for (const origin of ['http://portal.example.com', 'https://portal.example.com:8443', 'https://evil.example', new URL(configured.url).origin]) {
+      for (const origin of [
+        'http://portal.example.com',
+        'https://portal.example.com:8443',
+        'https://evil.example',
+        new URL(configured.url).origin,
+      ]) {
         const refused = await postAs(configured.url, '/nonce', { origin, host: 'portal.example.com' }, {})
         expect(refused.status, origin).toBe(403)
-        expect(refused.json.error).toMatchObject({ code: 'csrf_failed', message: expect.stringContaining('this portal is https://portal.example.com') })
+        expect(refused.json.error).toMatchObject({
+          code: 'csrf_failed',
+          message: expect.stringContaining('this portal is https://portal.example.com'),
+        })
       }
     } finally {
       await configured.close()
@@ -324,9 +516,18 @@ describe('the domain sign-in messages must name', () => {
   })
 
   it('refuses a portal.origin that is more than an origin', () => {
-    for (const origin of ['https://portal.example.com/portal', 'https://portal.example.com?x=1', 'ftp://portal.example.com', 'https://']) {
-      expect(() => validateConfig({ ...marketConfig(m.sims, 'sqlite::memory:'), portal: { origin } })).toThrow(/portal\.origin/)
+    for (const origin of [
+      'https://portal.example.com/portal',
+      'https://portal.example.com?x=1',
+      'ftp://portal.example.com',
+      'https://',
+    ]) {
+      expect(() => validateConfig({ ...marketConfig(m.sims, 'sqlite::memory:'), portal: { origin } })).toThrow(
+        /portal\.origin/,
+      )
     }
-    expect(() => validateConfig({ ...marketConfig(m.sims, 'sqlite::memory:'), portal: { origin: 'http://127.0.0.1:8080/' } })).not.toThrow()
+    expect(() =>
+      validateConfig({ ...marketConfig(m.sims, 'sqlite::memory:'), portal: { origin: 'http://127.0.0.1:8080/' } }),
+    ).not.toThrow()
   })
 })

@@ -14,7 +14,10 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
 
   beforeAll(async () => {
     const webRoot = await portalWebRoot()
-    m = await startMarket({ portal: { webRoot }, edit: (config) => void (config.providers[0]!.address = provider.address) })
+    m = await startMarket({
+      portal: { webRoot },
+      edit: (config) => void (config.providers[0]!.address = provider.address),
+    })
     browser = await launchChromium()
   })
   afterAll(async () => {
@@ -30,7 +33,11 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
     const errors: string[] = []
     page.on('pageerror', (e) => errors.push(e.message))
     // Refused requests the page expects (401 before sign-in, a 403 it provokes) are not page errors.
-    page.on('console', (msg) => void (msg.type() === 'error' && !msg.text().startsWith('Failed to load resource') && errors.push(msg.text())))
+    page.on(
+      'console',
+      (msg) =>
+        void (msg.type() === 'error' && !msg.text().startsWith('Failed to load resource') && errors.push(msg.text())),
+    )
     return { context, page, errors }
   }
 
@@ -43,7 +50,7 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
 
   const figure = (page: Page, id: string) => page.locator(`[data-figure="${id}"] .amount`).textContent()
 
-  it('signs in with a wallet, funds it, creates and copies a key that works, shows the request\'s cost, and revokes the key', async () => {
+  it("signs in with a wallet, funds it, creates and copies a key that works, shows the request's cost, and revokes the key", async () => {
     const alice = privateKeyToAccount(generatePrivateKey())
     const { context, page, errors } = await open()
     try {
@@ -54,7 +61,9 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
       await page.getByRole('button', { name: 'Sign in with browser wallet' }).click()
       await page.getByRole('heading', { name: 'API keys' }).waitFor()
       expect(wallet.signed).toHaveLength(1)
-      expect(wallet.signed[0]).toContain(`${new URL(m.url).host} wants you to sign in with your Ethereum account:\n${alice.address}`)
+      expect(wallet.signed[0]).toContain(
+        `${new URL(m.url).host} wants you to sign in with your Ethereum account:\n${alice.address}`,
+      )
       expect(wallet.signed[0]).toContain(`URI: ${m.url}/portal`)
       expect(wallet.signed[0]).toContain(`Chain ID: ${CHAIN}`)
       expect(await page.locator('.who .address').getAttribute('title')).toBe(alice.address)
@@ -97,7 +106,11 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
       expect(await page.content()).not.toContain(key)
 
       // The copied key works against the API.
-      const res = await chat(m.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'Hello from the browser test' }], max_tokens: 16 })
+      const res = await chat(m.url, key, {
+        model: 'svc/atlas@1',
+        messages: [{ role: 'user', content: 'Hello from the browser test' }],
+        max_tokens: 16,
+      })
       expect(res.status).toBe(200)
       const reply = await res.json()
 
@@ -120,7 +133,11 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
       await page.screenshot({ path: screenshotPath('portal-5-revoke-confirm') })
       await page.getByRole('button', { name: 'Revoke key' }).click()
       await page.locator('tr.revoked', { hasText: 'browser test' }).waitFor()
-      const refused = await chat(m.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'again' }], max_tokens: 16 })
+      const refused = await chat(m.url, key, {
+        model: 'svc/atlas@1',
+        messages: [{ role: 'user', content: 'again' }],
+        max_tokens: 16,
+      })
       expect(refused.status).toBe(401)
       expect((await refused.json()).error.code).toBe('invalid_api_key')
 
@@ -133,7 +150,7 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
     }
   })
 
-  it('a second wallet, a local test wallet, sees none of the first wallet\'s keys or usage', async () => {
+  it("a second wallet, a local test wallet, sees none of the first wallet's keys or usage", async () => {
     const first = await signIn(m.url, privateKeyToAccount(generatePrivateKey()))
     const theirs = await (await first.call('POST', '/keys', { name: 'first-wallet-secret-key' })).json()
     const { context, page, errors } = await open()
@@ -152,7 +169,10 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
       expect(await page.locator('select[name="key_id"] option').allTextContents()).toEqual(['All keys'])
       await page.screenshot({ path: screenshotPath('portal-6-second-wallet'), fullPage: true })
       // Its own session cannot reach the first wallet's key either.
-      const revoke = await page.evaluate(async (id) => (await fetch(`/portal/api/keys/${id}`, { method: 'DELETE' })).status, theirs.id)
+      const revoke = await page.evaluate(
+        async (id) => (await fetch(`/portal/api/keys/${id}`, { method: 'DELETE' })).status,
+        theirs.id,
+      )
       expect(revoke).toBe(403) // no CSRF token from a bare fetch
       // Back in a new page the same test wallet signs in again as the same address.
       await page.getByRole('button', { name: 'Sign out' }).click()
@@ -171,8 +191,14 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
     expect((await api.call('POST', '/wallet/deposit', { amount: '5' })).status).toBe(200)
     expect((await api.call('POST', '/wallet/cap', { amount: '5' })).status).toBe(200)
     const key = (await (await api.call('POST', '/keys', { name: 'usage' })).json()).api_key
-    for (const [model, n] of [['svc/atlas@1', 3], ['svc/tern@2', 2]] as const) {
-      for (let i = 0; i < n; i++) expect((await chat(m.url, key, { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 })).status).toBe(200)
+    for (const [model, n] of [
+      ['svc/atlas@1', 3],
+      ['svc/tern@2', 2],
+    ] as const) {
+      for (let i = 0; i < n; i++)
+        expect(
+          (await chat(m.url, key, { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 })).status,
+        ).toBe(200)
     }
     const { context, page, errors } = await open()
     try {
@@ -183,7 +209,8 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
       // The answers for atlas come late: the table and totals must end as tern's, chosen after it.
       let slow = true
       await page.route('**/portal/api/usage**', async (route) => {
-        if (slow && route.request().url().includes('model=svc%2Fatlas%401')) await new Promise((r) => setTimeout(r, 400))
+        if (slow && route.request().url().includes('model=svc%2Fatlas%401'))
+          await new Promise((r) => setTimeout(r, 400))
         await route.continue()
       })
       const select = page.locator('select[name="model"]')
@@ -191,7 +218,10 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
       await select.selectOption('svc/tern@2')
       await page.waitForTimeout(900)
       slow = false
-      expect(await page.locator('tr[data-request-id] td:nth-child(3) code').allTextContents()).toEqual(['svc/tern@2', 'svc/tern@2'])
+      expect(await page.locator('tr[data-request-id] td:nth-child(3) code').allTextContents()).toEqual([
+        'svc/tern@2',
+        'svc/tern@2',
+      ])
       expect(await figure(page, 'requests')).toBe('2')
       // The session ends elsewhere; the next action goes back to sign-in instead of failing silently.
       await m.store.db.deleteFrom('portal_sessions').execute()
@@ -207,7 +237,9 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
     const { context, page, errors } = await open()
     try {
       await injectWallet(context, provider, CHAIN)
-      const r = await (await chat(m.url, m.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'earn' }], max_tokens: 8 })).json()
+      const r = await (
+        await chat(m.url, m.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'earn' }], max_tokens: 8 })
+      ).json()
       expect(r.svc.provider).toBe(provider.address)
       await m.server.settler.runOnce()
       await signInWithWallet(page)

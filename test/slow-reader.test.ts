@@ -4,12 +4,14 @@ import { marketPerTest, type Market, type MarketOptions } from './helpers/market
 
 const market = marketPerTest()
 
-/** Long enough that the kernel's socket buffers (a few MB on loopback) hold only part of it: about 300 bytes a token. */
+/**
+ * Long enough that the kernel's socket buffers (a few MB on loopback) hold only part of it: about 300 bytes a token.
+ */
 const TOKENS = 60_000
 
 /**
- * A market whose atlas replies TOKENS words and may be asked for them. The simulator plans such a reply before its first
- * byte (about 0.4 s, longer on a busy machine): more than the test market's first-byte budget.
+ * A market whose atlas replies TOKENS words and may be asked for them. The simulator plans such a reply before its
+ * first byte (about 0.4 s, longer on a busy machine): more than the test market's first-byte budget.
  */
 function longReplies(opts: MarketOptions = {}): Promise<Market> {
   return market({
@@ -28,7 +30,13 @@ function longReplies(opts: MarketOptions = {}): Promise<Market> {
 async function streamAndPause(mk: Market): Promise<Socket> {
   const { hostname, port } = new URL(mk.url)
   // Token log probabilities make each chunk larger, so fewer tokens fit in the buffers.
-  const body = JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'tell me a long story' }], max_tokens: TOKENS, stream: true, logprobs: true })
+  const body = JSON.stringify({
+    model: 'svc/atlas@1',
+    messages: [{ role: 'user', content: 'tell me a long story' }],
+    max_tokens: TOKENS,
+    stream: true,
+    logprobs: true,
+  })
   const socket = connect(Number(port), hostname)
   await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject))
   socket.write(
@@ -41,7 +49,11 @@ async function streamAndPause(mk: Market): Promise<Socket> {
 }
 
 async function onlyUsage(mk: Market) {
-  await expect.poll(async () => (await mk.store.usage.list(mk.accountId, { limit: 5 })).map((u) => u.outcome), { timeout: 10_000 }).toEqual(['client_closed'])
+  await expect
+    .poll(async () => (await mk.store.usage.list(mk.accountId, { limit: 5 })).map((u) => u.outcome), {
+      timeout: 10_000,
+    })
+    .toEqual(['client_closed'])
   const [u] = await mk.store.usage.list(mk.accountId, { limit: 1 })
   return u!
 }

@@ -17,10 +17,18 @@ describe('text that spells a special token', () => {
     const mk = await market()
     const before = await balance(mk)
     const content = 'What does <|endoftext|> mean to a tokenizer?'
-    const res = await chat(mk.url, mk.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content }], max_tokens: 20, stream })
+    const res = await chat(mk.url, mk.key, {
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content }],
+      max_tokens: 20,
+      stream,
+    })
     expect(res.status).toBe(200)
     const usage = stream
-      ? (await sseEvents(res)).slice(0, -1).map((e) => JSON.parse(e)).find((c) => c.usage).usage
+      ? (await sseEvents(res))
+          .slice(0, -1)
+          .map((e) => JSON.parse(e))
+          .find((c) => c.usage).usage
       : (await res.json()).usage
     expect(usage.prompt_tokens).toBe(REPLY_PRIMING + PER_MESSAGE_OVERHEAD + asText(content))
     expect(await balance(mk)).toBeLessThan(before)
@@ -30,12 +38,20 @@ describe('text that spells a special token', () => {
     const mk = await market()
     mk.sims.atlasCheap.settings.toolPreface = 'Sending <|im_start|> as asked.'
     const before = await balance(mk)
-    const res = await chat(mk.url, mk.key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'Call get_weather' }], tools: [WEATHER], max_tokens: 200 })
+    const res = await chat(mk.url, mk.key, {
+      model: 'svc/atlas@1',
+      messages: [{ role: 'user', content: 'Call get_weather' }],
+      tools: [WEATHER],
+      max_tokens: 200,
+    })
     expect(res.status).toBe(200)
     const r = await res.json()
     expect(r.choices[0].message.content).toBe('Sending <|im_start|> as asked.')
     const calls: { function: { name: string; arguments: string } }[] = r.choices[0].message.tool_calls
-    expect(r.usage.completion_tokens).toBe(asText('Sending <|im_start|> as asked.') + calls.reduce((n, c) => n + asText(c.function.name) + asText(c.function.arguments), 0))
+    expect(r.usage.completion_tokens).toBe(
+      asText('Sending <|im_start|> as asked.') +
+        calls.reduce((n, c) => n + asText(c.function.name) + asText(c.function.arguments), 0),
+    )
     expect(Number(r.svc.cost_usdc)).toBeGreaterThan(0)
     expect(await balance(mk)).toBeLessThan(before)
   })

@@ -3,7 +3,12 @@ import { chat, marketPerTest, type Market } from './helpers/market.js'
 
 const market = marketPerTest()
 
-const body = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'stream please' }], stream: true, max_tokens: 20 }
+const body = {
+  model: 'svc/atlas@1',
+  messages: [{ role: 'user', content: 'stream please' }],
+  stream: true,
+  max_tokens: 20,
+}
 
 /** Reads the raw SSE text, noting when each piece arrived. */
 async function timed(res: Response): Promise<{ at: number; text: string }[]> {
@@ -48,7 +53,11 @@ describe('streaming', () => {
     mk.sims.atlasDear.setFault({ kind: 'slow', ms: 5_000 })
     const res = await chat(mk.url, mk.key, body)
     expect(res.status).toBe(200)
-    const events = (await timed(res)).map((p) => p.text).join('').split('\n\n').filter((e) => e.startsWith('data: '))
+    const events = (await timed(res))
+      .map((p) => p.text)
+      .join('')
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: '))
     expect(events.at(-1)).toBe('data: [DONE]')
     // After the status line a stream's error chunk carries one of the spec's two codes; the message says why.
     const error = JSON.parse(events.at(-2)!.slice(6)).error

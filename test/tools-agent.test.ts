@@ -27,22 +27,39 @@ function agentTools(log: string[]) {
   }
 }
 
-const provider = () => createOpenAICompatible({ name: 'svc', baseURL: `${m.url}/v1`, apiKey: m.key, includeUsage: true })
+const provider = () =>
+  createOpenAICompatible({ name: 'svc', baseURL: `${m.url}/v1`, apiKey: m.key, includeUsage: true })
 
 describe('an agent loop driven by the ai SDK (v5) through @ai-sdk/openai-compatible', () => {
   it('generateText runs tools and answers, over three user turns', async () => {
     const log: string[] = []
     const messages: ModelMessage[] = []
     const answers: string[] = []
-    for (const question of ['Weather in Paris? use get_weather', 'And the time there? get_time', 'Both, once more: get_weather and get_time']) {
+    for (const question of [
+      'Weather in Paris? use get_weather',
+      'And the time there? get_time',
+      'Both, once more: get_weather and get_time',
+    ]) {
       messages.push({ role: 'user', content: question })
-      const result = await generateText({ model: provider()('svc/atlas@1'), system: 'You are a travel assistant.', messages, tools: agentTools(log), stopWhen: stepCountIs(5), maxRetries: 0 })
+      const result = await generateText({
+        model: provider()('svc/atlas@1'),
+        system: 'You are a travel assistant.',
+        messages,
+        tools: agentTools(log),
+        stopWhen: stepCountIs(5),
+        maxRetries: 0,
+      })
       expect(result.steps.map((s) => s.finishReason)).toEqual(['tool-calls', 'stop'])
       expect(result.text).toMatch(/^[A-Z]\w*( \w+)+$/)
       answers.push(result.text)
       messages.push(...result.response.messages)
     }
-    expect(log).toEqual(['get_weather(Paris,celsius)', 'get_time(Europe/Paris)', 'get_weather(Paris,celsius)', 'get_time(Europe/Paris)'])
+    expect(log).toEqual([
+      'get_weather(Paris,celsius)',
+      'get_time(Europe/Paris)',
+      'get_weather(Paris,celsius)',
+      'get_time(Europe/Paris)',
+    ])
     expect(answers).toHaveLength(3)
     // The last request carried the whole history, tool results included.
     const last = m.sims.atlasCheap.requests.at(-1)!.messages as { role: string }[]
@@ -75,8 +92,15 @@ describe('an agent loop driven by the ai SDK (v5) through @ai-sdk/openai-compati
 
   it('a refusal reaches the SDK as an API error with the gateway’s code', async () => {
     const err = await generateText({
-      model: provider()('svc/tern@2'), prompt: 'hi', tools: agentTools([]), toolChoice: 'required', maxRetries: 0,
-    }).then(() => ({ statusCode: 200, responseBody: '{}' }), (e: unknown) => e as { statusCode?: number; responseBody?: string })
+      model: provider()('svc/tern@2'),
+      prompt: 'hi',
+      tools: agentTools([]),
+      toolChoice: 'required',
+      maxRetries: 0,
+    }).then(
+      () => ({ statusCode: 200, responseBody: '{}' }),
+      (e: unknown) => e as { statusCode?: number; responseBody?: string },
+    )
     expect(err).toMatchObject({ statusCode: 400 })
     expect(JSON.parse(err.responseBody!).error).toMatchObject({ code: 'feature_not_supported', param: 'tool_choice' })
   })

@@ -5,13 +5,19 @@ import type { Fault } from '../src/providers/simulated/faults.js'
 
 const market = marketPerTest()
 
-const body = (extra: Record<string, unknown> = {}) =>
-  ({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'Use get_weather' }], tools: [WEATHER, TIME], max_tokens: 100, ...extra })
+const body = (extra: Record<string, unknown> = {}) => ({
+  model: 'svc/atlas@1',
+  messages: [{ role: 'user', content: 'Use get_weather' }],
+  tools: [WEATHER, TIME],
+  max_tokens: 100,
+  ...extra,
+})
 const FAULTS: Fault[] = [{ kind: 'bad-tool-args' }, { kind: 'empty-tool-name' }]
 
 describe('an invalid call before any content reached the client', () => {
   it.each(FAULTS.flatMap((f) => [false, true].map((stream) => [f.kind, stream, f] as const)))(
-    '%s → the next offer serves (stream %s)', async (_kind, stream, fault) => {
+    '%s → the next offer serves (stream %s)',
+    async (_kind, stream, fault) => {
       const mk = await market()
       mk.sims.atlasCheap.setFault(fault)
       mk.sims.atlasCheap.settings.fragmentation = 'bytes'
@@ -20,7 +26,9 @@ describe('an invalid call before any content reached the client', () => {
       if (stream) {
         const chunks = parseChunks(await sseEvents(res))
         expect(chunks.some((c) => c.error)).toBe(false)
-        const calls = chunks.flatMap((c) => (c.choices[0]?.delta.tool_calls as { function: { arguments: string } }[] | undefined) ?? [])
+        const calls = chunks.flatMap(
+          (c) => (c.choices[0]?.delta.tool_calls as { function: { arguments: string } }[] | undefined) ?? [],
+        )
         expect(calls.map((c) => c.function.arguments)).toEqual([WEATHER_ARGS])
         expect(chunks.at(-1)!.svc!.provider).toBe(P.atlasDear)
       } else {
@@ -31,12 +39,14 @@ describe('an invalid call before any content reached the client', () => {
       expect(mk.sims.atlasCheap.stats.requests).toBe(1)
       const usage = await mk.store.usage.list(mk.accountId, { limit: 1 })
       expect(usage[0]).toMatchObject({ outcome: 'completed', provider: P.atlasDear })
-    })
+    },
+  )
 })
 
 describe('every offer answers with invalid calls', () => {
   it.each(FAULTS.flatMap((f) => [false, true].map((stream) => [f.kind, stream, f] as const)))(
-    '%s → 502 provider_output_invalid with Retry-After, nothing charged (stream %s)', async (_kind, stream, fault) => {
+    '%s → 502 provider_output_invalid with Retry-After, nothing charged (stream %s)',
+    async (_kind, stream, fault) => {
       const mk = await market()
       mk.sims.atlasCheap.setFault(fault)
       mk.sims.atlasDear.setFault(fault)
@@ -53,7 +63,8 @@ describe('every offer answers with invalid calls', () => {
       await expectUnchanged(mk, before)
       const usage = await mk.store.usage.list(mk.accountId, { limit: 1 })
       expect(usage[0]).toMatchObject({ outcome: 'provider_output_invalid', cost: 0n })
-    })
+    },
+  )
 
   it('says to retry when the breakers its failures opened half-open', async () => {
     const mk = await market({ tuning: { breakerFailures: 1, breakerCooldownMs: 4_000 } })
@@ -84,20 +95,28 @@ describe('every offer answers with invalid calls', () => {
 })
 
 describe('an upstream that ignores tool_choice', () => {
-  // Honours only auto and ignores other tool_choice values, as some servers do silently (upstream names atlas, atlas-b).
+  // Honours only auto and ignores other tool_choice values, as some servers do silently (upstream names atlas,
+  // atlas-b).
   const only = { toolChoice: ['auto' as const], toolChoiceUnsupported: 'ignore' as const }
   const ignoring = { atlas: only, 'atlas-b': only }
 
   it.each<[string, Record<string, unknown>, string]>([
     ['none', { tool_choice: 'none' }, 'although tool_choice is none'],
-    ['named', { tool_choice: { type: 'function', function: { name: 'get_time' } } }, 'although tool_choice names "get_time"'],
+    [
+      'named',
+      { tool_choice: { type: 'function', function: { name: 'get_time' } } },
+      'although tool_choice names "get_time"',
+    ],
   ])('tool_choice %s ignored → refused, the next offer serves what was asked', async (_mode, extra, why) => {
     const mk = await market()
     mk.sims.atlasCheap.settings.models = ignoring
     const r = await (await chat(mk.url, mk.key, body(extra))).json()
     expect(r.svc.provider).toBe(P.atlasDear)
     if (extra.tool_choice === 'none') expect(r.choices[0].message.tool_calls).toBeUndefined()
-    else expect(r.choices[0].message.tool_calls.map((c: { function: { name: string } }) => c.function.name)).toEqual(['get_time'])
+    else
+      expect(r.choices[0].message.tool_calls.map((c: { function: { name: string } }) => c.function.name)).toEqual([
+        'get_time',
+      ])
     mk.sims.atlasDear.settings.models = ignoring
     const res = await chat(mk.url, mk.key, body(extra))
     expect(res.status).toBe(502)
@@ -139,18 +158,21 @@ describe('health', () => {
     }
     expect(mk.server.gateway.health.breaker(key)).toBe('open')
     expect(mk.sims.atlasCheap.stats.requests).toBe(3)
-    expect((await (await chat(mk.url, mk.key, body({ stream: true }))).text())).toContain(P.atlasDear)
+    expect(await (await chat(mk.url, mk.key, body({ stream: true }))).text()).toContain(P.atlasDear)
     expect(mk.sims.atlasCheap.stats.requests).toBe(3)
     // The model list now prices atlas at its live offer only.
     const models = await (await fetch(`${mk.url}/v1/models`)).json()
-    expect(models.data.find((x: { id: string }) => x.id === 'svc/atlas@1').svc.pricing.input_price_per_mtok).toBe('200000')
+    expect(models.data.find((x: { id: string }) => x.id === 'svc/atlas@1').svc.pricing.input_price_per_mtok).toBe(
+      '200000',
+    )
   })
 
   it('an invalid call after content counts as a failure too', async () => {
     const mk = await market({ tuning: { breakerFailures: 2, breakerCooldownMs: 60_000 } })
     mk.sims.atlasCheap.settings.toolPreface = 'Checking.'
     mk.sims.atlasCheap.setFault({ kind: 'empty-tool-name' })
-    for (let i = 0; i < 2; i++) expect(await (await chat(mk.url, mk.key, body({ stream: true }))).text()).toContain('provider_output_invalid')
+    for (let i = 0; i < 2; i++)
+      expect(await (await chat(mk.url, mk.key, body({ stream: true }))).text()).toContain('provider_output_invalid')
     expect(mk.server.gateway.health.breaker(`${P.atlasCheap}|svc/atlas@1`)).toBe('open')
   })
 })

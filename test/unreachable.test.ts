@@ -31,15 +31,22 @@ describe('a provider that cannot be reached', () => {
         expect(res.status).toBe(503)
         const { error } = await res.json()
         expect(error.code).toBe('no_capacity')
-        expect(error.message).toMatch(/can be reached \(upstream connection failed: ECONNREFUSED\): they are unreachable, not busy/)
+        expect(error.message).toMatch(
+          /can be reached \(upstream connection failed: ECONNREFUSED\): they are unreachable, not busy/,
+        )
       }
       // Every failed attempt and the start's probe found it down: told once.
       expect(down()).toHaveLength(1)
       back = await SimulatedProvider.start({ port })
-      await expect.poll(async () => {
-        const res = await chat(m.url, m.key, { model: 'svc/tern@2', messages: msgs, max_tokens: 8 })
-        return res.status
-      }, { timeout: 10_000, interval: 500 }).toBe(200)
+      await expect
+        .poll(
+          async () => {
+            const res = await chat(m.url, m.key, { model: 'svc/tern@2', messages: msgs, max_tokens: 8 })
+            return res.status
+          },
+          { timeout: 10_000, interval: 500 },
+        )
+        .toBe(200)
       expect(lines.filter((l) => l.includes(`provider ${P.tern}: reachable again`))).toHaveLength(1)
     } finally {
       await m.close()
@@ -51,7 +58,11 @@ describe('a provider that cannot be reached', () => {
     const m = await startMarket({ tuning: { breakerFailures: 1 } })
     try {
       m.sims.tern.setFault({ kind: 'status-500' })
-      const res = await chat(m.url, m.key, { model: 'svc/tern@2', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 })
+      const res = await chat(m.url, m.key, {
+        model: 'svc/tern@2',
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 8,
+      })
       expect(res.status).toBe(503)
       expect((await res.json()).error.message).toMatch(/can take the request now/)
     } finally {

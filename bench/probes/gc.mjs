@@ -11,22 +11,40 @@ import { spawn } from 'node:child_process'
 import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_MODEL, childEnv, gatewayNodeFlags, killOnExit, load, median, MESSAGES, start } from '../processes.mjs'
+import {
+  benchGateway,
+  BENCH_MODEL,
+  childEnv,
+  gatewayNodeFlags,
+  killOnExit,
+  load,
+  median,
+  MESSAGES,
+  start,
+} from '../processes.mjs'
 import { benchOptions } from '../options.mjs'
 
 const o = benchOptions(import.meta.url, {
-  mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] }, concurrency: { type: 'string', default: '16' },
-  seconds: { type: 'string', default: '6' }, rounds: { type: 'string', default: '2' }, tokens: { type: 'string', default: '64' },
+  mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] },
+  concurrency: { type: 'string', default: '16' },
+  seconds: { type: 'string', default: '6' },
+  rounds: { type: 'string', default: '2' },
+  tokens: { type: 'string', default: '64' },
   'node-args': { type: 'string', default: '' },
 })
 const dir = mkdtempSync(join(tmpdir(), 'svc-gc-'))
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
 const flags = [...(await gatewayNodeFlags('.')), ...o['node-args'].split(' ').filter(Boolean), '--trace-gc-nvp']
 
-/** Starts `node flags args` with stdout to a file (V8's trace goes there too), and resolves with the file and its base URL. */
+/**
+ * Starts `node flags args` with stdout to a file (V8's trace goes there too), and resolves with the file and its base
+ * URL.
+ */
 async function traced(name, args) {
   const out = join(dir, `${name}.out`)
-  const child = killOnExit(spawn(process.execPath, [...flags, ...args], { stdio: ['ignore', openSync(out, 'w'), 'inherit'], env: childEnv() }))
+  const child = killOnExit(
+    spawn(process.execPath, [...flags, ...args], { stdio: ['ignore', openSync(out, 'w'), 'inherit'], env: childEnv() }),
+  )
   const exited = new Promise((_, reject) => child.once('exit', (code) => reject(new Error(`${name} exited ${code}`))))
   for (let waited = 0; waited < 30_000; waited += 100) {
     const m = /"base_url":"([^"]+)"/.exec(readFileSync(out, 'utf8'))
@@ -52,7 +70,10 @@ const body = (t) => ({ model: t.model, messages: MESSAGES, max_tokens: Number(o.
 async function round(t) {
   const mark = readFileSync(t.out, 'utf8').length
   const r = await load(t.url, body(t), Number(o.concurrency), Number(o.seconds), 0, t.key)
-  const lines = readFileSync(t.out, 'utf8').slice(mark).split('\n').filter((l) => / gc=\S/.test(l))
+  const lines = readFileSync(t.out, 'utf8')
+    .slice(mark)
+    .split('\n')
+    .filter((l) => / gc=\S/.test(l))
   const scavenges = lines.filter((l) => / gc=s\b/.test(l))
   const per = (xs, name) => (xs.length ? xs.reduce((a, l) => a + field(l, name), 0) / xs.length : 0)
   const pauses = scavenges.map((l) => field(l, 'pause'))
@@ -71,11 +92,19 @@ async function round(t) {
 
 // Warm-up: each target through the mode once before any figure is taken.
 for (const t of targets) await load(t.url, body(t), 16, 3, 0, t.key)
-for (let i = 0; i < Number(o.rounds); i++) for (const t of i % 2 ? [...targets].reverse() : targets) t.rounds.push(await round(t))
+for (let i = 0; i < Number(o.rounds); i++)
+  for (const t of i % 2 ? [...targets].reverse() : targets) t.rounds.push(await round(t))
 
 const METRICS = Object.keys(targets[0].rounds[0])
-const rows = targets.map((t) => ({ target: t.name, ...Object.fromEntries(METRICS.map((m) => [m, +median(t.rounds.map((r) => r[m])).toFixed(2)])) }))
-console.log(`\nGarbage collector, ${o.mode} at concurrency ${o.concurrency}: medians of ${o.rounds} interleaved rounds of ${o.seconds} s; node ${flags.join(' ')}`)
+const rows = targets.map((t) => ({
+  target: t.name,
+  ...Object.fromEntries(METRICS.map((m) => [m, +median(t.rounds.map((r) => r[m])).toFixed(2)])),
+}))
+console.log(
+  `\nGarbage collector, ${o.mode} at concurrency ${o.concurrency}: medians of ${o.rounds} interleaved rounds of ${o.seconds} s; node ${flags.join(' ')}`,
+)
 console.table(rows)
-console.table([{ 'gateway/raw': 'ratio', ...Object.fromEntries(METRICS.map((m) => [m, +(rows[1][m] / rows[0][m]).toFixed(2)])) }])
+console.table([
+  { 'gateway/raw': 'ratio', ...Object.fromEntries(METRICS.map((m) => [m, +(rows[1][m] / rows[0][m]).toFixed(2)])) },
+])
 process.exit(0)

@@ -5,7 +5,12 @@ import { readFileSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 const dir = process.argv[2] ?? 'bench/results/profiles'
 // The main thread's profile (thread 0); worker threads (the SQLite checkpointer) write their own.
-const file = process.argv[3] ?? readdirSync(dir).filter((f) => /\.0\.\d+\.cpuprofile$/.test(f)).map((f) => join(dir, f)).sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0]
+const file =
+  process.argv[3] ??
+  readdirSync(dir)
+    .filter((f) => /\.0\.\d+\.cpuprofile$/.test(f))
+    .map((f) => join(dir, f))
+    .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0]
 const p = JSON.parse(readFileSync(file, 'utf8'))
 const byId = new Map(p.nodes.map((n) => [n.id, n]))
 const parentOf = new Map()
@@ -17,7 +22,10 @@ const CONCERNS = [
   ['socket writes', (f) => !f.url && /^(writev|writeUtf8String|writeLatin1String|writeBuffer)$/.test(f.functionName)],
   ['WAL sync (dispatch to libuv)', (f) => f.functionName === 'fdatasync'],
   ['ledger thread messages', (f) => f.functionName === 'postMessage' || /node:internal\/worker/.test(f.url)],
-  ['SQLite (statements, commits)', (f) => /better-sqlite3|store\/sqlite\/(ledger-ops|hot-ledger)|ledger-thread/.test(f.url)],
+  [
+    'SQLite (statements, commits)',
+    (f) => /better-sqlite3|store\/sqlite\/(ledger-ops|hot-ledger)|ledger-thread/.test(f.url),
+  ],
   ['token counting', (f) => /metering\/|gpt-tokenizer/.test(f.url)],
   ['undici (upstream client)', (f) => /undici/.test(f.url)],
   ['upstream adapter, SSE parsing', (f) => /dist\/providers\//.test(f.url)],
@@ -51,13 +59,32 @@ p.samples.forEach((s, i) => {
   if (c === 'idle') idle += dt
   else concern.set(c, (concern.get(c) ?? 0) + dt)
   const url = n.callFrame.url
-  const where = url.includes('node_modules/') ? url.split('node_modules/')[1].split('/').slice(0, url.includes('node_modules/@') ? 2 : 1).join('/') : url.includes('/dist/') ? 'svc:' + url.split('/dist/')[1] : url.startsWith('node:') ? url : n.callFrame.functionName || '(native)'
+  const where = url.includes('node_modules/')
+    ? url
+        .split('node_modules/')[1]
+        .split('/')
+        .slice(0, url.includes('node_modules/@') ? 2 : 1)
+        .join('/')
+    : url.includes('/dist/')
+      ? 'svc:' + url.split('/dist/')[1]
+      : url.startsWith('node:')
+        ? url
+        : n.callFrame.functionName || '(native)'
   const key = `${n.callFrame.functionName || '(anon)'} ${where}:${n.callFrame.lineNumber + 1}`
   fn.set(key, (fn.get(key) ?? 0) + dt)
   const pk = where.startsWith('svc:') ? where : where.split(':')[0]
   pkg.set(pk, (pkg.get(pk) ?? 0) + dt)
 })
 const busy = total - idle
-const top = (m, n, of = total) => [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, v]) => `${((v / of) * 100).toFixed(1).padStart(5)}%  ${k}`).join('\n')
-console.log(`${file}\nbusy ${((busy / total) * 100).toFixed(1)} % of the time; busy time by concern:\n${top(concern, 20, busy)}`)
-console.log(`\nself time by place (of all samples, idle included):\n${top(pkg, 18)}\n\nself time by function:\n${top(fn, 25)}`)
+const top = (m, n, of = total) =>
+  [...m]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, n)
+    .map(([k, v]) => `${((v / of) * 100).toFixed(1).padStart(5)}%  ${k}`)
+    .join('\n')
+console.log(
+  `${file}\nbusy ${((busy / total) * 100).toFixed(1)} % of the time; busy time by concern:\n${top(concern, 20, busy)}`,
+)
+console.log(
+  `\nself time by place (of all samples, idle included):\n${top(pkg, 18)}\n\nself time by function:\n${top(fn, 25)}`,
+)

@@ -21,7 +21,9 @@ import { benchOptions } from '../options.mjs'
 const KINDS = ['letters', 'prose', 'history', 'schema', 'bias']
 const o = benchOptions(import.meta.url, {
   kinds: { type: 'string', default: KINDS.join(','), choices: KINDS, list: true },
-  rounds: { type: 'string', default: '3' }, mb: { type: 'string', default: '3' }, 'baseline-seconds': { type: 'string', default: '2' },
+  rounds: { type: 'string', default: '3' },
+  mb: { type: 'string', default: '3' },
+  'baseline-seconds': { type: 'string', default: '2' },
 })
 
 /** A heavy request body of about `chars` characters of JSON, of each kind. */
@@ -38,16 +40,58 @@ function heavyBody(kind, chars) {
     const words = Array.from({ length: 100_000 }, (_, i) => vocabulary[(i * 7919) % vocabulary.length]).join('')
     return { ...ask, model: 'svc/cortex@1', messages: [{ role: 'user', content: words }] }
   }
-  if (kind === 'history') return { ...ask, messages: Array.from({ length: Math.floor(chars / 34) }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: 'hi' })) }
-  if (kind === 'schema') return { ...ask, tools: [{ type: 'function', function: { name: 'wide', parameters: { type: 'object', a: new Array(Math.floor(chars / 2)).fill(0) } } }] }
-  return { ...ask, logit_bias: Object.fromEntries(Array.from({ length: Math.min(Math.floor(chars / 10), 9_999_999) }, (_, i) => [String(i), 1])) }
+  if (kind === 'history')
+    return {
+      ...ask,
+      messages: Array.from({ length: Math.floor(chars / 34) }, (_, i) => ({
+        role: i % 2 ? 'assistant' : 'user',
+        content: 'hi',
+      })),
+    }
+  if (kind === 'schema')
+    return {
+      ...ask,
+      tools: [
+        {
+          type: 'function',
+          function: { name: 'wide', parameters: { type: 'object', a: new Array(Math.floor(chars / 2)).fill(0) } },
+        },
+      ],
+    }
+  return {
+    ...ask,
+    logit_bias: Object.fromEntries(
+      Array.from({ length: Math.min(Math.floor(chars / 10), 9_999_999) }, (_, i) => [String(i), 1]),
+    ),
+  }
 }
 const data = mkdtempSync(join(tmpdir(), 'bench-stall-'))
-const gateway = spawn(process.execPath, ['--max-semi-space-size=64', 'dist/cli/main.js', 'demo', '--json', '--port', '0', '--chunk-delay-ms', '0', '--data', data], { stdio: ['ignore', 'pipe', 'inherit'] })
+const gateway = spawn(
+  process.execPath,
+  [
+    '--max-semi-space-size=64',
+    'dist/cli/main.js',
+    'demo',
+    '--json',
+    '--port',
+    '0',
+    '--chunk-delay-ms',
+    '0',
+    '--data',
+    data,
+  ],
+  { stdio: ['ignore', 'pipe', 'inherit'] },
+)
 try {
-  const { base_url: url, api_key: key } = JSON.parse(await new Promise((resolve) => gateway.stdout.once('data', (d) => resolve(String(d)))))
+  const { base_url: url, api_key: key } = JSON.parse(
+    await new Promise((resolve) => gateway.stdout.once('data', (d) => resolve(String(d)))),
+  )
   const post = async (body) => {
-    const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) })
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    })
     await res.arrayBuffer()
     return res.status
   }
@@ -76,7 +120,14 @@ try {
       const started = performance.now()
       const heavy = post(body).finally(() => (done = true))
       const beside = await shorts(() => done)
-      rows.push({ kind, heavy_status: await heavy, heavy_ms: Math.round(performance.now() - started), short_requests: beside.n, slowest_ms: Number(beside.slowest.toFixed(1)), slowest_vs_alone: Number((beside.slowest / alone.slowest).toFixed(1)) })
+      rows.push({
+        kind,
+        heavy_status: await heavy,
+        heavy_ms: Math.round(performance.now() - started),
+        short_requests: beside.n,
+        slowest_ms: Number(beside.slowest.toFixed(1)),
+        slowest_vs_alone: Number((beside.slowest / alone.slowest).toFixed(1)),
+      })
     }
   }
   console.table(rows)

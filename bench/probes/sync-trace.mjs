@@ -22,22 +22,36 @@ import { benchGateway, BENCH_MODEL, load, MESSAGES, start, startGateway, syncFlo
 import { benchOptions, usageError } from '../options.mjs'
 
 const o = benchOptions(import.meta.url, {
-  mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] }, concurrency: { type: 'string', default: '16' },
-  seconds: { type: 'string', default: '10' }, warmup: { type: 'string', default: '3' }, trace: { type: 'string', default: '2' },
-  accounts: { type: 'string', default: '32' }, tokens: { type: 'string', default: '64' }, 'pool-nice': { type: 'string' },
+  mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] },
+  concurrency: { type: 'string', default: '16' },
+  seconds: { type: 'string', default: '10' },
+  warmup: { type: 'string', default: '3' },
+  trace: { type: 'string', default: '2' },
+  accounts: { type: 'string', default: '32' },
+  tokens: { type: 'string', default: '64' },
+  'pool-nice': { type: 'string' },
 })
-if (Number(o.trace) + 2 > Number(o.seconds)) usageError(import.meta.url, '--seconds must leave a second either side of --trace')
-if (o['pool-nice'] !== undefined && !/^-?\d+$/.test(o['pool-nice'])) usageError(import.meta.url, `--pool-nice takes a nice value (-20 to 19), not '${o['pool-nice']}'`)
+if (Number(o.trace) + 2 > Number(o.seconds))
+  usageError(import.meta.url, '--seconds must leave a second either side of --trace')
+if (o['pool-nice'] !== undefined && !/^-?\d+$/.test(o['pool-nice']))
+  usageError(import.meta.url, `--pool-nice takes a nice value (-20 to 19), not '${o['pool-nice']}'`)
 try {
   execFileSync('perf', ['--version'], { stdio: 'ignore' })
 } catch {
-  console.error('perf is not installed: this script reads the gateway\'s system calls through perf\'s tracepoints')
+  console.error("perf is not installed: this script reads the gateway's system calls through perf's tracepoints")
   process.exit(2)
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'svc-sync-'))
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
-const EVENTS = ['sys_enter_futex', 'sys_enter_fdatasync', 'sys_exit_fdatasync', 'sys_enter_write', 'sys_exit_epoll_pwait', 'sys_exit_epoll_wait']
+const EVENTS = [
+  'sys_enter_futex',
+  'sys_enter_fdatasync',
+  'sys_exit_fdatasync',
+  'sys_enter_write',
+  'sys_exit_epoll_pwait',
+  'sys_exit_epoll_wait',
+]
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 /** The gateway's system calls of interest over `seconds`, as [thread id, µs, event name, arguments]. */
@@ -45,12 +59,19 @@ function trace(pid, seconds) {
   const data = join(dir, 'perf.data')
   const events = EVENTS.flatMap((e) => ['-e', `syscalls:${e}`])
   try {
-    execFileSync('perf', ['record', '-q', '-m', '1024', '-o', data, ...events, '-p', String(pid), '--', 'sleep', String(seconds)], { stdio: 'ignore' })
+    execFileSync(
+      'perf',
+      ['record', '-q', '-m', '1024', '-o', data, ...events, '-p', String(pid), '--', 'sleep', String(seconds)],
+      { stdio: 'ignore' },
+    )
   } catch {
     console.error('perf could not trace the gateway: run as root, or lower /proc/sys/kernel/perf_event_paranoid')
     process.exit(2)
   }
-  const text = execFileSync('perf', ['script', '-i', data, '-F', 'tid,time,event,trace'], { maxBuffer: 1 << 30, stdio: ['ignore', 'pipe', 'ignore'] }).toString()
+  const text = execFileSync('perf', ['script', '-i', data, '-F', 'tid,time,event,trace'], {
+    maxBuffer: 1 << 30,
+    stdio: ['ignore', 'pipe', 'ignore'],
+  }).toString()
   return text.split('\n').flatMap((line) => {
     const m = /^\s*(\d+)\s+([\d.]+):\s+syscalls:(\w+):\s*(.*)$/.exec(line)
     return m ? [[Number(m[1]), Number(m[2]) * 1e6, m[3], m[4]]] : []
@@ -63,7 +84,9 @@ function trace(pid, seconds) {
  * epoll after it. A sync whose parts fell outside the trace is skipped.
  */
 function syncs(events, pid) {
-  const epollExits = events.filter(([tid, , name]) => tid === pid && name.startsWith('sys_exit_epoll')).map(([, t]) => t)
+  const epollExits = events
+    .filter(([tid, , name]) => tid === pid && name.startsWith('sys_exit_epoll'))
+    .map(([, t]) => t)
   const next = (t) => {
     let lo = 0
     let hi = epollExits.length
@@ -90,7 +113,13 @@ function syncs(events, pid) {
       open.delete(tid)
       const seen = next(t)
       if (s.wake === undefined || seen === undefined) continue
-      out.push({ wake: s.enter - s.wake, disk: s.exit - s.enter, return: t - s.exit, notice: seen - t, total: seen - s.wake })
+      out.push({
+        wake: s.enter - s.wake,
+        disk: s.exit - s.enter,
+        return: t - s.exit,
+        notice: seen - t,
+        total: seen - s.wake,
+      })
     }
   }
   return out
@@ -103,13 +132,27 @@ const { config, key } = await benchGateway('.', dir, sim.info.base_url, Number(o
 const gw = await startGateway(config)
 const pid = gw.child.pid
 const body = { model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' }
-const running = load(`${gw.info.base_url}/v1/chat/completions`, body, Number(o.concurrency), Number(o.seconds), Number(o.warmup), key)
+const running = load(
+  `${gw.info.base_url}/v1/chat/completions`,
+  body,
+  Number(o.concurrency),
+  Number(o.seconds),
+  Number(o.warmup),
+  key,
+)
 await sleep((Number(o.warmup) + 1) * 1000)
 if (o['pool-nice'] !== undefined) {
-  const syncers = [...new Set(trace(pid, 0.5).filter(([, , name]) => name === 'sys_enter_fdatasync').map(([tid]) => tid))]
+  const syncers = [
+    ...new Set(
+      trace(pid, 0.5)
+        .filter(([, , name]) => name === 'sys_enter_fdatasync')
+        .map(([tid]) => tid),
+    ),
+  ]
   const alive = new Set(readdirSync(`/proc/${pid}/task`).map(Number))
   try {
-    for (const tid of syncers.filter((t) => alive.has(t))) execFileSync('renice', ['-n', o['pool-nice'], '-p', String(tid)], { stdio: 'ignore' })
+    for (const tid of syncers.filter((t) => alive.has(t)))
+      execFileSync('renice', ['-n', o['pool-nice'], '-p', String(tid)], { stdio: 'ignore' })
   } catch {
     console.error(`renice to ${o['pool-nice']} was refused: a value below the threads' own needs CAP_SYS_NICE`)
     process.exit(2)
@@ -124,7 +167,8 @@ sim.child.kill()
 const parts = syncs(events, pid)
 // While requests come one at a time the ledger syncs on the event loop itself: nothing to split.
 const inline = events.filter(([tid, , name]) => tid === pid && name === 'sys_enter_fdatasync').length
-if (inline > 0) console.log(`${inline} syncs ran on the event loop itself (requests one at a time) and are not split below`)
+if (inline > 0)
+  console.log(`${inline} syncs ran on the event loop itself (requests one at a time) and are not split below`)
 if (parts.length === 0) {
   if (inline === 0) console.error('no sync was traced: is the store a file, and did the load reach the gateway?')
   process.exit(inline > 0 ? 0 : 1)
@@ -137,9 +181,19 @@ const stat = (xs) => {
 }
 const rows = ['wake', 'disk', 'return', 'notice', 'total'].map((part) => {
   const s = stat(parts.map((p) => p[part]))
-  return { part, p50_us: Math.round(s.p50), p90_us: Math.round(s.p90), mean_us: Math.round(s.mean), 'mean / disk floor': +(s.mean / floorUs).toFixed(2) }
+  return {
+    part,
+    p50_us: Math.round(s.p50),
+    p90_us: Math.round(s.p90),
+    mean_us: Math.round(s.mean),
+    'mean / disk floor': +(s.mean / floorUs).toFixed(2),
+  }
 })
-console.log(`${o.mode} at concurrency ${o.concurrency}, ${o.accounts} accounts: ${figures.rps} requests/s over ${o.seconds} s (traced for ${o.trace} s); ` +
-  `${parts.length} syncs traced, ${Math.round(parts.length / Number(o.trace))} per second`)
+console.log(
+  `${o.mode} at concurrency ${o.concurrency}, ${o.accounts} accounts: ${figures.rps} requests/s over ${o.seconds} s (traced for ${o.trace} s); ` +
+    `${parts.length} syncs traced, ${Math.round(parts.length / Number(o.trace))} per second`,
+)
 console.table(rows)
-console.log(`disk floor: fdatasync after a 4 KiB overwrite, back to back, nothing else running: p50 ${floor.p50_ms} ms, p99 ${floor.p99_ms} ms`)
+console.log(
+  `disk floor: fdatasync after a 4 KiB overwrite, back to back, nothing else running: p50 ${floor.p50_ms} ms, p99 ${floor.p99_ms} ms`,
+)

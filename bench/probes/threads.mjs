@@ -8,7 +8,12 @@ import { join } from 'node:path'
 import { start, startGateway, benchGateway, load, cpuUs, BENCH_MODEL, MESSAGES } from '../processes.mjs'
 import { benchOptions } from '../options.mjs'
 
-const o = benchOptions(import.meta.url, { mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] }, concurrency: { type: 'string', default: '16' }, seconds: { type: 'string', default: '8' }, tokens: { type: 'string', default: '64' } })
+const o = benchOptions(import.meta.url, {
+  mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] },
+  concurrency: { type: 'string', default: '16' },
+  seconds: { type: 'string', default: '8' },
+  tokens: { type: 'string', default: '64' },
+})
 const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim())
 
 /** CPU (user + system, and system alone) of every thread of `pid`, by thread id. */
@@ -53,11 +58,19 @@ for (const [tid, a] of after) {
   const b = before.get(tid) ?? { us: 0, sys: 0 }
   const us = (a.us - b.us) / run.requests
   if (us <= 0) continue
-  // The event loop is the process's main thread; the others are V8's helpers, libuv's pool (WAL syncs), the checkpointer.
-  rows.push({ thread: tid === String(gw.child.pid) ? 'event loop' : `thread ${tid}`, cpu_us_per_req: +us.toFixed(1), sys_us_per_req: +((a.sys - b.sys) / run.requests).toFixed(1), 'of raw proxy': +(us / rawPerReq).toFixed(2) })
+  // The event loop is the process's main thread; the others are V8's helpers, libuv's pool (WAL syncs), the
+  // checkpointer.
+  rows.push({
+    thread: tid === String(gw.child.pid) ? 'event loop' : `thread ${tid}`,
+    cpu_us_per_req: +us.toFixed(1),
+    sys_us_per_req: +((a.sys - b.sys) / run.requests).toFixed(1),
+    'of raw proxy': +(us / rawPerReq).toFixed(2),
+  })
 }
 rows.sort((x, y) => y.cpu_us_per_req - x.cpu_us_per_req)
 const total = rows.reduce((s, r) => s + r.cpu_us_per_req, 0)
-console.log(`${o.mode}, concurrency ${c}, ${seconds} s: raw proxy ${rawRun.rps} req/s at ${rawPerReq.toFixed(1)} µs CPU per request; gateway ${run.rps} req/s at ${total.toFixed(1)} µs (${(total / rawPerReq).toFixed(2)}× the raw proxy)`)
+console.log(
+  `${o.mode}, concurrency ${c}, ${seconds} s: raw proxy ${rawRun.rps} req/s at ${rawPerReq.toFixed(1)} µs CPU per request; gateway ${run.rps} req/s at ${total.toFixed(1)} µs (${(total / rawPerReq).toFixed(2)}× the raw proxy)`,
+)
 console.table(rows)
 process.exit(0)

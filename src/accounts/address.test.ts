@@ -4,7 +4,11 @@ import { checksumAddress, hasValidChecksum, isEvmAddress } from './address.js'
 
 describe('EIP-55 addresses', () => {
   it('checksums like viem', () => {
-    for (const a of ['0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', '0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed', '0x' + 'ab'.repeat(20)]) {
+    for (const a of [
+      '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266',
+      '0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed',
+      '0x' + 'ab'.repeat(20),
+    ]) {
       expect(checksumAddress(a)).toBe(getAddress(a))
     }
   })

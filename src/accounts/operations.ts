@@ -11,17 +11,23 @@ export class OperationError extends Error {}
 
 export function normalizeWallet(text: string): string {
   if (!isEvmAddress(text)) throw new OperationError(`not a wallet address: ${text}`)
-  if (!hasValidChecksum(text)) throw new OperationError(`bad EIP-55 checksum in ${text}; check the address or write it in lower case`)
+  if (!hasValidChecksum(text))
+    throw new OperationError(`bad EIP-55 checksum in ${text}; check the address or write it in lower case`)
   return checksumAddress(text)
 }
 
-export async function openAccount(store: Store, wallet: string, now = Date.now()): Promise<{ account: Account; created: boolean }> {
+export async function openAccount(
+  store: Store,
+  wallet: string,
+  now = Date.now(),
+): Promise<{ account: Account; created: boolean }> {
   return store.accounts.ensure(normalizeWallet(wallet), 'user', now)
 }
 
 export async function requireAccount(store: Store, wallet: string): Promise<Account> {
   const account = await store.accounts.byAddress(normalizeWallet(wallet))
-  if (!account) throw new OperationError(`no account for ${wallet}; create it with: svc account create --wallet ${wallet}`)
+  if (!account)
+    throw new OperationError(`no account for ${wallet}; create it with: svc account create --wallet ${wallet}`)
   return account
 }
 
@@ -43,13 +49,20 @@ export function keyNameProblem(name: string): string | null {
  * Creates an API key named `name` (trimmed; refused with OperationError when `keyNameProblem` says why). With
  * `maxLive`, refused (OperationError) while the account has that many live keys.
  */
-export async function issueKey(store: Store, accountId: number, raw: string, now = Date.now(), maxLive = Infinity): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
+export async function issueKey(
+  store: Store,
+  accountId: number,
+  raw: string,
+  now = Date.now(),
+  maxLive = Infinity,
+): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
   const problem = keyNameProblem(raw)
   if (problem) throw new OperationError(problem)
   const name = raw.trim()
   const k = generateKey()
   const live = await store.keys.insert({ id: k.id, accountId, hash: k.hash, prefix: k.prefix, name, now }, maxLive)
-  if (live >= maxLive) throw new OperationError(`This account has ${live} live keys, the most allowed; revoke one first.`)
+  if (live >= maxLive)
+    throw new OperationError(`This account has ${live} live keys, the most allowed; revoke one first.`)
   return { id: k.id, key: k.key, prefix: k.prefix, name, createdAt: now }
 }
 
@@ -60,13 +73,20 @@ export const MAX_AMOUNT = 10n ** 15n
 export async function depositTo(store: Store, accountId: number, amount: bigint, now = Date.now()): Promise<Account> {
   if (amount <= 0n) throw new OperationError('a deposit must be positive')
   if (amount > MAX_AMOUNT) throw new OperationError(`a deposit may be at most ${formatUsdc(MAX_AMOUNT)} USDC`)
-  const after = await store.accounts.deposit(accountId, amount, `dep_${randomBytes(8).toString('hex')}`, now, MAX_AMOUNT)
+  const after = await store.accounts.deposit(
+    accountId,
+    amount,
+    `dep_${randomBytes(8).toString('hex')}`,
+    now,
+    MAX_AMOUNT,
+  )
   if (!after) throw new OperationError(`the balance would exceed ${formatUsdc(MAX_AMOUNT)} USDC; nothing was deposited`)
   return after
 }
 
 /** Sets the approved spending cap (as an ERC-20 `approve` sets an allowance). */
 export async function approveCap(store: Store, accountId: number, cap: bigint): Promise<void> {
-  if (cap < 0n || cap > MAX_AMOUNT) throw new OperationError(`a cap must be between 0 and ${formatUsdc(MAX_AMOUNT)} USDC`)
+  if (cap < 0n || cap > MAX_AMOUNT)
+    throw new OperationError(`a cap must be between 0 and ${formatUsdc(MAX_AMOUNT)} USDC`)
   await store.accounts.approve(accountId, cap)
 }

@@ -17,11 +17,21 @@ import { usageRoutes } from './routes/usage.js'
 
 /** The largest request body of the API (/v1); the portal's API takes less (`PORTAL_BODY_LIMIT`). */
 export const BODY_LIMIT = 4 * 1024 * 1024
-/** The largest request body of the portal's API: nothing it takes is large (a sign-in message is at most 4096 characters). */
+/**
+ * The largest request body of the portal's API: nothing it takes is large (a sign-in message is at most 4096
+ * characters).
+ */
 export const PORTAL_BODY_LIMIT = 64 * 1024
 
-const NO_HOST = apiError('feature_not_supported', 'The request has no Host header, which HTTP/1.1 requires.', { param: null, status: 400 })
-const STOPPING = apiError('no_capacity', 'This gateway is stopping and takes no new requests; retry after 1 s (another instance, or this one restarted, will take it).', { retryAfter: 1 })
+const NO_HOST = apiError('feature_not_supported', 'The request has no Host header, which HTTP/1.1 requires.', {
+  param: null,
+  status: 400,
+})
+const STOPPING = apiError(
+  'no_capacity',
+  'This gateway is stopping and takes no new requests; retry after 1 s (another instance, or this one restarted, will take it).',
+  { retryAfter: 1 },
+)
 
 export interface AppPlugin {
   (app: FastifyInstance, gw: Gateway): void | Promise<void>
@@ -61,7 +71,10 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     frameworkErrors: (err, req, reply) => {
       reply.header('x-request-id', req.id)
       if (req.headers.origin !== undefined && isApi(req.url)) allowAnyOrigin(reply)
-      return sendError(reply, clientError(err) ?? apiError('feature_not_supported', err.message, { param: null, status: 400 }))
+      return sendError(
+        reply,
+        clientError(err) ?? apiError('feature_not_supported', err.message, { param: null, status: 400 }),
+      )
     },
   })
 
@@ -95,7 +108,9 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (req, body, done) => {
     const encoding = req.headers['content-encoding']
     if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
-      const e = new Error(`The request body is encoded (Content-Encoding: ${encoding}); send it uncompressed.`) as FastifyError
+      const e = new Error(
+        `The request body is encoded (Content-Encoding: ${encoding}); send it uncompressed.`,
+      ) as FastifyError
       e.code = 'SVC_ENCODED_BODY'
       e.statusCode = 415
       return done(e, undefined)
@@ -122,7 +137,13 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   })
 
   app.setNotFoundHandler((req, reply) => {
-    sendError(reply, apiError('feature_not_supported', `Unknown endpoint ${req.method} ${req.url.split('?')[0]}.`, { param: null, status: 404 }))
+    sendError(
+      reply,
+      apiError('feature_not_supported', `Unknown endpoint ${req.method} ${req.url.split('?')[0]}.`, {
+        param: null,
+        status: 404,
+      }),
+    )
   })
 
   app.decorateRequest('caller', null)
@@ -139,14 +160,24 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
 /** What a client did wrong, as the one error shape (413 for an oversized body); null for our own failures. */
 function clientError(err: FastifyError, contentType?: string): ApiError | null {
   if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-    return apiError('feature_not_supported', `The request body is larger than this endpoint takes (${BODY_LIMIT / 1024 / 1024} MiB on /v1, ${PORTAL_BODY_LIMIT / 1024} KiB on the portal's API).`, { param: null, status: 413 })
+    return apiError(
+      'feature_not_supported',
+      `The request body is larger than this endpoint takes (${BODY_LIMIT / 1024 / 1024} MiB on /v1, ${PORTAL_BODY_LIMIT / 1024} KiB on the portal's API).`,
+      { param: null, status: 413 },
+    )
   }
   // Any media type is read as JSON, but a Content-Type header that is no media type at all cannot be read.
-  if (err.code === 'SVC_ENCODED_BODY') return apiError('feature_not_supported', err.message, { param: null, status: 415 })
+  if (err.code === 'SVC_ENCODED_BODY')
+    return apiError('feature_not_supported', err.message, { param: null, status: 415 })
   if (err.statusCode === 415) {
-    return apiError('feature_not_supported', `The Content-Type header ${JSON.stringify(contentType ?? '')} is not a media type; send Content-Type: application/json.`, { param: null, status: 415 })
+    return apiError(
+      'feature_not_supported',
+      `The Content-Type header ${JSON.stringify(contentType ?? '')} is not a media type; send Content-Type: application/json.`,
+      { param: null, status: 415 },
+    )
   }
-  if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) return apiError('feature_not_supported', err.message, { param: null, status: err.statusCode })
+  if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)
+    return apiError('feature_not_supported', err.message, { param: null, status: err.statusCode })
   return null
 }
 
@@ -155,7 +186,9 @@ function clientError(err: FastifyError, contentType?: string): ApiError | null {
  * (the address it saw) are believed, and nothing further left, which the client wrote (Fastify's own `true` believes
  * every entry, so a client could pick its own address). Addresses name the proxies to believe, hop by hop.
  */
-export function trustedProxies(setting: boolean | string | undefined): string | ((address: string, hop: number) => boolean) | false {
+export function trustedProxies(
+  setting: boolean | string | undefined,
+): string | ((address: string, hop: number) => boolean) | false {
   if (setting === true) return (_address, hop) => hop === 0
   return setting || false
 }
@@ -175,12 +208,19 @@ function allowAnyOrigin(reply: FastifyReply): void {
   reply.header('access-control-allow-origin', '*').header('access-control-expose-headers', 'x-request-id, retry-after')
 }
 
-/** A browser's preflight of a /v1 request: allowed for every origin and the headers it asks for (the key travels in Authorization, never in a cookie). */
+/**
+ * A browser's preflight of a /v1 request: allowed for every origin and the headers it asks for (the key travels in
+ * Authorization, never in a cookie).
+ */
 function preflight(req: FastifyRequest, reply: FastifyReply): void {
-  reply.code(204)
+  reply
+    .code(204)
     .header('vary', 'origin, access-control-request-headers')
     .header('access-control-allow-methods', 'GET, POST, OPTIONS')
-    .header('access-control-allow-headers', req.headers['access-control-request-headers'] ?? 'authorization, content-type')
+    .header(
+      'access-control-allow-headers',
+      req.headers['access-control-request-headers'] ?? 'authorization, content-type',
+    )
     .header('access-control-max-age', '86400')
     .send()
 }

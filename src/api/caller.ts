@@ -18,7 +18,10 @@ declare module 'fastify' {
 /** The key check of a /v1 route, an onRequest hook. */
 export type KeyCheck = (req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
 
-/** /v1 requests that sent `Expect: 100-continue` and are not yet invited to send their body (app.ts): the key check does. */
+/**
+ * /v1 requests that sent `Expect: 100-continue` and are not yet invited to send their body (app.ts): the key check
+ * does.
+ */
 export const awaitingContinue = new WeakSet<IncomingMessage>()
 
 /**

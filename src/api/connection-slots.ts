@@ -32,14 +32,17 @@ export function boundConnections(server: Server, { max, headTimeoutMs }: Connect
     silent.set(socket, Date.now())
   })
   server.on('request', (req: { socket: Socket }) => void silent.delete(req.socket))
-  const sweep = setInterval(() => {
-    const before = Date.now() - headTimeoutMs
-    for (const [socket, openedAt] of silent) {
-      if (openedAt > before) break
-      silent.delete(socket)
-      socket.destroy()
-    }
-  }, Math.min(1_000, headTimeoutMs))
+  const sweep = setInterval(
+    () => {
+      const before = Date.now() - headTimeoutMs
+      for (const [socket, openedAt] of silent) {
+        if (openedAt > before) break
+        silent.delete(socket)
+        socket.destroy()
+      }
+    },
+    Math.min(1_000, headTimeoutMs),
+  )
   sweep.unref()
   server.once('close', () => clearInterval(sweep))
 }

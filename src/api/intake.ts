@@ -3,7 +3,9 @@ import { apiError, type ApiError } from '../protocol/errors.js'
 export interface IntakeLimits {
   /** Chat requests one account may have in flight at this process. */
   perAccount: number
-  /** Bytes of chat request bodies this process reads at once (each counted at its Content-Length, else at `bodyLimit`). */
+  /**
+   * Bytes of chat request bodies this process reads at once (each counted at its Content-Length, else at `bodyLimit`).
+   */
   bodyBytes: number
   /** The largest body a request may send: what one without a Content-Length is counted at. */
   bodyLimit: number
@@ -19,7 +21,8 @@ export interface Ticket {
  * What this process has taken in of chat requests, from their key check (before their body is read): a slot of the
  * account until the response closes, and the body's bytes until it has been read. One account's slow streams cannot
  * take every slot of every offer from the others, and bodies held just short of complete cannot take the memory: past
- * either limit a request is refused before its body is read. Per process, as the offers' own counts are (docs/architecture.md §11).
+ * either limit a request is refused before its body is read. Per process, as the offers' own counts are
+ * (docs/architecture.md §11).
  */
 export class Intake {
   private readonly taken = new Map<number, number>()
@@ -31,7 +34,8 @@ export class Intake {
   enter(account: number, contentLength: string | undefined): Ticket | ApiError {
     const n = this.taken.get(account) ?? 0
     if (n >= this.limits.perAccount) return accountBusy(this.limits.perAccount)
-    const bytes = contentLength === undefined ? this.limits.bodyLimit : Math.min(Number(contentLength) || 0, this.limits.bodyLimit)
+    const bytes =
+      contentLength === undefined ? this.limits.bodyLimit : Math.min(Number(contentLength) || 0, this.limits.bodyLimit)
     if (this.bytes + bytes > this.limits.bodyBytes) return bodiesFull(this.limits.bodyBytes)
     this.taken.set(account, n + 1)
     this.bytes += bytes
@@ -54,9 +58,17 @@ export class Intake {
 }
 
 function accountBusy(limit: number): ApiError {
-  return apiError('no_capacity', `This account has ${limit} requests in flight, the most this gateway serves at once for one account; retry when one has finished.`, { retryAfter: 1 })
+  return apiError(
+    'no_capacity',
+    `This account has ${limit} requests in flight, the most this gateway serves at once for one account; retry when one has finished.`,
+    { retryAfter: 1 },
+  )
 }
 
 function bodiesFull(limit: number): ApiError {
-  return apiError('no_capacity', `This gateway is reading ${Math.round(limit / 1024 / 1024)} MiB of request bodies at once, the most it takes; retry after 1 s.`, { retryAfter: 1 })
+  return apiError(
+    'no_capacity',
+    `This gateway is reading ${Math.round(limit / 1024 / 1024)} MiB of request bodies at once, the most it takes; retry after 1 s.`,
+    { retryAfter: 1 },
+  )
 }

@@ -5,7 +5,24 @@ import { describe, expect, it } from 'vitest'
 import type { Offer } from '../routing/catalog.js'
 import { ChunkEncoder, DONE, isPlainAscii, SseReply } from './sse.js'
 
-const TEXTS = ['', 'Hello', ' world,', '~ {}[]:', 'say "hi"', 'back\\slash', 'line\nend', 'tab\t', '\u0000', '\u001f', '\u007f', 'é', 'x😀', '\u2028', '\ud800', 'ü end']
+const TEXTS = [
+  '',
+  'Hello',
+  ' world,',
+  '~ {}[]:',
+  'say "hi"',
+  'back\\slash',
+  'line\nend',
+  'tab\t',
+  '\u0000',
+  '\u001f',
+  '\u007f',
+  'é',
+  'x😀',
+  '\u2028',
+  '\ud800',
+  'ü end',
+]
 const identity = { id: 'chatcmpl-1', created: 1700000000, model: 'm' }
 
 /** What the encoder wrote before the plain path: the reference for every text. */
@@ -15,7 +32,9 @@ const stringified = (text: string, fp = 'fp') =>
 describe('the plain content path', () => {
   it('claims plain only for ASCII texts that JSON.stringify leaves as they are', () => {
     for (const text of TEXTS) {
-      expect(isPlainAscii(text), JSON.stringify(text)).toBe(JSON.stringify(text) === `"${text}"` && /^[\x00-\x7f]*$/.test(text))
+      expect(isPlainAscii(text), JSON.stringify(text)).toBe(
+        JSON.stringify(text) === `"${text}"` && /^[\x00-\x7f]*$/.test(text),
+      )
     }
   })
 
@@ -37,7 +56,14 @@ describe('the plain content path', () => {
 async function received(reads: string[][], fp: string): Promise<Buffer> {
   const server = createServer((_req, res: ServerResponse) => {
     const reply = { raw: res, hijack: () => reply } as unknown as FastifyReply
-    const sse = new SseReply({ reply, identity, requestId: 'req_1', fingerprint: () => fp, keepAliveMs: 60_000, stallTimeoutMs: 60_000 })
+    const sse = new SseReply({
+      reply,
+      identity,
+      requestId: 'req_1',
+      fingerprint: () => fp,
+      keepAliveMs: 60_000,
+      stallTimeoutMs: 60_000,
+    })
     const offer = {} as Offer
     let i = 0
     const next = () => {
@@ -57,11 +83,17 @@ async function received(reads: string[][], fp: string): Promise<Buffer> {
 }
 
 describe('SseReply on the wire', () => {
-  it.each([['fp'], ['prøfil:1']])('sends the UTF-8 of every chunk, reads of ASCII and not mixed (fingerprint %s)', async (fp) => {
-    const reads = [['Hello', ' world'], ['é', ' ok'], [' plain', ' again'], ['x😀'], ['say "hi"', '\u007f']]
-    const expected = reads.flat().map((t) => stringified(t, fp)).join('')
-    const role = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m","system_fingerprint":${JSON.stringify(fp)},"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n`
-    const bytes = await received(reads, fp)
-    expect(bytes.equals(Buffer.from(role + expected + DONE, 'utf8'))).toBe(true)
-  })
+  it.each([['fp'], ['prøfil:1']])(
+    'sends the UTF-8 of every chunk, reads of ASCII and not mixed (fingerprint %s)',
+    async (fp) => {
+      const reads = [['Hello', ' world'], ['é', ' ok'], [' plain', ' again'], ['x😀'], ['say "hi"', '\u007f']]
+      const expected = reads
+        .flat()
+        .map((t) => stringified(t, fp))
+        .join('')
+      const role = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m","system_fingerprint":${JSON.stringify(fp)},"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n`
+      const bytes = await received(reads, fp)
+      expect(bytes.equals(Buffer.from(role + expected + DONE, 'utf8'))).toBe(true)
+    },
+  )
 })

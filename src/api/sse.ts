@@ -44,8 +44,8 @@ function isAscii(text: string): boolean {
 }
 
 /**
- * The one encoder of the gateway's stream (docs/architecture.md §3, §6). Every chunk shares a prefix built once per reply;
- * each event then costs one string concatenation and the JSON of its own payload.
+ * The one encoder of the gateway's stream (docs/architecture.md §3, §6). Every chunk shares a prefix built once per
+ * reply; each event then costs one string concatenation and the JSON of its own payload.
  */
 export class ChunkEncoder {
   private prefix: string
@@ -82,7 +82,12 @@ export class ChunkEncoder {
   }
 
   toolCall(index: number, call: ToolCall): string {
-    const c = { index, id: call.id, type: 'function', function: { name: call.function.name, arguments: call.function.arguments } }
+    const c = {
+      index,
+      id: call.id,
+      type: 'function',
+      function: { name: call.function.name, arguments: call.function.arguments },
+    }
     return `${this.prefix}[{"index":0,"delta":{"tool_calls":[${JSON.stringify(c)}]},"finish_reason":null}]}\n\n`
   }
 

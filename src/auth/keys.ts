@@ -22,7 +22,9 @@ function base62(length: number): string {
 
 const KEY_SHAPE = new RegExp(`^${KEY_PREFIX}[0-9A-Za-z]{${KEY_LENGTH}}$`)
 
-/** Whether `key` could be one of ours (the prefix and 40 base62 characters): anything else is unknown without a lookup. */
+/**
+ * Whether `key` could be one of ours (the prefix and 40 base62 characters): anything else is unknown without a lookup.
+ */
 export function isKeyShaped(key: string): boolean {
   return key.length === KEY_PREFIX.length + KEY_LENGTH && KEY_SHAPE.test(key)
 }
@@ -34,5 +36,10 @@ export function hashKey(key: string): string {
 
 export function generateKey(): NewKey {
   const key = KEY_PREFIX + base62(KEY_LENGTH)
-  return { id: `key_${randomBytes(8).toString('hex')}`, key, hash: hashKey(key), prefix: `${key.slice(0, SHOWN_PREFIX)}…` }
+  return {
+    id: `key_${randomBytes(8).toString('hex')}`,
+    key,
+    hash: hashKey(key),
+    prefix: `${key.slice(0, SHOWN_PREFIX)}…`,
+  }
 }

@@ -20,7 +20,11 @@ export class KeyVerifier {
   private readonly cache = new Map<string, Cached>()
   private readonly touched = new Set<string>()
 
-  constructor(private readonly store: Store, private readonly ttlMs: number, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly store: Store,
+    private readonly ttlMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   /**
    * The caller behind an Authorization header, or why it is refused. Answered at once (no promise) when the store need
@@ -30,13 +34,17 @@ export class KeyVerifier {
     const key = bearer(authorization)
     if (!key) {
       const sent = authorization !== undefined && authorization.trim() !== ''
-      return apiError('invalid_api_key', `${sent ? 'The Authorization header holds no Bearer key' : 'Missing API key'}. Send it as "Authorization: Bearer svc_test_…"; keys are created in the account portal.`)
+      return apiError(
+        'invalid_api_key',
+        `${sent ? 'The Authorization header holds no Bearer key' : 'Missing API key'}. Send it as "Authorization: Bearer svc_test_…"; keys are created in the account portal.`,
+      )
     }
     // Keyed by the presented key itself, so a cached answer costs no hashing (nor any check below).
     const entry = this.cache.get(key)
     const now = this.now()
     if (entry && entry.until > now) return this.answer(entry.owner)
-    if (!key.startsWith(KEY_PREFIX)) return apiError('invalid_api_key', `Unknown API key: keys of this network start with ${KEY_PREFIX}.`)
+    if (!key.startsWith(KEY_PREFIX))
+      return apiError('invalid_api_key', `Unknown API key: keys of this network start with ${KEY_PREFIX}.`)
     // No key of ours has another shape: refused without reading the store or filling the cache (a client could
     // otherwise make it hold 10 000 keys as long as its headers allow).
     if (!isKeyShaped(key)) return UNKNOWN
@@ -52,7 +60,8 @@ export class KeyVerifier {
 
   private answer(owner: KeyOwner | null): Caller | ApiError {
     if (!owner || owner.revoked) return UNKNOWN
-    if (owner.accountStatus !== 'active') return apiError('account_suspended', 'This account is suspended; its keys cannot make requests.')
+    if (owner.accountStatus !== 'active')
+      return apiError('account_suspended', 'This account is suspended; its keys cannot make requests.')
     this.touched.add(owner.keyId)
     return { keyId: owner.keyId, accountId: owner.accountId, address: owner.address }
   }

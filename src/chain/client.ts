@@ -1,4 +1,14 @@
-import { createPublicClient, defineChain, getAddress, http, webSocket, type Address, type Chain, type Hex, type PublicClient } from 'viem'
+import {
+  createPublicClient,
+  defineChain,
+  getAddress,
+  http,
+  webSocket,
+  type Address,
+  type Chain,
+  type Hex,
+  type PublicClient,
+} from 'viem'
 import { privateKeyToAccount, type LocalAccount } from 'viem/accounts'
 import { ConfigError, type RailConfig } from '../config.js'
 
@@ -39,10 +49,18 @@ export function evmSettings(rail: EvmRailConfig): EvmSettings {
 }
 
 /** The operator's key from the environment variable the config names; an Error that says what to set otherwise. */
-export function operatorFromEnv(s: Pick<EvmSettings, 'operatorKeyEnv'>, env: NodeJS.ProcessEnv = process.env): LocalAccount {
+export function operatorFromEnv(
+  s: Pick<EvmSettings, 'operatorKeyEnv'>,
+  env: NodeJS.ProcessEnv = process.env,
+): LocalAccount {
   const key = env[s.operatorKeyEnv]?.trim()
-  if (!key) throw new ConfigError([`${s.operatorKeyEnv}: the evm rail needs the operator's private key in this environment variable`], 'environment')
-  if (!/^0x[0-9a-fA-F]{64}$/.test(key)) throw new ConfigError([`${s.operatorKeyEnv}: must be a private key, 0x followed by 64 hex digits`], 'environment')
+  if (!key)
+    throw new ConfigError(
+      [`${s.operatorKeyEnv}: the evm rail needs the operator's private key in this environment variable`],
+      'environment',
+    )
+  if (!/^0x[0-9a-fA-F]{64}$/.test(key))
+    throw new ConfigError([`${s.operatorKeyEnv}: must be a private key, 0x followed by 64 hex digits`], 'environment')
   return privateKeyToAccount(key as Hex)
 }
 

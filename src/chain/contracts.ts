@@ -19,13 +19,31 @@ export function batchKey(batchId: string): Hex {
 
 /** Balance and allowance to the settler of each wallet at one block (one batched JSON-RPC request). */
 export async function readWallets(
-  client: PublicClient, usdc: Address, settler: Address, wallets: Address[], block: bigint,
+  client: PublicClient,
+  usdc: Address,
+  settler: Address,
+  wallets: Address[],
+  block: bigint,
 ): Promise<{ balance: bigint; allowance: bigint }[]> {
-  return Promise.all(wallets.map(async (owner) => {
-    const [balance, allowance] = await Promise.all([
-      client.readContract({ address: usdc, abi: usdcAbi, functionName: 'balanceOf', args: [owner], blockNumber: block }),
-      client.readContract({ address: usdc, abi: usdcAbi, functionName: 'allowance', args: [owner, settler], blockNumber: block }),
-    ])
-    return { balance, allowance }
-  }))
+  return Promise.all(
+    wallets.map(async (owner) => {
+      const [balance, allowance] = await Promise.all([
+        client.readContract({
+          address: usdc,
+          abi: usdcAbi,
+          functionName: 'balanceOf',
+          args: [owner],
+          blockNumber: block,
+        }),
+        client.readContract({
+          address: usdc,
+          abi: usdcAbi,
+          functionName: 'allowance',
+          args: [owner, settler],
+          blockNumber: block,
+        }),
+      ])
+      return { balance, allowance }
+    }),
+  )
 }

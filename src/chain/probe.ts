@@ -8,9 +8,15 @@ import { usdcAbi } from './contracts.js'
  * a payer whose tokens it will not move.
  */
 export class TokenProbe {
-  constructor(private readonly client: PublicClient, private readonly usdc: Address, private readonly settler: Address) {}
+  constructor(
+    private readonly client: PublicClient,
+    private readonly usdc: Address,
+    private readonly settler: Address,
+  ) {}
 
-  /** Whether the token refuses to credit `payee`, whatever the amount (a transfer of nothing from the settler fails). */
+  /**
+   * Whether the token refuses to credit `payee`, whatever the amount (a transfer of nothing from the settler fails).
+   */
   refusesPayee(payee: Address): Promise<boolean> {
     return this.refuses('transfer', [payee, 0n])
   }
@@ -24,14 +30,28 @@ export class TokenProbe {
   async covers(payer: Address, amount: bigint): Promise<boolean> {
     const [balance, allowance] = await Promise.all([
       this.client.readContract({ address: this.usdc, abi: usdcAbi, functionName: 'balanceOf', args: [payer] }),
-      this.client.readContract({ address: this.usdc, abi: usdcAbi, functionName: 'allowance', args: [payer, this.settler] }),
+      this.client.readContract({
+        address: this.usdc,
+        abi: usdcAbi,
+        functionName: 'allowance',
+        args: [payer, this.settler],
+      }),
     ])
     return balance >= amount && allowance >= amount
   }
 
-  private async refuses(functionName: 'transfer' | 'transferFrom', args: readonly [Address, bigint] | readonly [Address, Address, bigint]): Promise<boolean> {
+  private async refuses(
+    functionName: 'transfer' | 'transferFrom',
+    args: readonly [Address, bigint] | readonly [Address, Address, bigint],
+  ): Promise<boolean> {
     try {
-      const { result } = await this.client.simulateContract({ address: this.usdc, abi: usdcAbi, functionName, args: args as never, account: this.settler })
+      const { result } = await this.client.simulateContract({
+        address: this.usdc,
+        abi: usdcAbi,
+        functionName,
+        args: args as never,
+        account: this.settler,
+      })
       // A token may answer false instead of reverting; the settler counts that as a refusal too.
       return result === false
     } catch (err) {

@@ -62,18 +62,32 @@ export class BatchSender {
     const data = encodeFunctionData({ abi: settlerAbi, functionName: 'settle', args: [key, legs] })
     const seen = (await this.o.store.chain.landed(batch.id)) as Landed | null
     const known = { landed: seen, txHashes: batch.txHash ? [batch.txHash as Hex] : [] }
-    const landed = (await findExecuted(this.o.client, this.o.settler, batch.id, known)) ?? (await this.land(batch, key, data, legs.length))
+    const landed =
+      (await findExecuted(this.o.client, this.o.settler, batch.id, known)) ??
+      (await this.land(batch, key, data, legs.length))
     await this.o.store.chain.recordLanded(batch.id, landed)
     await this.waitForBlock(landed.block + BigInt(this.o.confirmations))
-    // A reorg may have dropped or moved the transaction while we waited: then the next pass sends it again or confirms it where it is.
+    // A reorg may have dropped or moved the transaction while we waited: then the next pass sends it again or confirms
+    // it where it is.
     const still = await findExecuted(this.o.client, this.o.settler, batch.id, { landed })
-    if (!still || still.blockHash !== landed.blockHash) throw new Error(`batch ${batch.id} was reorganised away while confirming; the next pass finds it again or sends it again`)
+    if (!still || still.blockHash !== landed.blockHash)
+      throw new Error(
+        `batch ${batch.id} was reorganised away while confirming; the next pass finds it again or sends it again`,
+      )
     return still
   }
 
-  private async land(batch: { id: string; txHash: string | null; nonce: number | null }, key: Hex, data: Hex, legs: number): Promise<Landed> {
+  private async land(
+    batch: { id: string; txHash: string | null; nonce: number | null },
+    key: Hex,
+    data: Hex,
+    legs: number,
+  ): Promise<Landed> {
     let hashes: Hex[] = []
-    let current = batch.txHash && batch.nonce !== null ? await this.resume(batch.id, batch.txHash as Hex, batch.nonce, data, legs) : null
+    let current =
+      batch.txHash && batch.nonce !== null
+        ? await this.resume(batch.id, batch.txHash as Hex, batch.nonce, data, legs)
+        : null
     /** The latest transaction at this nonce the node took: what a bump must outbid. */
     let taken = current?.accepted ? current : null
     if (current) hashes.push(current.hash)
@@ -87,10 +101,13 @@ export class BatchSender {
       }
       const receipt = await this.waitMined(hashes)
       if (receipt) {
-        const landed = landedFromReceipt(receipt, key) ?? (await findExecuted(this.o.client, this.o.settler, batch.id, { txHashes: hashes }))
+        const landed =
+          landedFromReceipt(receipt, key) ??
+          (await findExecuted(this.o.client, this.o.settler, batch.id, { txHashes: hashes }))
         if (landed) return landed
         // Reverted without executing the batch (e.g. out of gas): one fresh attempt, then the error is the pass's.
-        if (++reverted > 1) throw new Error(`the transaction ${receipt.transactionHash} of batch ${batch.id} reverted twice`)
+        if (++reverted > 1)
+          throw new Error(`the transaction ${receipt.transactionHash} of batch ${batch.id} reverted twice`)
         this.o.log(`batch ${batch.id}: transaction ${receipt.transactionHash} reverted; sending a new one`)
         current = null
         hashes = []
@@ -105,18 +122,29 @@ export class BatchSender {
         // Only a transaction the node took is bumped. Bumping refused ones (the operator out of gas money, the node
         // refusing calls) would raise the fee by a quarter at every try, for nothing, until the batch finally paid
         // it: until one is taken, the same nonce goes again at fresh fees.
-        current = taken ? await this.bump(batch.id, data, taken) : await this.sendAt(batch.id, data, legs, current.nonce)
+        current = taken
+          ? await this.bump(batch.id, data, taken)
+          : await this.sendAt(batch.id, data, legs, current.nonce)
         if (current.accepted) taken = current
         hashes.push(current.hash)
       }
     }
   }
 
-  /** What an earlier run stored for a sent batch: its transaction if the node knows it, a re-signed one if it was lost. */
+  /**
+   * What an earlier run stored for a sent batch: its transaction if the node knows it, a re-signed one if it was lost.
+   */
   private async resume(batchId: string, hash: Hex, nonce: number, data: Hex, legs: number): Promise<Signed | null> {
     const tx = await this.o.client.getTransaction({ hash }).catch(() => null)
     if (tx && tx.maxFeePerGas !== undefined && tx.maxPriorityFeePerGas !== undefined) {
-      return { hash, nonce: tx.nonce, gas: tx.gas, maxFeePerGas: tx.maxFeePerGas, maxPriorityFeePerGas: tx.maxPriorityFeePerGas, accepted: true }
+      return {
+        hash,
+        nonce: tx.nonce,
+        gas: tx.gas,
+        maxFeePerGas: tx.maxFeePerGas,
+        maxPriorityFeePerGas: tx.maxPriorityFeePerGas,
+        accepted: true,
+      }
     }
     // Stored but never broadcast (or dropped): send again with the same nonce while it is still free.
     const used = await this.o.client.getTransactionCount({ address: this.operator, blockTag: 'latest' })
@@ -126,13 +154,23 @@ export class BatchSender {
   }
 
   private async sendNew(batchId: string, data: Hex, legs: number): Promise<Signed> {
-    return this.sendAt(batchId, data, legs, await this.o.client.getTransactionCount({ address: this.operator, blockTag: 'pending' }))
+    return this.sendAt(
+      batchId,
+      data,
+      legs,
+      await this.o.client.getTransactionCount({ address: this.operator, blockTag: 'pending' }),
+    )
   }
 
   /** Signs and sends the batch at `nonce` with fresh fee and gas estimates. */
   private async sendAt(batchId: string, data: Hex, legs: number, nonce: number): Promise<Signed> {
     const [fees, gas] = await Promise.all([this.o.client.estimateFeesPerGas(), this.estimateGas(data, legs)])
-    return this.signAndSend(batchId, data, { nonce, gas, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas })
+    return this.signAndSend(batchId, data, {
+      nonce,
+      gas,
+      maxFeePerGas: fees.maxFeePerGas,
+      maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+    })
   }
 
   private async bump(batchId: string, data: Hex, prev: Signed): Promise<Signed> {
@@ -147,7 +185,9 @@ export class BatchSender {
       maxFeePerGas: up(prev.maxFeePerGas, fees.maxFeePerGas),
       maxPriorityFeePerGas: up(prev.maxPriorityFeePerGas, fees.maxPriorityFeePerGas),
     }
-    this.o.log(`batch ${batchId}: not mined after ${this.o.bumpAfterMs} ms; re-sending nonce ${prev.nonce} at ${next.maxFeePerGas} wei/gas`)
+    this.o.log(
+      `batch ${batchId}: not mined after ${this.o.bumpAfterMs} ms; re-sending nonce ${prev.nonce} at ${next.maxFeePerGas} wei/gas`,
+    )
     return this.signAndSend(batchId, data, next)
   }
 
@@ -165,8 +205,14 @@ export class BatchSender {
   /** Signs, stores the hash and nonce, then broadcasts: a crash after the store write finds the hash on restart. */
   private async signAndSend(batchId: string, data: Hex, t: Omit<Signed, 'hash' | 'accepted'>): Promise<Signed> {
     const raw = await this.o.operator.signTransaction({
-      chainId: this.o.chainId, type: 'eip1559', to: this.o.settler, data,
-      nonce: t.nonce, gas: t.gas, maxFeePerGas: t.maxFeePerGas, maxPriorityFeePerGas: t.maxPriorityFeePerGas,
+      chainId: this.o.chainId,
+      type: 'eip1559',
+      to: this.o.settler,
+      data,
+      nonce: t.nonce,
+      gas: t.gas,
+      maxFeePerGas: t.maxFeePerGas,
+      maxPriorityFeePerGas: t.maxPriorityFeePerGas,
     })
     const hash = keccak256(raw)
     await this.o.store.settlement.markSent(batchId, hash, t.nonce, this.o.now())
@@ -195,6 +241,7 @@ export class BatchSender {
   }
 
   private async waitForBlock(block: bigint): Promise<void> {
-    while ((await this.o.client.getBlockNumber({ cacheTime: 0 })) < block) await sleep(this.o.pollMs, undefined, { signal: this.ac.signal })
+    while ((await this.o.client.getBlockNumber({ cacheTime: 0 })) < block)
+      await sleep(this.o.pollMs, undefined, { signal: this.ac.signal })
   }
 }

@@ -8,7 +8,11 @@ import { settlerAbi, usdcAbi } from './contracts.js'
 export async function chainStatus(rail: EvmRailConfig, store: Store, env: NodeJS.ProcessEnv = process.env) {
   const s = evmSettings(rail)
   const client = publicClientFor(s.rpcUrl, s.chainId)
-  const [nodeChainId, head, settlerCode] = await Promise.all([client.getChainId(), client.getBlockNumber(), client.getCode({ address: s.settler })])
+  const [nodeChainId, head, settlerCode] = await Promise.all([
+    client.getChainId(),
+    client.getBlockNumber(),
+    client.getCode({ address: s.settler }),
+  ])
   const deployed = settlerCode !== undefined && settlerCode !== '0x'
   const [symbol, settlerOperator, settlerToken] = await Promise.all([
     client.readContract({ address: s.usdc, abi: usdcAbi, functionName: 'symbol' }).catch(() => null),
@@ -21,18 +25,29 @@ export async function chainStatus(rail: EvmRailConfig, store: Store, env: NodeJS
     keyAddress = operatorFromEnv(s, env).address
   } catch (err) {
     // One line, as every problem is (the config's own errors list their fields on lines of their own).
-    keyProblem = (err as Error).message.split('\n').map((l) => l.trim().replace(/^- /, '')).filter(Boolean).join(' ')
+    keyProblem = (err as Error).message
+      .split('\n')
+      .map((l) => l.trim().replace(/^- /, ''))
+      .filter(Boolean)
+      .join(' ')
   }
   const operator = keyAddress ?? settlerOperator
   const fees = s.feeAccount ?? operator
   const vendor = s.vendorAccount ?? fees
-  const usdcOf = async (a: Address | null) => (a ? formatUsdc(await client.readContract({ address: s.usdc, abi: usdcAbi, functionName: 'balanceOf', args: [a] })) : null)
+  const usdcOf = async (a: Address | null) =>
+    a
+      ? formatUsdc(await client.readContract({ address: s.usdc, abi: usdcAbi, functionName: 'balanceOf', args: [a] }))
+      : null
   const pending = await store.settlement.batches(['building', 'open', 'sent'])
   const problems = [
     nodeChainId !== s.chainId ? `the node serves chain ${nodeChainId}, the config says ${s.chainId}` : null,
     !deployed ? `no contract at the settler address ${s.settler}` : null,
-    settlerToken && getAddress(settlerToken) !== s.usdc ? `the settler moves token ${settlerToken}, the config says ${s.usdc}` : null,
-    keyAddress && settlerOperator && keyAddress !== settlerOperator ? `the key in ${s.operatorKeyEnv} is ${keyAddress}, but the settler's operator is ${settlerOperator}` : null,
+    settlerToken && getAddress(settlerToken) !== s.usdc
+      ? `the settler moves token ${settlerToken}, the config says ${s.usdc}`
+      : null,
+    keyAddress && settlerOperator && keyAddress !== settlerOperator
+      ? `the key in ${s.operatorKeyEnv} is ${keyAddress}, but the settler's operator is ${settlerOperator}`
+      : null,
     keyProblem,
   ].filter((p): p is string => p !== null)
   return {
@@ -42,11 +57,21 @@ export async function chainStatus(rail: EvmRailConfig, store: Store, env: NodeJS
     watcher_block: (await store.chain.lastSyncedBlock())?.toString() ?? null,
     usdc: { address: s.usdc, symbol },
     settler: { address: s.settler, deployed, operator: settlerOperator },
-    operator: operator && { address: operator, key_env: s.operatorKeyEnv, eth: formatEther(await client.getBalance({ address: operator })) },
+    operator: operator && {
+      address: operator,
+      key_env: s.operatorKeyEnv,
+      eth: formatEther(await client.getBalance({ address: operator })),
+    },
     fee_account: { address: fees, usdc: await usdcOf(fees) },
     vendor_account: { address: vendor, usdc: await usdcOf(vendor) },
     confirmations: s.confirmations,
-    pending_batches: pending.map((b) => ({ id: b.id, status: b.status, total: formatUsdc(b.total), tx_hash: b.txHash, nonce: b.nonce })),
+    pending_batches: pending.map((b) => ({
+      id: b.id,
+      status: b.status,
+      total: formatUsdc(b.total),
+      tx_hash: b.txHash,
+      nonce: b.nonce,
+    })),
     settled_batches: await store.settlement.countBatches(['settled']),
     debtors: (await store.chain.debtors()).map((d) => ({ wallet: d.address, debt: formatUsdc(d.debt) })),
     problems,

@@ -77,7 +77,8 @@ export class ChainWatcher {
         failing = false
       } catch (err) {
         // Once per outage, not once per poll: admission keeps working on the last values read.
-        if (!failing && !this.ac.signal.aborted) this.o.log('chain watcher cannot read the chain; balances stay as last read', err)
+        if (!failing && !this.ac.signal.aborted)
+          this.o.log('chain watcher cannot read the chain; balances stay as last read', err)
         failing = true
       }
       await sleep(this.o.pollMs, undefined, { signal: this.ac.signal }).catch(() => {})
@@ -92,7 +93,11 @@ export class ChainWatcher {
     const dirty = [...this.dirty]
     this.dirty.clear()
     try {
-      const full = this.last === undefined || this.lastFull === undefined || head - this.lastFull >= this.fullSyncBlocks || head - this.last > MAX_LOG_RANGE
+      const full =
+        this.last === undefined ||
+        this.lastFull === undefined ||
+        head - this.lastFull >= this.fullSyncBlocks ||
+        head - this.last > MAX_LOG_RANGE
       const targets = new Map<number, string>()
       const add = (rows: { id: number; address: string }[]) => rows.forEach((r) => targets.set(r.id, r.address))
       if (full) add(await this.o.store.chain.payers())
@@ -118,7 +123,13 @@ export class ChainWatcher {
 
   /** Owners whose balance or allowance to the settler token events changed in [from, to]. */
   private async touchedBetween(from: bigint, to: bigint): Promise<string[]> {
-    const events = await this.o.client.getContractEvents({ address: this.o.usdc, abi: usdcAbi, fromBlock: from, toBlock: to, strict: true })
+    const events = await this.o.client.getContractEvents({
+      address: this.o.usdc,
+      abi: usdcAbi,
+      fromBlock: from,
+      toBlock: to,
+      strict: true,
+    })
     const out = new Set<string>()
     for (const e of events) {
       if (e.eventName === 'Transfer') {
@@ -133,7 +144,13 @@ export class ChainWatcher {
     const entries = [...targets].filter(([, address]) => isAddress(address, { strict: false }))
     for (let start = 0; start < entries.length; start += READ_CHUNK) {
       const chunk = entries.slice(start, start + READ_CHUNK)
-      const wallets = await readWallets(this.o.client, this.o.usdc, this.o.settler, chunk.map(([, a]) => getAddress(a)), head)
+      const wallets = await readWallets(
+        this.o.client,
+        this.o.usdc,
+        this.o.settler,
+        chunk.map(([, a]) => getAddress(a)),
+        head,
+      )
       const now = this.o.now()
       for (const [i, [id]] of chunk.entries()) {
         const r = await this.o.store.chain.sync(id, { ...wallets[i]!, block: head }, `chain_${head}_${id}`, now)

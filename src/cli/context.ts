@@ -23,17 +23,22 @@ export function common(cmd: Command): Command {
     .option('--json', 'print one JSON object on stdout instead of text')
 }
 
-/** For the commands that read no config (`demo` writes its own, `certify` probes an upstream): `--config` is accepted, as by every command (docs/architecture.md §9), and said to be unused. */
+/**
+ * For the commands that read no config (`demo` writes its own, `certify` probes an upstream): `--config` is accepted,
+ * as by every command (docs/architecture.md §9), and said to be unused.
+ */
 export function noConfig(cmd: Command): Command {
   return cmd
-    .option('--config <file>', 'accepted like every command\'s; unused here')
+    .option('--config <file>', "accepted like every command's; unused here")
     .option('--json', 'print one JSON object on stdout instead of text')
 }
 
 export function configPath(opts: CommonOptions): string {
   const path = opts.config ?? process.env.SVC_CONFIG ?? DEFAULT_CONFIG
   if (!opts.config && !process.env.SVC_CONFIG && !existsSync(path)) {
-    throw new CliError(`no config: pass --config <file>, set SVC_CONFIG, or run svc demo once to write ${DEFAULT_CONFIG}`)
+    throw new CliError(
+      `no config: pass --config <file>, set SVC_CONFIG, or run svc demo once to write ${DEFAULT_CONFIG}`,
+    )
   }
   return path
 }
@@ -50,11 +55,17 @@ export async function readConfig(opts: CommonOptions): Promise<Config> {
  * create`, `deposit`, `chain status` before the first serve): a mistyped path would otherwise be a new, empty store,
  * and its accounts would look lost.
  */
-export async function withStore<T>(opts: CommonOptions, fn: (store: Store, config: Config) => Promise<T>, { create = false } = {}): Promise<T> {
+export async function withStore<T>(
+  opts: CommonOptions,
+  fn: (store: Store, config: Config) => Promise<T>,
+  { create = false } = {},
+): Promise<T> {
   const config = await readConfig(opts)
   const path = config.store.startsWith('sqlite:') ? config.store.slice('sqlite:'.length) : ''
   if (!create && path !== '' && path !== ':memory:' && !existsSync(path)) {
-    throw new CliError(`no store at ${resolve(path)} (the config's store, or DATABASE_URL): check the path; svc serve, svc demo or svc account create make a new one`)
+    throw new CliError(
+      `no store at ${resolve(path)} (the config's store, or DATABASE_URL): check the path; svc serve, svc demo or svc account create make a new one`,
+    )
   }
   const { openStore } = await import('../store/open.js')
   const store = await openStore(config.store)
@@ -67,7 +78,8 @@ export async function withStore<T>(opts: CommonOptions, fn: (store: Store, confi
 
 /** Prints the result: one JSON object with --json, else the text lines. bigint becomes a string. */
 export function emit(opts: CommonOptions, json: Record<string, unknown>, text: string | string[]): void {
-  if (opts.json) process.stdout.write(`${JSON.stringify(json, (_k, v) => (typeof v === 'bigint' ? v.toString() : v))}\n`)
+  if (opts.json)
+    process.stdout.write(`${JSON.stringify(json, (_k, v) => (typeof v === 'bigint' ? v.toString() : v))}\n`)
   else process.stdout.write(`${Array.isArray(text) ? text.join('\n') : text}\n`)
 }
 
@@ -98,10 +110,13 @@ export function onShutdown(close: () => Promise<void>): void {
   const stop = () => {
     if (closing) return
     closing = true
-    close().then(() => process.exit(0), (err) => {
-      process.stderr.write(`error while stopping: ${(err as Error).message}\n`)
-      process.exit(1)
-    })
+    close().then(
+      () => process.exit(0),
+      (err) => {
+        process.stderr.write(`error while stopping: ${(err as Error).message}\n`)
+        process.exit(1)
+      },
+    )
   }
   process.once('SIGINT', stop)
   process.once('SIGTERM', stop)
@@ -133,7 +148,7 @@ const ENVIRONMENT_CODES: Record<string, string> = {
   ENOTDIR: 'not a directory',
   EEXIST: 'a file is in the way',
   EROFS: 'read-only file system',
-  EADDRNOTAVAIL: 'the address is not one of this machine\'s',
+  EADDRNOTAVAIL: "the address is not one of this machine's",
   SQLITE_NOTADB: 'the store file is not a SQLite database',
   SQLITE_CANTOPEN: 'the store file cannot be opened',
   SVC_STORE_NEWER: 'the store was written by a newer svc',
@@ -152,6 +167,7 @@ function environmentFailure(err: unknown): string | null {
   if (what) return `${what}: ${message}`
   // Refused at the door (a bad password, a missing database or role), or for want of a privilege: the operator's to
   // fix. Any other database error is a bug, and keeps its stack.
-  if (e.severity === 'FATAL' || e.code.startsWith('28') || e.code === '3D000' || e.code === '42501') return `the database refused: ${message}`
+  if (e.severity === 'FATAL' || e.code.startsWith('28') || e.code === '3D000' || e.code === '42501')
+    return `the database refused: ${message}`
   return null
 }

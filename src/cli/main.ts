@@ -12,7 +12,11 @@ import { certifyCommand } from './commands/certify.js'
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string }
 const program = new Command()
-program.name('svc').description('OpenAI-compatible chat completion marketplace, settled in test USDC').version(version).showHelpAfterError('(run svc --help for the commands)')
+program
+  .name('svc')
+  .description('OpenAI-compatible chat completion marketplace, settled in test USDC')
+  .version(version)
+  .showHelpAfterError('(run svc --help for the commands)')
 demoCommand(program)
 serveCommand(program)
 simCommand(program)

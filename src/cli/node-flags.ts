@@ -15,5 +15,7 @@ export function missingNodeFlags(execArgv: readonly string[], nodeOptions = ''):
 export function noteMissingNodeFlags(): void {
   const missing = missingNodeFlags(process.execArgv, process.env.NODE_OPTIONS)
   if (missing.length === 0) return
-  process.stderr.write(`note: node was started without ${missing.join(' ')}: the gateway runs, with more time in the garbage collector; start it as \`node ${missing.join(' ')} dist/cli/main.js …\` or set NODE_OPTIONS=${missing.join(' ')}\n`)
+  process.stderr.write(
+    `note: node was started without ${missing.join(' ')}: the gateway runs, with more time in the garbage collector; start it as \`node ${missing.join(' ')} dist/cli/main.js …\` or set NODE_OPTIONS=${missing.join(' ')}\n`,
+  )
 }

@@ -44,8 +44,15 @@ export async function startAnvilDemo(dataDir: string, funds: bigint, cap: bigint
       anvil,
       storeUrl: `sqlite:${join(dir, 'svc.db')}`,
       rail: {
-        kind: 'evm', rpcUrl: anvil.rpcUrl, chainId: anvil.chainId, usdc, settler, operatorKeyEnv: DEMO_OPERATOR_KEY_ENV,
-        confirmations: 1, feeAccount: anvilAccount(FEE_INDEX).address, pollMs: 500,
+        kind: 'evm',
+        rpcUrl: anvil.rpcUrl,
+        chainId: anvil.chainId,
+        usdc,
+        settler,
+        operatorKeyEnv: DEMO_OPERATOR_KEY_ENV,
+        confirmations: 1,
+        feeAccount: anvilAccount(FEE_INDEX).address,
+        pollMs: 500,
       },
     }
   } catch (err) {

@@ -19,7 +19,15 @@ export const DEMO_PROVIDERS = [
  * 16 KiB, sheds load past 8 concurrent requests (answering after 100 ms) and calls tools again after a result.
  */
 export const DEMO_SIM_MODELS: Behaviours = {
-  tern: { toolChoice: ['auto', 'none'], parallel: false, strict: false, maxArgumentBytes: 16384, maxConcurrency: 8, agentic: false, latencyMs: 100 },
+  tern: {
+    toolChoice: ['auto', 'none'],
+    parallel: false,
+    strict: false,
+    maxArgumentBytes: 16384,
+    maxConcurrency: 8,
+    agentic: false,
+    latencyMs: 100,
+  },
 }
 
 /**
@@ -28,12 +36,26 @@ export const DEMO_SIM_MODELS: Behaviours = {
  */
 export const DEMO_CONTRACTS: Record<'atlas' | 'tern', ToolContract> = {
   atlas: {
-    tool_choice: ['auto', 'none', 'required', 'named'], parallel_tool_calls: true, strict_schemas: true, tool_streaming: 'whole-call',
-    max_argument_bytes: 65536, certified_concurrency: 32, agentic_certified: true, metering_version: 1, certification_id: 'cert-3c494e9afb34f8ce',
+    tool_choice: ['auto', 'none', 'required', 'named'],
+    parallel_tool_calls: true,
+    strict_schemas: true,
+    tool_streaming: 'whole-call',
+    max_argument_bytes: 65536,
+    certified_concurrency: 32,
+    agentic_certified: true,
+    metering_version: 1,
+    certification_id: 'cert-3c494e9afb34f8ce',
   },
   tern: {
-    tool_choice: ['auto', 'none'], parallel_tool_calls: false, strict_schemas: false, tool_streaming: 'whole-call',
-    max_argument_bytes: 16384, certified_concurrency: 8, agentic_certified: false, metering_version: 1, certification_id: 'cert-3f0fa3120a6eedc2',
+    tool_choice: ['auto', 'none'],
+    parallel_tool_calls: false,
+    strict_schemas: false,
+    tool_streaming: 'whole-call',
+    max_argument_bytes: 16384,
+    certified_concurrency: 8,
+    agentic_certified: false,
+    metering_version: 1,
+    certification_id: 'cert-3f0fa3120a6eedc2',
   },
 }
 
@@ -44,10 +66,21 @@ export interface DemoUpstreams {
 }
 
 export function demoConfig(up: DemoUpstreams, storeUrl: string, port: number, contracts = DEMO_CONTRACTS): Config {
-  const offer = (model: string, upstreamModel: string, input: number, output: number) =>
-    ({ model, upstreamModel, input_price_per_mtok: String(input), output_price_per_mtok: String(output), maxConcurrency: 64 })
-  const caps = (tools: boolean, maxOutputTokens: number) =>
-    ({ workload: 'chat' as const, tools, structuredOutputs: tools, reasoning: false, streaming: true, maxOutputTokens })
+  const offer = (model: string, upstreamModel: string, input: number, output: number) => ({
+    model,
+    upstreamModel,
+    input_price_per_mtok: String(input),
+    output_price_per_mtok: String(output),
+    maxConcurrency: 64,
+  })
+  const caps = (tools: boolean, maxOutputTokens: number) => ({
+    workload: 'chat' as const,
+    tools,
+    structuredOutputs: tools,
+    reasoning: false,
+    streaming: true,
+    maxOutputTokens,
+  })
   const [a, b, c, d] = DEMO_PROVIDERS
   return {
     listen: { host: '127.0.0.1', port },
@@ -55,18 +88,60 @@ export function demoConfig(up: DemoUpstreams, storeUrl: string, port: number, co
     rail: { kind: 'local' },
     feeBps: 500,
     models: [
-      { id: 'svc/atlas@1', owned_by: 'atlas-labs', contextLimit: 32768, capabilities: caps(true, 4096), tool_contract: contracts.atlas },
-      { id: 'svc/tern@2', owned_by: 'tern-ai', contextLimit: 16384, capabilities: caps(true, 2048), tool_contract: contracts.tern },
+      {
+        id: 'svc/atlas@1',
+        owned_by: 'atlas-labs',
+        contextLimit: 32768,
+        capabilities: caps(true, 4096),
+        tool_contract: contracts.atlas,
+      },
+      {
+        id: 'svc/tern@2',
+        owned_by: 'tern-ai',
+        contextLimit: 16384,
+        capabilities: caps(true, 2048),
+        tool_contract: contracts.tern,
+      },
       { id: 'svc/wren@1', owned_by: 'wren-collective', contextLimit: 2048, capabilities: caps(false, 512) },
     ],
     providers: [
-      { address: a, baseUrl: up.providers[0], bundle: 'vllm-0.6', profile: 'h100-fp8', offers: [offer('svc/atlas@1', 'atlas', 150_000, 600_000)] },
-      { address: b, baseUrl: up.providers[1], bundle: 'sglang-0.4', profile: 'a100-bf16', offers: [offer('svc/atlas@1', 'atlas', 200_000, 800_000), offer('svc/tern@2', 'tern', 120_000, 480_000)] },
-      { address: c, baseUrl: up.providers[2], bundle: 'tgi-2.3', profile: 'l40s-fp8', offers: [offer('svc/tern@2', 'tern', 100_000, 400_000)] },
-      { address: d, baseUrl: up.providers[3], bundle: 'llamacpp-b3', profile: 'cpu-q4', offers: [offer('svc/wren@1', 'wren', 30_000, 60_000)] },
+      {
+        address: a,
+        baseUrl: up.providers[0],
+        bundle: 'vllm-0.6',
+        profile: 'h100-fp8',
+        offers: [offer('svc/atlas@1', 'atlas', 150_000, 600_000)],
+      },
+      {
+        address: b,
+        baseUrl: up.providers[1],
+        bundle: 'sglang-0.4',
+        profile: 'a100-bf16',
+        offers: [offer('svc/atlas@1', 'atlas', 200_000, 800_000), offer('svc/tern@2', 'tern', 120_000, 480_000)],
+      },
+      {
+        address: c,
+        baseUrl: up.providers[2],
+        bundle: 'tgi-2.3',
+        profile: 'l40s-fp8',
+        offers: [offer('svc/tern@2', 'tern', 100_000, 400_000)],
+      },
+      {
+        address: d,
+        baseUrl: up.providers[3],
+        bundle: 'llamacpp-b3',
+        profile: 'cpu-q4',
+        offers: [offer('svc/wren@1', 'wren', 30_000, 60_000)],
+      },
     ],
     cortex: { candidates: ['svc/atlas@1', 'svc/tern@2', 'svc/wren@1'] },
-    managed: { baseUrl: up.vendor, upstreamModel: 'vendor-large', input_price_per_mtok: '3000000', output_price_per_mtok: '15000000', contextLimit: 131072 },
+    managed: {
+      baseUrl: up.vendor,
+      upstreamModel: 'vendor-large',
+      input_price_per_mtok: '3000000',
+      output_price_per_mtok: '15000000',
+      contextLimit: 131072,
+    },
     tuning: { settleIntervalMs: 30_000 },
   }
 }

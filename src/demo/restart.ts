@@ -18,8 +18,10 @@ export interface DemoPort {
 /** The demo's port: `--port`, else `PORT`, else the one its data directory's config names, else 8080. */
 export function demoPort(option: string | undefined, env: NodeJS.ProcessEnv, configFile: string): DemoPort {
   const written = writtenPort(configFile)
-  const asked = option !== undefined ? portOption('--port', option) : env.PORT ? portOption('PORT', env.PORT) : undefined
-  if (asked === undefined) return written === undefined ? { port: DEFAULT_PORT, source: 'default' } : { port: written, source: 'config' }
+  const asked =
+    option !== undefined ? portOption('--port', option) : env.PORT ? portOption('PORT', env.PORT) : undefined
+  if (asked === undefined)
+    return written === undefined ? { port: DEFAULT_PORT, source: 'default' } : { port: written, source: 'config' }
   const source = option !== undefined ? '--port' : 'PORT'
   return { port: asked, source, ...(written !== undefined && written !== asked ? { previous: written } : {}) }
 }
@@ -51,7 +53,11 @@ export async function demoAccount(store: Store, wallet: string, funds?: { deposi
  * The demo's key: the one saved in the data directory (readable by its owner only) while it is still live for this
  * account, else a new one, saved there. A restart prints the same key instead of adding another.
  */
-export async function demoKey(store: Store, accountId: number, dataDir: string): Promise<{ key: string; reused: boolean }> {
+export async function demoKey(
+  store: Store,
+  accountId: number,
+  dataDir: string,
+): Promise<{ key: string; reused: boolean }> {
   const file = join(dataDir, 'demo-key')
   const saved = existsSync(file) ? readFileSync(file, 'utf8').trim() : ''
   if (isKeyShaped(saved)) {

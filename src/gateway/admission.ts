@@ -14,14 +14,20 @@ export interface AdmissionStore {
   ledger: LedgerRepo
 }
 
-/** The most a request can cost: input estimate and max_tokens at the highest prices of its plan (docs/architecture.md §4). */
+/**
+ * The most a request can cost: input estimate and max_tokens at the highest prices of its plan (docs/architecture.md
+ * §4).
+ */
 export function maxCostOf(p: Prepared): bigint {
   return priceOf(p.plan.ceiling, p.inputTokens, p.maxTokens)
 }
 
 const count = (n: number) => n.toLocaleString('en-US')
 
-/** Holds the maximum cost, atomically; refuses with insufficient_quota (nothing charged) when spendable does not cover it. */
+/**
+ * Holds the maximum cost, atomically; refuses with insufficient_quota (nothing charged) when spendable does not cover
+ * it.
+ */
 export async function admit(
   store: AdmissionStore,
   { requestId, caller }: RequestContext,
@@ -30,14 +36,25 @@ export async function admit(
 ): Promise<{ amount: bigint } | ApiError> {
   const amount = maxCostOf(p)
   // A bound no store integer holds (a huge max_tokens on svc/cortex@1) is more than any account can spend.
-  const result = amount > MAX_STORED
-    ? refusalOf(await store.accounts.byId(caller.accountId))
-    : await store.ledger.hold({
-      requestId, accountId: caller.accountId, keyId: caller.keyId, model: p.model, amount,
-      owner: opts.owner, now: opts.now, expiresAt: opts.now + opts.holdTtlMs,
-    })
+  const result =
+    amount > MAX_STORED
+      ? refusalOf(await store.accounts.byId(caller.accountId))
+      : await store.ledger.hold({
+          requestId,
+          accountId: caller.accountId,
+          keyId: caller.keyId,
+          model: p.model,
+          amount,
+          owner: opts.owner,
+          now: opts.now,
+          expiresAt: opts.now + opts.holdTtlMs,
+        })
   if (result.ok) return { amount }
-  if (result.reason === 'suspended') return apiError('account_suspended', 'This account is suspended; its keys cannot make requests. Nothing was charged.')
+  if (result.reason === 'suspended')
+    return apiError(
+      'account_suspended',
+      'This account is suspended; its keys cannot make requests. Nothing was charged.',
+    )
   if (result.reason === 'missing') return apiError('invalid_api_key', 'The account behind this key no longer exists.')
   return apiError('insufficient_quota', refusalMessage(p, amount, result.account!, result.reason === 'in_debt'))
 }
@@ -46,9 +63,13 @@ function refusalMessage(p: Prepared, amount: bigint, a: Account, inDebt: boolean
   const spendable = spendableOf(a)
   const field = p.request.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens'
   const sent = (p.request.max_completion_tokens ?? p.request.max_tokens) != null
-  const output = sent ? `${field} ${count(p.maxTokens)}` : `a reply of up to ${count(p.maxTokens)} tokens, as no max_tokens was sent`
-  const head = `This request could cost up to ${formatUsdc(amount)} USDC (${count(p.inputTokens)} input tokens estimated + ${output}, at the offer price); ` +
+  const output = sent
+    ? `${field} ${count(p.maxTokens)}`
+    : `a reply of up to ${count(p.maxTokens)} tokens, as no max_tokens was sent`
+  const head =
+    `This request could cost up to ${formatUsdc(amount)} USDC (${count(p.inputTokens)} input tokens estimated + ${output}, at the offer price); ` +
     `${formatUsdc(spendable)} USDC is spendable (balance ${formatUsdc(a.balance)}, approved cap ${formatUsdc(a.cap)}, held ${formatUsdc(a.held)}).`
-  if (inDebt) return `${head} The account owes ${formatUsdc(a.debt)} USDC that settlement could not collect; cover it (restore the balance and the approval) before new requests. Nothing was charged.`
+  if (inDebt)
+    return `${head} The account owes ${formatUsdc(a.debt)} USDC that settlement could not collect; cover it (restore the balance and the approval) before new requests. Nothing was charged.`
   return `${head} Lower ${field}, deposit USDC, or raise the approved spending cap. Nothing was charged.`
 }

@@ -28,19 +28,45 @@ export interface ChargeDeps {
 
 /** What the client gets once its request is charged. */
 export type Finished =
-  | { kind: 'delivered'; reply: Produced; servedModel: string; usage: Usage; cost: bigint; failedTargets: number; managedWhy?: string }
+  | {
+      kind: 'delivered'
+      reply: Produced
+      servedModel: string
+      usage: Usage
+      cost: bigint
+      failedTargets: number
+      managedWhy?: string
+    }
   | { kind: 'refused'; error: ApiError }
   | { kind: 'broken'; code: 'stream_interrupted' | 'provider_output_invalid'; message: string }
   /** The client left; `charged` when it was sent content, which it pays for. */
   | { kind: 'closed'; charged: boolean }
 
 /** The usage record of a request as admitted: nothing served or charged yet; `extra` says what was. */
-export function requestUsage(r: Admitted, now: number, outcome: Outcome, extra: Partial<UsageRecord> = {}): UsageRecord {
+export function requestUsage(
+  r: Admitted,
+  now: number,
+  outcome: Outcome,
+  extra: Partial<UsageRecord> = {},
+): UsageRecord {
   const p = r.prepared
   return {
-    requestId: r.requestId, accountId: r.caller.accountId, keyId: r.caller.keyId, model: p.model, servedModel: null,
-    provider: null, stream: p.stream, promptTokens: p.inputTokens, completionTokens: 0, upstreamPromptTokens: null,
-    upstreamCompletionTokens: null, cost: 0n, outcome, latencyMs: now - r.startedAt, createdAt: r.startedAt, ...extra,
+    requestId: r.requestId,
+    accountId: r.caller.accountId,
+    keyId: r.caller.keyId,
+    model: p.model,
+    servedModel: null,
+    provider: null,
+    stream: p.stream,
+    promptTokens: p.inputTokens,
+    completionTokens: 0,
+    upstreamPromptTokens: null,
+    upstreamCompletionTokens: null,
+    cost: 0n,
+    outcome,
+    latencyMs: now - r.startedAt,
+    createdAt: r.startedAt,
+    ...extra,
   }
 }
 
@@ -55,8 +81,13 @@ export async function charge(s: ChargeDeps, r: Admitted, outcome: RouteOutcome):
     case 'delivered': {
       const charge = chargeOf(s, r, outcome.reply, outcome.servedModel, 'completed', base)
       const delivered: Delivered = {
-        kind: 'delivered', reply: outcome.reply, servedModel: outcome.servedModel, usage: charge.usage, cost: charge.cost,
-        failedTargets: outcome.failedTargets, ...(outcome.managedWhy ? { managedWhy: outcome.managedWhy } : {}),
+        kind: 'delivered',
+        reply: outcome.reply,
+        servedModel: outcome.servedModel,
+        usage: charge.usage,
+        cost: charge.cost,
+        failedTargets: outcome.failedTargets,
+        ...(outcome.managedWhy ? { managedWhy: outcome.managedWhy } : {}),
       }
       let captured: boolean
       try {
@@ -71,17 +102,25 @@ export async function charge(s: ChargeDeps, r: Admitted, outcome: RouteOutcome):
       // The client pays for what reached it, and nothing when nothing did.
       if (outcome.reply && outcome.reply.content.length > 0) {
         const sent = { ...outcome.reply, toolCalls: [] }
-        const charged = await capture(s, chargeOf(s, r, sent, outcome.servedModel ?? null, 'client_closed', base).capture)
+        const charged = await capture(
+          s,
+          chargeOf(s, r, sent, outcome.servedModel ?? null, 'client_closed', base).capture,
+        )
         return { kind: 'closed', charged }
       }
       await s.ledger.release(r.requestId, s.now(), base('client_closed'))
       return { kind: 'closed', charged: false }
     }
     case 'broken': {
-      await s.ledger.release(r.requestId, s.now(), base(outcome.code, { servedModel: outcome.servedModel, provider: outcome.reply.offer.provider }))
-      const message = outcome.code === 'stream_interrupted'
-        ? `The provider stopped before the reply was complete (${outcome.detail}). Nothing was charged.`
-        : `The provider sent output the marketplace refused to deliver (${outcome.detail}). Nothing was charged.`
+      await s.ledger.release(
+        r.requestId,
+        s.now(),
+        base(outcome.code, { servedModel: outcome.servedModel, provider: outcome.reply.offer.provider }),
+      )
+      const message =
+        outcome.code === 'stream_interrupted'
+          ? `The provider stopped before the reply was complete (${outcome.detail}). Nothing was charged.`
+          : `The provider sent output the marketplace refused to deliver (${outcome.detail}). Nothing was charged.`
       return { kind: 'broken', code: outcome.code, message }
     }
     case 'failed': {
@@ -93,14 +132,29 @@ export async function charge(s: ChargeDeps, r: Admitted, outcome: RouteOutcome):
 
 /** What a delivered reply costs, and the capture that charges it. */
 function chargeOf(
-  s: ChargeDeps, r: Admitted, reply: Produced, servedModel: string | null, outcome: Outcome,
+  s: ChargeDeps,
+  r: Admitted,
+  reply: Produced,
+  servedModel: string | null,
+  outcome: Outcome,
   base: (o: Outcome, extra?: Partial<UsageRecord>) => UsageRecord,
 ): { usage: Usage; cost: bigint; capture: CaptureRequest } {
-  // max_tokens bounds the output and the charge (docs/interface.md §4.1): an upstream that overruns it is billed, and reported, as
-  // if it had stopped there, at the price of the offer that served. The bound is the one that offer was sent (targets
-  // of svc/cortex@1 may be sent less than the hold covers).
-  const completion = Math.min(countOutput(reply.content, reply.toolCalls.map((c) => c.function), reply.maxTokens), reply.maxTokens)
-  const usage: Usage = { prompt_tokens: r.prepared.inputTokens, completion_tokens: completion, total_tokens: r.prepared.inputTokens + completion }
+  // max_tokens bounds the output and the charge (docs/interface.md §4.1): an upstream that overruns it is billed, and
+  // reported, as if it had stopped there, at the price of the offer that served. The bound is the one that offer was
+  // sent (targets of svc/cortex@1 may be sent less than the hold covers).
+  const completion = Math.min(
+    countOutput(
+      reply.content,
+      reply.toolCalls.map((c) => c.function),
+      reply.maxTokens,
+    ),
+    reply.maxTokens,
+  )
+  const usage: Usage = {
+    prompt_tokens: r.prepared.inputTokens,
+    completion_tokens: completion,
+    total_tokens: r.prepared.inputTokens + completion,
+  }
   // Never more than was held, whatever else happens.
   const cost = minBig(priceOf(reply.offer.prices, usage.prompt_tokens, usage.completion_tokens), r.hold)
   const managed = reply.offer.managed
@@ -108,10 +162,19 @@ function chargeOf(
   const payeeId = managed ? s.accounts.vendor : s.accounts.payees.get(reply.offer.provider)
   if (payeeId === undefined) throw new Error(`no account for provider ${reply.offer.provider}`)
   const capture: CaptureRequest = {
-    requestId: r.requestId, cost, payeeId, fee, feeAccountId: s.accounts.fees, now: s.now(),
+    requestId: r.requestId,
+    cost,
+    payeeId,
+    fee,
+    feeAccountId: s.accounts.fees,
+    now: s.now(),
     usage: base(outcome, {
-      servedModel, provider: reply.offer.provider, completionTokens: completion, cost,
-      upstreamPromptTokens: reply.upstreamUsage?.promptTokens ?? null, upstreamCompletionTokens: reply.upstreamUsage?.completionTokens ?? null,
+      servedModel,
+      provider: reply.offer.provider,
+      completionTokens: completion,
+      cost,
+      upstreamPromptTokens: reply.upstreamUsage?.promptTokens ?? null,
+      upstreamCompletionTokens: reply.upstreamUsage?.completionTokens ?? null,
     }),
   }
   return { usage, cost, capture }
@@ -130,14 +193,17 @@ async function capture(s: ChargeDeps, c: CaptureRequest): Promise<boolean> {
 export type Delivered = Extract<Finished, { kind: 'delivered' }>
 
 /**
- * A delivered reply whose capture the store never answered: it may have charged. The pipeline finds out which (`landed`)
- * before it answers: the reply and its charge, or an error and nothing charged; an error after a charge only when the
- * store cannot be read at all (the error then says to check GET /v1/usage/{id} before retrying).
+ * A delivered reply whose capture the store never answered: it may have charged. The pipeline finds out which
+ * (`landed`) before it answers: the reply and its charge, or an error and nothing charged; an error after a charge only
+ * when the store cannot be read at all (the error then says to check GET /v1/usage/{id} before retrying).
  */
 export class CaptureInDoubt extends Error {
   readonly requestId: string
 
-  constructor(readonly finished: Delivered, cause: CloseUnanswered) {
+  constructor(
+    readonly finished: Delivered,
+    cause: CloseUnanswered,
+  ) {
     super(cause.message, { cause })
     this.requestId = cause.requestId
   }
@@ -150,26 +216,38 @@ export class CaptureInDoubt extends Error {
  * writes it completed, with its cost; a sweep writes it abandoned). Read twice before giving up: the connection that
  * lost one answer may have lost the next.
  */
-export async function landed(usage: UsageRepo, accountId: number, err: unknown, released: boolean | undefined): Promise<Delivered | undefined> {
+export async function landed(
+  usage: UsageRepo,
+  accountId: number,
+  err: unknown,
+  released: boolean | undefined,
+): Promise<Delivered | undefined> {
   // A release that threw (its answer lost as well, most likely) proves nothing either way: the record tells.
   if (!(err instanceof CaptureInDoubt) || released === true) return undefined
   const read = () => usage.get(accountId, err.requestId)
-  const record = await read().catch(read).catch(() => undefined)
+  const record = await read()
+    .catch(read)
+    .catch(() => undefined)
   return record?.outcome === 'completed' && record.cost === err.finished.cost ? err.finished : undefined
 }
 
 /**
  * A request the gateway stopped serving when its shutdown grace ran out: its client is still there and is told so, to
- * retry elsewhere, and is charged nothing (as for a stream an upstream broke, docs/architecture.md §4): a stream that had begun
- * ends with `stream_interrupted`, anything else is refused with 503.
+ * retry elsewhere, and is charged nothing (as for a stream an upstream broke, docs/architecture.md §4): a stream that
+ * had begun ends with `stream_interrupted`, anything else is refused with 503.
  */
 async function stoppedUnderway(
-  s: ChargeDeps, r: Admitted, outcome: Extract<RouteOutcome, { kind: 'client_closed' }>, base: (o: Outcome, extra?: Partial<UsageRecord>) => UsageRecord,
+  s: ChargeDeps,
+  r: Admitted,
+  outcome: Extract<RouteOutcome, { kind: 'client_closed' }>,
+  base: (o: Outcome, extra?: Partial<UsageRecord>) => UsageRecord,
 ): Promise<Finished> {
   const reply = outcome.reply
   const begun = reply !== undefined && reply.content.length > 0
   const served = begun ? { servedModel: outcome.servedModel ?? null, provider: reply.offer.provider } : {}
   await s.ledger.release(r.requestId, s.now(), base(begun ? 'stream_interrupted' : 'no_capacity', served))
   const message = 'The gateway is stopping and could not finish this request in time. Nothing was charged; retry.'
-  return begun ? { kind: 'broken', code: 'stream_interrupted', message } : { kind: 'refused', error: apiError('no_capacity', message, { retryAfter: 1 }) }
+  return begun
+    ? { kind: 'broken', code: 'stream_interrupted', message }
+    : { kind: 'refused', error: apiError('no_capacity', message, { retryAfter: 1 }) }
 }

@@ -41,22 +41,34 @@ export class Gateway {
   /** The server is stopping: requests in flight finish, new ones are refused (503, retry). */
   stopping = false
 
-  private constructor(readonly config: Config, readonly store: Store, opts: GatewayOptions) {
+  private constructor(
+    readonly config: Config,
+    readonly store: Store,
+    opts: GatewayOptions,
+  ) {
     this.tuning = tuningOf(config)
     this.now = opts.now ?? Date.now
     this.log = opts.log ?? ((msg, err) => (err === undefined ? console.error(msg) : console.error(msg, err)))
     this.health = breakers(this.tuning, this.now, this.log)
     this.reachability = new Reachability((provider, reachable, detail) =>
-      this.log(reachable ? `provider ${provider}: reachable again` : `provider ${provider}: cannot be reached (${detail})`))
+      this.log(
+        reachable ? `provider ${provider}: reachable again` : `provider ${provider}: cannot be reached (${detail})`,
+      ),
+    )
     const make = opts.makeUpstream ?? ((url, key, t) => new OpenAICompatibleProvider(url, key, t))
     this.catalog = new Catalog(config, (url, key) => make(url, key, this.tuning))
     this.keys = new KeyVerifier(store, this.tuning.keyCacheMs, this.now)
     this.usage = new UsageQueries(store.usage)
     const holdTtlMs = this.tuning.holdTtlSeconds * 1000
-    this.lifecycle = new InstanceLifecycle(store, newInstanceId(), holdTtlMs, this.now, (err) => this.log('background task failed', err))
+    this.lifecycle = new InstanceLifecycle(store, newInstanceId(), holdTtlMs, this.now, (err) =>
+      this.log('background task failed', err),
+    )
   }
 
-  /** Builds the gateway over an open store: provider accounts exist, this instance is registered, stale holds are released. */
+  /**
+   * Builds the gateway over an open store: provider accounts exist, this instance is registered, stale holds are
+   * released.
+   */
   static async start(config: Config, store: Store, opts: GatewayOptions = {}): Promise<Gateway> {
     const gw = new Gateway(config, store, opts)
     const now = gw.now()
@@ -68,11 +80,27 @@ export class Gateway {
     const fees = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
     const vendor = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.vendor))!.id
     const { ledger, usage } = store
-    gw.chargeDeps = { ledger, usage, health: gw.health, reachability: gw.reachability, feeBps: config.feeBps, accounts: { fees, vendor, payees }, now: gw.now, log: (msg) => gw.log(msg) }
+    gw.chargeDeps = {
+      ledger,
+      usage,
+      health: gw.health,
+      reachability: gw.reachability,
+      feeBps: config.feeBps,
+      accounts: { fees, vendor, payees },
+      now: gw.now,
+      log: (msg) => gw.log(msg),
+    }
     gw.chatPipeline = new ChatPipeline({
       idempotency: new Idempotency(store.idempotency, usage, gw.now),
-      catalog: gw.catalog, health: gw.health, ledger, admission: store, lifecycle: gw.lifecycle, charge: gw.chargeDeps,
-      holdTtlMs: gw.tuning.holdTtlSeconds * 1000, now: gw.now, log: gw.log,
+      catalog: gw.catalog,
+      health: gw.health,
+      ledger,
+      admission: store,
+      lifecycle: gw.lifecycle,
+      charge: gw.chargeDeps,
+      holdTtlMs: gw.tuning.holdTtlSeconds * 1000,
+      now: gw.now,
+      log: gw.log,
     })
     await gw.lifecycle.start()
     // Not awaited: a provider that cannot be reached is logged, and the gateway serves the others meanwhile.
@@ -113,8 +141,12 @@ function breakers(tuning: Tuning, now: () => number, log: (msg: string) => void)
     closed: 'closed: an attempt succeeded',
   }
   const probe = `; next probe in ${Math.ceil(cooldownMs / 1000)} s`
-  return new Health({
-    failures, cooldownMs,
-    onChange: (key, change) => log(`offer ${key}: breaker ${line[change]}${change === 'closed' ? '' : probe}`),
-  }, now)
+  return new Health(
+    {
+      failures,
+      cooldownMs,
+      onChange: (key, change) => log(`offer ${key}: breaker ${line[change]}${change === 'closed' ? '' : probe}`),
+    },
+    now,
+  )
 }

@@ -25,7 +25,11 @@ export type Remember = (body: string) => Promise<void>
  * (409) naming the first request. A first request that charged nothing frees its key for a retry.
  */
 export class Idempotency {
-  constructor(private readonly repo: IdempotencyRepo, private readonly usage: UsageRepo, private readonly now: () => number) {}
+  constructor(
+    private readonly repo: IdempotencyRepo,
+    private readonly usage: UsageRepo,
+    private readonly now: () => number,
+  ) {}
 
   async begin(caller: Caller, key: string, body: unknown, requestId: string): Promise<Idempotent> {
     if (!KEY_SHAPE.test(key)) {
@@ -36,17 +40,22 @@ export class Idempotency {
     const first = await this.repo.claim(claim)
     if (first === 'claimed') return this.run(caller.keyId, key, requestId)
     const named = `Idempotency-Key ${JSON.stringify(clipped(key))} was first sent with request ${first.requestId}`
-    if (first.bodyHash !== claim.bodyHash) return conflict(`${named} and another body; use a new key for a new request.`)
+    if (first.bodyHash !== claim.bodyHash)
+      return conflict(`${named} and another body; use a new key for a new request.`)
     if (first.state === 'replayable' && first.reply) {
       return { kind: 'replay', status: first.reply.status, body: first.reply.body, firstRequestId: first.requestId }
     }
     if (first.state === 'stream') {
-      return conflict(`${named}, a stream, which is not sent again; GET /v1/usage/${first.requestId} shows what it cost.`)
+      return conflict(
+        `${named}, a stream, which is not sent again; GET /v1/usage/${first.requestId} shows what it cost.`,
+      )
     }
     const record = await this.usage.get(caller.accountId, first.requestId)
     if (record === undefined) return conflict(`${named}, which is still being served; retry once it has finished.`)
     if (record.cost > 0n) {
-      return conflict(`${named}, which was charged but whose reply was lost; GET /v1/usage/${first.requestId} shows it.`)
+      return conflict(
+        `${named}, which was charged but whose reply was lost; GET /v1/usage/${first.requestId} shows it.`,
+      )
     }
     // It ended uncharged without freeing its key (its gateway stopped): this request takes it over.
     if (await this.repo.takeOver(claim, first.requestId)) return this.run(caller.keyId, key, requestId)
@@ -71,10 +80,15 @@ export class Idempotency {
 }
 
 function conflict(message: string): Idempotent {
-  return { kind: 'refused', error: apiError('feature_not_supported', message, { param: 'Idempotency-Key', status: 409 }) }
+  return {
+    kind: 'refused',
+    error: apiError('feature_not_supported', message, { param: 'Idempotency-Key', status: 409 }),
+  }
 }
 
 /** The hash a repeated request's body is compared by: its JSON as parsed, so spacing does not matter. */
 function bodyHashOf(body: unknown): string {
-  return createHash('sha256').update(JSON.stringify(body) ?? '').digest('hex')
+  return createHash('sha256')
+    .update(JSON.stringify(body) ?? '')
+    .digest('hex')
 }

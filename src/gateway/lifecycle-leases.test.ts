@@ -23,7 +23,16 @@ describe("an instance's heartbeat", () => {
     const { store, user, life } = await lifecycleOn('gw_a', 5_000, () => t)
     await store.instances.register({ id: life.id, host: life.host, pid: process.pid, startedAt: t })
     const hold = (requestId: string) =>
-      store.ledger.hold({ requestId, accountId: user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: life.id, now: t, expiresAt: t + 5_000 })
+      store.ledger.hold({
+        requestId,
+        accountId: user,
+        keyId: 'key_1',
+        model: 'svc/atlas@1',
+        amount: 100n,
+        owner: life.id,
+        now: t,
+        expiresAt: t + 5_000,
+      })
     expect(await hold('served')).toEqual({ ok: true })
     expect(await hold('left_open')).toEqual({ ok: true })
     life.admitted('served')
@@ -55,7 +64,18 @@ describe("a peer's holds", () => {
     const theirs = () => mine - 20_000
     const { store, user, life } = await lifecycleOn('gw_here', 600_000, () => mine)
     await store.instances.register({ id: 'gw_there', host: 'another-host', pid: 1, startedAt: theirs() })
-    expect(await store.ledger.hold({ requestId: 'theirs', accountId: user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'gw_there', now: theirs(), expiresAt: theirs() + 600_000 })).toEqual({ ok: true })
+    expect(
+      await store.ledger.hold({
+        requestId: 'theirs',
+        accountId: user,
+        keyId: 'key_1',
+        model: 'svc/atlas@1',
+        amount: 100n,
+        owner: 'gw_there',
+        now: theirs(),
+        expiresAt: theirs() + 600_000,
+      }),
+    ).toEqual({ ok: true })
     for (let i = 0; i < 6; i++) {
       expect(await life.sweep()).toBe(0)
       mine += 5_000

@@ -24,8 +24,27 @@ describe('an instance another gateway took for dead', () => {
       throw err
     })
     await life.start()
-    const hold = (requestId: string) => s.ledger.hold({ requestId, accountId: user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: life!.id, now: 1000, expiresAt: Date.now() + 60_000 })
-    const capture = (requestId: string) => s.ledger.capture({ requestId, cost: 40n, payeeId: payee, fee: 0n, feeAccountId: fees, now: 1001, usage: usageRecord(requestId, user, 40n) })
+    const hold = (requestId: string) =>
+      s.ledger.hold({
+        requestId,
+        accountId: user,
+        keyId: 'key_1',
+        model: 'svc/atlas@1',
+        amount: 100n,
+        owner: life!.id,
+        now: 1000,
+        expiresAt: Date.now() + 60_000,
+      })
+    const capture = (requestId: string) =>
+      s.ledger.capture({
+        requestId,
+        cost: 40n,
+        payeeId: payee,
+        fee: 0n,
+        feeAccountId: fees,
+        now: 1001,
+        usage: usageRecord(requestId, user, 40n),
+      })
     expect(await hold('before')).toEqual({ ok: true })
 
     // A peer saw a stale heartbeat (a long pause), released this instance's holds and removed it.

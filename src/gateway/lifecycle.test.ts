@@ -43,7 +43,8 @@ describe('HeartbeatWatch', () => {
       { id: 'behind', host: 'h3', pid: 1, startedAt: 0, heartbeatAt: t - 40_000 },
     ]
     for (let t = NOW; t <= NOW + 60_000; t += 5_000) expect(watch.dead(peers(t), self, t)).toEqual([])
-    // The peer that ran ahead stops: 15 s of this clock later it is dead, though its last heartbeat is in this clock's future.
+    // The peer that ran ahead stops: 15 s of this clock later it is dead, though its last heartbeat is in this clock's
+    // future.
     const stopped = peers(NOW + 60_000)
     expect(watch.dead(stopped, self, NOW + 75_000)).toEqual([])
     expect(watch.dead(stopped, self, NOW + 80_000)).toEqual(['ahead', 'behind'])
@@ -58,8 +59,11 @@ describe('HeartbeatWatch', () => {
     expect(watch.dead([peer], self, NOW + 45_001)).toEqual(['p'])
   })
 
-  it.skipIf(!existsSync('/proc/sys/kernel/random/boot_id'))('names this host by its boot too: machines cloned from one image share a host name and a pid namespace', () => {
-    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()
-    expect(hostIdentity().startsWith(`${hostname()}/${boot}/`)).toBe(true)
-  })
+  it.skipIf(!existsSync('/proc/sys/kernel/random/boot_id'))(
+    'names this host by its boot too: machines cloned from one image share a host name and a pid namespace',
+    () => {
+      const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()
+      expect(hostIdentity().startsWith(`${hostname()}/${boot}/`)).toBe(true)
+    },
+  )
 })

@@ -21,7 +21,13 @@ export function hostIdentity(): string {
       return ''
     }
   }
-  return [hostname(), read('/proc/sys/kernel/random/boot_id', (p) => readFileSync(p, 'utf8')), read('/proc/self/ns/pid', readlinkSync)].filter(Boolean).join('/')
+  return [
+    hostname(),
+    read('/proc/sys/kernel/random/boot_id', (p) => readFileSync(p, 'utf8')),
+    read('/proc/self/ns/pid', readlinkSync),
+  ]
+    .filter(Boolean)
+    .join('/')
 }
 
 function pidAlive(pid: number): boolean {
@@ -52,7 +58,8 @@ export class HeartbeatWatch {
       .filter((i) => i.id !== self.id)
       .filter((i) => {
         let seen = this.seen.get(i.id)
-        if (seen?.heartbeatAt !== i.heartbeatAt) this.seen.set(i.id, (seen = { heartbeatAt: i.heartbeatAt, since: now }))
+        if (seen?.heartbeatAt !== i.heartbeatAt)
+          this.seen.set(i.id, (seen = { heartbeatAt: i.heartbeatAt, since: now }))
         return now - seen.since > STALE_MS || (i.host === self.host && (i.pid === self.pid || !pidAlive(i.pid)))
       })
       .map((i) => i.id)
@@ -138,7 +145,11 @@ export class InstanceLifecycle {
   /** Releases expired holds and the holds of dead instances; returns how many were released. */
   async sweep(): Promise<number> {
     const now = this.now()
-    const dead = this.peers.dead(await this.store.instances.list(), { id: this.id, host: this.host, pid: process.pid }, now)
+    const dead = this.peers.dead(
+      await this.store.instances.list(),
+      { id: this.id, host: this.host, pid: process.pid },
+      now,
+    )
     let released = await this.store.ledger.releaseOwnedBy(dead, now)
     await this.store.instances.remove(dead)
     // Instances that stopped with holds open, or that a sweep removed before it could release them.
@@ -153,7 +164,9 @@ export class InstanceLifecycle {
     const t = setInterval(() => {
       if (running) return
       running = true
-      fn().catch(this.onError).finally(() => (running = false))
+      fn()
+        .catch(this.onError)
+        .finally(() => (running = false))
     }, ms)
     t.unref()
     this.timers.push(t)

@@ -24,35 +24,56 @@ export function normalizeMessages(messages: readonly Message[]): NormalizedMessa
       for (const [j, part] of m.content.entries()) {
         const p = part as { type: string; text?: unknown }
         if (p.type !== 'text' || typeof p.text !== 'string') {
-          return apiError('feature_not_supported', `messages[${i}].content[${j}] is a ${JSON.stringify(clipped(p.type))} part; only text parts are supported.`, { param: `messages[${i}].content` })
+          return apiError(
+            'feature_not_supported',
+            `messages[${i}].content[${j}] is a ${JSON.stringify(clipped(p.type))} part; only text parts are supported.`,
+            { param: `messages[${i}].content` },
+          )
         }
         parts.push(p.text)
       }
       text = parts.join('\n')
     } else {
       if (!(m.role === 'assistant' && m.tool_calls?.length)) {
-        return apiError('feature_not_supported', `messages[${i}].content is required for a ${m.role} message.`, { param: `messages[${i}].content` })
+        return apiError('feature_not_supported', `messages[${i}].content is required for a ${m.role} message.`, {
+          param: `messages[${i}].content`,
+        })
       }
       text = ''
     }
     if (m.role === 'tool') {
-      if (!m.tool_call_id) return apiError('feature_not_supported', `messages[${i}] is a tool message without tool_call_id.`, { param: `messages[${i}].tool_call_id` })
+      if (!m.tool_call_id)
+        return apiError('feature_not_supported', `messages[${i}] is a tool message without tool_call_id.`, {
+          param: `messages[${i}].tool_call_id`,
+        })
       usesTools = true
     }
     if (m.tool_calls?.length && m.role !== 'assistant') {
-      return apiError('feature_not_supported', `messages[${i}].tool_calls is only allowed on assistant messages.`, { param: `messages[${i}].tool_calls` })
+      return apiError('feature_not_supported', `messages[${i}].tool_calls is only allowed on assistant messages.`, {
+        param: `messages[${i}].tool_calls`,
+      })
     }
     // Rebuilt of the fields it checks and counts: whatever else a client puts in a message or a call is not sent on.
-    const out: Record<string, unknown> = { role: m.role, content: m.content === null || m.content === undefined ? null : text }
+    const out: Record<string, unknown> = {
+      role: m.role,
+      content: m.content === null || m.content === undefined ? null : text,
+    }
     if (m.name !== undefined) out.name = m.name
-    const calls = m.tool_calls?.length ? m.tool_calls.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })) : undefined
+    const calls = m.tool_calls?.length
+      ? m.tool_calls.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments }))
+      : undefined
     if (calls) {
       usesTools = true
-      out.tool_calls = calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }))
+      out.tool_calls = calls.map((c) => ({
+        id: c.id,
+        type: 'function',
+        function: { name: c.name, arguments: c.arguments },
+      }))
     }
     if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id
     upstream.push(out)
-    // Fields set one by one, not spread from objects made for the purpose: a history of 140,000 messages took 90–130 ms.
+    // Fields set one by one, not spread from objects made for the purpose: a history of 140,000 messages took 90–130
+    // ms.
     const counted: MeteredMessage = { role: m.role, text }
     if (m.name) counted.name = m.name
     if (calls) counted.toolCalls = calls
@@ -82,14 +103,18 @@ export function upstreamBodyJson(req: ChatRequest, messages: Record<string, unkn
     body[k] = v
   }
   // Sent as the fields the gateway checked, and no others (a client's extras there would reach the model uncounted).
-  if (typeof req.tool_choice === 'object' && req.tools?.length) body.tool_choice = { type: 'function', function: { name: req.tool_choice.function.name } }
+  if (typeof req.tool_choice === 'object' && req.tools?.length)
+    body.tool_choice = { type: 'function', function: { name: req.tool_choice.function.name } }
   if (req.response_format) body.response_format = knownFormat(req.response_format)
   const json = JSON.stringify(body)
   return toolsJson === undefined ? json : `${json.slice(0, -1)},"tools":${toolsJson}}`
 }
 
 /** A response format of its known fields, as sent; a schema's (name, description, document) are counted as its JSON. */
-export function knownFormat(format: NonNullable<ChatRequest['response_format']>): { type: string; json_schema?: Record<string, unknown> } {
+export function knownFormat(format: NonNullable<ChatRequest['response_format']>): {
+  type: string
+  json_schema?: Record<string, unknown>
+} {
   if (format.type !== 'json_schema') return { type: format.type }
   const { name, description, schema, strict } = format.json_schema
   return { type: 'json_schema', json_schema: { name, description, schema, strict } }

@@ -89,7 +89,12 @@ export class ChatPipeline {
   }
 
   private async serveChat(call: ChatCall): Promise<ChatResult> {
-    const ctx: RequestContext = { requestId: call.requestId, caller: call.caller, startedAt: this.deps.now(), cancel: call.cancel }
+    const ctx: RequestContext = {
+      requestId: call.requestId,
+      caller: call.caller,
+      startedAt: this.deps.now(),
+      cancel: call.cancel,
+    }
     const prepared = await this.prepare(call)
     if (prepared === undefined) return { kind: 'abandoned' }
     if (isApiError(prepared)) return { kind: 'refused', error: prepared }
@@ -103,7 +108,12 @@ export class ChatPipeline {
     this.deps.lifecycle.admitted(ctx.requestId)
     try {
       const stream = prepared.stream ? call.openStream(admitted) : undefined
-      return { kind: 'finished', request: admitted, finished: await this.serve(admitted, stream), ...(stream ? { stream } : {}) }
+      return {
+        kind: 'finished',
+        request: admitted,
+        finished: await this.serve(admitted, stream),
+        ...(stream ? { stream } : {}),
+      }
     } finally {
       this.deps.lifecycle.released(ctx.requestId)
     }
@@ -124,7 +134,9 @@ export class ChatPipeline {
     let result: Awaited<ReturnType<typeof admit>>
     try {
       result = await admit(this.deps.admission, ctx, prepared, {
-        owner: this.deps.lifecycle.id, now: ctx.startedAt, holdTtlMs: this.deps.holdTtlMs,
+        owner: this.deps.lifecycle.id,
+        now: ctx.startedAt,
+        holdTtlMs: this.deps.holdTtlMs,
       })
     } catch (err) {
       // The hold may have been written before the store failed: release it, or the live instance would keep it.
@@ -169,17 +181,28 @@ export class ChatPipeline {
    * nothing; the usage record carries what the client was answered. Unless its capture had landed though the store's
    * answer was lost: then the reply it charged for is what the client gets.
    */
-  private async recover(r: Admitted, err: unknown, outcome: 'no_capacity' | 'stream_interrupted'): Promise<Delivered | undefined> {
+  private async recover(
+    r: Admitted,
+    err: unknown,
+    outcome: 'no_capacity' | 'stream_interrupted',
+  ): Promise<Delivered | undefined> {
     const now = this.deps.now()
     const usage = requestUsage(r, now, outcome)
     const released = await this.deps.ledger.release(r.requestId, now, usage).catch(() => undefined)
     const charged = await landed(this.deps.charge.usage, r.caller.accountId, err, released)
-    if (charged) this.deps.log(`request ${r.requestId}: the store did not answer its capture, which had landed; the reply is delivered as charged`)
+    if (charged)
+      this.deps.log(
+        `request ${r.requestId}: the store did not answer its capture, which had landed; the reply is delivered as charged`,
+      )
     else this.deps.log(`request ${r.requestId} failed`, err)
     return charged
   }
 
-  private async recordRefusal(ctx: RequestContext, prepared: Prepared, outcome: 'no_capacity' | 'insufficient_quota'): Promise<void> {
+  private async recordRefusal(
+    ctx: RequestContext,
+    prepared: Prepared,
+    outcome: 'no_capacity' | 'insufficient_quota',
+  ): Promise<void> {
     await this.deps.ledger.record(requestUsage({ ...ctx, prepared, hold: 0n }, this.deps.now(), outcome))
   }
 
@@ -197,7 +220,8 @@ export class ChatPipeline {
 
 /** What the client is told when the gateway failed it: nothing was charged, and where to check before a retry. */
 export function internalError(requestId: string): ApiError {
-  const message = `The gateway could not complete the request because of an internal error (${requestId}); ` +
+  const message =
+    `The gateway could not complete the request because of an internal error (${requestId}); ` +
     `check GET /v1/usage/${requestId} before retrying.`
   return apiError('no_capacity', message, { retryAfter: 1 })
 }

@@ -19,7 +19,10 @@ export interface Prepared {
   model: string
   stream: boolean
   inputTokens: number
-  /** The largest output bound of the plan's targets: what the hold covers (each target is told, and billed up to, its own). */
+  /**
+   * The largest output bound of the plan's targets: what the hold covers (each target is told, and billed up to, its
+   * own).
+   */
   maxTokens: number
   /** What the reply may call: declared tools, tool_choice, parallel_tool_calls. */
   calls: CallPolicy
@@ -28,20 +31,32 @@ export interface Prepared {
 }
 
 /**
- * Validates, meters and plans a chat request (docs/interface.md §4.1, docs/architecture.md §3, §5). Bad input yields an ApiError, never an
- * exception. A long prompt is counted over several turns of the event loop (`countInput`): its outcome then comes as a
- * promise, which rejects with `CountAbandoned` once `abandoned` says no one waits for it any more.
+ * Validates, meters and plans a chat request (docs/interface.md §4.1, docs/architecture.md §3, §5). Bad input yields an
+ * ApiError, never an exception. A long prompt is counted over several turns of the event loop (`countInput`): its
+ * outcome then comes as a promise, which rejects with `CountAbandoned` once `abandoned` says no one waits for it any
+ * more.
  */
-export function prepare(body: unknown, catalog: Catalog, health: Health, abandoned?: () => boolean): Prepared | ApiError | Promise<Prepared | ApiError> {
+export function prepare(
+  body: unknown,
+  catalog: Catalog,
+  health: Health,
+  abandoned?: () => boolean,
+): Prepared | ApiError | Promise<Prepared | ApiError> {
   const request = validateChatRequest(body)
   if (isApiError(request)) return request
   if (request.n !== undefined && request.n !== null && request.n > 1) {
-    return apiError('feature_not_supported', 'n greater than 1 is not supported; send one request per choice.', { param: 'n' })
+    return apiError('feature_not_supported', 'n greater than 1 is not supported; send one request per choice.', {
+      param: 'n',
+    })
   }
   const named = catalog.models.get(request.model)
   const cortex = catalog.isCortex(request.model) ? catalog.cortex : undefined
   if (!named && !cortex) {
-    return apiError('model_not_found', `The model ${JSON.stringify(clipped(request.model))} does not exist. GET /v1/models lists the models, including ${CORTEX_MODEL_ID}.`, { param: 'model' })
+    return apiError(
+      'model_not_found',
+      `The model ${JSON.stringify(clipped(request.model))} does not exist. GET /v1/models lists the models, including ${CORTEX_MODEL_ID}.`,
+      { param: 'model' },
+    )
   }
   const messages = normalizeMessages(request.messages)
   if (isApiError(messages)) return messages
@@ -49,10 +64,18 @@ export function prepare(body: unknown, catalog: Catalog, health: Health, abandon
   const tooling = toolRequestViolation(request)
   if (tooling) return tooling
   // Tool definitions and a response schema reach the model as input: they count, as their JSON.
-  const schema = request.response_format?.type === 'json_schema' ? JSON.stringify(knownFormat(request.response_format).json_schema) : ''
+  const schema =
+    request.response_format?.type === 'json_schema'
+      ? JSON.stringify(knownFormat(request.response_format).json_schema)
+      : ''
   const toolsJson = request.tools?.length ? JSON.stringify(request.tools) : undefined
   const read: Read = { request, messages, toolsJson, named, cortex }
-  const inputTokens = countInput(messages.metered, (toolsJson ?? '') + schema, largestContext(catalog, named, cortex), abandoned)
+  const inputTokens = countInput(
+    messages.metered,
+    (toolsJson ?? '') + schema,
+    largestContext(catalog, named, cortex),
+    abandoned,
+  )
   if (typeof inputTokens === 'number') return planned(read, inputTokens, catalog, health)
   // Planned after the count, with the breakers' state of then.
   return inputTokens.then((n) => planned(read, n, catalog, health))
@@ -68,7 +91,12 @@ interface Read {
 }
 
 /** Bounds and plans a checked request of `inputTokens`, or refuses it as unfit for its model. */
-function planned({ request, messages, toolsJson, named, cortex }: Read, inputTokens: number, catalog: Catalog, health: Health): Prepared | ApiError {
+function planned(
+  { request, messages, toolsJson, named, cortex }: Read,
+  inputTokens: number,
+  catalog: Catalog,
+  health: Health,
+): Prepared | ApiError {
   const needs: Needs = {
     inputTokens,
     requestedMax: request.max_completion_tokens ?? request.max_tokens ?? undefined,
@@ -82,7 +110,11 @@ function planned({ request, messages, toolsJson, named, cortex }: Read, inputTok
     const unfit = fitViolation(named, request, needs)
     if (unfit) return unfit
     maxTokens = effectiveMax(named, needs)
-    const upstream = { bodyJson: upstreamBodyJson(request, messages.upstream, toolsJson), stream: needs.stream, maxTokens }
+    const upstream = {
+      bodyJson: upstreamBodyJson(request, messages.upstream, toolsJson),
+      stream: needs.stream,
+      maxTokens,
+    }
     plan = planNamed(catalog, health, inputTokens, named, upstream)
   } else {
     const body = { bodyJson: upstreamBodyJson(request, messages.upstream, toolsJson), stream: needs.stream }
@@ -90,7 +122,15 @@ function planned({ request, messages, toolsJson, named, cortex }: Read, inputTok
     if (isApiError(planned)) return planned
     ;({ plan, maxTokens } = planned)
   }
-  return { request, model: request.model, stream: needs.stream, inputTokens, maxTokens, calls: callPolicyOf(request), plan }
+  return {
+    request,
+    model: request.model,
+    stream: needs.stream,
+    inputTokens,
+    maxTokens,
+    calls: callPolicyOf(request),
+    plan,
+  }
 }
 
 /**
@@ -104,22 +144,38 @@ function largestContext(catalog: Catalog, named: ModelConfig | undefined, cortex
 }
 
 /**
- * Plans svc/cortex@1 (docs/architecture.md §4, §5): each candidate fits as a named request would and is sent its own reply bound,
- * max_tokens when the client sent it, else the listed cortex maximum (the least of the candidates' maximum outputs)
- * or less when the candidate's context leaves less. One bound for all would either drop a small-context candidate
- * that fits (sending the request to the vendor at many times the price) or cut every other candidate's reply to its
- * room. Candidates that can give the whole bound come first, in preference order; those whose context leaves less
- * after them (a reply cut short is the worse answer), then the vendor, sent max_tokens or the listed cortex maximum
- * (or less when its context, if the config gives it, leaves less; a request its context cannot take is not sent it).
- * The hold covers the largest bound of the plan. When nothing fits, nothing could ever serve the request: it is
+ * Plans svc/cortex@1 (docs/architecture.md §4, §5): each candidate fits as a named request would and is sent its own
+ * reply bound, max_tokens when the client sent it, else the listed cortex maximum (the least of the candidates' maximum
+ * outputs) or less when the candidate's context leaves less. One bound for all would either drop a small-context
+ * candidate that fits (sending the request to the vendor at many times the price) or cut every other candidate's reply
+ * to its room. Candidates that can give the whole bound come first, in preference order; those whose context leaves
+ * less after them (a reply cut short is the worse answer), then the vendor, sent max_tokens or the listed cortex
+ * maximum (or less when its context, if the config gives it, leaves less; a request its context cannot take is not sent
+ * it). The hold covers the largest bound of the plan. When nothing fits, nothing could ever serve the request: it is
  * refused as the vendor refuses it, or without a vendor as the first candidate does (a 400, not a 503 to retry).
  */
-function cortexPlan(catalog: Catalog, health: Health, cortex: CortexModel, request: ChatRequest, needs: Needs, body: UpstreamRequest): { plan: RoutePlan; maxTokens: number } | ApiError {
+function cortexPlan(
+  catalog: Catalog,
+  health: Health,
+  cortex: CortexModel,
+  request: ChatRequest,
+  needs: Needs,
+  body: UpstreamRequest,
+): { plan: RoutePlan; maxTokens: number } | ApiError {
   const listed = { ...body, maxTokens: needs.requestedMax ?? cortex.capabilities.maxOutputTokens }
-  const vendorModel = { id: `the managed vendor of ${CORTEX_MODEL_ID}`, contextLimit: catalog.managedContext, capabilities: cortex.capabilities }
+  const vendorModel = {
+    id: `the managed vendor of ${CORTEX_MODEL_ID}`,
+    contextLimit: catalog.managedContext,
+    capabilities: cortex.capabilities,
+  }
   const vendorUnfit = catalog.managed ? contextViolation(vendorModel, needs) : null
   const vendorMax = Math.min(listed.maxTokens, effectiveMax(vendorModel, needs))
-  const vendor = catalog.managed && !vendorUnfit ? (vendorMax === listed.maxTokens ? listed : { ...body, maxTokens: vendorMax }) : undefined
+  const vendor =
+    catalog.managed && !vendorUnfit
+      ? vendorMax === listed.maxTokens
+        ? listed
+        : { ...body, maxTokens: vendorMax }
+      : undefined
   let maxTokens = vendor?.maxTokens ?? 0
   const whole: Candidate[] = []
   const short: Candidate[] = []

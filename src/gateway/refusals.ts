@@ -20,14 +20,25 @@ export function failedError(
   const tried = outcome.attempts.length
   // Every offer that could serve the request was tried and refused the request itself: no retry would fare better,
   // nor another model. (One left out as busy or broken might yet take it.)
-  if (tried === p.plan.allKeys.length && outcome.attempts.every((a) => a.failure.status !== undefined && REQUEST_REFUSED.has(a.failure.status))) {
-    return apiError('feature_not_supported', `Every provider of ${p.model} tried (${tried}) refused the request as invalid (${outcome.attempts[0]!.failure.detail}). Nothing was charged.`, { param: null })
+  if (
+    tried === p.plan.allKeys.length &&
+    outcome.attempts.every((a) => a.failure.status !== undefined && REQUEST_REFUSED.has(a.failure.status))
+  ) {
+    return apiError(
+      'feature_not_supported',
+      `Every provider of ${p.model} tried (${tried}) refused the request as invalid (${outcome.attempts[0]!.failure.detail}). Nothing was charged.`,
+      { param: null },
+    )
   }
   // Both codes tell the client when the earliest breaker half-opens (this failure may have opened them).
   const retryAfter = health.retryAfterSeconds(p.plan.allKeys)
   if (outcome.code === 'provider_output_invalid') {
     const detail = outcome.attempts.find((a) => a.failure.kind === 'invalid_output')?.failure.detail ?? 'invalid output'
-    return apiError('provider_output_invalid', `Every provider of ${p.model} tried (${tried}) answered with output the marketplace refused to deliver (${detail}). Nothing was charged; retry after ${retryAfter} s.`, { retryAfter })
+    return apiError(
+      'provider_output_invalid',
+      `Every provider of ${p.model} tried (${tried}) answered with output the marketplace refused to deliver (${detail}). Nothing was charged; retry after ${retryAfter} s.`,
+      { retryAfter },
+    )
   }
   const advice = p.plan.cortex
     ? `retry after ${retryAfter} s`
@@ -37,7 +48,9 @@ export function failedError(
     const message = `No provider of ${p.model} can be reached (${down}): they are unreachable, not busy. ${advice}.`
     return apiError('no_capacity', message, { retryAfter })
   }
-  return apiError('no_capacity', `No provider of ${p.model} can take the request now (${tried} tried). ${advice}.`, { retryAfter })
+  return apiError('no_capacity', `No provider of ${p.model} can take the request now (${tried} tried). ${advice}.`, {
+    retryAfter,
+  })
 }
 
 /** no_capacity for a plan with no usable offer at all, decided before any money moves. */

@@ -92,7 +92,10 @@ function excessOf(value: unknown, max: number, budget: { values: number }, skip?
  */
 function shapeViolation(req: ChatRequest): ApiError | null {
   const refuse = (param: string, excess: Excess, max = MAX_DEPTH) => {
-    const why = excess === 'depth' ? `nested deeper than ${max} levels` : `the request's tools and response format hold more than ${MAX_VALUES} values`
+    const why =
+      excess === 'depth'
+        ? `nested deeper than ${max} levels`
+        : `the request's tools and response format hold more than ${MAX_VALUES} values`
     return apiError('feature_not_supported', `Invalid value for ${param}: ${why}.`, { param })
   }
   const budget = { values: MAX_VALUES }
@@ -115,19 +118,30 @@ function shapeViolation(req: ChatRequest): ApiError | null {
 /** The body's field `key` when it is a JSON object (a record the schema will read key by key), else undefined. */
 function recordOf(body: unknown, key: string): Record<string, unknown> | undefined {
   const value = typeof body === 'object' && body !== null ? (body as Record<string, unknown>)[key] : undefined
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined
 }
 
-/** Checked before the schema, which reads every key of a record: 300 000 of them in metadata took it most of a second. */
+/**
+ * Checked before the schema, which reads every key of a record: 300 000 of them in metadata took it most of a second.
+ */
 function metadataViolation(body: unknown): ApiError | null {
   const metadata = recordOf(body, 'metadata')
   if (!metadata) return null
   const pairs = Object.keys(metadata).length
   if (pairs <= MAX_METADATA_PAIRS) return null
-  return apiError('feature_not_supported', `Invalid value for metadata: at most ${MAX_METADATA_PAIRS} key-value pairs, not ${pairs}.`, { param: 'metadata' })
+  return apiError(
+    'feature_not_supported',
+    `Invalid value for metadata: at most ${MAX_METADATA_PAIRS} key-value pairs, not ${pairs}.`,
+    { param: 'metadata' },
+  )
 }
 
-/** Entries of logit_bias past which they are checked by hand: the schema took 0.2–0.4 s over the 330,000 a body holds, 1.1 s to explain one wrong. */
+/**
+ * Entries of logit_bias past which they are checked by hand: the schema took 0.2–0.4 s over the 330,000 a body holds,
+ * 1.1 s to explain one wrong.
+ */
 const BIAS_CHECKED_BY_HAND = 1024
 
 /**
@@ -142,7 +156,8 @@ function forSchema(body: unknown): unknown {
   if (keys.length <= BIAS_CHECKED_BY_HAND) return body
   const isBias = (v: unknown) => typeof v === 'number' && v >= -MAX_LOGIT_BIAS && v <= MAX_LOGIT_BIAS
   // In the schema's order: the values of the keys that are token ids first, then the keys that are not.
-  const wrong = keys.find((k) => LOGIT_BIAS_KEY.test(k) && !isBias(entries[k])) ?? keys.find((k) => !LOGIT_BIAS_KEY.test(k))
+  const wrong =
+    keys.find((k) => LOGIT_BIAS_KEY.test(k) && !isBias(entries[k])) ?? keys.find((k) => !LOGIT_BIAS_KEY.test(k))
   return { ...(body as object), logit_bias: wrong === undefined ? {} : { [wrong]: entries[wrong] } }
 }
 
@@ -157,7 +172,9 @@ function withoutNullTools(body: unknown): unknown {
   return copy
 }
 
-/** Checks the request's shape against the one schema; the first problem becomes feature_not_supported naming the field. */
+/**
+ * Checks the request's shape against the one schema; the first problem becomes feature_not_supported naming the field.
+ */
 export function validateChatRequest(raw: unknown): ChatRequest | ApiError {
   const body = withoutNullTools(raw)
   const metadata = metadataViolation(body)

@@ -174,7 +174,8 @@ function rate(text: string, n: number, at: number): void {
 /** The number of o200k tokens of one pre-token of at most MAX_MERGED code units (special tokens' text is text). */
 export function preTokenCount(preToken: string): number {
   if (TEXT_RANKS.has(preToken)) return 1
-  if (preToken.length > MAX_MERGED) throw new RangeError(`a pre-token of ${preToken.length} code units is merged in pieces`)
+  if (preToken.length > MAX_MERGED)
+    throw new RangeError(`a pre-token of ${preToken.length} code units is merged in pieces`)
   // A lone surrogate is U+FFFD in UTF-8, and so in its pairs' text.
   const text = (preToken as WellFormed).toWellFormed()
   const n = encode(text)

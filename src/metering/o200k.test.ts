@@ -7,9 +7,49 @@ const AS_TEXT = { disallowedSpecial: new Set<string>() }
 /** A text of `n` pieces drawn (deterministically from `seed`) from every kind the split tells apart. */
 function mixed(seed: number, n: number): string {
   const kinds = [
-    'river', ' River', 'RIVER', ' don\'t', "'s", ' they\'LL', '12345', ' 7', '3.14159', ' ', '  ', '\t', '\n', '\r\n', ' \n\n ',
-    ',', '!?', ' ...', ' ---', '/', '//\n', '中文', '日本語の', ' 한국어', 'é', ' naïve', 'Ωμέγα', ' Москва', '😀', ' 👍🏽', '\u3000',
-    '\u00a0', 'x\u0301', '<', '|', '>', 'endoftext', ' {"a":1}', '_id', 'camelCase', ' ALLCAPSWord', '\u200b', '\ud800',
+    'river',
+    ' River',
+    'RIVER',
+    " don't",
+    "'s",
+    " they'LL",
+    '12345',
+    ' 7',
+    '3.14159',
+    ' ',
+    '  ',
+    '\t',
+    '\n',
+    '\r\n',
+    ' \n\n ',
+    ',',
+    '!?',
+    ' ...',
+    ' ---',
+    '/',
+    '//\n',
+    '中文',
+    '日本語の',
+    ' 한국어',
+    'é',
+    ' naïve',
+    'Ωμέγα',
+    ' Москва',
+    '😀',
+    ' 👍🏽',
+    '\u3000',
+    '\u00a0',
+    'x\u0301',
+    '<',
+    '|',
+    '>',
+    'endoftext',
+    ' {"a":1}',
+    '_id',
+    'camelCase',
+    ' ALLCAPSWord',
+    '\u200b',
+    '\ud800',
   ]
   let x = seed * 2654435761
   let out = ''
@@ -40,8 +80,18 @@ describe('countText', () => {
   it('merges long pre-tokens whole, exactly as the encoder does', () => {
     // Runs of one class the split keeps together: words without a space, Thai, CJK, symbols and marks in turn, up to
     // the longest pre-token merged whole (1,024 code units).
-    const alphabets = ['abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef', 'กขคงจฉชซฌญฎฏฐฑ', '的一是不了人我在有他这为之大来以个中上们',
-      'абвгдежзийклмнопрстуфхцчшщъыьэюя', 'éèàçùâêîôûëïü', '❤️\u0301\u200d', '😀🎉👍🏽🙂', 'x\ud800y\udfffz', '()[]{}<>|/\\-+=*&^%$#@!~']
+    const alphabets = [
+      'abcdefghijklmnopqrstuvwxyz',
+      'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef',
+      'กขคงจฉชซฌญฎฏฐฑ',
+      '的一是不了人我在有他这为之大来以个中上们',
+      'абвгдежзийклмнопрстуфхцчшщъыьэюя',
+      'éèàçùâêîôûëïü',
+      '❤️\u0301\u200d',
+      '😀🎉👍🏽🙂',
+      'x\ud800y\udfffz',
+      '()[]{}<>|/\\-+=*&^%$#@!~',
+    ]
     let x = 12345
     const next = () => (x = (x * 1103515245 + 12345) >>> 0)
     for (let k = 0; k < 60; k++) {
@@ -101,9 +151,12 @@ describe('countText of long texts', () => {
   })
 
   it('cuts a segment after a word followed by a lone low surrogate, not inside the word', () => {
-    // Digits in groups of three before the word and a lone surrogate (valid in JSON) after it: cuts that change nothing.
+    // Digits in groups of three before the word and a lone surrogate (valid in JSON) after it: cuts that change
+    // nothing.
     const text = `${'1'.repeat(8_190)}hello\udc00${'1'.repeat(10_000)}`
-    expect(countText(text)).toBe(countText('1'.repeat(8_190)) + countText('hello\udc00') + countText('1'.repeat(10_000)))
+    expect(countText(text)).toBe(
+      countText('1'.repeat(8_190)) + countText('hello\udc00') + countText('1'.repeat(10_000)),
+    )
   })
 
   it('matches no pre-token longer than a segment: a body of one mark repeated is counted in short steps', () => {
@@ -111,7 +164,7 @@ describe('countText of long texts', () => {
     const marks = 'a' + '\u0301'.repeat(4_000_000)
     const count = new TextCount(marks)
     let worst = 0
-    for (let done = false; !done; ) {
+    for (let done = false; !done;) {
       const started = performance.now()
       done = count.step(8_192)
       worst = Math.max(worst, performance.now() - started)
@@ -141,7 +194,8 @@ describe('TextCount', () => {
     ]
     for (const text of texts) {
       const whole = countText(text)
-      for (const units of [1, 7, 64, 1000, 1024, 4096]) expect(stepped(text, units).n, `${units}: ${text.slice(0, 30)}`).toBe(whole)
+      for (const units of [1, 7, 64, 1000, 1024, 4096])
+        expect(stepped(text, units).n, `${units}: ${text.slice(0, 30)}`).toBe(whole)
     }
     // Below a piece's size no pre-token is left whole at a step's end; above it, the steps are as many as asked.
     expect(stepped('word '.repeat(10_000), 1000).steps).toBeGreaterThanOrEqual(50)
@@ -159,7 +213,7 @@ describe('TextCount', () => {
     // The split expression is shared: each step must start where its own count stopped.
     const texts = [mixed(11, 300), 'z'.repeat(3000), mixed(12, 300)]
     const counts = texts.map((t) => new TextCount(t))
-    for (let open = counts.length; open > 0; ) {
+    for (let open = counts.length; open > 0;) {
       open = 0
       for (const c of counts) if (!c.step(50)) open++
     }

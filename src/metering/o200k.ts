@@ -119,8 +119,10 @@ export class TextCount {
         const from = this.segmentStart
         // Set each time: another count may have used the expression between this one's steps.
         PRE_TOKEN.lastIndex = at - from
-        // The split matches every code point (above), so the rest never goes unmatched; were it to, it is counted in pieces.
-        end = PRE_TOKEN.test(this.segment) && PRE_TOKEN.lastIndex > at - from ? from + PRE_TOKEN.lastIndex : this.segmentEnd
+        // The split matches every code point (above), so the rest never goes unmatched; were it to, it is counted in
+        // pieces.
+        end =
+          PRE_TOKEN.test(this.segment) && PRE_TOKEN.lastIndex > at - from ? from + PRE_TOKEN.lastIndex : this.segmentEnd
         if (end - at <= HOT_PIECE) {
           n += pieceCount(text.slice(at, end))
           at = end

@@ -12,7 +12,8 @@ function feed(bound: OutputBound, pieces: string[]): { content: string; cut: boo
   return { content, cut: false }
 }
 
-const english = (n: number) => Array.from({ length: n }, (_, i) => (i % 3 === 0 ? ' the' : i % 3 === 1 ? ' river' : ' runs'))
+const english = (n: number) =>
+  Array.from({ length: n }, (_, i) => (i % 3 === 0 ? ' the' : i % 3 === 1 ? ' river' : ' runs'))
 
 describe('OutputBound', () => {
   it('never cuts a reply within its bound', () => {
@@ -38,7 +39,10 @@ describe('OutputBound', () => {
 
   it('cuts Chinese at its first count, within about twice the bound', () => {
     // About 1.1 characters a token: counted at 2000 characters, 8 times the bound's characters at 8 a token.
-    const { content, cut } = feed(new OutputBound(1000), Array.from({ length: 100_000 }, (_, i) => '河流穿过城市，港口里停满了船。'[i % 15]!))
+    const { content, cut } = feed(
+      new OutputBound(1000),
+      Array.from({ length: 100_000 }, (_, i) => '河流穿过城市，港口里停满了船。'[i % 15]!),
+    )
     expect(cut).toBe(true)
     expect(content.length).toBeLessThanOrEqual(2000)
     expect(tokenCount(content)).toBeGreaterThan(1000)
@@ -46,7 +50,10 @@ describe('OutputBound', () => {
 
   it('never cuts text outside ASCII within its bound; past it, cuts text of more than 2 characters a token within about an eighth', () => {
     // About 3.3 and 1.1 characters a token: the first counted before its bound, the second only past it.
-    for (const [sentence, most] of [['Река течёт через город, а в гавани стоят корабли. ', 1.125], ['川が町を流れ、港には船が並んでいる。', 2]] as const) {
+    for (const [sentence, most] of [
+      ['Река течёт через город, а в гавани стоят корабли. ', 1.125],
+      ['川が町を流れ、港には船が並んでいる。', 2],
+    ] as const) {
       let text = ''
       while (tokenCount(text + sentence) <= 500) text += sentence
       expect(feed(new OutputBound(500), [...text]).cut).toBe(false)

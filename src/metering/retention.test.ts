@@ -21,7 +21,8 @@ describe('memory kept by token counts', () => {
   it('keeps none of a counted text for a pre-token it remembers', () => {
     // 100 texts of 1 MB, each with a word of its own: kept through their words, they would be 100 MB.
     const held = heldBy(() => {
-      for (let i = 0; i < 100; i++) countText(`${'lorem ipsum dolor sit amet '.repeat(40_000)} uniqueword${i.toString(36)}zzzzz end`)
+      for (let i = 0; i < 100; i++)
+        countText(`${'lorem ipsum dolor sit amet '.repeat(40_000)} uniqueword${i.toString(36)}zzzzz end`)
     })
     expect(held).toBeLessThan(10)
   })

@@ -1,7 +1,17 @@
 import { describe, expect, it, vi } from 'vitest'
 import { countText, TextCount } from './o200k.js'
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base'
-import { cachedTextChars, COUNT_AT_ONCE_UNITS, COUNT_TURN_UNITS, countInput, countOutput, PER_MESSAGE_OVERHEAD, REPLY_PRIMING, tokenCount, type MeteredMessage } from './tokens.js'
+import {
+  cachedTextChars,
+  COUNT_AT_ONCE_UNITS,
+  COUNT_TURN_UNITS,
+  countInput,
+  countOutput,
+  PER_MESSAGE_OVERHEAD,
+  REPLY_PRIMING,
+  tokenCount,
+  type MeteredMessage,
+} from './tokens.js'
 import { countedByTurn, turnsDuring } from '../../test/helpers/turns.js'
 
 describe('countInput', () => {
@@ -21,14 +31,30 @@ describe('countInput', () => {
     const messages: MeteredMessage[] = [
       { role: 'system', text: prose(0, 1000) },
       // An agent's history: texts the cache can keep.
-      ...Array.from({ length: 24 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', text: prose(1000 * (i + 1), 800) })),
+      ...Array.from({ length: 24 }, (_, i) => ({
+        role: i % 2 ? 'assistant' : 'user',
+        text: prose(1000 * (i + 1), 800),
+      })),
       { role: 'user', text: prose(100_000, 1000), name: 'ada' },
-      { role: 'assistant', text: '', toolCalls: [{ id: 'call_1', name: 'lookup', arguments: JSON.stringify({ q: prose(30_000, 3000) }) }] },
+      {
+        role: 'assistant',
+        text: '',
+        toolCalls: [{ id: 'call_1', name: 'lookup', arguments: JSON.stringify({ q: prose(30_000, 3000) }) }],
+      },
       { role: 'tool', text: 'x'.repeat(20_000), toolCallId: 'call_1' },
     ]
     const defs = JSON.stringify([{ type: 'function', function: { name: 'lookup', parameters: { type: 'object' } } }])
-    const texts = messages.flatMap((m) => [m.text, m.name ?? '', ...(m.toolCalls ?? []).flatMap((c) => [c.id, c.name, c.arguments]), m.toolCallId ?? ''])
-    const expected = REPLY_PRIMING + messages.length * PER_MESSAGE_OVERHEAD + 1 + [...texts, defs].reduce((n, t) => n + countTokens(t), 0)
+    const texts = messages.flatMap((m) => [
+      m.text,
+      m.name ?? '',
+      ...(m.toolCalls ?? []).flatMap((c) => [c.id, c.name, c.arguments]),
+      m.toolCallId ?? '',
+    ])
+    const expected =
+      REPLY_PRIMING +
+      messages.length * PER_MESSAGE_OVERHEAD +
+      1 +
+      [...texts, defs].reduce((n, t) => n + countTokens(t), 0)
     const units = [...texts, defs].reduce((n, t) => n + t.length, 0)
     expect(units).toBeGreaterThan(4 * COUNT_TURN_UNITS)
 
@@ -50,7 +76,12 @@ describe('countInput', () => {
     // The same system prompt, too long to count at once and too slow to count in one turn (CJK at random: about a
     // microsecond a character here), in two requests counted together: each finds it missing and counts it.
     let x = 17
-    const system = { role: 'system', text: Array.from({ length: 16_000 }, () => String.fromCharCode(0x4e00 + ((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 20_000)).join('') }
+    const system = {
+      role: 'system',
+      text: Array.from({ length: 16_000 }, () =>
+        String.fromCharCode(0x4e00 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 20_000)),
+      ).join(''),
+    }
     expect(system.text.length).toBeGreaterThan(COUNT_AT_ONCE_UNITS)
     const before = cachedTextChars()
     const asks = [1, 2].map((i) => countInput([system, { role: 'user', text: `question ${i}` }]))
@@ -61,7 +92,10 @@ describe('countInput', () => {
   })
 
   it('stops a long count in steps past its bound, without counting the rest', async () => {
-    const messages = Array.from({ length: 50 }, (_, i) => ({ role: 'user', text: `${i} ${'again and again '.repeat(5000)}` }))
+    const messages = Array.from({ length: 50 }, (_, i) => ({
+      role: 'user',
+      text: `${i} ${'again and again '.repeat(5000)}`,
+    }))
     let n = 0
     const turns = await turnsDuring(async () => (n = await countInput(messages, undefined, 32_768)))
     expect(n).toBeGreaterThan(32_768)
@@ -70,11 +104,16 @@ describe('countInput', () => {
     expect(turns).toBeLessThan(40)
   })
 
-  it('shares one turn\'s budget among long inputs counted at once, each to its own count', async () => {
+  it("shares one turn's budget among long inputs counted at once, each to its own count", async () => {
     // Eight prompts of random letters (about 2 µs a code unit here), none alike: counted each in turns of its own,
     // eight turns' work ran in every turn of the event loop.
     let x = 29
-    const prompts = Array.from({ length: 8 }, (_, i) => [{ role: 'user', text: `${i}${Array.from({ length: 40_000 }, () => String.fromCharCode(97 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 26))).join('')}` }])
+    const prompts = Array.from({ length: 8 }, (_, i) => [
+      {
+        role: 'user',
+        text: `${i}${Array.from({ length: 40_000 }, () => String.fromCharCode(97 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 26))).join('')}`,
+      },
+    ])
     const { result, perTurn } = await countedByTurn(() => Promise.all(prompts.map((p) => countInput(p))))
     // The count of one pass (long pre-tokens are merged in pieces, so not the encoder's).
     expect(result).toEqual(prompts.map((p) => REPLY_PRIMING + PER_MESSAGE_OVERHEAD + countText(p[0]!.text)))
@@ -84,7 +123,10 @@ describe('countInput', () => {
 
   it('counts a long input at once when the cache knows all but a short part of it', async () => {
     const word = (i: number) => ` v${i.toString(36)}`
-    const history: MeteredMessage[] = Array.from({ length: 12 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', text: Array.from({ length: 500 }, (_, j) => word(i * 1000 + j)).join('') }))
+    const history: MeteredMessage[] = Array.from({ length: 12 }, (_, i) => ({
+      role: i % 2 ? 'assistant' : 'user',
+      text: Array.from({ length: 500 }, (_, j) => word(i * 1000 + j)).join(''),
+    }))
     const units = history.reduce((n, m) => n + m.text.length, 0)
     expect(units).toBeGreaterThan(2 * COUNT_AT_ONCE_UNITS)
     const first = countInput(history)
@@ -139,8 +181,13 @@ describe('tokenCount', () => {
     tokenCount('get_weather')
     const before = cachedTextChars()
     const reply = 'A reply no request has sent before, counted once. '.repeat(5)
-    expect(countOutput(reply, [{ name: 'get_weather', arguments: '{"city":"Paris, a city no one asked about before"}' }]))
-      .toBe(countTokens(reply) + countTokens('get_weather') + countTokens('{"city":"Paris, a city no one asked about before"}'))
+    expect(
+      countOutput(reply, [{ name: 'get_weather', arguments: '{"city":"Paris, a city no one asked about before"}' }]),
+    ).toBe(
+      countTokens(reply) +
+        countTokens('get_weather') +
+        countTokens('{"city":"Paris, a city no one asked about before"}'),
+    )
     expect(cachedTextChars()).toBe(before)
   })
 
@@ -150,7 +197,9 @@ describe('tokenCount', () => {
     expect(countOutput(reply, calls, 1_000)).toBe(countOutput(reply, calls))
     // Random letters of the slowest kind: counted whole, 4 MB took seconds; past a bound of 100, a piece or two.
     let x = 5
-    const letters = Array.from({ length: 4_000_000 }, () => String.fromCharCode(97 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 26))).join('')
+    const letters = Array.from({ length: 4_000_000 }, () =>
+      String.fromCharCode(97 + (((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 26)),
+    ).join('')
     const count = vi.spyOn(TextCount.prototype, 'step')
     try {
       const n = countOutput(letters, calls, 100)
@@ -170,7 +219,10 @@ describe('tokenCount', () => {
   it.each([
     ['one letter', 'a'.repeat(300_000)],
     ['one CJK character', '字'.repeat(100_000)],
-    ['random letters without a space', Array.from({ length: 300_000 }, (_, i) => String.fromCharCode(97 + ((i * 7919) % 26))).join('')],
+    [
+      'random letters without a space',
+      Array.from({ length: 300_000 }, (_, i) => String.fromCharCode(97 + ((i * 7919) % 26))).join(''),
+    ],
     ['one punctuation mark', '!'.repeat(300_000)],
     ['whitespace', ' '.repeat(300_000)],
     ['whitespace outside ASCII between spaces', '\u3000 \u00a0\u2009'.repeat(75_000)],
@@ -181,15 +233,20 @@ describe('tokenCount', () => {
     ['a symbol and a variation selector in turn', ` ${'❤\ufe0f'.repeat(100_000)}`],
     ['a symbol and a combining mark in turn', `!!${'\u0301!'.repeat(100_000)}`],
     ['slashes and newlines in turn', '//\n'.repeat(100_000)],
-  ])('counts a long run of %s in bounded time, exactly as the encoder does', (_name, text) => {
-    const started = performance.now()
-    const n = countOutput(text)
-    expect(performance.now() - started).toBeLessThan(10_000)
-    // The encoder takes minutes over the whole text; its start holds the same long pre-tokens, up to the longest merged
-    // whole (1,024 code units). Longer ones are merged in pieces of that length: a cut adds or takes a token or two.
-    expect(tokenCount(text.slice(0, 1_000))).toBe(countTokens(text.slice(0, 1_000)))
-    const exact = countTokens(text.slice(0, 3_000))
-    expect(Math.abs(tokenCount(text.slice(0, 3_000)) - exact)).toBeLessThanOrEqual(Math.max(4, exact * 0.01))
-    expect(n).toBeGreaterThan(0)
-  }, 120_000)
+  ])(
+    'counts a long run of %s in bounded time, exactly as the encoder does',
+    (_name, text) => {
+      const started = performance.now()
+      const n = countOutput(text)
+      expect(performance.now() - started).toBeLessThan(10_000)
+      // The encoder takes minutes over the whole text; its start holds the same long pre-tokens, up to the longest
+      // merged whole (1,024 code units). Longer ones are merged in pieces of that length: a cut adds or takes a token
+      // or two.
+      expect(tokenCount(text.slice(0, 1_000))).toBe(countTokens(text.slice(0, 1_000)))
+      const exact = countTokens(text.slice(0, 3_000))
+      expect(Math.abs(tokenCount(text.slice(0, 3_000)) - exact)).toBeLessThanOrEqual(Math.max(4, exact * 0.01))
+      expect(n).toBeGreaterThan(0)
+    },
+    120_000,
+  )
 })

@@ -53,7 +53,9 @@ export function tokenCount(text: string, stopAbove = Infinity): number {
 
 const cacheable = (text: string) => text.length >= MIN_CACHED_LENGTH && text.length <= MAX_CACHED_LENGTH
 
-/** `n`, kept in the cache as the count of `text` (which it does not hold), the oldest texts leaving first to make room. */
+/**
+ * `n`, kept in the cache as the count of `text` (which it does not hold), the oldest texts leaving first to make room.
+ */
 function kept(text: string, n: number): number {
   while (cache.size > 0 && (cache.size >= CACHE_LIMIT || cachedChars + text.length > CACHE_CHARS)) {
     const gone = order[oldest]!
@@ -100,10 +102,16 @@ const COUNT_CHUNK_UNITS = 2048
  * then only known to be more than that. An input longer than COUNT_AT_ONCE_UNITS is counted over several turns of the
  * event loop, and its count comes as a promise.
  */
-export function countInput(messages: readonly MeteredMessage[], definitionsJson?: string, stopAbove = Infinity, abandoned?: () => boolean): number | Promise<number> {
+export function countInput(
+  messages: readonly MeteredMessage[],
+  definitionsJson?: string,
+  stopAbove = Infinity,
+  abandoned?: () => boolean,
+): number | Promise<number> {
   const input = inputOf(messages, definitionsJson)
   // An agent's long history is mostly texts the cache knows, which cost nothing: only the others decide.
-  if (input.units > COUNT_AT_ONCE_UNITS && uncachedUnits(input.texts) > COUNT_AT_ONCE_UNITS) return countInSteps(input, stopAbove, abandoned)
+  if (input.units > COUNT_AT_ONCE_UNITS && uncachedUnits(input.texts) > COUNT_AT_ONCE_UNITS)
+    return countInSteps(input, stopAbove, abandoned)
   let n = input.fixed
   for (const text of input.texts) if ((n += tokenCount(text, stopAbove - n)) > stopAbove) break
   return n
@@ -240,7 +248,7 @@ function countInSteps(input: Input, stopAbove: number, abandoned?: () => boolean
 function countTurn(): void {
   const ends = performance.now() + COUNT_TURN_MS
   let units = 0
-  for (let spent = false; counting.length > 0 && !spent; ) {
+  for (let spent = false; counting.length > 0 && !spent;) {
     const c = counting.shift()!
     try {
       if (c.abandoned?.()) {
@@ -267,7 +275,11 @@ function countTurn(): void {
  * bound, which caps its charge) the count stops: an upstream's plain reply may be 16 MiB, which took seconds to count
  * whole for text of the slowest kind, all for a count the bound then replaced.
  */
-export function countOutput(content: string, toolCalls: readonly { name: string; arguments: string }[] = [], stopAbove = Infinity): number {
+export function countOutput(
+  content: string,
+  toolCalls: readonly { name: string; arguments: string }[] = [],
+  stopAbove = Infinity,
+): number {
   let n = uncachedCount(content, stopAbove)
   for (const c of toolCalls) {
     if (n > stopAbove) break

@@ -5,7 +5,9 @@ const PER_MTOK = 1_000_000n
 
 const DECIMAL = /^(\d+)(?:\.(\d{1,6}))?$/
 
-/** Parses a decimal USDC string ("12.5") into base units; null when it is not a non-negative amount with ≤ 6 decimals. */
+/**
+ * Parses a decimal USDC string ("12.5") into base units; null when it is not a non-negative amount with ≤ 6 decimals.
+ */
 export function parseUsdc(text: string): bigint | null {
   const m = DECIMAL.exec(text.trim())
   if (!m) return null

@@ -5,7 +5,10 @@
 export class AttemptLimiter {
   private readonly windows = new Map<string, { start: number; count: number }>()
 
-  constructor(private readonly perMinute: number, private readonly now: () => number) {}
+  constructor(
+    private readonly perMinute: number,
+    private readonly now: () => number,
+  ) {}
 
   /** Counts one attempt of `client`; null when allowed, else the seconds until its window ends. */
   take(client: string): number | null {

@@ -26,7 +26,10 @@ export interface PortalContext {
   chainId: number
   /** Nonces per client address and minute. */
   signIns: AttemptLimiter
-  /** Sign-in attempts (POST /session) per client address and minute: three for each nonce allowed (a refused signature may be retried), counted apart. */
+  /**
+   * Sign-in attempts (POST /session) per client address and minute: three for each nonce allowed (a refused signature
+   * may be retried), counted apart.
+   */
   sessionAttempts: AttemptLimiter
   /** `portal.origin`: where browsers reach the portal, when the operator says so. */
   origin: URL | undefined

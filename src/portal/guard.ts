@@ -32,7 +32,13 @@ export function guardPortalApi(api: FastifyInstance, sessions: Sessions, configu
   api.addHook('onRequest', async (req, reply) => {
     reply.header('cache-control', 'no-store')
     if (req.headers.authorization !== undefined) {
-      return sendError(reply, apiError('session_required', 'The portal API does not accept API keys (they are for /v1); sign in with your wallet.'))
+      return sendError(
+        reply,
+        apiError(
+          'session_required',
+          'The portal API does not accept API keys (they are for /v1); sign in with your wallet.',
+        ),
+      )
     }
     const write = !SAFE_METHODS.has(req.method)
     if (write && !sameOrigin(req, configured)) {
@@ -41,13 +47,29 @@ export function guardPortalApi(api: FastifyInstance, sessions: Sessions, configu
     }
     // Cross-site forms cannot send JSON, so this also keeps sign-in itself from being posted by another site.
     if (req.method === 'POST' && !/^application\/json\b/i.test(req.headers['content-type'] ?? '')) {
-      return sendError(reply, apiError('csrf_failed', 'Portal API requests that change state must send Content-Type: application/json.'))
+      return sendError(
+        reply,
+        apiError('csrf_failed', 'Portal API requests that change state must send Content-Type: application/json.'),
+      )
     }
     if (req.routeOptions.config.portalPublic) return
     const session = await sessions.current(req)
-    if (!session) return sendError(reply, apiError('session_required', 'Not signed in (no session, or it expired or was signed out). Sign in with your wallet.'))
+    if (!session)
+      return sendError(
+        reply,
+        apiError(
+          'session_required',
+          'Not signed in (no session, or it expired or was signed out). Sign in with your wallet.',
+        ),
+      )
     if (write && !sameToken(header(req, CSRF_HEADER), session.csrf)) {
-      return sendError(reply, apiError('csrf_failed', `Missing or wrong ${CSRF_HEADER} header; the token comes with the session (GET /portal/api/session).`))
+      return sendError(
+        reply,
+        apiError(
+          'csrf_failed',
+          `Missing or wrong ${CSRF_HEADER} header; the token comes with the session (GET /portal/api/session).`,
+        ),
+      )
     }
     req.portalSession = session
   })

@@ -19,25 +19,37 @@ export interface PortalOptions {
 export function portalPlugin(opts: PortalOptions = {}): AppPlugin {
   return async (app, gw) => {
     const ctx: PortalContext = {
-      store: gw.store, keys: gw.keys, usage: gw.usage, catalog: gw.catalog, health: gw.health, rail: gw.config.rail,
-      payees: gw.accounts.payees, now: gw.now,
+      store: gw.store,
+      keys: gw.keys,
+      usage: gw.usage,
+      catalog: gw.catalog,
+      health: gw.health,
+      rail: gw.config.rail,
+      payees: gw.accounts.payees,
+      now: gw.now,
       sessions: new Sessions(gw.store, gw.config.portal?.sessionSecret, gw.now, gw.config.portal?.origin),
       chainId: signInChainId(gw.config),
       signIns: new AttemptLimiter(gw.config.portal?.signInsPerMinute ?? DEFAULT_SIGN_INS_PER_MINUTE, gw.now),
-      sessionAttempts: new AttemptLimiter(3 * (gw.config.portal?.signInsPerMinute ?? DEFAULT_SIGN_INS_PER_MINUTE), gw.now),
+      sessionAttempts: new AttemptLimiter(
+        3 * (gw.config.portal?.signInsPerMinute ?? DEFAULT_SIGN_INS_PER_MINUTE),
+        gw.now,
+      ),
       origin: gw.config.portal?.origin === undefined ? undefined : new URL(gw.config.portal.origin),
     }
-    await app.register(async (api) => {
-      // Nothing the portal takes is large (a sign-in message is at most 4096 characters): the API's 4 MiB would let a
-      // stranger, with no session yet, make the gateway hold or parse megabytes per connection.
-      api.addHook('onRoute', (route) => void (route.bodyLimit ??= PORTAL_BODY_LIMIT))
-      guardPortalApi(api, ctx.sessions, ctx.origin)
-      authRoutes(api, ctx)
-      keyRoutes(api, ctx)
-      walletRoutes(api, ctx)
-      usageRoutes(api, ctx)
-      providerRoutes(api, ctx)
-    }, { prefix: '/portal/api' })
+    await app.register(
+      async (api) => {
+        // Nothing the portal takes is large (a sign-in message is at most 4096 characters): the API's 4 MiB would let a
+        // stranger, with no session yet, make the gateway hold or parse megabytes per connection.
+        api.addHook('onRoute', (route) => void (route.bodyLimit ??= PORTAL_BODY_LIMIT))
+        guardPortalApi(api, ctx.sessions, ctx.origin)
+        authRoutes(api, ctx)
+        keyRoutes(api, ctx)
+        walletRoutes(api, ctx)
+        usageRoutes(api, ctx)
+        providerRoutes(api, ctx)
+      },
+      { prefix: '/portal/api' },
+    )
     staticRoutes(app, opts.webRoot ?? DEFAULT_WEB_ROOT)
   }
 }

@@ -15,7 +15,8 @@ describe('portal sessions', () => {
   it('sets Secure only over https, and reads back its own cookie only', async () => {
     const store = await openStore('sqlite::memory:')
     try {
-      const account = (await store.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', Date.now())).account
+      const account = (await store.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', Date.now()))
+        .account
       const sessions = new Sessions(store, 'a-session-secret-of-16+', Date.now)
       const http = fakes('http')
       await sessions.start(http.req, http.reply, account.id, account.address)
@@ -26,7 +27,9 @@ describe('portal sessions', () => {
       const cookie = https.headers['set-cookie']!.split(';')[0]!
       expect(await sessions.current(fakes('https', `other=1; ${cookie}`).req)).toMatchObject({ id: s.id, csrf: s.csrf })
       // Another gateway with another secret does not accept it (several processes need portal.sessionSecret).
-      expect(await new Sessions(store, 'another-secret-of-16+++', Date.now).current(fakes('https', cookie).req)).toBeUndefined()
+      expect(
+        await new Sessions(store, 'another-secret-of-16+++', Date.now).current(fakes('https', cookie).req),
+      ).toBeUndefined()
       // Behind a TLS proxy whose X-Forwarded-Proto is not trusted the request looks like http: an https portal.origin
       // still makes the cookie Secure, at sign-in and at sign-out.
       const proxied = new Sessions(store, 'a-session-secret-of-16+', Date.now, 'https://portal.example.com')
@@ -37,7 +40,12 @@ describe('portal sessions', () => {
       await proxied.end(out.req, out.reply, p)
       expect(out.headers['set-cookie']).toMatch(/Max-Age=0; HttpOnly; SameSite=Lax; Secure$/)
       const plain = fakes('http')
-      await new Sessions(store, 'a-session-secret-of-16+', Date.now, 'http://127.0.0.1:8080').start(plain.req, plain.reply, account.id, account.address)
+      await new Sessions(store, 'a-session-secret-of-16+', Date.now, 'http://127.0.0.1:8080').start(
+        plain.req,
+        plain.reply,
+        account.id,
+        account.address,
+      )
       expect(plain.headers['set-cookie']).not.toContain('Secure')
     } finally {
       await store.close()

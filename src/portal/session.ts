@@ -22,7 +22,12 @@ export class Sessions {
    * `origin`: where browsers reach the portal (`portal.origin`). When it is https the cookie is always Secure, also
    * when a TLS proxy in front forwards plain http and the gateway does not trust its X-Forwarded-Proto.
    */
-  constructor(private readonly store: Store, secret: string | undefined, private readonly now: () => number, private readonly origin?: string) {
+  constructor(
+    private readonly store: Store,
+    secret: string | undefined,
+    private readonly now: () => number,
+    private readonly origin?: string,
+  ) {
     // Without a configured secret, sessions last as long as this process; several processes need a shared one.
     this.key = secret ? Buffer.from(secret, 'utf8') : randomBytes(32)
   }
@@ -31,7 +36,14 @@ export class Sessions {
   async start(req: FastifyRequest, reply: FastifyReply, accountId: number, address: string): Promise<PortalSession> {
     const secret = b64url(randomBytes(32))
     const now = this.now()
-    const session: PortalSession = { id: sha256(secret), accountId, address, csrf: b64url(randomBytes(24)), createdAt: now, expiresAt: now + SESSION_TTL_MS }
+    const session: PortalSession = {
+      id: sha256(secret),
+      accountId,
+      address,
+      csrf: b64url(randomBytes(24)),
+      createdAt: now,
+      expiresAt: now + SESSION_TTL_MS,
+    }
     await this.store.portal.createSession(session)
     setCookie(req, reply, `${secret}.${this.mac(secret)}`, Math.floor(SESSION_TTL_MS / 1000), this.secure(req))
     return session
@@ -65,8 +77,20 @@ export class Sessions {
 }
 
 /** Secure when the portal is served over https; HttpOnly keeps it from scripts; Lax keeps it off cross-site posts. */
-function setCookie(req: FastifyRequest, reply: FastifyReply, value: string, maxAgeSeconds: number, secure: boolean): void {
-  const parts = [`${SESSION_COOKIE}=${value}`, `Path=${COOKIE_PATH}`, `Max-Age=${maxAgeSeconds}`, 'HttpOnly', 'SameSite=Lax']
+function setCookie(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  value: string,
+  maxAgeSeconds: number,
+  secure: boolean,
+): void {
+  const parts = [
+    `${SESSION_COOKIE}=${value}`,
+    `Path=${COOKIE_PATH}`,
+    `Max-Age=${maxAgeSeconds}`,
+    'HttpOnly',
+    'SameSite=Lax',
+  ]
   if (secure) parts.push('Secure')
   reply.header('set-cookie', parts.join('; '))
 }

@@ -20,9 +20,12 @@ const TYPES: Record<string, string> = {
 }
 
 // Everything the page loads comes from this origin; no inline script, no framing.
-const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+const CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
-/** Serves the built portal at /portal: files by path, index.html for the page itself; hashed assets are cached for good. */
+/**
+ * Serves the built portal at /portal: files by path, index.html for the page itself; hashed assets are cached for good.
+ */
 export function staticRoutes(app: FastifyInstance, webRoot: string): void {
   const root = resolve(webRoot)
   const cache = new Map<string, Buffer>()
@@ -43,22 +46,38 @@ export function staticRoutes(app: FastifyInstance, webRoot: string): void {
     if (!body) return undefined
     const ext = extname(path)
     reply.header('content-type', TYPES[ext] ?? 'application/octet-stream').header('x-content-type-options', 'nosniff')
-    if (ext === '.html') reply.header('content-security-policy', CSP).header('referrer-policy', 'no-referrer').header('cache-control', 'no-cache')
+    if (ext === '.html')
+      reply
+        .header('content-security-policy', CSP)
+        .header('referrer-policy', 'no-referrer')
+        .header('cache-control', 'no-cache')
     else if (rel.startsWith('assets/')) reply.header('cache-control', 'public, max-age=31536000, immutable')
     return reply.send(body)
   }
 
   const page = async (reply: FastifyReply) =>
     (await send(reply, 'index.html')) ??
-    reply.code(503).header('content-type', 'text/plain; charset=utf-8').send('The portal front end is not built; run npm run build.\n')
+    reply
+      .code(503)
+      .header('content-type', 'text/plain; charset=utf-8')
+      .send('The portal front end is not built; run npm run build.\n')
 
   app.get('/portal', (_req, reply) => page(reply))
   app.get<{ Params: { '*': string } }>('/portal/*', async (req, reply) => {
     const rel = req.params['*']
     if (rel.startsWith('api/')) {
-      return sendError(reply, apiError('feature_not_supported', `Unknown endpoint ${req.method} ${req.url.split('?')[0]}.`, { param: null, status: 404 }))
+      return sendError(
+        reply,
+        apiError('feature_not_supported', `Unknown endpoint ${req.method} ${req.url.split('?')[0]}.`, {
+          param: null,
+          status: 404,
+        }),
+      )
     }
     if (rel === '' || rel === 'index.html') return page(reply)
-    return (await send(reply, rel)) ?? sendError(reply, apiError('feature_not_supported', `No such file /portal/${rel}.`, { param: null, status: 404 }))
+    return (
+      (await send(reply, rel)) ??
+      sendError(reply, apiError('feature_not_supported', `No such file /portal/${rel}.`, { param: null, status: 404 }))
+    )
   })
 }

@@ -1,8 +1,8 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 
 /**
- * POST /v1/chat/completions request (docs/interface.md §4.1, docs/architecture.md §3). Unknown fields are allowed by the schema and
- * ignored by the gateway, so every SDK's extras pass; the standard optional parameters are type-checked.
+ * POST /v1/chat/completions request (docs/interface.md §4.1, docs/architecture.md §3). Unknown fields are allowed by
+ * the schema and ignored by the gateway, so every SDK's extras pass; the standard optional parameters are type-checked.
  */
 const Nullable = <T extends TSchema>(t: T) => Type.Optional(Type.Union([t, Type.Null()]))
 
@@ -49,7 +49,12 @@ export const NamedToolChoice = Type.Object({
   type: Type.Literal('function'),
   function: Type.Object({ name: Type.String() }),
 })
-export const ToolChoice = Type.Union([Type.Literal('auto'), Type.Literal('none'), Type.Literal('required'), NamedToolChoice])
+export const ToolChoice = Type.Union([
+  Type.Literal('auto'),
+  Type.Literal('none'),
+  Type.Literal('required'),
+  NamedToolChoice,
+])
 export type ToolChoice = Static<typeof ToolChoice>
 
 export const ResponseFormat = Type.Union([
@@ -82,7 +87,13 @@ export const ChatRequest = Type.Object({
   n: Nullable(Type.Integer({ minimum: 1 })),
   presence_penalty: Nullable(Type.Number({ minimum: -2, maximum: 2 })),
   frequency_penalty: Nullable(Type.Number({ minimum: -2, maximum: 2 })),
-  logit_bias: Nullable(Type.Record(Type.String({ pattern: LOGIT_BIAS_KEY.source }), Type.Number({ minimum: -MAX_LOGIT_BIAS, maximum: MAX_LOGIT_BIAS }), { additionalProperties: false })),
+  logit_bias: Nullable(
+    Type.Record(
+      Type.String({ pattern: LOGIT_BIAS_KEY.source }),
+      Type.Number({ minimum: -MAX_LOGIT_BIAS, maximum: MAX_LOGIT_BIAS }),
+      { additionalProperties: false },
+    ),
+  ),
   logprobs: Nullable(Type.Boolean()),
   top_logprobs: Nullable(Type.Integer({ minimum: 0, maximum: 20 })),
   metadata: Nullable(Type.Record(Type.String(), Type.String())),
@@ -96,8 +107,21 @@ export type ChatRequest = Static<typeof ChatRequest>
 
 /** Parameters forwarded to the upstream untouched when present. */
 export const FORWARDED_PARAMS = [
-  'temperature', 'top_p', 'stop', 'seed', 'user', 'presence_penalty', 'frequency_penalty',
-  'logit_bias', 'logprobs', 'top_logprobs', 'metadata', 'tools', 'tool_choice', 'parallel_tool_calls', 'response_format',
+  'temperature',
+  'top_p',
+  'stop',
+  'seed',
+  'user',
+  'presence_penalty',
+  'frequency_penalty',
+  'logit_bias',
+  'logprobs',
+  'top_logprobs',
+  'metadata',
+  'tools',
+  'tool_choice',
+  'parallel_tool_calls',
+  'response_format',
 ] as const satisfies readonly (keyof ChatRequest)[]
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter'

@@ -8,7 +8,8 @@ export const ERROR_TABLE = {
   provider_output_invalid: { status: 502, type: 'api_error' },
   no_capacity: { status: 503, type: 'api_error' },
   stream_interrupted: { status: 502, type: 'api_error' },
-  // The account portal's API only (never on /v1): no live session; a refused sign-in; a state change without its CSRF token.
+  // The account portal's API only (never on /v1): no live session; a refused sign-in; a state change without its CSRF
+  // token.
   session_required: { status: 401, type: 'authentication_error' },
   sign_in_failed: { status: 401, type: 'authentication_error' },
   csrf_failed: { status: 403, type: 'permission_error' },
@@ -58,7 +59,14 @@ export function unsupported(param: string, message: string): ApiError {
 
 /** Distinguishes an ApiError from the value a check returns when it passes. */
 export function isApiError(v: unknown): v is ApiError {
-  return typeof v === 'object' && v !== null && 'code' in v && 'message' in v && typeof (v as ApiError).code === 'string' && (v as ApiError).code in ERROR_TABLE
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    'code' in v &&
+    'message' in v &&
+    typeof (v as ApiError).code === 'string' &&
+    (v as ApiError).code in ERROR_TABLE
+  )
 }
 
 export function statusOf(err: ApiError): number {

@@ -5,7 +5,8 @@ import { SseParser } from './sse-parser.js'
 import type { UpstreamEvent } from './types.js'
 
 const HEAD = '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m",'
-const chunk = (delta: string, tail = '"finish_reason":null', head = HEAD) => `${head}"choices":[{"index":0,"delta":{${delta}},${tail}}]}`
+const chunk = (delta: string, tail = '"finish_reason":null', head = HEAD) =>
+  `${head}"choices":[{"index":0,"delta":{${delta}},${tail}}]}`
 
 /** What the full parse makes of a text: the reference the fast path must agree with. */
 function parsed(data: string): UpstreamEvent[] {
@@ -29,7 +30,11 @@ const FAST = [
   chunk('"content":"x"', '"logprobs":null,"finish_reason":null'),
   chunk('"content":"x"', '"finish_reason":null', `${HEAD}"system_fingerprint":"fp_1",`),
   chunk('"content":"x"', '"finish_reason":null', `${HEAD}"system_fingerprint":null,`),
-  chunk('"content":"x"', '"logprobs":null,"finish_reason":null', `${HEAD}"service_tier":"default","system_fingerprint":"fp_1",`).replace(/\}$/, ',"usage":null,"obfuscation":"a1B"}'),
+  chunk(
+    '"content":"x"',
+    '"logprobs":null,"finish_reason":null',
+    `${HEAD}"service_tier":"default","system_fingerprint":"fp_1",`,
+  ).replace(/\}$/, ',"usage":null,"obfuscation":"a1B"}'),
   chunk('"content":"x"').replace(/\}$/, ',"usage":null}'),
 ]
 
@@ -80,10 +85,18 @@ describe('stream chunk data', () => {
   })
 
   it("keeps an upstream's token counts only when a usage record can hold them", () => {
-    const usage = (p: string, c: string) => parsed(`${HEAD}"choices":[],"usage":{"prompt_tokens":${p},"completion_tokens":${c}}}`)
+    const usage = (p: string, c: string) =>
+      parsed(`${HEAD}"choices":[],"usage":{"prompt_tokens":${p},"completion_tokens":${c}}}`)
     expect(usage('3', '5')).toEqual([{ type: 'usage', promptTokens: 3, completionTokens: 5 }])
     expect(usage('0', '2147483647')).toEqual([{ type: 'usage', promptTokens: 0, completionTokens: 2147483647 }])
-    for (const [p, c] of [['1.5', '5'], ['3', '-1'], ['3000000000', '5'], ['3', '1e300'], ['"3"', '5']]) expect(usage(p!, c!)).toEqual([])
+    for (const [p, c] of [
+      ['1.5', '5'],
+      ['3', '-1'],
+      ['3000000000', '5'],
+      ['3', '1e300'],
+      ['"3"', '5'],
+    ])
+      expect(usage(p!, c!)).toEqual([])
   })
 
   it('takes time linear in the text when a long content does not match', () => {
@@ -119,9 +132,15 @@ describe('stream chunk data', () => {
     }
     const long = failure('x'.repeat(1024 * 1024))
     expect(long[0]?.type === 'failure' && long[0].failure.detail.length).toBeLessThanOrEqual(300)
-    expect(long).toEqual([{ type: 'failure', failure: { kind: 'unavailable', detail: `upstream error in stream: ${'x'.repeat(256)}…` } }])
-    expect(failure('overloaded')).toEqual([{ type: 'failure', failure: { kind: 'unavailable', detail: 'upstream error in stream: overloaded' } }])
-    expect(failure(undefined)).toEqual([{ type: 'failure', failure: { kind: 'unavailable', detail: 'upstream error in stream: unknown' } }])
+    expect(long).toEqual([
+      { type: 'failure', failure: { kind: 'unavailable', detail: `upstream error in stream: ${'x'.repeat(256)}…` } },
+    ])
+    expect(failure('overloaded')).toEqual([
+      { type: 'failure', failure: { kind: 'unavailable', detail: 'upstream error in stream: overloaded' } },
+    ])
+    expect(failure(undefined)).toEqual([
+      { type: 'failure', failure: { kind: 'unavailable', detail: 'upstream error in stream: unknown' } },
+    ])
   })
 })
 
@@ -154,18 +173,30 @@ describe('token log probabilities', () => {
     chunkEvents({ choices: [{ index: 0, delta: { content: 'Hi' }, logprobs }] }, out)
     return out
   }
-  const entry = { token: 'Hi', logprob: -0.5, bytes: [72, 105], top_logprobs: [{ token: 'Hi', logprob: -0.5, bytes: [72, 105] }] }
+  const entry = {
+    token: 'Hi',
+    logprob: -0.5,
+    bytes: [72, 105],
+    top_logprobs: [{ token: 'Hi', logprob: -0.5, bytes: [72, 105] }],
+  }
 
   it('are passed on as their known fields only, whatever else an upstream puts beside them', () => {
     let deep: unknown = 1
     for (let i = 0; i < 10_000; i++) deep = [deep]
     const extra = { ...entry, deep, top_logprobs: [{ ...entry.top_logprobs[0], deep }] }
     expect(events({ content: [extra], refusal: null })).toEqual([{ type: 'content', text: 'Hi', logprobs: [entry] }])
-    expect(events({ content: [{ token: 'Hi', logprob: -1 }] })).toEqual([{ type: 'content', text: 'Hi', logprobs: [{ token: 'Hi', logprob: -1, bytes: null, top_logprobs: [] }] }])
+    expect(events({ content: [{ token: 'Hi', logprob: -1 }] })).toEqual([
+      { type: 'content', text: 'Hi', logprobs: [{ token: 'Hi', logprob: -1, bytes: null, top_logprobs: [] }] },
+    ])
   })
 
   it('are left out when an entry is of another shape, and the content kept', () => {
-    for (const bad of [[{}], [{ ...entry, logprob: '-1' }], [{ ...entry, bytes: [300] }], [{ ...entry, top_logprobs: Array(21).fill(entry.top_logprobs[0]) }]]) {
+    for (const bad of [
+      [{}],
+      [{ ...entry, logprob: '-1' }],
+      [{ ...entry, bytes: [300] }],
+      [{ ...entry, top_logprobs: Array(21).fill(entry.top_logprobs[0]) }],
+    ]) {
       expect(events({ content: bad }), JSON.stringify(bad).slice(0, 80)).toEqual([{ type: 'content', text: 'Hi' }])
     }
   })
@@ -196,12 +227,13 @@ describe('ChunkStream', () => {
     const bytes = Buffer.from(text)
     expect(bytes.length).toBeGreaterThan(text.length)
     expect(read([bytes])).toEqual(whole)
-    for (let i = 1; i < bytes.length; i++) expect(read([bytes.subarray(0, i), bytes.subarray(i)]), `cut at ${i}`).toEqual(whole)
+    for (let i = 1; i < bytes.length; i++)
+      expect(read([bytes.subarray(0, i), bytes.subarray(i)]), `cut at ${i}`).toEqual(whole)
     let seed = 7
     const next = () => (seed = (seed * 48271) % 2147483647)
     for (let round = 0; round < 200; round++) {
       const pieces: Buffer[] = []
-      for (let at = 0; at < bytes.length; ) {
+      for (let at = 0; at < bytes.length;) {
         const size = 1 + (next() % 400)
         pieces.push(bytes.subarray(at, at + size))
         at += size
@@ -215,7 +247,10 @@ describe('ChunkStream', () => {
     // A second mark is no mark: it begins a line that is no field, as the SSE spec reads it.
     expect(read(['\uFEFF' + event + '\uFEFF' + event])).toEqual({ events: parsed(FAST[0]!), done: false })
     const mark = Buffer.from('\uFEFF')
-    expect(read([mark.subarray(0, 1), Buffer.concat([mark.subarray(1), Buffer.from(event)])])).toEqual({ events: parsed(FAST[0]!), done: false })
+    expect(read([mark.subarray(0, 1), Buffer.concat([mark.subarray(1), Buffer.from(event)])])).toEqual({
+      events: parsed(FAST[0]!),
+      done: false,
+    })
   })
 
   it('matches whole content events in place, without the SSE parser', () => {
@@ -272,7 +307,11 @@ describe('ChunkStream', () => {
     } finally {
       push.mockRestore()
     }
-    expect(read(pieces).events).toEqual([...parsed(FAST[0]!), { type: 'content', text: '\n'.repeat(512 * 1024) }, ...parsed(FAST[1]!)])
+    expect(read(pieces).events).toEqual([
+      ...parsed(FAST[0]!),
+      { type: 'content', text: '\n'.repeat(512 * 1024) },
+      ...parsed(FAST[1]!),
+    ])
   })
 
   it('reads nothing after [DONE], in the same piece or later', () => {
@@ -284,6 +323,9 @@ describe('ChunkStream', () => {
   it('stops reading a piece at its first failure', () => {
     const events: UpstreamEvent[] = []
     new ChunkStream().push(Buffer.from(`data: ${FAST[0]}\n\ndata: not json\n\ndata: ${FAST[0]}\n\n`), events)
-    expect(events).toEqual([...parsed(FAST[0]!), { type: 'failure', failure: { kind: 'invalid_output', detail: 'stream chunk is not JSON' } }])
+    expect(events).toEqual([
+      ...parsed(FAST[0]!),
+      { type: 'failure', failure: { kind: 'invalid_output', detail: 'stream chunk is not JSON' } },
+    ])
   })
 })

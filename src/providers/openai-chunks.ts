@@ -18,7 +18,8 @@ function isObject(v: unknown): v is Record<string, unknown> {
 /** The largest count a usage record's column holds on every store (Postgres `integer`). */
 const MAX_TOKEN_COUNT = 2 ** 31 - 1
 
-const isCount = (v: unknown): v is number => Number.isInteger(v) && (v as number) >= 0 && (v as number) <= MAX_TOKEN_COUNT
+const isCount = (v: unknown): v is number =>
+  Number.isInteger(v) && (v as number) >= 0 && (v as number) <= MAX_TOKEN_COUNT
 
 /**
  * The upstream's own token counts, recorded beside ours (never billed). Counts no usage record could hold (fractions,
@@ -71,7 +72,12 @@ interface TokenLogprob {
 function tokenLogprob(entry: unknown): TokenLogprob | undefined {
   if (!isObject(entry) || typeof entry.token !== 'string' || typeof entry.logprob !== 'number') return undefined
   const bytes = entry.bytes
-  if (bytes !== undefined && bytes !== null && !(Array.isArray(bytes) && bytes.every((b) => Number.isInteger(b) && b >= 0 && b < 256))) return undefined
+  if (
+    bytes !== undefined &&
+    bytes !== null &&
+    !(Array.isArray(bytes) && bytes.every((b) => Number.isInteger(b) && b >= 0 && b < 256))
+  )
+    return undefined
   return { token: entry.token, logprob: entry.logprob, bytes: Array.isArray(bytes) ? (bytes as number[]) : null }
 }
 
@@ -90,7 +96,14 @@ const MAX_MESSAGE = 256
 /** Events of one parsed stream chunk; a chunk of the wrong shape is one invalid_output failure. */
 export function chunkEvents(chunk: unknown, out: UpstreamEvent[]): void {
   if (!isObject(chunk)) return void out.push(...invalid('stream chunk is not a JSON object'))
-  if (isObject(chunk.error)) return void out.push({ type: 'failure', failure: { kind: 'unavailable', detail: `upstream error in stream: ${clipped(String(chunk.error.message ?? 'unknown'), MAX_MESSAGE)}` } })
+  if (isObject(chunk.error))
+    return void out.push({
+      type: 'failure',
+      failure: {
+        kind: 'unavailable',
+        detail: `upstream error in stream: ${clipped(String(chunk.error.message ?? 'unknown'), MAX_MESSAGE)}`,
+      },
+    })
   const choices = chunk.choices
   if (choices !== undefined && !Array.isArray(choices)) return void out.push(...invalid('choices is not an array'))
   const choice = choices?.[0]
@@ -126,11 +139,12 @@ const PLAIN = String.raw`"[^"\\\x00-\x1f]*"`
 
 /**
  * The whole text of a content chunk in the usual key order (OpenAI's, and that of most compatible servers), its one
- * group the content's JSON string body: `{"id":…,"object":"chat.completion.chunk","created":…,"model":…,["service_tier":…,]["system_fingerprint":…,]
+ * group the content's JSON string body:
+ * `{"id":…,"object":"chat.completion.chunk","created":…,"model":…,["service_tier":…,]["system_fingerprint":…,]
  * "choices":[{"index":0,"delta":{["role":"assistant",]"content":…},["logprobs":null,]"finish_reason":null}]
- * [,"usage":null][,"obfuscation":…]}`, without whitespace. Every
- * text it matches is valid JSON that `chunkEvents` reads as content alone, so the envelope is checked as fully as by
- * a parse; any other text (another order, spaces, more fields) takes the parse. Unanchored, for `ChunkStream`.
+ * [,"usage":null][,"obfuscation":…]}`, without whitespace. Every text it matches is valid JSON that `chunkEvents` reads
+ * as content alone, so the envelope is checked as fully as by a parse; any other text (another order, spaces, more
+ * fields) takes the parse. Unanchored, for `ChunkStream`.
  */
 export const CONTENT_CHUNK_SOURCE =
   String.raw`\{"id":${PLAIN},"object":"chat\.completion\.chunk","created":(?:0|[1-9]\d*),"model":${PLAIN},(?:"service_tier":${PLAIN},)?(?:"system_fingerprint":(?:${PLAIN}|null),)?` +
@@ -165,7 +179,9 @@ export function dataEvents(data: string, out: UpstreamEvent[]): void {
   chunkEvents(parsed, out)
 }
 
-/** The content of a chunk matched by `CONTENT_CHUNK` (escapes decoded), or undefined for any other text or a longer one. */
+/**
+ * The content of a chunk matched by `CONTENT_CHUNK` (escapes decoded), or undefined for any other text or a longer one.
+ */
 export function contentOfChunk(data: string): string | undefined {
   if (data.length > MAX_FAST_CHUNK) return undefined
   const body = CONTENT_CHUNK.exec(data)?.[1]

@@ -39,7 +39,12 @@ export class OpenAICompatibleProvider implements Provider {
   private readonly path: string
   private readonly headers: Record<string, string>
 
-  constructor(baseUrl: string, apiKey: string | undefined, private readonly timeouts: UpstreamTimeouts, connections = 256) {
+  constructor(
+    baseUrl: string,
+    apiKey: string | undefined,
+    private readonly timeouts: UpstreamTimeouts,
+    connections = 256,
+  ) {
     const url = new URL(baseUrl)
     this.pool = new Pool(url.origin, { connections, pipelining: 1, keepAliveTimeout: 10_000 })
     this.path = `${url.pathname.replace(/\/$/, '')}/chat/completions`
@@ -71,7 +76,8 @@ export class OpenAICompatibleProvider implements Provider {
     /** The timer ran out while the consumer held the stream, and was restarted: counted again from its resuming. */
     let waited = false
     const idle = () => {
-      // A consumer waiting for its own client (a slow reader) holds the upstream back: that is no silence of the upstream.
+      // A consumer waiting for its own client (a slow reader) holds the upstream back: that is no silence of the
+      // upstream.
       if (held) {
         waited = true
         return void timer?.refresh()
@@ -113,7 +119,18 @@ export class OpenAICompatibleProvider implements Provider {
       try {
         const body = requestBody(upstreamModel, request)
         // The reply is bounded as a whole by the timer above.
-        const reply = await plainExchange(this.pool, { path: this.path, headers: this.headers, body, headersTimeout: budgetMs + 1000, bodyTimeout: budgetMs + 1000 }, attempt, { errorBytes: MAX_ERROR_BODY, replyBytes: MAX_REPLY_BYTES })
+        const reply = await plainExchange(
+          this.pool,
+          {
+            path: this.path,
+            headers: this.headers,
+            body,
+            headersTimeout: budgetMs + 1000,
+            bodyTimeout: budgetMs + 1000,
+          },
+          attempt,
+          { errorBytes: MAX_ERROR_BODY, replyBytes: MAX_REPLY_BYTES },
+        )
         events = plainEvents(reply)
       } catch (err) {
         events = [err instanceof ReplyTooLarge ? failure('invalid_output', err.message) : why(err)]
@@ -128,16 +145,20 @@ export class OpenAICompatibleProvider implements Provider {
     /** The stream reached [DONE]. */
     let ended = false
     try {
-      res = await untilAborted(attempt, this.pool.request({
-        path: this.path,
-        method: 'POST',
-        headers: this.headers,
-        body: requestBody(upstreamModel, request),
-        signal: attempt,
-        headersTimeout: budgetMs + 1000,
-        // Bounded between its chunks (and between its events, by the timer above).
-        bodyTimeout: idleMs,
-      }), (late) => late.body.destroy())
+      res = await untilAborted(
+        attempt,
+        this.pool.request({
+          path: this.path,
+          method: 'POST',
+          headers: this.headers,
+          body: requestBody(upstreamModel, request),
+          signal: attempt,
+          headersTimeout: budgetMs + 1000,
+          // Bounded between its chunks (and between its events, by the timer above).
+          bodyTimeout: idleMs,
+        }),
+        (late) => late.body.destroy(),
+      )
     } catch (err) {
       clearTimer()
       client.removeListener('abort', onAbort)
@@ -181,7 +202,11 @@ export class OpenAICompatibleProvider implements Provider {
   }
 
   /** Yields the stream's events; returns whether it reached [DONE] (the body may still have its end to read). */
-  private async *readStream(res: Dispatcher.ResponseData, flow: StreamFlow, why: (err: unknown) => UpstreamEvent): AsyncGenerator<UpstreamEvent[], boolean> {
+  private async *readStream(
+    res: Dispatcher.ResponseData,
+    flow: StreamFlow,
+    why: (err: unknown) => UpstreamEvent,
+  ): AsyncGenerator<UpstreamEvent[], boolean> {
     const reader = new ChunkStream()
     // A finish reason: the upstream closing the stream after it is its end, not a break.
     let finished = false
@@ -214,7 +239,8 @@ export class OpenAICompatibleProvider implements Provider {
     const last: UpstreamEvent[] = []
     reader.end(last)
     if (last.some((e) => e.type === 'finish')) finished = true
-    if (!reader.done && !finished && last[last.length - 1]?.type !== 'failure') last.push(failure('unavailable', 'upstream closed the stream before it finished'))
+    if (!reader.done && !finished && last[last.length - 1]?.type !== 'failure')
+      last.push(failure('unavailable', 'upstream closed the stream before it finished'))
     if (last.length > 0) yield last
     return false
   }
@@ -224,7 +250,10 @@ export class OpenAICompatibleProvider implements Provider {
   }
 }
 
-/** Splices model, stream flags and max_tokens into the pre-serialized body, so the request is stringified once per request. */
+/**
+ * Splices model, stream flags and max_tokens into the pre-serialized body, so the request is stringified once per
+ * request.
+ */
 export function requestBody(upstreamModel: string, request: UpstreamRequest): string {
   const max = request.maxTokens === undefined ? '' : `,"max_tokens":${request.maxTokens}`
   const head = `{"model":${JSON.stringify(upstreamModel)},"stream":${request.stream}${request.stream ? ',"stream_options":{"include_usage":true}' : ''}${max}`
@@ -233,7 +262,8 @@ export function requestBody(upstreamModel: string, request: UpstreamRequest): st
 
 /** The events of a whole reply (a plain one, or a refusal): its content, or why it cannot be used. */
 function plainEvents(reply: PlainReply): UpstreamEvent[] {
-  if (reply.status !== 200) return [failure('unavailable', `upstream answered ${reply.status}: ${errorSummary(reply.text)}`, reply.status)]
+  if (reply.status !== 200)
+    return [failure('unavailable', `upstream answered ${reply.status}: ${errorSummary(reply.text)}`, reply.status)]
   let parsed: unknown
   try {
     parsed = JSON.parse(reply.text)

@@ -30,7 +30,12 @@ export interface PlainRequest {
  * and a non-200 reply cut short resolves with what arrived; a 200 past `limits.replyBytes` rejects with
  * `ReplyTooLarge`.
  */
-export function plainExchange(pool: Dispatcher, req: PlainRequest, cancel: Cancel, limits: { errorBytes: number; replyBytes: number }): Promise<PlainReply> {
+export function plainExchange(
+  pool: Dispatcher,
+  req: PlainRequest,
+  cancel: Cancel,
+  limits: { errorBytes: number; replyBytes: number },
+): Promise<PlainReply> {
   return new Promise<PlainReply>((resolve, reject) => {
     const chunks: Buffer[] = []
     let size = 0
@@ -67,7 +72,17 @@ export function plainExchange(pool: Dispatcher, req: PlainRequest, cancel: Cance
       },
     }
     try {
-      pool.dispatch({ path: req.path, method: 'POST', headers: req.headers, body: req.body, headersTimeout: req.headersTimeout, bodyTimeout: req.bodyTimeout }, handler)
+      pool.dispatch(
+        {
+          path: req.path,
+          method: 'POST',
+          headers: req.headers,
+          body: req.body,
+          headersTimeout: req.headersTimeout,
+          bodyTimeout: req.bodyTimeout,
+        },
+        handler,
+      )
     } catch (err) {
       cancel.removeListener('abort', onCancel)
       reject(err)

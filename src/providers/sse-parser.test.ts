@@ -17,7 +17,8 @@ function lineEndSearchCost(run: () => void): number {
   let scanned = 0
   String.prototype.indexOf = function (this: string, search: string, position?: number) {
     const found = indexOf.call(this, search, position)
-    if (search === '\n' || search === '\r') scanned += (found < 0 ? this.length : found + 1) - Math.max(0, position ?? 0)
+    if (search === '\n' || search === '\r')
+      scanned += (found < 0 ? this.length : found + 1) - Math.max(0, position ?? 0)
     return found
   }
   try {
@@ -59,7 +60,8 @@ describe('SseParser', () => {
       let events: string[] = []
       const cost = lineEndSearchCost(() => (events = new SseParser().push(text)))
       expect(events).toHaveLength(lines / 2)
-      // Each kind of line end searched for once by the loop and once by the check on arrival for any: four times the text at most.
+      // Each kind of line end searched for once by the loop and once by the check on arrival for any: four times the
+      // text at most.
       expect(cost, JSON.stringify(end)).toBeLessThanOrEqual(4 * text.length)
     }
   })

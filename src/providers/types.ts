@@ -14,9 +14,14 @@ export interface Failure {
   unreached?: boolean
 }
 
-/** Upstream output parsed once into typed events (docs/architecture.md §2). A broken upstream is an event, not an exception. */
+/**
+ * Upstream output parsed once into typed events (docs/architecture.md §2). A broken upstream is an event, not an
+ * exception.
+ */
 export type UpstreamEvent =
-  /** `logprobs`: the entries of the choice's `logprobs.content` that came with this text, when the upstream sent them. */
+  /**
+   * `logprobs`: the entries of the choice's `logprobs.content` that came with this text, when the upstream sent them.
+   */
   | { type: 'content'; text: string; logprobs?: readonly unknown[] }
   /** `index` is absent when the upstream omitted it. */
   | { type: 'tool_delta'; index?: number; id?: string; name?: string; arguments?: string }

@@ -79,7 +79,11 @@ export class Catalog {
       this.managedContext = m.contextLimit ?? Infinity
     }
     const candidates = config.cortex?.candidates ?? []
-    if (candidates.length) this.cortex = conservative(candidates, candidates.map((c) => this.models.get(c)!))
+    if (candidates.length)
+      this.cortex = conservative(
+        candidates,
+        candidates.map((c) => this.models.get(c)!),
+      )
   }
 
   isCortex(id: string): boolean {
@@ -115,7 +119,9 @@ function intersectContracts(contracts: ToolContract[]): ToolContract {
     strict_schemas: contracts.every((k) => k.strict_schemas),
     tool_streaming: contracts.every((k) => k.tool_streaming === 'incremental') ? 'incremental' : 'whole-call',
     // 0 means untested: any untested candidate makes the intersection untested.
-    max_argument_bytes: contracts.some((k) => k.max_argument_bytes === 0) ? 0 : Math.min(...contracts.map((k) => k.max_argument_bytes)),
+    max_argument_bytes: contracts.some((k) => k.max_argument_bytes === 0)
+      ? 0
+      : Math.min(...contracts.map((k) => k.max_argument_bytes)),
     certified_concurrency: Math.min(...contracts.map((k) => k.certified_concurrency)),
     agentic_certified: contracts.every((k) => k.agentic_certified),
     metering_version: Math.max(...contracts.map((k) => k.metering_version)),

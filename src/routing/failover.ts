@@ -66,8 +66,16 @@ export interface AttemptContext {
  */
 export const REQUEST_REFUSED = new Set([400, 413, 422])
 
-/** Tries the offers in order with the same request; fails over while nothing reached the client (docs/architecture.md §5, §6). */
-export async function tryOffers(offers: readonly Offer[], request: BoundRequest, rules: ToolRules, ctx: AttemptContext): Promise<TargetOutcome> {
+/**
+ * Tries the offers in order with the same request; fails over while nothing reached the client (docs/architecture.md
+ * §5, §6).
+ */
+export async function tryOffers(
+  offers: readonly Offer[],
+  request: BoundRequest,
+  rules: ToolRules,
+  ctx: AttemptContext,
+): Promise<TargetOutcome> {
   const attempts: Attempt[] = []
   for (const offer of offers) {
     if (ctx.cancel.aborted) return { kind: 'client_closed' }
@@ -83,7 +91,12 @@ export async function tryOffers(offers: readonly Offer[], request: BoundRequest,
 }
 
 /** One attempt at one offer; the caller has acquired its health slot, which this releases. */
-async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ctx: AttemptContext): Promise<TargetOutcome> {
+async function attempt(
+  offer: Offer,
+  request: BoundRequest,
+  rules: ToolRules,
+  ctx: AttemptContext,
+): Promise<TargetOutcome> {
   const started = ctx.now()
   let firstEventMs: number | undefined
   let content = ''
@@ -95,7 +108,15 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
   // A stream is read as it comes, so an upstream ignoring its max_tokens would be too: it is cut there. A plain reply
   // is bounded as a whole (the adapter's reply limit), and billed at most at the bound like any other.
   const bound = sink && new OutputBound(request.maxTokens)
-  const produced = (): Produced => ({ offer, content, ...(logprobs ? { logprobs } : {}), toolCalls: tools.result(), finish: finish ?? 'stop', upstreamUsage, maxTokens: request.maxTokens })
+  const produced = (): Produced => ({
+    offer,
+    content,
+    ...(logprobs ? { logprobs } : {}),
+    toolCalls: tools.result(),
+    finish: finish ?? 'stop',
+    upstreamUsage,
+    maxTokens: request.maxTokens,
+  })
   let health: 'success' | 'failure' | 'neutral' = 'failure'
   /** The upstream's output cannot be used: the next offer is tried while nothing reached the client. */
   const invalid = (detail: string): TargetOutcome => {
@@ -124,7 +145,8 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
           case 'tool_delta': {
             const unusable = tools.add(ev.index, ev.id, ev.name, ev.arguments)
             if (unusable) return invalid(unusable)
-            if (bound?.argumentsPassed(ev.arguments)) return invalid(`tool call arguments longer than max_tokens (${request.maxTokens}) allows`)
+            if (bound?.argumentsPassed(ev.arguments))
+              return invalid(`tool call arguments longer than max_tokens (${request.maxTokens}) allows`)
             break
           }
           case 'finish':
@@ -138,7 +160,8 @@ async function attempt(offer: Offer, request: BoundRequest, rules: ToolRules, ct
               health = 'neutral'
               return { kind: 'client_closed', reply: sink?.committed ? produced() : undefined }
             }
-            if (sink?.committed) return { kind: 'broken', code: 'stream_interrupted', detail: ev.failure.detail, reply: produced() }
+            if (sink?.committed)
+              return { kind: 'broken', code: 'stream_interrupted', detail: ev.failure.detail, reply: produced() }
             if (ev.failure.status !== undefined && REQUEST_REFUSED.has(ev.failure.status)) health = 'neutral'
             return { kind: 'failed', attempts: [{ offer, failure: ev.failure }] }
           }

@@ -1,4 +1,7 @@
-/** Per-offer health: a circuit breaker, a latency average and the in-flight count (per process, docs/architecture.md §11). */
+/**
+ * Per-offer health: a circuit breaker, a latency average and the in-flight count (per process, docs/architecture.md
+ * §11).
+ */
 export type BreakerState = 'closed' | 'open' | 'half-open'
 
 interface OfferState {
@@ -23,7 +26,10 @@ const LATENCY_WEIGHT = 0.2
 export class Health {
   private readonly states = new Map<string, OfferState>()
 
-  constructor(private readonly opts: HealthOptions, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly opts: HealthOptions,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   private state(key: string): OfferState {
     let s = this.states.get(key)
@@ -71,7 +77,8 @@ export class Health {
     if (outcome === 'success') {
       if (s.failures >= this.opts.failures) this.opts.onChange?.(key, 'closed')
       s.failures = 0
-      if (latencyMs !== undefined) s.latencyMs = s.latencyMs === 0 ? latencyMs : s.latencyMs + LATENCY_WEIGHT * (latencyMs - s.latencyMs)
+      if (latencyMs !== undefined)
+        s.latencyMs = s.latencyMs === 0 ? latencyMs : s.latencyMs + LATENCY_WEIGHT * (latencyMs - s.latencyMs)
     } else if (outcome === 'failure') {
       s.failures++
       if (s.failures >= this.opts.failures || wasProbe) {
@@ -82,7 +89,10 @@ export class Health {
     }
   }
 
-  /** Seconds until the earliest of these offers' breakers half-opens (an offer whose breaker is not open: now); at least 1. */
+  /**
+   * Seconds until the earliest of these offers' breakers half-opens (an offer whose breaker is not open: now); at least
+   * 1.
+   */
   retryAfterSeconds(keys: readonly string[]): number {
     const now = this.now()
     let earliest = Infinity

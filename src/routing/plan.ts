@@ -8,15 +8,20 @@ export interface Estimate {
 }
 
 /**
- * Orders a model's offers for one request (docs/architecture.md §5): by what the request could cost at each offer's price,
- * then health (closed before half-open), then latency. Open breakers and full offers are left out.
+ * Orders a model's offers for one request (docs/architecture.md §5): by what the request could cost at each offer's
+ * price, then health (closed before half-open), then latency. Open breakers and full offers are left out.
  */
 export function rankOffers(offers: readonly Offer[], health: Health, est: Estimate): Offer[] {
   const usable: { o: Offer; cost: bigint; probe: number; latency: number }[] = []
   for (const o of offers) {
     const breaker = health.breaker(o.key)
     if (breaker === 'open' || health.inflight(o.key) >= o.maxConcurrency) continue
-    usable.push({ o, cost: priceOf(o.prices, est.inputTokens, est.maxOutputTokens), probe: breaker === 'half-open' ? 1 : 0, latency: health.latency(o.key) })
+    usable.push({
+      o,
+      cost: priceOf(o.prices, est.inputTokens, est.maxOutputTokens),
+      probe: breaker === 'half-open' ? 1 : 0,
+      latency: health.latency(o.key),
+    })
   }
   usable.sort((a, b) => (a.cost !== b.cost ? (a.cost < b.cost ? -1 : 1) : a.probe - b.probe || a.latency - b.latency))
   return usable.map((u) => u.o)

@@ -6,7 +6,10 @@ import type { Health } from './health.js'
 import { rankOffers } from './plan.js'
 import { tryOffers, type Attempt, type AttemptContext, type BoundRequest, type Produced } from './failover.js'
 
-/** A model that fits the request, and what its offers are sent: its own reply bound (svc/cortex@1's may differ, docs/architecture.md §4). */
+/**
+ * A model that fits the request, and what its offers are sent: its own reply bound (svc/cortex@1's may differ,
+ * docs/architecture.md §4).
+ */
 export interface Candidate {
   model: ModelConfig
   request: BoundRequest
@@ -28,23 +31,46 @@ export interface RoutePlan {
   /** Highest input and output prices of all offers in the plan. */
   ceiling: Prices
   /**
-   * Health keys of every offer that could serve the request, usable now or not (for Retry-After): a named model's, or the
-   * fitting cortex candidates' and the vendor's.
+   * Health keys of every offer that could serve the request, usable now or not (for Retry-After): a named model's, or
+   * the fitting cortex candidates' and the vendor's.
    */
   allKeys: string[]
 }
 
 /** Plans a named model: its own offers only. A named model is never substituted. */
-export function planNamed(catalog: Catalog, health: Health, inputTokens: number, model: ModelConfig, request: BoundRequest): RoutePlan {
+export function planNamed(
+  catalog: Catalog,
+  health: Health,
+  inputTokens: number,
+  model: ModelConfig,
+  request: BoundRequest,
+): RoutePlan {
   const all = catalog.offers.get(model.id) ?? []
   const offers = rankOffers(all, health, { inputTokens, maxOutputTokens: request.maxTokens })
-  return { cortex: false, targets: [{ model, offers, request }], ceiling: ceilingOf(offers), allKeys: all.map((o) => o.key) }
+  return {
+    cortex: false,
+    targets: [{ model, offers, request }],
+    ceiling: ceilingOf(offers),
+    allKeys: all.map((o) => o.key),
+  }
 }
 
-/** Plans svc/cortex@1: the fitting candidates in preference order, then the managed vendor, sent `vendor` (none when the vendor cannot take the request). */
-export function planCortex(catalog: Catalog, health: Health, inputTokens: number, fitting: readonly Candidate[], vendor: BoundRequest | undefined): RoutePlan {
+/**
+ * Plans svc/cortex@1: the fitting candidates in preference order, then the managed vendor, sent `vendor` (none when the
+ * vendor cannot take the request).
+ */
+export function planCortex(
+  catalog: Catalog,
+  health: Health,
+  inputTokens: number,
+  fitting: readonly Candidate[],
+  vendor: BoundRequest | undefined,
+): RoutePlan {
   const targets = fitting.map(({ model, request }) => {
-    const offers = rankOffers(catalog.offers.get(model.id) ?? [], health, { inputTokens, maxOutputTokens: request.maxTokens })
+    const offers = rankOffers(catalog.offers.get(model.id) ?? [], health, {
+      inputTokens,
+      maxOutputTokens: request.maxTokens,
+    })
     return { model, offers, request }
   })
   const offers = targets.flatMap((t) => t.offers)
@@ -74,7 +100,13 @@ export function planOfferCount(plan: RoutePlan): number {
 export type RouteOutcome =
   | { kind: 'delivered'; reply: Produced; servedModel: string; failedTargets: number; managedWhy?: ManagedWhy }
   | { kind: 'failed'; code: 'no_capacity' | 'provider_output_invalid'; attempts: Attempt[] }
-  | { kind: 'broken'; code: 'stream_interrupted' | 'provider_output_invalid'; detail: string; reply: Produced; servedModel: string }
+  | {
+      kind: 'broken'
+      code: 'stream_interrupted' | 'provider_output_invalid'
+      detail: string
+      reply: Produced
+      servedModel: string
+    }
   | { kind: 'client_closed'; reply?: Produced; servedModel?: string }
 
 /** Runs the plan: each target's offers in turn, then the vendor; docs/architecture.md §5. */
@@ -93,7 +125,8 @@ export async function executeRoute(plan: RoutePlan, calls: CallPolicy, ctx: Atte
   }
   const invalidSeen = attempts.some((a) => a.failure.kind === 'invalid_output')
   if (plan.managed && !ctx.cancel.aborted) {
-    const managedWhy: ManagedWhy = plan.targets.length === 0 ? 'no_candidate' : invalidSeen ? 'provider_output_invalid' : 'no_capacity'
+    const managedWhy: ManagedWhy =
+      plan.targets.length === 0 ? 'no_candidate' : invalidSeen ? 'provider_output_invalid' : 'no_capacity'
     const { offer, request } = plan.managed
     const out = await tryOffers([offer], request, { ...calls, maxArgumentBytes: 0 }, ctx)
     if (out.kind !== 'failed') return withModel(out, offer.modelId, failedTargets, managedWhy)
@@ -104,7 +137,12 @@ export async function executeRoute(plan: RoutePlan, calls: CallPolicy, ctx: Atte
   return { kind: 'failed', code: invalidSeen && !plan.cortex ? 'provider_output_invalid' : 'no_capacity', attempts }
 }
 
-function withModel(out: Exclude<Awaited<ReturnType<typeof tryOffers>>, { kind: 'failed' }>, servedModel: string, failedTargets: number, managedWhy?: ManagedWhy): RouteOutcome {
+function withModel(
+  out: Exclude<Awaited<ReturnType<typeof tryOffers>>, { kind: 'failed' }>,
+  servedModel: string,
+  failedTargets: number,
+  managedWhy?: ManagedWhy,
+): RouteOutcome {
   switch (out.kind) {
     case 'delivered':
       return { kind: 'delivered', reply: out.reply, servedModel, failedTargets, ...(managedWhy ? { managedWhy } : {}) }

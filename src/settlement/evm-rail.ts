@@ -44,8 +44,12 @@ export class EvmRail implements Rail {
   private waiting = new Map<string, string>()
 
   constructor(
-    private readonly store: Store, readonly settings: EvmSettings, readonly sender: BatchSender, readonly watcher: ChainWatcher,
-    private readonly probe: TokenProbe, private readonly log: (msg: string) => void,
+    private readonly store: Store,
+    readonly settings: EvmSettings,
+    readonly sender: BatchSender,
+    readonly watcher: ChainWatcher,
+    private readonly probe: TokenProbe,
+    private readonly log: (msg: string) => void,
   ) {
     this.maxLegs = settings.maxLegs
     const fees = settings.feeAccount ?? sender.operator
@@ -74,28 +78,44 @@ export class EvmRail implements Rail {
       if (id === undefined) continue
       let blame: Awaited<ReturnType<EvmRail['blame']>>
       try {
-        blame = await this.blame(payer, chainLegs.filter((l) => l.payer === payer))
+        blame = await this.blame(
+          payer,
+          chainLegs.filter((l) => l.payer === payer),
+        )
       } catch (err) {
         // The node could not answer the token's questions: the batch waits for a pass that can tell (its landing is
         // stored, nothing is sent again) and the batches after it go on.
-        return { kind: 'unknown', why: `batch ${batch.id}: could not tell why the transfers of payer ${payer} failed (${(err as Error).message})` }
+        return {
+          kind: 'unknown',
+          why: `batch ${batch.id}: could not tell why the transfers of payer ${payer} failed (${(err as Error).message})`,
+        }
       }
       if (blame === 'funds') out.failedPayers.push(id)
       else {
         if (blame === 'payer') this.refusedPayers.add(id)
-        this.log(`batch ${batch.id}: the transfers of payer ${payer} failed, not for want of funds (${NOT_FUNDS[blame]}); its charges wait, no debt`)
+        this.log(
+          `batch ${batch.id}: the transfers of payer ${payer} failed, not for want of funds (${NOT_FUNDS[blame]}); its charges wait, no debt`,
+        )
         out.deferredPayers.push(id)
       }
     }
     return out
   }
 
-  /** Why a payer's transfers failed: a payee or the payer the token refuses whatever the amount, its funds, or neither any more. */
+  /**
+   * Why a payer's transfers failed: a payee or the payer the token refuses whatever the amount, its funds, or neither
+   * any more.
+   */
   private async blame(payer: Address, legs: ChainLeg[]): Promise<'payee' | 'payer' | 'funds' | 'gone'> {
     const refused = await Promise.all([...new Set(legs.map((l) => l.payee))].map((p) => this.probe.refusesPayee(p)))
     if (refused.some(Boolean)) return 'payee'
     if (await this.probe.refusesLeg(payer, legs[0]!.payee)) return 'payer'
-    return (await this.probe.covers(payer, legs.reduce((s, l) => s + l.amount, 0n))) ? 'gone' : 'funds'
+    return (await this.probe.covers(
+      payer,
+      legs.reduce((s, l) => s + l.amount, 0n),
+    ))
+      ? 'gone'
+      : 'funds'
   }
 
   /** The payees of due charges the token refuses now, and the payers found refused that still are. */
@@ -112,29 +132,43 @@ export class EvmRail implements Rail {
     return out
   }
 
-  private async refusing(ids: Iterable<number>, refuses: (a: Address) => Promise<boolean>, unanswered: boolean): Promise<number[]> {
+  private async refusing(
+    ids: Iterable<number>,
+    refuses: (a: Address) => Promise<boolean>,
+    unanswered: boolean,
+  ): Promise<number[]> {
     const all = [...ids]
     const unasked: string[] = []
-    const answers = await Promise.all(all.map(async (id) => {
-      const address = await this.addressOf(id)
-      return refuses(address).catch((err: Error) => {
-        unasked.push(`${address} (${err.message})`)
-        return unanswered
-      })
-    }))
+    const answers = await Promise.all(
+      all.map(async (id) => {
+        const address = await this.addressOf(id)
+        return refuses(address).catch((err: Error) => {
+          unasked.push(`${address} (${err.message})`)
+          return unanswered
+        })
+      }),
+    )
     // One line a pass, however many the node could not answer for.
-    if (unasked.length) this.log(`could not ask the token about ${unasked.length} account(s), taken as ${unanswered ? 'still refused' : 'not refused'}: ${unasked.slice(0, 3).join(', ')}${unasked.length > 3 ? ', …' : ''}`)
+    if (unasked.length)
+      this.log(
+        `could not ask the token about ${unasked.length} account(s), taken as ${unanswered ? 'still refused' : 'not refused'}: ${unasked.slice(0, 3).join(', ')}${unasked.length > 3 ? ', …' : ''}`,
+      )
     return all.filter((_, i) => answers[i])
   }
 
   /** Tells the operator once when the token starts refusing an account, and once when it stops. */
   private async report(r: Refused): Promise<void> {
     const now = new Map<string, string>()
-    for (const [role, ids] of [['payee', r.payees], ['payer', r.payers]] as const) {
+    for (const [role, ids] of [
+      ['payee', r.payees],
+      ['payer', r.payers],
+    ] as const) {
       for (const id of ids) now.set(`${role} ${id}`, `${role} ${await this.addressOf(id)}`)
     }
-    for (const [k, what] of now) if (!this.waiting.has(k)) this.log(`the token refuses ${what}: its charges wait, no debt, until it takes them`)
-    for (const [k, what] of this.waiting) if (!now.has(k)) this.log(`the token takes ${what} again: its charges go in the next batches`)
+    for (const [k, what] of now)
+      if (!this.waiting.has(k)) this.log(`the token refuses ${what}: its charges wait, no debt, until it takes them`)
+    for (const [k, what] of this.waiting)
+      if (!now.has(k)) this.log(`the token takes ${what} again: its charges go in the next batches`)
     this.waiting = now
   }
 
@@ -157,7 +191,9 @@ export class EvmRail implements Rail {
     if (known) return known
     const account = await this.store.accounts.byId(accountId)
     if (!account) throw new Error(`batch leg names unknown account ${accountId}`)
-    const address = this.systemPayees[account.address] ?? (isAddress(account.address, { strict: false }) ? getAddress(account.address) : undefined)
+    const address =
+      this.systemPayees[account.address] ??
+      (isAddress(account.address, { strict: false }) ? getAddress(account.address) : undefined)
     if (!address) throw new Error(`account ${account.address} has no address on chain`)
     this.addresses.set(accountId, address)
     return address
@@ -172,11 +208,31 @@ export async function createEvmRail(rail: EvmRailConfig, store: Store, opts: Evm
   const operator = operatorFromEnv(settings, opts.env)
   const client = publicClientFor(settings.rpcUrl, settings.chainId, settings.pollMs)
   const chainId = await client.getChainId()
-  if (chainId !== settings.chainId) throw new ConfigError([`rail.chainId: ${settings.chainId}, but the node at ${settings.rpcUrl} serves chain ${chainId}`], 'config')
+  if (chainId !== settings.chainId)
+    throw new ConfigError(
+      [`rail.chainId: ${settings.chainId}, but the node at ${settings.rpcUrl} serves chain ${chainId}`],
+      'config',
+    )
   const sender = new BatchSender({
-    client, operator, store, chainId, settler: settings.settler, confirmations: settings.confirmations,
-    pollMs: settings.pollMs, bumpAfterMs: settings.bumpAfterMs, now, log,
+    client,
+    operator,
+    store,
+    chainId,
+    settler: settings.settler,
+    confirmations: settings.confirmations,
+    pollMs: settings.pollMs,
+    bumpAfterMs: settings.bumpAfterMs,
+    now,
+    log,
   })
-  const watcher = new ChainWatcher({ client, store, usdc: settings.usdc, settler: settings.settler, pollMs: settings.pollMs, now, log })
+  const watcher = new ChainWatcher({
+    client,
+    store,
+    usdc: settings.usdc,
+    settler: settings.settler,
+    pollMs: settings.pollMs,
+    now,
+    log,
+  })
   return new EvmRail(store, settings, sender, watcher, new TokenProbe(client, settings.usdc, settings.settler), log)
 }

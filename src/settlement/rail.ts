@@ -6,10 +6,16 @@ export type Executed =
       kind: 'moved'
       /** Their funds did not cover their transfers: their charges become debt. */
       failedPayers: number[]
-      /** Their transfers failed for a reason that is not their funds (a payee the token refuses): their charges wait, no debt. */
+      /**
+       * Their transfers failed for a reason that is not their funds (a payee the token refuses): their charges wait, no
+       * debt.
+       */
       deferredPayers?: number[]
     }
-  /** It cannot tell whether or how the batch moved (the node forgot its outcome): the batch stays as it is for a later pass. */
+  /**
+   * It cannot tell whether or how the batch moved (the node forgot its outcome): the batch stays as it is for a later
+   * pass.
+   */
   | { kind: 'unknown'; why: string }
 
 /** Accounts whose charges must wait for now: the rail cannot move money from these payers or to these payees. */

@@ -23,7 +23,11 @@ export class Settler {
   private timer: NodeJS.Timeout | undefined
   private running: Promise<SettleReport> | undefined
 
-  constructor(private readonly store: Store, private readonly rail: Rail, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly store: Store,
+    private readonly rail: Rail,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   /** One pass: finishes batches left open or sent by an earlier pass, then batches what is due. */
   async runOnce(): Promise<SettleReport> {
@@ -36,7 +40,9 @@ export class Settler {
     if (!lock) return { ran: false, batches: [], waiting: { payers: [], payees: [] }, unfinished: [] }
     try {
       const fees = (await this.store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
-      const waiting = (await this.rail.refused?.([...new Set([...(await this.store.settlement.duePayees()), fees])])) ?? { payers: [], payees: [] }
+      const waiting = (await this.rail.refused?.([
+        ...new Set([...(await this.store.settlement.duePayees()), fees]),
+      ])) ?? { payers: [], payees: [] }
       const report: SettleReport = { ran: true, batches: [], waiting, unfinished: [] }
       // A pass cut off while it built a batch left it building: it is whole as it is, and is sent with the others.
       await this.store.settlement.openBuilt()
@@ -69,7 +75,10 @@ export class Settler {
 
   start(intervalMs: number, onError: (err: unknown) => void): void {
     if (intervalMs <= 0) return
-    this.timer = setInterval(() => void this.runOnce().then((r) => r.unfinished.forEach((u) => onError(new Error(u.why))), onError), intervalMs)
+    this.timer = setInterval(
+      () => void this.runOnce().then((r) => r.unfinished.forEach((u) => onError(new Error(u.why))), onError),
+      intervalMs,
+    )
     this.timer.unref()
   }
 

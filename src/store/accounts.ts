@@ -31,14 +31,27 @@ export interface WorldPosting {
   now: number
 }
 
-/** Money entering (or, negative, leaving) the ledger for an account: two available-book postings against the world account. */
-export async function postFromWorld(trx: Transaction<Database>, { ref, accountId, kind, amount, now }: WorldPosting): Promise<void> {
-  const world = await trx.selectFrom('accounts').select('id').where('address', '=', SYSTEM_ACCOUNTS.world).executeTakeFirstOrThrow()
+/**
+ * Money entering (or, negative, leaving) the ledger for an account: two available-book postings against the world
+ * account.
+ */
+export async function postFromWorld(
+  trx: Transaction<Database>,
+  { ref, accountId, kind, amount, now }: WorldPosting,
+): Promise<void> {
+  const world = await trx
+    .selectFrom('accounts')
+    .select('id')
+    .where('address', '=', SYSTEM_ACCOUNTS.world)
+    .executeTakeFirstOrThrow()
   const created_at = BigInt(now)
-  await trx.insertInto('posting_rows').values([
-    { ref, account_id: accountId, book: 'available', kind, amount, created_at },
-    { ref, account_id: num(world.id), book: 'available', kind, amount: -amount, created_at },
-  ]).execute()
+  await trx
+    .insertInto('posting_rows')
+    .values([
+      { ref, account_id: accountId, book: 'available', kind, amount, created_at },
+      { ref, account_id: num(world.id), book: 'available', kind, amount: -amount, created_at },
+    ])
+    .execute()
 }
 
 export function toAccount(r: Selectable<AccountsTable>): Account {
@@ -93,10 +106,16 @@ export class AccountRepo {
     await this.db.updateTable('accounts').set({ cap }).where('id', '=', id).execute()
   }
 
-  /** Credits a deposit: two postings (world → account) and the cached balance, in one transaction; null (nothing written) when the balance would pass `max`. */
+  /**
+   * Credits a deposit: two postings (world → account) and the cached balance, in one transaction; null (nothing
+   * written) when the balance would pass `max`.
+   */
   async deposit(id: number, amount: bigint, ref: string, now: number, max?: bigint): Promise<Account | null> {
     return this.db.transaction().execute(async (trx) => {
-      let update = trx.updateTable('accounts').set({ balance: sql`balance + ${amount}` }).where('id', '=', id)
+      let update = trx
+        .updateTable('accounts')
+        .set({ balance: sql`balance + ${amount}` })
+        .where('id', '=', id)
       if (max !== undefined) update = update.where('balance', '<=', max - amount)
       const r = await update.returningAll().executeTakeFirst()
       if (!r) return null

@@ -16,7 +16,10 @@ describe.each(STORE_KINDS)('a batch built in steps on %s', (kind) => {
     if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
     f = await openFixture(kind)
     store = f.store
-    payees = [f.payee, (await store.accounts.ensure('0x5555555555555555555555555555555555555555', 'provider', 1000)).account.id]
+    payees = [
+      f.payee,
+      (await store.accounts.ensure('0x5555555555555555555555555555555555555555', 'provider', 1000)).account.id,
+    ]
     for (const id of [f.user, f.other]) {
       expect(await store.accounts.deposit(id, 10_000_000n, `dep_${id}`, 1000)).not.toBeNull()
       await store.accounts.approve(id, 10_000_000n)
@@ -31,8 +34,29 @@ describe.each(STORE_KINDS)('a batch built in steps on %s', (kind) => {
       const requestId = `c${n++}`
       const accountId = i % 2 ? f!.user : f!.other
       const cost = 100n + BigInt(i % 7)
-      expect(await store.ledger.hold({ requestId, accountId, keyId: 'key_1', model: 'm', amount: cost, owner: 'i1', now: 1000, expiresAt: 99_999 })).toEqual({ ok: true })
-      expect(await store.ledger.capture({ requestId, cost, payeeId: payees[i % 3 ? 0 : 1]!, fee: cost / 10n, feeAccountId: f!.fees, now: 1001, usage: usageRecord(requestId, accountId, cost) })).toBe(true)
+      expect(
+        await store.ledger.hold({
+          requestId,
+          accountId,
+          keyId: 'key_1',
+          model: 'm',
+          amount: cost,
+          owner: 'i1',
+          now: 1000,
+          expiresAt: 99_999,
+        }),
+      ).toEqual({ ok: true })
+      expect(
+        await store.ledger.capture({
+          requestId,
+          cost,
+          payeeId: payees[i % 3 ? 0 : 1]!,
+          fee: cost / 10n,
+          feeAccountId: f!.fees,
+          now: 1001,
+          usage: usageRecord(requestId, accountId, cost),
+        }),
+      ).toBe(true)
       total += cost
     }
     return total
@@ -40,10 +64,18 @@ describe.each(STORE_KINDS)('a batch built in steps on %s', (kind) => {
 
   /** Each batch's legs are the sums of its charges, payer by payee and the fees beside; their total is its total. */
   async function whole(batchId: string): Promise<bigint> {
-    const rows = await store.db.selectFrom('holds').select(['account_id', 'payee_id', 'cost', 'fee']).where('batch_id', '=', batchId).execute()
+    const rows = await store.db
+      .selectFrom('holds')
+      .select(['account_id', 'payee_id', 'cost', 'fee'])
+      .where('batch_id', '=', batchId)
+      .execute()
     const expected = new Map<string, bigint>()
     const add = (payer: unknown, payee: unknown, amount: bigint) => {
-      if (amount > 0n) expected.set(`${Number(payer)}:${Number(payee)}`, (expected.get(`${Number(payer)}:${Number(payee)}`) ?? 0n) + amount)
+      if (amount > 0n)
+        expected.set(
+          `${Number(payer)}:${Number(payee)}`,
+          (expected.get(`${Number(payer)}:${Number(payee)}`) ?? 0n) + amount,
+        )
     }
     for (const r of rows) {
       add(r.account_id, r.payee_id, BigInt(r.cost!) - BigInt(r.fee!))
@@ -52,7 +84,9 @@ describe.each(STORE_KINDS)('a batch built in steps on %s', (kind) => {
     const legs = await store.settlement.legs(batchId)
     expect(new Map(legs.map((l) => [`${l.payerId}:${l.payeeId}`, l.amount]))).toEqual(expected)
     const total = legs.reduce((s, l) => s + l.amount, 0n)
-    const [batch] = (await store.settlement.batches(['building', 'open', 'sent', 'settled'])).filter((b) => b.id === batchId)
+    const [batch] = (await store.settlement.batches(['building', 'open', 'sent', 'settled'])).filter(
+      (b) => b.id === batchId,
+    )
     expect(batch!.total).toBe(total)
     return total
   }
@@ -84,7 +118,12 @@ describe.each(STORE_KINDS)('a batch built in steps on %s', (kind) => {
     expect(await building).toBeNull()
     expect((await store.settlement.batches(['open'])).map((b) => b.id)).toContain('b_race')
     await whole('b_race')
-    const left = await store.db.selectFrom('holds').select('request_id').where('batch_id', 'is', null).where('status', '=', 'captured').execute()
+    const left = await store.db
+      .selectFrom('holds')
+      .select('request_id')
+      .where('batch_id', 'is', null)
+      .where('status', '=', 'captured')
+      .execute()
     expect(left.length).toBeGreaterThan(0)
     expect(left.length).toBeLessThan(200)
     // The rest goes in the next batch.
@@ -97,10 +136,17 @@ describe.each(STORE_KINDS)('a batch built in steps on %s', (kind) => {
     await charges(100)
     // As another settler's failed collection leaves it: the payer's charges wait until its debt is covered.
     const building = store.settlement.createBatch('b_debt', f!.fees, 3500, {}, 1)
-    await whileBuilding('b_debt', () => store.db.updateTable('accounts').set({ debt: 1n }).where('id', '=', f!.user).execute())
+    await whileBuilding('b_debt', () =>
+      store.db.updateTable('accounts').set({ debt: 1n }).where('id', '=', f!.user).execute(),
+    )
     expect(await building).not.toBeNull()
     await whole('b_debt')
-    const left = await store.db.selectFrom('holds').select(['account_id', 'request_id']).where('batch_id', 'is', null).where('status', '=', 'captured').execute()
+    const left = await store.db
+      .selectFrom('holds')
+      .select(['account_id', 'request_id'])
+      .where('batch_id', 'is', null)
+      .where('status', '=', 'captured')
+      .execute()
     // Every charge of the other payer went in; those of the one in debt that the build had not reached wait.
     expect(left.length).toBeGreaterThan(0)
     expect(new Set(left.map((r) => Number(r.account_id)))).toEqual(new Set([f!.user]))

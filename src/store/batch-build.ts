@@ -14,7 +14,12 @@ export const CHARGES_PER_STEP = 500
 /** Charges not yet in a batch, of payers not in debt. */
 export function dueCharges(db: Kysely<Database>) {
   const debtors = db.selectFrom('accounts').select('id').where('debt', '>', 0n)
-  return db.selectFrom('holds').where('status', '=', sql.lit('captured')).where('batch_id', 'is', null).where('cost', '>', 0n).where('account_id', 'not in', debtors)
+  return db
+    .selectFrom('holds')
+    .where('status', '=', sql.lit('captured'))
+    .where('batch_id', 'is', null)
+    .where('cost', '>', 0n)
+    .where('account_id', 'not in', debtors)
 }
 
 /** The batch a settler builds: its id, the account its fees are paid to, and when it was created. */
@@ -29,22 +34,31 @@ class NoLongerBuilding extends Error {}
 
 /**
  * Builds batch `id` of the due charges, CHARGES_PER_STEP at a time, and opens it; its total, or null when nothing was
- * due or another settler opened it first (and sends it). While it is built its status is `building`: no settler sends or settles it, and a settler's pass opens every
- * batch left building (`openBuilt`) before it reads those to send. Each step adds its charges and their legs in one
- * transaction, so the batch is whole at every commit: a crash leaves a smaller batch, opened by the next pass, and a
- * second settler (`svc settle` beside a SQLite gateway) that opens it meanwhile only ends it sooner: a step finds it
- * no longer building and adds nothing (its charges stay due), and this settler leaves it to that one.
+ * due or another settler opened it first (and sends it). While it is built its status is `building`: no settler sends
+ * or settles it, and a settler's pass opens every batch left building (`openBuilt`) before it reads those to send. Each
+ * step adds its charges and their legs in one transaction, so the batch is whole at every commit: a crash leaves a
+ * smaller batch, opened by the next pass, and a second settler (`svc settle` beside a SQLite gateway) that opens it
+ * meanwhile only ends it sooner: a step finds it no longer building and adds nothing (its charges stay due), and this
+ * settler leaves it to that one.
  */
-export async function buildBatch(db: Kysely<Database>, batch: NewBatch, limits: BatchLimits, step = CHARGES_PER_STEP): Promise<bigint | null> {
+export async function buildBatch(
+  db: Kysely<Database>,
+  batch: NewBatch,
+  limits: BatchLimits,
+  step = CHARGES_PER_STEP,
+): Promise<bigint | null> {
   const due = await dueIds(db, batch.feeAccountId, limits)
   let total = 0n
   let begun = false
   for (let at = 0; at < due.length; at += step) {
     if (at > 0) await nextTurn()
-    const added = await db.transaction().execute((trx) => addCharges(trx, batch, due.slice(at, at + step), begun)).catch((err: unknown) => {
-      if (err instanceof NoLongerBuilding) return undefined
-      throw err
-    })
+    const added = await db
+      .transaction()
+      .execute((trx) => addCharges(trx, batch, due.slice(at, at + step), begun))
+      .catch((err: unknown) => {
+        if (err instanceof NoLongerBuilding) return undefined
+        throw err
+      })
     // Another settler opened it: that settler sends it (sent by both, it would cost a nonce race and gas).
     if (added === undefined) return null
     begun ||= added.assigned > 0
@@ -69,39 +83,59 @@ export async function openBuilt(db: Kysely<Database>, id?: string): Promise<void
  * batch ever has more than `maxLegs` legs.
  */
 async function dueIds(db: Kysely<Database>, feeAccountId: number, limits: BatchLimits): Promise<string[]> {
-  return db.transaction().setAccessMode('read only').setIsolationLevel('repeatable read').execute(async (trx) => {
-    const { payers: refusedPayers = [], payees: refusedPayees = [] } = limits.exclude ?? {}
-    const dueBase = () => {
-      let q = dueCharges(trx)
-      if (refusedPayers.length) q = q.where('account_id', 'not in', refusedPayers)
-      if (refusedPayees.length) q = q.where('payee_id', 'not in', refusedPayees)
-      if (refusedPayees.includes(feeAccountId)) q = q.where('fee', '=', 0n)
-      return q
-    }
-    let due = dueBase().select('request_id').limit(limits.maxHolds ?? 10_000)
-    if (limits.maxLegs !== undefined) {
-      const maxLegs = limits.maxLegs
-      const perPayer = await dueBase().select(['account_id', (eb) => eb.fn.count<number>('payee_id').distinct().as('payees')]).groupBy('account_id').orderBy('account_id').execute()
-      if (perPayer.length === 0) return []
-      const payers: number[] = []
-      let legs = 0
-      for (const p of perPayer) {
-        const n = num(p.payees) + 1
-        if (legs + n > maxLegs) break
-        payers.push(num(p.account_id))
-        legs += n
+  return db
+    .transaction()
+    .setAccessMode('read only')
+    .setIsolationLevel('repeatable read')
+    .execute(async (trx) => {
+      const { payers: refusedPayers = [], payees: refusedPayees = [] } = limits.exclude ?? {}
+      const dueBase = () => {
+        let q = dueCharges(trx)
+        if (refusedPayers.length) q = q.where('account_id', 'not in', refusedPayers)
+        if (refusedPayees.length) q = q.where('payee_id', 'not in', refusedPayees)
+        if (refusedPayees.includes(feeAccountId)) q = q.where('fee', '=', 0n)
+        return q
       }
-      if (payers.length > 0) due = due.where('account_id', 'in', payers)
-      else {
-        // The first payer alone needs more legs than a transaction may carry: its charges to its first maxLegs − 1
-        // payees go now, beside its fee leg; the rest stay due for the batches after.
-        const payer = num(perPayer[0]!.account_id)
-        const payees = await dueBase().where('account_id', '=', payer).select('payee_id').distinct().orderBy('payee_id').limit(maxLegs - 1).execute()
-        due = due.where('account_id', '=', payer).where('payee_id', 'in', payees.map((p) => num(p.payee_id)))
+      let due = dueBase()
+        .select('request_id')
+        .limit(limits.maxHolds ?? 10_000)
+      if (limits.maxLegs !== undefined) {
+        const maxLegs = limits.maxLegs
+        const perPayer = await dueBase()
+          .select(['account_id', (eb) => eb.fn.count<number>('payee_id').distinct().as('payees')])
+          .groupBy('account_id')
+          .orderBy('account_id')
+          .execute()
+        if (perPayer.length === 0) return []
+        const payers: number[] = []
+        let legs = 0
+        for (const p of perPayer) {
+          const n = num(p.payees) + 1
+          if (legs + n > maxLegs) break
+          payers.push(num(p.account_id))
+          legs += n
+        }
+        if (payers.length > 0) due = due.where('account_id', 'in', payers)
+        else {
+          // The first payer alone needs more legs than a transaction may carry: its charges to its first maxLegs − 1
+          // payees go now, beside its fee leg; the rest stay due for the batches after.
+          const payer = num(perPayer[0]!.account_id)
+          const payees = await dueBase()
+            .where('account_id', '=', payer)
+            .select('payee_id')
+            .distinct()
+            .orderBy('payee_id')
+            .limit(maxLegs - 1)
+            .execute()
+          due = due.where('account_id', '=', payer).where(
+            'payee_id',
+            'in',
+            payees.map((p) => num(p.payee_id)),
+          )
+        }
       }
-    }
-    return (await due.execute()).map((r) => r.request_id)
-  })
+      return (await due.execute()).map((r) => r.request_id)
+    })
 }
 
 /**
@@ -109,14 +143,30 @@ async function dueIds(db: Kysely<Database>, feeAccountId: number, limits: BatchL
  * first charges); how many it assigned and their total. Throws NoLongerBuilding, rolling back, when the batch was
  * opened meanwhile.
  */
-async function addCharges(trx: Transaction<Database>, { id, feeAccountId, now }: NewBatch, ids: string[], begun: boolean): Promise<{ assigned: number; total: bigint }> {
+async function addCharges(
+  trx: Transaction<Database>,
+  { id, feeAccountId, now }: NewBatch,
+  ids: string[],
+  begun: boolean,
+): Promise<{ assigned: number; total: bigint }> {
   // Still due: since the ids were read, another settler may have batched a charge, failed to collect it, and put its
   // payer in debt (its charge is then due again to no one, and would be counted in that debt a second time).
-  const assigned = await trx.updateTable('holds').set({ batch_id: id })
-    .where('request_id', 'in', ids).where('batch_id', 'is', null).where('status', '=', sql.lit('captured'))
-    .where(({ not, exists, selectFrom }) => not(exists(selectFrom('accounts').select('id').whereRef('accounts.id', '=', 'holds.account_id').where('debt', '>', 0n))))
+  const assigned = await trx
+    .updateTable('holds')
+    .set({ batch_id: id })
+    .where('request_id', 'in', ids)
+    .where('batch_id', 'is', null)
+    .where('status', '=', sql.lit('captured'))
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('accounts').select('id').whereRef('accounts.id', '=', 'holds.account_id').where('debt', '>', 0n),
+        ),
+      ),
+    )
     // The charges as they were assigned: their legs are summed here, not read again (by id, about 4.5 µs a charge).
-    .returning(['account_id', 'payee_id', 'cost', 'fee']).execute()
+    .returning(['account_id', 'payee_id', 'cost', 'fee'])
+    .execute()
   if (assigned.length === 0) return { assigned: 0, total: 0n }
   const legs = new Map<string, Leg>()
   const add = (payerId: number, payeeId: number, amount: bigint) => {
@@ -133,16 +183,40 @@ async function addCharges(trx: Transaction<Database>, { id, feeAccountId, now }:
   }
   const total = [...legs.values()].reduce((s, l) => s + l.amount, 0n)
   if (!begun) {
-    await trx.insertInto('batches').values({ id, status: 'building', total, created_at: BigInt(now), sent_at: null, settled_at: null, tx_hash: null, nonce: null }).execute()
+    await trx
+      .insertInto('batches')
+      .values({
+        id,
+        status: 'building',
+        total,
+        created_at: BigInt(now),
+        sent_at: null,
+        settled_at: null,
+        tx_hash: null,
+        nonce: null,
+      })
+      .execute()
   } else {
-    const still = await trx.updateTable('batches').set({ total: sql`total + ${total}` }).where('id', '=', id).where('status', '=', 'building').returning('id').executeTakeFirst()
+    const still = await trx
+      .updateTable('batches')
+      .set({ total: sql`total + ${total}` })
+      .where('id', '=', id)
+      .where('status', '=', 'building')
+      .returning('id')
+      .executeTakeFirst()
     if (!still) throw new NoLongerBuilding()
   }
   if (legs.size > 0) {
     await trx
       .insertInto('batch_legs')
-      .values([...legs.values()].map((l) => ({ batch_id: id, payer_id: l.payerId, payee_id: l.payeeId, amount: l.amount })))
-      .onConflict((oc) => oc.columns(['batch_id', 'payer_id', 'payee_id']).doUpdateSet({ amount: (eb) => eb('batch_legs.amount', '+', eb.ref('excluded.amount')) }))
+      .values(
+        [...legs.values()].map((l) => ({ batch_id: id, payer_id: l.payerId, payee_id: l.payeeId, amount: l.amount })),
+      )
+      .onConflict((oc) =>
+        oc
+          .columns(['batch_id', 'payer_id', 'payee_id'])
+          .doUpdateSet({ amount: (eb) => eb('batch_legs.amount', '+', eb.ref('excluded.amount')) }),
+      )
       .execute()
   }
   return { assigned: assigned.length, total }

@@ -24,11 +24,30 @@ describe.each(STORE_KINDS)('a wallet short of what is held, on %s', (kind) => {
   afterEach(() => closeFixture(f))
 
   const hold = (requestId: string, amount: bigint) =>
-    store.ledger.hold({ requestId, accountId: dave, keyId: 'key_1', model: 'm', amount, owner: 'i1', now: 1000, expiresAt: 99_999 })
+    store.ledger.hold({
+      requestId,
+      accountId: dave,
+      keyId: 'key_1',
+      model: 'm',
+      amount,
+      owner: 'i1',
+      now: 1000,
+      expiresAt: 99_999,
+    })
   const capture = (requestId: string, cost: bigint) =>
-    store.ledger.capture({ requestId, cost, payeeId: payee, fee: cost / 10n, feeAccountId: fees, now: 1001, usage: usageRecord(requestId, dave, cost) })
-  const release = (requestId: string) => store.ledger.release(requestId, 1001, usageRecord(requestId, dave, 0n, { outcome: 'provider_error' }))
-  const sync = (balance: bigint, allowance: bigint, block: bigint) => store.chain.sync(dave, { balance, allowance, block }, `chain_${block}_${dave}`, 2000)
+    store.ledger.capture({
+      requestId,
+      cost,
+      payeeId: payee,
+      fee: cost / 10n,
+      feeAccountId: fees,
+      now: 1001,
+      usage: usageRecord(requestId, dave, cost),
+    })
+  const release = (requestId: string) =>
+    store.ledger.release(requestId, 1001, usageRecord(requestId, dave, 0n, { outcome: 'provider_error' }))
+  const sync = (balance: bigint, allowance: bigint, block: bigint) =>
+    store.chain.sync(dave, { balance, allowance, block }, `chain_${block}_${dave}`, 2000)
   const account = async () => (await store.accounts.byId(dave))!
   const expectSound = async () => {
     const audit = await store.ledger.audit()

@@ -25,10 +25,32 @@ describe.each(STORE_KINDS)('chain sync on %s', (kind) => {
 
   const charge = async (accountId: number, cost: bigint) => {
     const requestId = `r${n++}`
-    expect(await store.ledger.hold({ requestId, accountId, keyId: 'key_1', model: 'm', amount: cost, owner: 'i1', now: 1000, expiresAt: 99_999 })).toEqual({ ok: true })
-    expect(await store.ledger.capture({ requestId, cost, payeeId: payee, fee: cost / 10n, feeAccountId: fees, now: 1001, usage: usage(requestId, accountId, cost) })).toBe(true)
+    expect(
+      await store.ledger.hold({
+        requestId,
+        accountId,
+        keyId: 'key_1',
+        model: 'm',
+        amount: cost,
+        owner: 'i1',
+        now: 1000,
+        expiresAt: 99_999,
+      }),
+    ).toEqual({ ok: true })
+    expect(
+      await store.ledger.capture({
+        requestId,
+        cost,
+        payeeId: payee,
+        fee: cost / 10n,
+        feeAccountId: fees,
+        now: 1001,
+        usage: usage(requestId, accountId, cost),
+      }),
+    ).toBe(true)
   }
-  const sync = (id: number, balance: bigint, allowance: bigint, block: bigint) => store.chain.sync(id, { balance, allowance, block }, `chain_${block}_${id}`, 2000)
+  const sync = (id: number, balance: bigint, allowance: bigint, block: bigint) =>
+    store.chain.sync(id, { balance, allowance, block }, `chain_${block}_${id}`, 2000)
   const account = async (id: number) => (await store.accounts.byId(id))!
 
   it('sets balance and cap from the wallet, with postings against svc:world that net to zero', async () => {
@@ -71,8 +93,18 @@ describe.each(STORE_KINDS)('chain sync on %s', (kind) => {
     expect((await account(bob)).debt).toBe(0n)
     // Bob's payout moved to available; Alice's stays pending.
     expect((await store.accounts.books(payee)).pending).toBe(pendingBefore - 63n)
-    expect(await store.ledger.hold({ requestId: 'r_debt', accountId: alice, keyId: 'k', model: 'm', amount: 1n, owner: 'i1', now: 1000, expiresAt: 99_999 }))
-      .toMatchObject({ ok: false, reason: 'in_debt' })
+    expect(
+      await store.ledger.hold({
+        requestId: 'r_debt',
+        accountId: alice,
+        keyId: 'k',
+        model: 'm',
+        amount: 1n,
+        owner: 'i1',
+        now: 1000,
+        expiresAt: 99_999,
+      }),
+    ).toMatchObject({ ok: false, reason: 'in_debt' })
     // Debtors' charges wait: nothing is due while Alice's wallet does not cover them.
     expect(await store.settlement.createBatch('b_wait', fees, 4002)).toBeNull()
     expect(await sync(alice, 850n, 0n, 30n)).toMatchObject({ kind: 'synced', debtCleared: false })
@@ -90,7 +122,11 @@ describe.each(STORE_KINDS)('chain sync on %s', (kind) => {
   it('stays exact while captures race with syncs', async () => {
     const carol = (await store.accounts.ensure('0x4444444444444444444444444444444444444444', 'user', 1000)).account.id
     await sync(carol, 10_000n, 10_000n, 100n)
-    await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 4 === 0 ? sync(carol, 10_000n, 10_000n, BigInt(101 + i)) : charge(carol, 7n))))
+    await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        i % 4 === 0 ? sync(carol, 10_000n, 10_000n, BigInt(101 + i)) : charge(carol, 7n),
+      ),
+    )
     expect(await store.chain.owed(carol)).toBe(30n * 7n)
     expect(await account(carol)).toMatchObject({ balance: 10_000n - 210n, cap: 10_000n - 210n })
     const batch = (await store.settlement.createBatch('b_race', fees, 4500))!

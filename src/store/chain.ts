@@ -21,10 +21,11 @@ export interface ChainWallet extends WalletRead {
 }
 
 export type SyncResult =
-  | { kind: 'stale' }
-  | { kind: 'synced'; account: Account; delta: bigint; owed: bigint; debtCleared: boolean }
+  { kind: 'stale' } | { kind: 'synced'; account: Account; delta: bigint; owed: bigint; debtCleared: boolean }
 
-/** Where a batch's transaction was mined (the block's number and hash) and the payers the contract could not collect. */
+/**
+ * Where a batch's transaction was mined (the block's number and hash) and the payers the contract could not collect.
+ */
 export interface Landing {
   txHash: string
   block: bigint
@@ -42,7 +43,11 @@ const clamp = (v: bigint) => (v < 0n ? 0n : v > MAX_STORED ? MAX_STORED : v)
  * what the wallet covers, while the holds are open and after they close. A capture the wallet cannot pay is collected
  * by settlement, whose failure records the debt.
  */
-export function walletFigures(read: Pick<WalletRead, 'balance' | 'allowance'>, owed: bigint, held: bigint): { balance: bigint; cap: bigint } {
+export function walletFigures(
+  read: Pick<WalletRead, 'balance' | 'allowance'>,
+  owed: bigint,
+  held: bigint,
+): { balance: bigint; cap: bigint } {
   const covered = clamp(read.balance - owed)
   const cap = clamp(read.allowance - owed)
   if (covered >= held) return { balance: covered, cap }
@@ -57,7 +62,10 @@ export function walletFigures(read: Pick<WalletRead, 'balance' | 'allowance'>, o
  * to zero) and records what the watcher read.
  */
 export class ChainRepo {
-  constructor(private readonly db: Kysely<Database>, private readonly dialect: StoreDialect) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly dialect: StoreDialect,
+  ) {}
 
   /** Captured charges of an account not yet settled on chain (including charges a failed batch returned). */
   async owed(accountId: number): Promise<bigint> {
@@ -78,7 +86,11 @@ export class ChainRepo {
       // Owed before the floor: a batch settled after this read raised the floor before (recordMined precedes
       // markSettled), so the read below sees it and refuses the stale wallet state; settled later, owed still has it.
       const owed = await owedIn(trx, accountId)
-      const prev = await trx.selectFrom('chain_wallets').selectAll().where('account_id', '=', accountId).executeTakeFirst()
+      const prev = await trx
+        .selectFrom('chain_wallets')
+        .selectAll()
+        .where('account_id', '=', accountId)
+        .executeTakeFirst()
       if (prev && (read.block < big(prev.block) || read.block < big(prev.floor))) return { kind: 'stale' as const }
       const { balance, cap } = walletFigures(read, owed, before.held)
       const delta = balance - before.balance
@@ -90,9 +102,17 @@ export class ChainRepo {
         .where('id', '=', accountId)
         .returningAll()
         .executeTakeFirstOrThrow()
-      const row = { balance: clamp(read.balance), allowance: clamp(read.allowance), block: read.block, synced_at: BigInt(now) }
-      await trx.insertInto('chain_wallets').values({ account_id: accountId, ...row, floor: 0n })
-        .onConflict((oc) => oc.column('account_id').doUpdateSet(row)).execute()
+      const row = {
+        balance: clamp(read.balance),
+        allowance: clamp(read.allowance),
+        block: read.block,
+        synced_at: BigInt(now),
+      }
+      await trx
+        .insertInto('chain_wallets')
+        .values({ account_id: accountId, ...row, floor: 0n })
+        .onConflict((oc) => oc.column('account_id').doUpdateSet(row))
+        .execute()
       return { kind: 'synced' as const, account: toAccount(after), delta, owed, debtCleared }
     })
   }
@@ -102,16 +122,33 @@ export class ChainRepo {
    * restart confirms it from this, whatever history the node has forgotten by then.
    */
   async recordLanded(batchId: string, l: Landing): Promise<void> {
-    await this.db.updateTable('batches')
-      .set({ tx_hash: l.txHash, block: l.block, block_hash: l.blockHash, failed_payers: JSON.stringify(l.failedPayers) })
-      .where('id', '=', batchId).where('status', 'in', ['open', 'sent']).execute()
+    await this.db
+      .updateTable('batches')
+      .set({
+        tx_hash: l.txHash,
+        block: l.block,
+        block_hash: l.blockHash,
+        failed_payers: JSON.stringify(l.failedPayers),
+      })
+      .where('id', '=', batchId)
+      .where('status', 'in', ['open', 'sent'])
+      .execute()
   }
 
   /** What `recordLanded` recorded for a batch; null when its transaction was never seen mined. */
   async landed(batchId: string): Promise<Landing | null> {
-    const r = await this.db.selectFrom('batches').select(['tx_hash', 'block', 'block_hash', 'failed_payers']).where('id', '=', batchId).executeTakeFirst()
+    const r = await this.db
+      .selectFrom('batches')
+      .select(['tx_hash', 'block', 'block_hash', 'failed_payers'])
+      .where('id', '=', batchId)
+      .executeTakeFirst()
     if (!r || r.tx_hash === null || r.block === null || r.block_hash === null || r.failed_payers === null) return null
-    return { txHash: r.tx_hash, block: big(r.block), blockHash: r.block_hash, failedPayers: JSON.parse(r.failed_payers) as string[] }
+    return {
+      txHash: r.tx_hash,
+      block: big(r.block),
+      blockHash: r.block_hash,
+      failedPayers: JSON.parse(r.failed_payers) as string[],
+    }
   }
 
   /** Records the block a batch was mined in and makes older wallet reads of its payers stale. */
@@ -119,16 +156,31 @@ export class ChainRepo {
     await this.db.transaction().execute(async (trx) => {
       await trx.updateTable('batches').set({ block }).where('id', '=', batchId).execute()
       if (payerIds.length === 0) return
-      await trx.updateTable('chain_wallets').set({ floor: block }).where('account_id', 'in', payerIds).where('floor', '<', block).execute()
+      await trx
+        .updateTable('chain_wallets')
+        .set({ floor: block })
+        .where('account_id', 'in', payerIds)
+        .where('floor', '<', block)
+        .execute()
     })
   }
 
   async wallet(accountId: number): Promise<ChainWallet | undefined> {
-    const r = await this.db.selectFrom('chain_wallets').selectAll().where('account_id', '=', accountId).executeTakeFirst()
-    return r && {
-      accountId: num(r.account_id), balance: big(r.balance), allowance: big(r.allowance), block: big(r.block),
-      floor: big(r.floor), syncedAt: num(r.synced_at),
-    }
+    const r = await this.db
+      .selectFrom('chain_wallets')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .executeTakeFirst()
+    return (
+      r && {
+        accountId: num(r.account_id),
+        balance: big(r.balance),
+        allowance: big(r.allowance),
+        block: big(r.block),
+        floor: big(r.floor),
+        syncedAt: num(r.synced_at),
+      }
+    )
   }
 
   /** User accounts (wallets that pay), all of them or those among `addresses` (EIP-55). */
@@ -153,13 +205,21 @@ export class ChainRepo {
 
   /** The newest block any wallet was read at (what the watcher has seen). */
   async lastSyncedBlock(): Promise<bigint | null> {
-    const r = await this.db.selectFrom('chain_wallets').select((eb) => eb.fn.max('block').as('block')).executeTakeFirst()
+    const r = await this.db
+      .selectFrom('chain_wallets')
+      .select((eb) => eb.fn.max('block').as('block'))
+      .executeTakeFirst()
     return r?.block === null || r?.block === undefined ? null : big(r.block)
   }
 
   /** Accounts whose charges a batch failed to collect. */
   async debtors(): Promise<{ id: number; address: string; debt: bigint }[]> {
-    const rows = await this.db.selectFrom('accounts').select(['id', 'address', 'debt']).where('debt', '>', 0n).orderBy('id').execute()
+    const rows = await this.db
+      .selectFrom('accounts')
+      .select(['id', 'address', 'debt'])
+      .where('debt', '>', 0n)
+      .orderBy('id')
+      .execute()
     return rows.map((r) => ({ id: num(r.id), address: r.address, debt: big(r.debt) }))
   }
 }

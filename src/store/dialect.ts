@@ -3,7 +3,9 @@ import type { Database } from './schema.js'
 import type { UsageFilter, UsageSummary } from './usage.js'
 import type { PayeeSums } from './settlement.js'
 
-/** The database a store is kept in, by name: what `migrate` and the migrations (which keep their own checks) are told. */
+/**
+ * The database a store is kept in, by name: what `migrate` and the migrations (which keep their own checks) are told.
+ */
 export type Dialect = 'sqlite' | 'postgres'
 
 /**
@@ -43,7 +45,8 @@ export interface StoreDialect {
   usageSummary?(db: Kysely<Database>, accountId: number, filter: UsageFilter, since: number): Promise<UsageSummary>
   /**
    * Payees' sums kept per process and folded forward from the rows since the last read (SQLite: reading them whole
-   * would hold the event loop). Absent where `SettlementRepo` reads them whole each time (Postgres). `sliceRows`: tests.
+   * would hold the event loop). Absent where `SettlementRepo` reads them whole each time (Postgres). `sliceRows`:
+   * tests.
    */
   payeeSums?(db: Kysely<Database>, sliceRows?: number): PayeeSumsReader
 }

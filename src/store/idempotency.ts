@@ -35,51 +35,84 @@ export class IdempotencyRepo {
     const inserted = await this.db
       .insertInto('idempotency')
       .values({
-        key_id: c.keyId, idem_key: c.key, request_id: c.requestId, body_hash: c.bodyHash, state: 'in_flight',
-        reply_status: null, reply_body: null, created_at: BigInt(c.now),
+        key_id: c.keyId,
+        idem_key: c.key,
+        request_id: c.requestId,
+        body_hash: c.bodyHash,
+        state: 'in_flight',
+        reply_status: null,
+        reply_body: null,
+        created_at: BigInt(c.now),
       })
       .onConflict((oc) => oc.columns(['key_id', 'idem_key']).doNothing())
       .executeTakeFirst()
     if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 1) return 'claimed'
-    const r = await this.db.selectFrom('idempotency').selectAll()
-      .where('key_id', '=', c.keyId).where('idem_key', '=', c.key).executeTakeFirst()
+    const r = await this.db
+      .selectFrom('idempotency')
+      .selectAll()
+      .where('key_id', '=', c.keyId)
+      .where('idem_key', '=', c.key)
+      .executeTakeFirst()
     // Pruned between the two statements: claim it again.
     if (!r) return this.claim(c)
     return {
-      requestId: r.request_id, bodyHash: r.body_hash, state: r.state as IdempotencyState, createdAt: num(r.created_at),
-      reply: r.reply_status === null || r.reply_body === null ? null : { status: num(r.reply_status), body: r.reply_body },
+      requestId: r.request_id,
+      bodyHash: r.body_hash,
+      state: r.state as IdempotencyState,
+      createdAt: num(r.created_at),
+      reply:
+        r.reply_status === null || r.reply_body === null ? null : { status: num(r.reply_status), body: r.reply_body },
     }
   }
 
   /** Moves a claim from a request that charged nothing to a new one; false when another request took it first. */
   async takeOver(c: ClaimRequest, from: string): Promise<boolean> {
-    const r = await this.db.updateTable('idempotency')
+    const r = await this.db
+      .updateTable('idempotency')
       .set({ request_id: c.requestId, created_at: BigInt(c.now) })
-      .where('key_id', '=', c.keyId).where('idem_key', '=', c.key).where('request_id', '=', from)
+      .where('key_id', '=', c.keyId)
+      .where('idem_key', '=', c.key)
+      .where('request_id', '=', from)
       .executeTakeFirst()
     return Number(r.numUpdatedRows) === 1
   }
 
   /** The claim's request finished and was charged: its reply to send again, or a stream that cannot be. */
-  async finish(keyId: string, key: string, requestId: string, reply: { status: number; body: string } | 'stream'): Promise<void> {
-    await this.db.updateTable('idempotency')
-      .set(reply === 'stream'
-        ? { state: 'stream' }
-        : { state: 'replayable', reply_status: reply.status, reply_body: reply.body })
-      .where('key_id', '=', keyId).where('idem_key', '=', key).where('request_id', '=', requestId)
+  async finish(
+    keyId: string,
+    key: string,
+    requestId: string,
+    reply: { status: number; body: string } | 'stream',
+  ): Promise<void> {
+    await this.db
+      .updateTable('idempotency')
+      .set(
+        reply === 'stream'
+          ? { state: 'stream' }
+          : { state: 'replayable', reply_status: reply.status, reply_body: reply.body },
+      )
+      .where('key_id', '=', keyId)
+      .where('idem_key', '=', key)
+      .where('request_id', '=', requestId)
       .execute()
   }
 
   /** The claim's request charged nothing: the key is free for a retry. */
   async forget(keyId: string, key: string, requestId: string): Promise<void> {
-    await this.db.deleteFrom('idempotency')
-      .where('key_id', '=', keyId).where('idem_key', '=', key).where('request_id', '=', requestId)
+    await this.db
+      .deleteFrom('idempotency')
+      .where('key_id', '=', keyId)
+      .where('idem_key', '=', key)
+      .where('request_id', '=', requestId)
       .execute()
   }
 
   /** Deletes the keys older than 24 hours; how many. */
   async prune(now: number): Promise<number> {
-    const r = await this.db.deleteFrom('idempotency').where('created_at', '<', BigInt(now - IDEMPOTENCY_TTL_MS)).executeTakeFirst()
+    const r = await this.db
+      .deleteFrom('idempotency')
+      .where('created_at', '<', BigInt(now - IDEMPOTENCY_TTL_MS))
+      .executeTakeFirst()
     return Number(r.numDeletedRows)
   }
 }

@@ -15,18 +15,37 @@ export class InstanceRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
   async register(i: Omit<Instance, 'heartbeatAt'>): Promise<void> {
-    await this.db.insertInto('instances').values({ id: i.id, host: i.host, pid: i.pid, started_at: BigInt(i.startedAt), heartbeat_at: BigInt(i.startedAt) }).execute()
+    await this.db
+      .insertInto('instances')
+      .values({
+        id: i.id,
+        host: i.host,
+        pid: i.pid,
+        started_at: BigInt(i.startedAt),
+        heartbeat_at: BigInt(i.startedAt),
+      })
+      .execute()
   }
 
   /** False when the instance is no longer registered (a peer took it for dead and removed it). */
   async heartbeat(id: string, now: number): Promise<boolean> {
-    const r = await this.db.updateTable('instances').set({ heartbeat_at: BigInt(now) }).where('id', '=', id).executeTakeFirst()
+    const r = await this.db
+      .updateTable('instances')
+      .set({ heartbeat_at: BigInt(now) })
+      .where('id', '=', id)
+      .executeTakeFirst()
     return r.numUpdatedRows > 0n
   }
 
   async list(): Promise<Instance[]> {
     const rows = await this.db.selectFrom('instances').selectAll().execute()
-    return rows.map((r) => ({ id: r.id, host: r.host, pid: num(r.pid), startedAt: num(r.started_at), heartbeatAt: num(r.heartbeat_at) }))
+    return rows.map((r) => ({
+      id: r.id,
+      host: r.host,
+      pid: num(r.pid),
+      startedAt: num(r.started_at),
+      heartbeatAt: num(r.heartbeat_at),
+    }))
   }
 
   async remove(ids: string[]): Promise<void> {

@@ -22,21 +22,45 @@ export interface KeyOwner {
 }
 
 export class KeyRepo {
-  constructor(private readonly db: Kysely<Database>, private readonly dialect: StoreDialect) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly dialect: StoreDialect,
+  ) {}
 
   /**
    * Inserts a key while its account has fewer than `maxLive` live keys, and returns how many it had; a key is not
    * inserted when that is `maxLive` or more. They are counted with the account's row locked (on SQLite every
    * transaction holds the write lock), so creations at the same time cannot pass the bound together.
    */
-  async insert(k: { id: string; accountId: number; hash: string; prefix: string; name: string; now: number }, maxLive = Infinity): Promise<number> {
+  async insert(
+    k: { id: string; accountId: number; hash: string; prefix: string; name: string; now: number },
+    maxLive = Infinity,
+  ): Promise<number> {
     return this.db.transaction().execute(async (trx) => {
       await this.dialect.lockAccount(trx, k.accountId)
-      const live = num((await trx.selectFrom('api_keys').select((eb) => eb.fn.countAll<number>().as('n')).where('account_id', '=', k.accountId).where('revoked_at', 'is', null).executeTakeFirstOrThrow()).n)
+      const live = num(
+        (
+          await trx
+            .selectFrom('api_keys')
+            .select((eb) => eb.fn.countAll<number>().as('n'))
+            .where('account_id', '=', k.accountId)
+            .where('revoked_at', 'is', null)
+            .executeTakeFirstOrThrow()
+        ).n,
+      )
       if (live >= maxLive) return live
       await trx
         .insertInto('api_keys')
-        .values({ id: k.id, account_id: k.accountId, hash: k.hash, prefix: k.prefix, name: k.name, created_at: BigInt(k.now), last_used_at: null, revoked_at: null })
+        .values({
+          id: k.id,
+          account_id: k.accountId,
+          hash: k.hash,
+          prefix: k.prefix,
+          name: k.name,
+          created_at: BigInt(k.now),
+          last_used_at: null,
+          revoked_at: null,
+        })
         .execute()
       return live
     })
@@ -47,15 +71,33 @@ export class KeyRepo {
     const r = await this.db
       .selectFrom('api_keys')
       .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
-      .select(['api_keys.id as keyId', 'api_keys.account_id as accountId', 'api_keys.revoked_at as revokedAt', 'accounts.status as status', 'accounts.address as address'])
+      .select([
+        'api_keys.id as keyId',
+        'api_keys.account_id as accountId',
+        'api_keys.revoked_at as revokedAt',
+        'accounts.status as status',
+        'accounts.address as address',
+      ])
       .where('api_keys.hash', '=', hash)
       .executeTakeFirst()
     if (!r) return undefined
-    return { keyId: r.keyId, accountId: num(r.accountId), address: r.address, accountStatus: r.status, revoked: r.revokedAt !== null }
+    return {
+      keyId: r.keyId,
+      accountId: num(r.accountId),
+      address: r.address,
+      accountStatus: r.status,
+      revoked: r.revokedAt !== null,
+    }
   }
 
   async list(accountId: number): Promise<ApiKey[]> {
-    const rows = await this.db.selectFrom('api_keys').selectAll().where('account_id', '=', accountId).orderBy('created_at', 'desc').orderBy('id').execute()
+    const rows = await this.db
+      .selectFrom('api_keys')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id')
+      .execute()
     return rows.map((r) => ({
       id: r.id,
       accountId: num(r.account_id),
@@ -82,6 +124,10 @@ export class KeyRepo {
 
   async touch(keyIds: string[], now: number): Promise<void> {
     if (keyIds.length === 0) return
-    await this.db.updateTable('api_keys').set({ last_used_at: BigInt(now) }).where('id', 'in', keyIds).execute()
+    await this.db
+      .updateTable('api_keys')
+      .set({ last_used_at: BigInt(now) })
+      .where('id', 'in', keyIds)
+      .execute()
   }
 }

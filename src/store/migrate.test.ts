@@ -7,7 +7,13 @@ import { AccountRepo } from './accounts.js'
 import type { Store } from './store.js'
 import BetterSqlite3 from 'better-sqlite3'
 import pg from 'pg'
-import { DATABASE_URL, dropSchema, freshPostgresUrl, freshSqliteUrl, postgresReachable } from '../../test/helpers/stores.js'
+import {
+  DATABASE_URL,
+  dropSchema,
+  freshPostgresUrl,
+  freshSqliteUrl,
+  postgresReachable,
+} from '../../test/helpers/stores.js'
 import { usageRecord } from '../../test/helpers/store-fixture.js'
 import { legacyLedger, olderSqliteStore } from '../../test/helpers/older-store.js'
 
@@ -44,7 +50,10 @@ describe('migrations on postgres, beside schemas that come and go', () => {
         await admin.query(`create table ${name}.t (a int)`)
         await admin.query(`drop schema ${name} cascade`)
       }
-    })().then(() => undefined, (err: unknown) => err)
+    })().then(
+      () => undefined,
+      (err: unknown) => err,
+    )
     try {
       for (let n = 0; n < 10; n++) {
         const url = freshPostgresUrl()
@@ -72,39 +81,108 @@ describe('migration 010 on a Postgres store written before it', () => {
     try {
       await migrate(h.db as unknown as Kysely<unknown>, 'postgres', '009_records_written_once')
       const accounts = new AccountRepo(h.db)
-      for (const [name, address, kind] of [['world', 'svc:world', 'system'], ['fees', 'svc:fees', 'system'], ['vendor', 'svc:vendor', 'system'],
-        ['user', '0x1111111111111111111111111111111111111111', 'user'], ['payee', '0x2222222222222222222222222222222222222222', 'provider']] as const) {
+      for (const [name, address, kind] of [
+        ['world', 'svc:world', 'system'],
+        ['fees', 'svc:fees', 'system'],
+        ['vendor', 'svc:vendor', 'system'],
+        ['user', '0x1111111111111111111111111111111111111111', 'user'],
+        ['payee', '0x2222222222222222222222222222222222222222', 'provider'],
+      ] as const) {
         ids[name] = (await accounts.ensure(address, kind, 1000)).account.id
       }
       // What the ledger of 009 wrote: a deposit, and a captured request's row with its seven postings beside it.
-      const post = ({ ref, account, book, kind, amount, at }: { ref: string; account: number; book: string; kind: string; amount: number; at: number }) =>
-        sql`INSERT INTO postings (ref, account_id, book, kind, amount, created_at) VALUES (${ref}, ${account}, ${book}, ${kind}, ${amount}, ${at})`.execute(h.db)
+      const post = ({
+        ref,
+        account,
+        book,
+        kind,
+        amount,
+        at,
+      }: {
+        ref: string
+        account: number
+        book: string
+        kind: string
+        amount: number
+        at: number
+      }) =>
+        sql`INSERT INTO postings (ref, account_id, book, kind, amount, created_at) VALUES (${ref}, ${account}, ${book}, ${kind}, ${amount}, ${at})`.execute(
+          h.db,
+        )
       await post({ ref: 'dep_1', account: ids.user!, book: 'available', kind: 'deposit', amount: 1000, at: 1000 })
       await post({ ref: 'dep_1', account: ids.world!, book: 'available', kind: 'deposit', amount: -1000, at: 1000 })
-      for (const [account, book, kind, amount, at] of [[ids.user!, 'held', 'hold', 100, 1000], [ids.user!, 'available', 'hold', -100, 1000],
-        [ids.user!, 'held', 'release', -60, 1001], [ids.user!, 'available', 'release', 60, 1001], [ids.user!, 'held', 'capture', -40, 1001],
-        [ids.payee!, 'pending', 'payout', 38, 1001], [ids.fees!, 'pending', 'fee', 2, 1001]] as const) await post({ ref: 'r1', account, book, kind, amount, at })
+      for (const [account, book, kind, amount, at] of [
+        [ids.user!, 'held', 'hold', 100, 1000],
+        [ids.user!, 'available', 'hold', -100, 1000],
+        [ids.user!, 'held', 'release', -60, 1001],
+        [ids.user!, 'available', 'release', 60, 1001],
+        [ids.user!, 'held', 'capture', -40, 1001],
+        [ids.payee!, 'pending', 'payout', 38, 1001],
+        [ids.fees!, 'pending', 'fee', 2, 1001],
+      ] as const)
+        await post({ ref: 'r1', account, book, kind, amount, at })
       await sql`UPDATE accounts SET balance = 960, cap = 960 WHERE id = ${ids.user}`.execute(h.db)
       await sql`INSERT INTO holds (request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at, closed_at, cost, payee_id, fee,
         served_model, provider, stream, prompt_tokens, completion_tokens, outcome, latency_ms)
-        VALUES ('r1', ${ids.user}, 'key_1', 'svc/atlas@1', 100, 'captured', 'i1', 1000, 61000, 1001, 40, ${ids.payee}, 2, 'svc/atlas@1', '0xabc', 0, 10, 5, 'completed', 1)`.execute(h.db)
+        VALUES ('r1', ${ids.user}, 'key_1', 'svc/atlas@1', 100, 'captured', 'i1', 1000, 61000, 1001, 40, ${ids.payee}, 2, 'svc/atlas@1', '0xabc', 0, 10, 5, 'completed', 1)`.execute(
+        h.db,
+      )
     } finally {
       await h.db.destroy()
     }
-    const written = async (store: Store) => (await sql<{ id: string }>`SELECT id, ref, account_id, book, kind, amount, created_at FROM postings WHERE id IS NOT NULL ORDER BY id`.execute(store.db)).rows
+    const written = async (store: Store) =>
+      (
+        await sql<{
+          id: string
+        }>`SELECT id, ref, account_id, book, kind, amount, created_at FROM postings WHERE id IS NOT NULL ORDER BY id`.execute(
+          store.db,
+        )
+      ).rows
     const store = await openStore(url)
     try {
       const before = await written(store)
       expect(before).toHaveLength(9)
       expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
       expect(await store.settlement.payeeTotals(ids.payee!)).toEqual({ pending: 38n, settled: 0n })
-      expect(await store.ledger.hold({ requestId: 'r2', accountId: ids.user!, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'i2', now: 2000, expiresAt: 9_000 })).toEqual({ ok: true })
-      expect(await store.ledger.capture({ requestId: 'r2', cost: 30n, payeeId: ids.payee!, fee: 3n, feeAccountId: ids.fees!, now: 2001, usage: usageRecord('r2', ids.user!, 30n) })).toBe(true)
+      expect(
+        await store.ledger.hold({
+          requestId: 'r2',
+          accountId: ids.user!,
+          keyId: 'key_1',
+          model: 'svc/atlas@1',
+          amount: 100n,
+          owner: 'i2',
+          now: 2000,
+          expiresAt: 9_000,
+        }),
+      ).toEqual({ ok: true })
+      expect(
+        await store.ledger.capture({
+          requestId: 'r2',
+          cost: 30n,
+          payeeId: ids.payee!,
+          fee: 3n,
+          feeAccountId: ids.fees!,
+          now: 2001,
+          usage: usageRecord('r2', ids.user!, 30n),
+        }),
+      ).toBe(true)
       expect(await written(store)).toEqual(before)
-      const r2 = await store.db.selectFrom('postings').select(['id', 'account_id', 'book', 'kind', 'amount']).where('ref', '=', 'r2').orderBy('kind').orderBy('book').execute()
+      const r2 = await store.db
+        .selectFrom('postings')
+        .select(['id', 'account_id', 'book', 'kind', 'amount'])
+        .where('ref', '=', 'r2')
+        .orderBy('kind')
+        .orderBy('book')
+        .execute()
       expect(r2.map((p) => [p.id, Number(p.account_id), p.book, p.kind, BigInt(p.amount)])).toEqual([
-        [null, ids.user, 'held', 'capture', -30n], [null, ids.fees, 'pending', 'fee', 3n], [null, ids.user, 'available', 'hold', -100n], [null, ids.user, 'held', 'hold', 100n],
-        [null, ids.payee, 'pending', 'payout', 27n], [null, ids.user, 'available', 'release', 70n], [null, ids.user, 'held', 'release', -70n],
+        [null, ids.user, 'held', 'capture', -30n],
+        [null, ids.fees, 'pending', 'fee', 3n],
+        [null, ids.user, 'available', 'hold', -100n],
+        [null, ids.user, 'held', 'hold', 100n],
+        [null, ids.payee, 'pending', 'payout', 27n],
+        [null, ids.user, 'available', 'release', 70n],
+        [null, ids.user, 'held', 'release', -70n],
       ])
       expect(await store.settlement.payeeTotals(ids.payee!)).toEqual({ pending: 65n, settled: 0n })
       expect(await store.accounts.books(ids.fees!)).toEqual({ available: 0n, held: 0n, pending: 5n })
@@ -139,7 +217,9 @@ describe('migrations 006 and 007 on a SQLite file written before them', () => {
     expect(after.slice(0, 2)).toEqual(before)
     expect(after.slice(2).map((p) => p.ref)).toEqual(['dep_2', 'dep_2'])
     expect(after[2]!.id).toBeGreaterThan(after[1]!.id)
-    expect(raw.prepare(`SELECT sql FROM sqlite_schema WHERE name = 'postings'`).pluck().get()).not.toMatch(/autoincrement/i)
+    expect(raw.prepare(`SELECT sql FROM sqlite_schema WHERE name = 'postings'`).pluck().get()).not.toMatch(
+      /autoincrement/i,
+    )
     // Migration 007 replaced 006's index on account_id by a partial one (the uncached books alone).
     expect(raw.prepare(`SELECT name FROM pragma_index_info('postings_uncached')`).pluck().all()).toEqual(['account_id'])
     expect(raw.prepare(`SELECT count(*) FROM sqlite_schema WHERE name = 'postings_account'`).pluck().get()).toBe(0)
@@ -182,7 +262,8 @@ describe('migration 008 on a SQLite file written before it', () => {
     const raw = new BetterSqlite3(url.slice('sqlite:'.length))
     raw.defaultSafeIntegers(true)
     const user = (await older.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
-    const payee = (await older.accounts.ensure('0x2222222222222222222222222222222222222222', 'provider', 1000)).account.id
+    const payee = (await older.accounts.ensure('0x2222222222222222222222222222222222222222', 'provider', 1000)).account
+      .id
     await older.accounts.deposit(user, 500n, 'dep_1', 1000)
     await older.accounts.approve(user, 500n)
     const ledger = legacyLedger(older.raw, user, 1000)
@@ -193,9 +274,11 @@ describe('migration 008 on a SQLite file written before it', () => {
     for (const sql of INDEXES) raw.exec(sql)
     raw.exec(`DELETE FROM kysely_migration WHERE name = '008_rowid_request_rows'`)
     await older.close()
-    const tableSql = (table: string) => raw.prepare(`SELECT sql FROM sqlite_schema WHERE name = ?`).pluck().get(table) as string
+    const tableSql = (table: string) =>
+      raw.prepare(`SELECT sql FROM sqlite_schema WHERE name = ?`).pluck().get(table) as string
     const rows = (table: string) => raw.prepare(`SELECT * FROM ${table} ORDER BY request_id`).all()
-    const keys = (table: string) => raw.prepare(`SELECT "from", "table", "to" FROM pragma_foreign_key_list(?)`).all(table)
+    const keys = (table: string) =>
+      raw.prepare(`SELECT "from", "table", "to" FROM pragma_foreign_key_list(?)`).all(table)
     const before = { holds: rows('holds'), usage: rows('usage') }
     expect(before.holds).toHaveLength(3)
     expect(before.usage).toHaveLength(2)
@@ -207,10 +290,22 @@ describe('migration 008 on a SQLite file written before it', () => {
       expect(keys(table)).toEqual([{ from: 'account_id', table: 'accounts', to: 'id' }])
     }
     expect({ holds: rows('holds'), usage: rows('usage') }).toEqual(before)
-    expect(raw.prepare(`SELECT sql FROM sqlite_schema WHERE type = 'index' AND tbl_name IN ('holds', 'usage') AND sql IS NOT NULL ORDER BY name`).pluck().all()).toEqual(INDEXES)
+    expect(
+      raw
+        .prepare(
+          `SELECT sql FROM sqlite_schema WHERE type = 'index' AND tbl_name IN ('holds', 'usage') AND sql IS NOT NULL ORDER BY name`,
+        )
+        .pluck()
+        .all(),
+    ).toEqual(INDEXES)
     await at008.close()
 
-    const postings = () => raw.prepare('SELECT id, ref, account_id, book, kind, amount, created_at FROM postings WHERE id IS NOT NULL ORDER BY id').all()
+    const postings = () =>
+      raw
+        .prepare(
+          'SELECT id, ref, account_id, book, kind, amount, created_at FROM postings WHERE id IS NOT NULL ORDER BY id',
+        )
+        .all()
     const posted = postings()
     expect(posted.length).toBeGreaterThan(6)
 
@@ -222,21 +317,47 @@ describe('migration 008 on a SQLite file written before it', () => {
     expect(rows('usage')).toEqual(before.usage)
     expect(tableSql('usage')).toMatch(/^CREATE VIEW/)
     expect((await store.usage.list(user, { limit: 10 })).map((u) => [u.requestId, u.outcome, u.cost])).toEqual([
-      ['r1', 'completed', 40n], ['r0', 'insufficient_quota', 0n],
+      ['r1', 'completed', 40n],
+      ['r0', 'insufficient_quota', 0n],
     ])
     // The older version's open holds are still rows: owned by no registered instance, a sweep releases them.
     expect(await store.ledger.openHolds()).toBe(2)
     expect(await store.ledger.releaseUnregistered(2000)).toBe(2)
     expect((await store.usage.get(user, 'r2'))?.outcome).toBe('abandoned')
     // And the ledger goes on, with today's rows.
-    expect(await store.ledger.hold({ requestId: 'r4', accountId: user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'i2', now: 2000, expiresAt: 9_000 })).toEqual({ ok: true })
-    expect(await store.ledger.capture({ requestId: 'r4', cost: 30n, payeeId: payee, fee: 0n, feeAccountId: (await store.accounts.byAddress('svc:fees'))!.id, now: 2001, usage: usageRecord('r4', user, 30n) })).toBe(true)
+    expect(
+      await store.ledger.hold({
+        requestId: 'r4',
+        accountId: user,
+        keyId: 'key_1',
+        model: 'svc/atlas@1',
+        amount: 100n,
+        owner: 'i2',
+        now: 2000,
+        expiresAt: 9_000,
+      }),
+    ).toEqual({ ok: true })
+    expect(
+      await store.ledger.capture({
+        requestId: 'r4',
+        cost: 30n,
+        payeeId: payee,
+        fee: 0n,
+        feeAccountId: (await store.accounts.byAddress('svc:fees'))!.id,
+        now: 2001,
+        usage: usageRecord('r4', user, 30n),
+      }),
+    ).toBe(true)
     expect((await store.accounts.books(user)).available).toBe(430n)
     expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
     // Today's request is one row, and its postings are derived from it; the rows written before are untouched.
     expect(raw.prepare(`SELECT book, kind, amount FROM postings WHERE ref = 'r4'`).all()).toEqual([
-      { book: 'held', kind: 'hold', amount: 100n }, { book: 'available', kind: 'hold', amount: -100n }, { book: 'held', kind: 'release', amount: -70n },
-      { book: 'available', kind: 'release', amount: 70n }, { book: 'held', kind: 'capture', amount: -30n }, { book: 'pending', kind: 'payout', amount: 30n },
+      { book: 'held', kind: 'hold', amount: 100n },
+      { book: 'available', kind: 'hold', amount: -100n },
+      { book: 'held', kind: 'release', amount: -70n },
+      { book: 'available', kind: 'release', amount: 70n },
+      { book: 'held', kind: 'capture', amount: -30n },
+      { book: 'pending', kind: 'payout', amount: 30n },
     ])
     expect(raw.prepare(`SELECT count(*) FROM posting_rows WHERE ref = 'r4'`).pluck().get()).toBe(0n)
     expect(postings().slice(0, posted.length)).toEqual(posted)

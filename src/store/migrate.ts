@@ -39,8 +39,13 @@ export async function migrate(db: Kysely<unknown>, dialect: Dialect, through?: s
   for (const [name, m] of Object.entries(MIGRATIONS)) migrations[name] = { up: (d) => m.up(d, dialect) }
   // Without a schema, Kysely looks for its migration tables in every schema of the database and, finding
   // another store's, skips creating its own ("kysely_migration_lock does not exist" when stores share a database).
-  const schema = dialect === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0]?.s : undefined
-  const migrator = new Migrator({ db: schema ? withinSchema(db) : db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) })
+  const schema =
+    dialect === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0]?.s : undefined
+  const migrator = new Migrator({
+    db: schema ? withinSchema(db) : db,
+    provider: { getMigrations: async () => migrations },
+    ...(schema ? { migrationTableSchema: schema } : {}),
+  })
   if (through !== undefined && !(through in MIGRATIONS)) throw new Error(`no migration ${through}`)
   const { error, results } = await (through === undefined ? migrator.migrateToLatest() : migrator.migrateTo(through))
   if (error) {
@@ -48,7 +53,12 @@ export async function migrate(db: Kysely<unknown>, dialect: Dialect, through?: s
     // Kysely refuses a store that ran a migration this code does not have: a store of a newer svc.
     const unknown = /previously executed migration (\S+) is missing/.exec(message)?.[1]
     if (unknown) {
-      throw Object.assign(new Error(`it has migration ${unknown}, which this svc (whose last is ${Object.keys(MIGRATIONS).at(-1)}) does not know; run the svc that wrote it`), { code: 'SVC_STORE_NEWER' })
+      throw Object.assign(
+        new Error(
+          `it has migration ${unknown}, which this svc (whose last is ${Object.keys(MIGRATIONS).at(-1)}) does not know; run the svc that wrote it`,
+        ),
+        { code: 'SVC_STORE_NEWER' },
+      )
     }
     const failed = results?.find((r) => r.status === 'Error')?.migrationName
     throw new Error(failed ? `migration ${failed} failed: ${message}` : `migrating the store failed: ${message}`)
@@ -56,16 +66,27 @@ export async function migrate(db: Kysely<unknown>, dialect: Dialect, through?: s
 }
 
 /**
- * The database as Kysely's migrator sees it on Postgres, its introspection kept to the connection's schema. Kysely's own
- * looks for the migration tables by reading the columns of every schema of the database, a query that fails ("schema …
- * does not exist") whenever another schema is dropped while it runs: another store's, or a test run's cleanup.
+ * The database as Kysely's migrator sees it on Postgres, its introspection kept to the connection's schema. Kysely's
+ * own looks for the migration tables by reading the columns of every schema of the database, a query that fails
+ * ("schema … does not exist") whenever another schema is dropped while it runs: another store's, or a test run's
+ * cleanup.
  */
 function withinSchema(db: Kysely<unknown>): Kysely<unknown> {
   const introspection = {
-    getSchemas: async () => (await sql<{ name: string }>`select nspname as name from pg_namespace where nspname = current_schema()`.execute(db)).rows,
+    getSchemas: async () =>
+      (
+        await sql<{ name: string }>`select nspname as name from pg_namespace where nspname = current_schema()`.execute(
+          db,
+        )
+      ).rows,
     getTables: async () => {
       // pg_class, not information_schema: a table the role may not read is still there (and its error then names it).
-      const rows = await sql<{ name: string; schema: string }>`select c.relname as name, n.nspname as schema from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = current_schema() and c.relkind in ('r', 'p', 'v')`.execute(db)
+      const rows = await sql<{
+        name: string
+        schema: string
+      }>`select c.relname as name, n.nspname as schema from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = current_schema() and c.relkind in ('r', 'p', 'v')`.execute(
+        db,
+      )
       return rows.rows.map((r) => ({ ...r, isView: false, columns: [] }))
     },
   }

@@ -14,17 +14,28 @@ describe.each(STORE_KINDS)('portal store on %s', (kind) => {
   let fees: number
   const day0 = 20_000 * DAY_MS
 
-  const record = (requestId: string, accountId: number, { keyId, model, cost, createdAt }: { keyId: string; model: string; cost: bigint; createdAt: number }) =>
-    usageRecord(requestId, accountId, cost, { keyId, model, servedModel: model, createdAt })
+  const record = (
+    requestId: string,
+    accountId: number,
+    { keyId, model, cost, createdAt }: { keyId: string; model: string; cost: bigint; createdAt: number },
+  ) => usageRecord(requestId, accountId, cost, { keyId, model, servedModel: model, createdAt })
 
   beforeAll(async (ctx) => {
     if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
     f = await openFixture(kind)
     ;({ store, user, other, payee, fees } = f)
-    await store.ledger.record(record('u1', user, { keyId: 'key_a', model: 'svc/atlas@1', cost: 100n, createdAt: day0 + 5 }))
-    await store.ledger.record(record('u2', user, { keyId: 'key_a', model: 'svc/tern@2', cost: 20n, createdAt: day0 + DAY_MS - 1 }))
-    await store.ledger.record(record('u3', user, { keyId: 'key_b', model: 'svc/atlas@1', cost: 3n, createdAt: day0 + 2 * DAY_MS + 7 }))
-    await store.ledger.record(record('u4', other, { keyId: 'key_c', model: 'svc/atlas@1', cost: 999n, createdAt: day0 + 5 }))
+    await store.ledger.record(
+      record('u1', user, { keyId: 'key_a', model: 'svc/atlas@1', cost: 100n, createdAt: day0 + 5 }),
+    )
+    await store.ledger.record(
+      record('u2', user, { keyId: 'key_a', model: 'svc/tern@2', cost: 20n, createdAt: day0 + DAY_MS - 1 }),
+    )
+    await store.ledger.record(
+      record('u3', user, { keyId: 'key_b', model: 'svc/atlas@1', cost: 3n, createdAt: day0 + 2 * DAY_MS + 7 }),
+    )
+    await store.ledger.record(
+      record('u4', other, { keyId: 'key_c', model: 'svc/atlas@1', cost: 999n, createdAt: day0 + 5 }),
+    )
   })
   afterAll(() => closeFixture(f))
 
@@ -45,14 +56,21 @@ describe.each(STORE_KINDS)('portal store on %s', (kind) => {
   })
 
   it('finds live sessions only', async () => {
-    await store.portal.createSession({ id: 's1', accountId: user, address: '0x1111111111111111111111111111111111111111', csrf: 'c1', createdAt: 1000, expiresAt: 5000 })
+    await store.portal.createSession({
+      id: 's1',
+      accountId: user,
+      address: '0x1111111111111111111111111111111111111111',
+      csrf: 'c1',
+      createdAt: 1000,
+      expiresAt: 5000,
+    })
     expect(await store.portal.session('s1', 4999)).toMatchObject({ accountId: user, csrf: 'c1', expiresAt: 5000 })
     expect(await store.portal.session('s1', 5000)).toBeUndefined()
     await store.portal.deleteSession('s1')
     expect(await store.portal.session('s1', 1001)).toBeUndefined()
   })
 
-  it('totals an account\'s usage, filtered by key and model', async () => {
+  it("totals an account's usage, filtered by key and model", async () => {
     expect(await store.usage.totals(user)).toEqual({ requests: 3, promptTokens: 30, completionTokens: 15, cost: 123n })
     expect(await store.usage.totals(user, { keyId: 'key_a' })).toMatchObject({ requests: 2, cost: 120n })
     expect(await store.usage.totals(user, { model: 'svc/atlas@1' })).toMatchObject({ requests: 2, cost: 103n })
@@ -64,16 +82,36 @@ describe.each(STORE_KINDS)('portal store on %s', (kind) => {
       { day: day0, requests: 2, cost: 120n },
       { day: day0 + 2 * DAY_MS, requests: 1, cost: 3n },
     ])
-    expect(await store.usage.daily(user, { since: day0 + DAY_MS })).toEqual([{ day: day0 + 2 * DAY_MS, requests: 1, cost: 3n }])
+    expect(await store.usage.daily(user, { since: day0 + DAY_MS })).toEqual([
+      { day: day0 + 2 * DAY_MS, requests: 1, cost: 3n },
+    ])
   })
 
   it('reports what a payee earned and the batches that pay it', async () => {
     await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
     await store.accounts.approve(user, 1_000n)
-    const usage = (id: string) => record(id, user, { keyId: 'key_a', model: 'svc/atlas@1', cost: 100n, createdAt: 1000 })
+    const usage = (id: string) =>
+      record(id, user, { keyId: 'key_a', model: 'svc/atlas@1', cost: 100n, createdAt: 1000 })
     for (const id of ['h1', 'h2']) {
-      await store.ledger.hold({ requestId: id, accountId: user, keyId: 'key_a', model: 'svc/atlas@1', amount: 200n, owner: 'i1', now: 1000, expiresAt: 10_000 })
-      await store.ledger.capture({ requestId: id, cost: 100n, payeeId: payee, fee: 5n, feeAccountId: fees, now: 1001, usage: usage(id) })
+      await store.ledger.hold({
+        requestId: id,
+        accountId: user,
+        keyId: 'key_a',
+        model: 'svc/atlas@1',
+        amount: 200n,
+        owner: 'i1',
+        now: 1000,
+        expiresAt: 10_000,
+      })
+      await store.ledger.capture({
+        requestId: id,
+        cost: 100n,
+        payeeId: payee,
+        fee: 5n,
+        feeAccountId: fees,
+        now: 1001,
+        usage: usage(id),
+      })
     }
     expect(await store.settlement.payeeEarnings(payee)).toEqual({ requests: 2, gross: 200n, earned: 190n })
     expect(await store.settlement.payeeEarnings(user)).toEqual({ requests: 0, gross: 0n, earned: 0n })
@@ -88,14 +126,37 @@ describe.each(STORE_KINDS)('portal store on %s', (kind) => {
   it('lists what a batch paid a payee, without the legs of payers it failed to collect', async () => {
     await store.accounts.deposit(other, 1_000n, 'dep_2', 1000)
     await store.accounts.approve(other, 1_000n)
-    for (const [id, payer] of [['h3', user], ['h4', other]] as const) {
-      await store.ledger.hold({ requestId: id, accountId: payer, keyId: 'key_a', model: 'svc/atlas@1', amount: 200n, owner: 'i1', now: 1000, expiresAt: 10_000 })
-      await store.ledger.capture({ requestId: id, cost: 100n, payeeId: payee, fee: 5n, feeAccountId: fees, now: 1001, usage: record(id, payer, { keyId: 'key_a', model: 'svc/atlas@1', cost: 100n, createdAt: 1000 }) })
+    for (const [id, payer] of [
+      ['h3', user],
+      ['h4', other],
+    ] as const) {
+      await store.ledger.hold({
+        requestId: id,
+        accountId: payer,
+        keyId: 'key_a',
+        model: 'svc/atlas@1',
+        amount: 200n,
+        owner: 'i1',
+        now: 1000,
+        expiresAt: 10_000,
+      })
+      await store.ledger.capture({
+        requestId: id,
+        cost: 100n,
+        payeeId: payee,
+        fee: 5n,
+        feeAccountId: fees,
+        now: 1001,
+        usage: record(id, payer, { keyId: 'key_a', model: 'svc/atlas@1', cost: 100n, createdAt: 1000 }),
+      })
     }
     await store.settlement.createBatch('b2', fees, 3000)
     expect(await store.settlement.markSettled('b2', 3001, [other])).toBe(true)
     const batches = await store.settlement.payeeBatches(payee)
-    expect(batches.map((b) => [b.id, b.amount])).toEqual([['b2', 95n], ['b1', 190n]])
+    expect(batches.map((b) => [b.id, b.amount])).toEqual([
+      ['b2', 95n],
+      ['b1', 190n],
+    ])
     // What the list says was paid is what the payee's settled postings hold.
     expect((await store.settlement.payeeTotals(payee)).settled).toBe(285n)
   })

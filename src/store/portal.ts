@@ -21,27 +21,56 @@ export class PortalRepo {
   /** Stores a fresh nonce; expired ones are swept on the way so the table stays small. */
   async issueNonce(nonce: string, now: number, expiresAt: number): Promise<void> {
     await this.db.deleteFrom('portal_nonces').where('expires_at', '<=', BigInt(now)).execute()
-    await this.db.insertInto('portal_nonces').values({ nonce, created_at: BigInt(now), expires_at: BigInt(expiresAt) }).execute()
+    await this.db
+      .insertInto('portal_nonces')
+      .values({ nonce, created_at: BigInt(now), expires_at: BigInt(expiresAt) })
+      .execute()
   }
 
   /** Uses a nonce up: one atomic delete, so two sign-ins racing with the same nonce cannot both succeed. */
   async consumeNonce(nonce: string, now: number): Promise<NonceUse> {
-    const r = await this.db.deleteFrom('portal_nonces').where('nonce', '=', nonce).returning('expires_at').executeTakeFirst()
+    const r = await this.db
+      .deleteFrom('portal_nonces')
+      .where('nonce', '=', nonce)
+      .returning('expires_at')
+      .executeTakeFirst()
     if (!r) return 'unknown'
     return num(r.expires_at) > now ? 'ok' : 'expired'
   }
 
   async createSession(s: PortalSession): Promise<void> {
     await this.db.deleteFrom('portal_sessions').where('expires_at', '<=', BigInt(s.createdAt)).execute()
-    await this.db.insertInto('portal_sessions').values({
-      id: s.id, account_id: s.accountId, address: s.address, csrf: s.csrf, created_at: BigInt(s.createdAt), expires_at: BigInt(s.expiresAt),
-    }).execute()
+    await this.db
+      .insertInto('portal_sessions')
+      .values({
+        id: s.id,
+        account_id: s.accountId,
+        address: s.address,
+        csrf: s.csrf,
+        created_at: BigInt(s.createdAt),
+        expires_at: BigInt(s.expiresAt),
+      })
+      .execute()
   }
 
   /** The live session with this id, or undefined when unknown, signed out or expired. */
   async session(id: string, now: number): Promise<PortalSession | undefined> {
-    const r = await this.db.selectFrom('portal_sessions').selectAll().where('id', '=', id).where('expires_at', '>', BigInt(now)).executeTakeFirst()
-    return r && { id: r.id, accountId: num(r.account_id), address: r.address, csrf: r.csrf, createdAt: num(r.created_at), expiresAt: num(r.expires_at) }
+    const r = await this.db
+      .selectFrom('portal_sessions')
+      .selectAll()
+      .where('id', '=', id)
+      .where('expires_at', '>', BigInt(now))
+      .executeTakeFirst()
+    return (
+      r && {
+        id: r.id,
+        accountId: num(r.account_id),
+        address: r.address,
+        csrf: r.csrf,
+        createdAt: num(r.created_at),
+        expiresAt: num(r.expires_at),
+      }
+    )
   }
 
   async deleteSession(id: string): Promise<void> {

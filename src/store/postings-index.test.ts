@@ -24,19 +24,49 @@ describe.each(STORE_KINDS)('postings by account on %s', (kind) => {
     const { user, payee, fees } = f!
     await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
     await store.accounts.approve(user, 1_000n)
-    expect(await store.ledger.hold({ requestId: 'r1', accountId: user, keyId: 'k', model: 'm', amount: 100n, owner: 'i1', now: 1000, expiresAt: 9000 })).toEqual({ ok: true })
-    expect(await store.ledger.capture({ requestId: 'r1', cost: 40n, payeeId: payee, fee: 2n, feeAccountId: fees, now: 1001, usage: usageRecord('r1', user, 40n) })).toBe(true)
+    expect(
+      await store.ledger.hold({
+        requestId: 'r1',
+        accountId: user,
+        keyId: 'k',
+        model: 'm',
+        amount: 100n,
+        owner: 'i1',
+        now: 1000,
+        expiresAt: 9000,
+      }),
+    ).toEqual({ ok: true })
+    expect(
+      await store.ledger.capture({
+        requestId: 'r1',
+        cost: 40n,
+        payeeId: payee,
+        fee: 2n,
+        feeAccountId: fees,
+        now: 1001,
+        usage: usageRecord('r1', user, 40n),
+      }),
+    ).toBe(true)
     expect(await store.settlement.payeeTotals(payee)).toEqual({ pending: 38n, settled: 0n })
 
     const q = store.settlement.payeeTotalsQuery(payee).compile()
-    const plan = kind === 'sqlite'
-      ? (await store.db.executeQuery<{ detail: string }>(CompiledQuery.raw(`EXPLAIN QUERY PLAN ${q.sql}`, [...q.parameters]))).rows.map((r) => r.detail).join('\n')
-      : await store.db.transaction().execute(async (trx) => {
-        // A table this small is scanned whatever the indexes: forbid the scan, and see whether the index can serve.
-        await sql`set local enable_seqscan = off`.execute(trx)
-        const rows = (await trx.executeQuery<{ 'QUERY PLAN': string }>(CompiledQuery.raw(`EXPLAIN ${q.sql}`, [...q.parameters]))).rows
-        return rows.map((r) => r['QUERY PLAN']).join('\n')
-      })
+    const plan =
+      kind === 'sqlite'
+        ? (
+            await store.db.executeQuery<{ detail: string }>(
+              CompiledQuery.raw(`EXPLAIN QUERY PLAN ${q.sql}`, [...q.parameters]),
+            )
+          ).rows
+            .map((r) => r.detail)
+            .join('\n')
+        : await store.db.transaction().execute(async (trx) => {
+            // A table this small is scanned whatever the indexes: forbid the scan, and see whether the index can serve.
+            await sql`set local enable_seqscan = off`.execute(trx)
+            const rows = (
+              await trx.executeQuery<{ 'QUERY PLAN': string }>(CompiledQuery.raw(`EXPLAIN ${q.sql}`, [...q.parameters]))
+            ).rows
+            return rows.map((r) => r['QUERY PLAN']).join('\n')
+          })
     // Each part of the view by its own index: the written rows, and the posted requests by payee and by fee account
     // (the payer's parts hold no pending or settlement postings: Postgres leaves them out, SQLite tests that once).
     for (const index of ['postings_uncached', 'holds_payee', 'holds_fee']) expect(plan).toMatch(new RegExp(index))
@@ -46,12 +76,28 @@ describe.each(STORE_KINDS)('postings by account on %s', (kind) => {
   it('still audits every cached balance against its postings, read in one pass without that index', async () => {
     expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
     const { user } = f!
-    await store.db.updateTable('accounts').set({ balance: sql`balance + 1` }).where('id', '=', user).execute()
+    await store.db
+      .updateTable('accounts')
+      .set({ balance: sql`balance + 1` })
+      .where('id', '=', user)
+      .execute()
     try {
       const { inconsistent } = await store.ledger.audit()
-      expect(inconsistent).toEqual([{ address: '0x1111111111111111111111111111111111111111', balance: 961n, held: 0n, postedBalance: 960n, postedHeld: 0n }])
+      expect(inconsistent).toEqual([
+        {
+          address: '0x1111111111111111111111111111111111111111',
+          balance: 961n,
+          held: 0n,
+          postedBalance: 960n,
+          postedHeld: 0n,
+        },
+      ])
     } finally {
-      await store.db.updateTable('accounts').set({ balance: sql`balance - 1` }).where('id', '=', user).execute()
+      await store.db
+        .updateTable('accounts')
+        .set({ balance: sql`balance - 1` })
+        .where('id', '=', user)
+        .execute()
     }
   })
 })

@@ -31,7 +31,8 @@ export interface ApiKeysTable {
 
 export type Book = 'available' | 'held' | 'pending'
 /** `chain`: the difference between a wallet's on-chain state and the ledger, against svc:world (evm rail). */
-export type PostingKind = 'deposit' | 'hold' | 'release' | 'capture' | 'payout' | 'fee' | 'settlement' | 'withdrawal' | 'chain'
+export type PostingKind =
+  'deposit' | 'hold' | 'release' | 'capture' | 'payout' | 'fee' | 'settlement' | 'withdrawal' | 'chain'
 
 /** Append-only: rows are inserted, never updated or deleted. */
 export interface PostingsTable {
@@ -144,7 +145,10 @@ export interface BatchLegsTable {
   payer_id: number
   payee_id: number
   amount: bigint
-  /** 1 when the payer's transfers failed on the rail (the amount became its debt, or its charges wait for a later batch). */
+  /**
+   * 1 when the payer's transfers failed on the rail (the amount became its debt, or its charges wait for a later
+   * batch).
+   */
   failed: Generated<number>
 }
 

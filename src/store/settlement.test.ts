@@ -3,7 +3,10 @@ import type { Store } from './store.js'
 import { STORE_KINDS, postgresReachable } from '../../test/helpers/stores.js'
 import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../test/helpers/store-fixture.js'
 
-/** Batching: never more legs than one chain transaction may carry, refused accounts' charges left waiting, uncollected payers' charges due again. */
+/**
+ * Batching: never more legs than one chain transaction may carry, refused accounts' charges left waiting, uncollected
+ * payers' charges due again.
+ */
 describe.each(STORE_KINDS)('settlement batches on %s', (kind) => {
   let f: StoreFixture | undefined
   let store: Store
@@ -30,8 +33,29 @@ describe.each(STORE_KINDS)('settlement batches on %s', (kind) => {
 
   const charge = async (accountId: number, payeeId: number, cost: bigint) => {
     const requestId = `r${n++}`
-    expect(await store.ledger.hold({ requestId, accountId, keyId: 'key_1', model: 'm', amount: cost, owner: 'i1', now: 1000, expiresAt: 99_999 })).toEqual({ ok: true })
-    expect(await store.ledger.capture({ requestId, cost, payeeId, fee: cost / 10n, feeAccountId: fees, now: 1001, usage: usageRecord(requestId, accountId, cost) })).toBe(true)
+    expect(
+      await store.ledger.hold({
+        requestId,
+        accountId,
+        keyId: 'key_1',
+        model: 'm',
+        amount: cost,
+        owner: 'i1',
+        now: 1000,
+        expiresAt: 99_999,
+      }),
+    ).toEqual({ ok: true })
+    expect(
+      await store.ledger.capture({
+        requestId,
+        cost,
+        payeeId,
+        fee: cost / 10n,
+        feeAccountId: fees,
+        now: 1001,
+        usage: usageRecord(requestId, accountId, cost),
+      }),
+    ).toBe(true)
   }
 
   /** Batches until nothing is due; the legs of each. */
@@ -52,7 +76,9 @@ describe.each(STORE_KINDS)('settlement batches on %s', (kind) => {
     for (const b of batches) expect(b.legs.length).toBeLessThanOrEqual(2)
     // Three payees, each paid once: its own charges in one batch, with the fee leg beside them.
     expect(batches).toHaveLength(3)
-    expect(batches.map((b) => b.legs.map((l) => l.payeeId))).toEqual(providers.map((p) => [p, fees].sort((a, b) => a - b)))
+    expect(batches.map((b) => b.legs.map((l) => l.payeeId))).toEqual(
+      providers.map((p) => [p, fees].sort((a, b) => a - b)),
+    )
     expect(batches.reduce((s, b) => s + b.total, 0n)).toBe(3_500n)
     expect(batches[0]!.legs.find((l) => l.payeeId === providers[0])!.amount).toBe(1_350n)
   })
@@ -64,9 +90,12 @@ describe.each(STORE_KINDS)('settlement batches on %s', (kind) => {
     for (const b of batches) expect(b.legs.length).toBeLessThanOrEqual(3)
     const legs = batches.flatMap((b) => b.legs)
     // Every charge settled exactly once: one leg per payer and payee, one fee leg per payer and batch.
-    expect(legs.filter((l) => l.payeeId !== fees).map((l) => `${l.payerId}:${l.payeeId}`).sort()).toEqual(
-      [...providers.map((p) => `${alice}:${p}`), `${bob}:${providers[0]}`].sort(),
-    )
+    expect(
+      legs
+        .filter((l) => l.payeeId !== fees)
+        .map((l) => `${l.payerId}:${l.payeeId}`)
+        .sort(),
+    ).toEqual([...providers.map((p) => `${alice}:${p}`), `${bob}:${providers[0]}`].sort())
     expect(batches.reduce((s, b) => s + b.total, 0n)).toBe(400n)
   })
 
@@ -78,7 +107,12 @@ describe.each(STORE_KINDS)('settlement batches on %s', (kind) => {
     expect(await store.settlement.createBatch('b_none', fees, 3000, exclude([alice, bob], []))).toBeNull()
     expect(await store.settlement.createBatch('b_nofee', fees, 3000, exclude([], [fees]))).toBeNull()
     const some = (await store.settlement.createBatch('b_some', fees, 3001, exclude([bob], [providers[1]!])))!
-    expect((await store.settlement.legs(some.id)).map((l) => [l.payerId, l.payeeId])).toEqual([[alice, providers[0]], [alice, fees]].sort((a, b) => a[1]! - b[1]!))
+    expect((await store.settlement.legs(some.id)).map((l) => [l.payerId, l.payeeId])).toEqual(
+      [
+        [alice, providers[0]],
+        [alice, fees],
+      ].sort((a, b) => a[1]! - b[1]!),
+    )
     expect(await store.settlement.duePayees()).toEqual([providers[1]])
     const rest = (await store.settlement.createBatch('b_rest', fees, 3002))!
     expect(rest.total).toBe(200n)

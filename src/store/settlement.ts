@@ -23,7 +23,10 @@ export interface BatchLimits {
   maxHolds?: number
   /** Most transfer legs in one batch: a chain transaction has a gas limit. */
   maxLegs?: number
-  /** Charges of these payers, and to these payees, wait (the rail refuses them for now); the fee account among the payees holds back every charge with a fee. */
+  /**
+   * Charges of these payers, and to these payees, wait (the rail refuses them for now); the fee account among the
+   * payees holds back every charge with a fee.
+   */
   exclude?: { payers: number[]; payees: number[] }
 }
 
@@ -46,17 +49,31 @@ export interface Leg {
 
 function toBatch(r: Omit<Selectable<BatchesTable>, 'block_hash' | 'failed_payers'>): Batch {
   return {
-    id: r.id, status: r.status, total: big(r.total), createdAt: num(r.created_at), sentAt: numOrNull(r.sent_at),
-    settledAt: numOrNull(r.settled_at), txHash: r.tx_hash, nonce: numOrNull(r.nonce), block: bigOrNull(r.block),
+    id: r.id,
+    status: r.status,
+    total: big(r.total),
+    createdAt: num(r.created_at),
+    sentAt: numOrNull(r.sent_at),
+    settledAt: numOrNull(r.settled_at),
+    txHash: r.tx_hash,
+    nonce: numOrNull(r.nonce),
+    block: bigOrNull(r.block),
   }
 }
 
 /** Settlement batches: captured charges grouped into payer → payee legs, settled once. */
 export class SettlementRepo {
-  /** On SQLite, payees' sums over their request rows and written postings, each read folding in only the rows since the last. */
+  /**
+   * On SQLite, payees' sums over their request rows and written postings, each read folding in only the rows since the
+   * last.
+   */
   private readonly folded: PayeeSumsReader | undefined
 
-  constructor(private readonly db: Kysely<Database>, dialect: StoreDialect, sliceRows?: number) {
+  constructor(
+    private readonly db: Kysely<Database>,
+    dialect: StoreDialect,
+    sliceRows?: number,
+  ) {
     this.folded = dialect.payeeSums?.(db, sliceRows)
   }
 
@@ -65,10 +82,26 @@ export class SettlementRepo {
    * opened it while it was built (that settler sends it). A batch of up to `maxHolds` charges (10,000 by default),
    * built `step` charges per transaction.
    */
-  async createBatch(id: string, feeAccountId: number, now: number, limits: BatchLimits = {}, step?: number): Promise<Batch | null> {
+  async createBatch(
+    id: string,
+    feeAccountId: number,
+    now: number,
+    limits: BatchLimits = {},
+    step?: number,
+  ): Promise<Batch | null> {
     const total = await buildBatch(this.db, { id, feeAccountId, now }, limits, step)
     if (total === null) return null
-    return { id, status: 'open', total, createdAt: now, sentAt: null, settledAt: null, txHash: null, nonce: null, block: null }
+    return {
+      id,
+      status: 'open',
+      total,
+      createdAt: now,
+      sentAt: null,
+      settledAt: null,
+      txHash: null,
+      nonce: null,
+      block: null,
+    }
   }
 
   /** Opens the batches a settler left building (it stopped between two of their steps): they are sent as they are. */
@@ -77,23 +110,44 @@ export class SettlementRepo {
   }
 
   async legs(batchId: string): Promise<Leg[]> {
-    const rows = await this.db.selectFrom('batch_legs').selectAll().where('batch_id', '=', batchId).orderBy('payer_id').orderBy('payee_id').execute()
+    const rows = await this.db
+      .selectFrom('batch_legs')
+      .selectAll()
+      .where('batch_id', '=', batchId)
+      .orderBy('payer_id')
+      .orderBy('payee_id')
+      .execute()
     return rows.map((r) => ({ payerId: num(r.payer_id), payeeId: num(r.payee_id), amount: big(r.amount) }))
   }
 
   async batches(statuses: BatchStatus[]): Promise<Batch[]> {
-    const rows = await this.db.selectFrom('batches').selectAll().where('status', 'in', statuses).orderBy('created_at').orderBy('id').execute()
+    const rows = await this.db
+      .selectFrom('batches')
+      .selectAll()
+      .where('status', 'in', statuses)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute()
     return rows.map(toBatch)
   }
 
   async countBatches(statuses: BatchStatus[]): Promise<number> {
-    const r = await this.db.selectFrom('batches').select((eb) => eb.fn.countAll<number>().as('n')).where('status', 'in', statuses).executeTakeFirstOrThrow()
+    const r = await this.db
+      .selectFrom('batches')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('status', 'in', statuses)
+      .executeTakeFirstOrThrow()
     return num(r.n)
   }
 
   /** Records that a batch's transaction went out; the tx hash lets a restart find it instead of sending again. */
   async markSent(batchId: string, txHash: string, nonce: number, now: number): Promise<void> {
-    await this.db.updateTable('batches').set({ status: 'sent', tx_hash: txHash, nonce, sent_at: BigInt(now) }).where('id', '=', batchId).where('status', 'in', ['open', 'sent']).execute()
+    await this.db
+      .updateTable('batches')
+      .set({ status: 'sent', tx_hash: txHash, nonce, sent_at: BigInt(now) })
+      .where('id', '=', batchId)
+      .where('status', 'in', ['open', 'sent'])
+      .execute()
   }
 
   /**
@@ -103,7 +157,12 @@ export class SettlementRepo {
    * payer's transfers failed for another reason (a payee the token refuses): no debt. A replay changes nothing and
    * returns false.
    */
-  async markSettled(batchId: string, now: number, failedPayers: readonly number[] = [], deferredPayers: readonly number[] = []): Promise<boolean> {
+  async markSettled(
+    batchId: string,
+    now: number,
+    failedPayers: readonly number[] = [],
+    deferredPayers: readonly number[] = [],
+  ): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
       const done = await trx
         .updateTable('batches')
@@ -115,23 +174,60 @@ export class SettlementRepo {
       if (!done) return false
       const failed = [...failedPayers]
       const unpaid = [...failed, ...deferredPayers]
-      let paidLegs = trx.selectFrom('batch_legs').select(['payee_id', sql<bigint>`sum(amount)`.as('amount')]).where('batch_id', '=', batchId)
+      let paidLegs = trx
+        .selectFrom('batch_legs')
+        .select(['payee_id', sql<bigint>`sum(amount)`.as('amount')])
+        .where('batch_id', '=', batchId)
       if (unpaid.length) paidLegs = paidLegs.where('payer_id', 'not in', unpaid)
       const perPayee = await paidLegs.groupBy('payee_id').execute()
       const created_at = BigInt(now)
       const rows = perPayee.flatMap((p) => [
-        { ref: batchId, account_id: num(p.payee_id), book: 'pending' as const, kind: 'settlement' as const, amount: -big(p.amount), created_at },
-        { ref: batchId, account_id: num(p.payee_id), book: 'available' as const, kind: 'settlement' as const, amount: big(p.amount), created_at },
+        {
+          ref: batchId,
+          account_id: num(p.payee_id),
+          book: 'pending' as const,
+          kind: 'settlement' as const,
+          amount: -big(p.amount),
+          created_at,
+        },
+        {
+          ref: batchId,
+          account_id: num(p.payee_id),
+          book: 'available' as const,
+          kind: 'settlement' as const,
+          amount: big(p.amount),
+          created_at,
+        },
       ])
       if (rows.length) await trx.insertInto('posting_rows').values(rows).execute()
       if (unpaid.length) {
-        await trx.updateTable('batch_legs').set({ failed: 1 }).where('batch_id', '=', batchId).where('payer_id', 'in', unpaid).execute()
-        await trx.updateTable('holds').set({ batch_id: null }).where('batch_id', '=', batchId).where('account_id', 'in', unpaid).execute()
+        await trx
+          .updateTable('batch_legs')
+          .set({ failed: 1 })
+          .where('batch_id', '=', batchId)
+          .where('payer_id', 'in', unpaid)
+          .execute()
+        await trx
+          .updateTable('holds')
+          .set({ batch_id: null })
+          .where('batch_id', '=', batchId)
+          .where('account_id', 'in', unpaid)
+          .execute()
       }
       if (failed.length) {
-        const owed = await trx.selectFrom('batch_legs').select(['payer_id', sql<bigint>`sum(amount)`.as('amount')])
-          .where('batch_id', '=', batchId).where('payer_id', 'in', failed).groupBy('payer_id').execute()
-        for (const o of owed) await trx.updateTable('accounts').set({ debt: sql`debt + ${big(o.amount)}` }).where('id', '=', num(o.payer_id)).execute()
+        const owed = await trx
+          .selectFrom('batch_legs')
+          .select(['payer_id', sql<bigint>`sum(amount)`.as('amount')])
+          .where('batch_id', '=', batchId)
+          .where('payer_id', 'in', failed)
+          .groupBy('payer_id')
+          .execute()
+        for (const o of owed)
+          await trx
+            .updateTable('accounts')
+            .set({ debt: sql`debt + ${big(o.amount)}` })
+            .where('id', '=', num(o.payer_id))
+            .execute()
       }
       return true
     })
@@ -162,7 +258,9 @@ export class SettlementRepo {
       .selectFrom('postings')
       .select([
         sql<bigint>`coalesce(sum(case when book = 'pending' then amount else 0 end), 0)`.as('pending'),
-        sql<bigint>`coalesce(sum(case when book = 'available' and kind = 'settlement' then amount else 0 end), 0)`.as('settled'),
+        sql<bigint>`coalesce(sum(case when book = 'available' and kind = 'settlement' then amount else 0 end), 0)`.as(
+          'settled',
+        ),
       ])
       .where('account_id', '=', accountId)
       .where(UNCACHED_POSTINGS)
@@ -176,7 +274,11 @@ export class SettlementRepo {
     }
     const r = await this.db
       .selectFrom('holds')
-      .select([(eb) => eb.fn.countAll().as('requests'), sql<bigint>`coalesce(sum(cost), 0)`.as('gross'), sql<bigint>`coalesce(sum(cost - fee), 0)`.as('earned')])
+      .select([
+        (eb) => eb.fn.countAll().as('requests'),
+        sql<bigint>`coalesce(sum(cost), 0)`.as('gross'),
+        sql<bigint>`coalesce(sum(cost - fee), 0)`.as('earned'),
+      ])
       .where('payee_id', '=', accountId)
       .where('status', '=', 'captured')
       .executeTakeFirstOrThrow()
@@ -192,11 +294,20 @@ export class SettlementRepo {
     const paid = await this.paidBatchesQuery(accountId, limit).execute()
     if (paid.length === 0) return []
     const amounts = new Map(paid.map((p) => [p.batch_id, big(p.amount)]))
-    const rows = await this.db.selectFrom('batches').selectAll().where('id', 'in', [...amounts.keys()]).orderBy('created_at', 'desc').orderBy('id', 'desc').execute()
+    const rows = await this.db
+      .selectFrom('batches')
+      .selectAll()
+      .where('id', 'in', [...amounts.keys()])
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .execute()
     return rows.map((r) => ({ ...toBatch(r), amount: amounts.get(r.id)! }))
   }
 
-  /** The payee's newest `limit` batches' ids and what each paid it, read newest first from its index (a test reads its plan). */
+  /**
+   * The payee's newest `limit` batches' ids and what each paid it, read newest first from its index (a test reads its
+   * plan).
+   */
   paidBatchesQuery(accountId: number, limit: number) {
     return this.db
       .selectFrom('batch_legs')
@@ -207,5 +318,4 @@ export class SettlementRepo {
       .orderBy('batch_id', 'desc')
       .limit(limit)
   }
-
 }

@@ -24,7 +24,12 @@ export class Store {
   readonly chain: ChainRepo
   readonly idempotency: IdempotencyRepo
 
-  constructor(readonly db: Kysely<Database>, readonly dialect: StoreDialect, private readonly backend: Backend, private readonly hot: HotLedger) {
+  constructor(
+    readonly db: Kysely<Database>,
+    readonly dialect: StoreDialect,
+    private readonly backend: Backend,
+    private readonly hot: HotLedger,
+  ) {
     this.accounts = new AccountRepo(db)
     this.keys = new KeyRepo(db, dialect)
     this.ledger = new LedgerRepo(db, hot, dialect)

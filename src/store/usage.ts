@@ -108,8 +108,8 @@ export interface DailySpend {
 export const DAY_MS = 86_400_000
 
 /**
- * A row's UTC day, as a day number. A literal, not a parameter: Postgres matches the grouped expression by its text, and
- * SQLite divides integers.
+ * A row's UTC day, as a day number. A literal, not a parameter: Postgres matches the grouped expression by its text,
+ * and SQLite divides integers.
  */
 export const DAY_OF = sql<bigint>`created_at / ${sql.lit(DAY_MS)}`
 
@@ -125,10 +125,18 @@ export function matching(accountId: number, f: UsageFilter) {
 }
 
 export class UsageRepo {
-  constructor(private readonly db: Kysely<Database>, private readonly dialect: StoreDialect) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly dialect: StoreDialect,
+  ) {}
 
   async get(accountId: number, requestId: string): Promise<UsageRecord | undefined> {
-    const r = await this.db.selectFrom('usage').selectAll().where('request_id', '=', requestId).where('account_id', '=', accountId).executeTakeFirst()
+    const r = await this.db
+      .selectFrom('usage')
+      .selectAll()
+      .where('request_id', '=', requestId)
+      .where('account_id', '=', accountId)
+      .executeTakeFirst()
     return r && toRecord(r)
   }
 
@@ -136,10 +144,18 @@ export class UsageRepo {
   async list(accountId: number, q: UsageQuery): Promise<UsageRecord[]> {
     let query = this.db.selectFrom('usage').selectAll().where(matching(accountId, q))
     if (q.after) {
-      const cursor = await this.db.selectFrom('usage').select(['created_at', 'request_id']).where('request_id', '=', q.after).where('account_id', '=', accountId).executeTakeFirst()
+      const cursor = await this.db
+        .selectFrom('usage')
+        .select(['created_at', 'request_id'])
+        .where('request_id', '=', q.after)
+        .where('account_id', '=', accountId)
+        .executeTakeFirst()
       if (cursor) {
         query = query.where((eb) =>
-          eb.or([eb('created_at', '<', cursor.created_at), eb.and([eb('created_at', '=', cursor.created_at), eb('request_id', '<', cursor.request_id)])]),
+          eb.or([
+            eb('created_at', '<', cursor.created_at),
+            eb.and([eb('created_at', '=', cursor.created_at), eb('request_id', '<', cursor.request_id)]),
+          ]),
         )
       }
     }
@@ -159,7 +175,12 @@ export class UsageRepo {
       ])
       .where(matching(accountId, f))
       .executeTakeFirstOrThrow()
-    return { requests: num(r.requests), promptTokens: num(r.prompt), completionTokens: num(r.completion), cost: big(r.cost) }
+    return {
+      requests: num(r.requests),
+      promptTokens: num(r.prompt),
+      completionTokens: num(r.completion),
+      cost: big(r.cost),
+    }
   }
 
   /**
@@ -170,7 +191,10 @@ export class UsageRepo {
     // Mid-day, Postgres would count that day from `since` on and the slices the whole day or none of it.
     if (since % DAY_MS !== 0) throw new RangeError(`a usage summary's days begin at the start of one (${since})`)
     if (this.dialect.usageSummary) return this.dialect.usageSummary(this.db, accountId, filter, since)
-    const [totals, daily] = await Promise.all([this.totals(accountId, filter), this.daily(accountId, { ...filter, since })])
+    const [totals, daily] = await Promise.all([
+      this.totals(accountId, filter),
+      this.daily(accountId, { ...filter, since }),
+    ])
     return { totals, daily }
   }
 
@@ -178,7 +202,11 @@ export class UsageRepo {
   async daily(accountId: number, f: UsageFilter = {}): Promise<DailySpend[]> {
     const rows = await this.db
       .selectFrom('usage')
-      .select([DAY_OF.as('day'), (eb) => eb.fn.countAll().as('requests'), sql<bigint>`coalesce(sum(cost), 0)`.as('cost')])
+      .select([
+        DAY_OF.as('day'),
+        (eb) => eb.fn.countAll().as('requests'),
+        sql<bigint>`coalesce(sum(cost), 0)`.as('cost'),
+      ])
       .where(matching(accountId, f))
       .groupBy(DAY_OF)
       .orderBy(DAY_OF)

@@ -4,12 +4,16 @@ import { callPolicyOf, invalidToolCall, MAX_CALLS, ToolCallAssembler, type ToolR
 
 const A = { id: 'call_a', name: 'get_weather', arguments: '{"city":"Paris","note":"ünïcode ✓"}' }
 const B = { id: 'call_b', name: 'get_time', arguments: '{"timezone":"Europe/Paris"}' }
-const call = (c: typeof A): ToolCall => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })
+const call = (c: typeof A): ToolCall => ({
+  id: c.id,
+  type: 'function',
+  function: { name: c.name, arguments: c.arguments },
+})
 
 /** A deterministic pseudo-random source, so a failing cut can be replayed. */
 function rng(seed: number): () => number {
   let s = seed >>> 0
-  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32)
+  return () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32
 }
 
 /** Cuts a call into deltas: id and name (possibly split) first, arguments cut at random places. */
@@ -83,14 +87,26 @@ describe('ToolCallAssembler', () => {
   it('numbers the calls of an upstream that omits index in their order, up to its limit', () => {
     const asm = new ToolCallAssembler()
     for (let i = 0; i < MAX_CALLS; i++) expect(asm.add(undefined, `call_${i}`, 'f', `{"n":${i}}`)).toBeUndefined()
-    expect(asm.result().map((c) => c.function.arguments)).toEqual(Array.from({ length: MAX_CALLS }, (_, i) => `{"n":${i}}`))
+    expect(asm.result().map((c) => c.function.arguments)).toEqual(
+      Array.from({ length: MAX_CALLS }, (_, i) => `{"n":${i}}`),
+    )
     expect(asm.add(undefined, 'call_more', 'f')).toMatch(/more than 128 tool calls/)
   })
 })
 
 describe('invalidToolCall', () => {
-  const rules = (extra: Partial<ToolRules> = {}): ToolRules => ({ declared: new Set([A.name, B.name]), choice: 'auto', single: false, maxArgumentBytes: 0, ...extra })
-  const withArgs = (args: string, name = A.name, id = A.id): ToolCall => ({ id, type: 'function', function: { name, arguments: args } })
+  const rules = (extra: Partial<ToolRules> = {}): ToolRules => ({
+    declared: new Set([A.name, B.name]),
+    choice: 'auto',
+    single: false,
+    maxArgumentBytes: 0,
+    ...extra,
+  })
+  const withArgs = (args: string, name = A.name, id = A.id): ToolCall => ({
+    id,
+    type: 'function',
+    function: { name, arguments: args },
+  })
 
   it.each<[string, ToolCall[], Partial<ToolRules>, RegExp]>([
     ['no id', [withArgs('{}', A.name, '')], {}, /has no id/],
@@ -104,7 +120,12 @@ describe('invalidToolCall', () => {
     ['arguments over the limit', [withArgs(`{"a":"${'x'.repeat(20)}"}`)], { maxArgumentBytes: 20 }, /exceed 20 bytes/],
     ['a call under tool_choice none', [call(A)], { choice: 'none' }, /tool_choice is none/],
     ['no call under tool_choice required', [], { choice: 'required' }, /calls no tool/],
-    ['another tool than the named one', [call(A)], { choice: { name: B.name } }, /calls "get_weather" although tool_choice names "get_time"/],
+    [
+      'another tool than the named one',
+      [call(A)],
+      { choice: { name: B.name } },
+      /calls "get_weather" although tool_choice names "get_time"/,
+    ],
     ['no call under a named tool_choice', [], { choice: { name: B.name } }, /does not call "get_time"/],
     ['two calls under parallel_tool_calls false', [call(A), call(B)], { single: true }, /2 tool calls/],
     ['two calls with one id', [call(A), { ...call(B), id: A.id }], {}, /share one id/],
@@ -115,7 +136,9 @@ describe('invalidToolCall', () => {
   it('accepts valid calls, the byte limit counting UTF-8 bytes exactly', () => {
     const bytes = Buffer.byteLength(A.arguments)
     expect(invalidToolCall([call(A), call(B)], rules())).toBeNull()
-    expect(invalidToolCall([call(A)], rules({ maxArgumentBytes: bytes, choice: { name: A.name }, single: true }))).toBeNull()
+    expect(
+      invalidToolCall([call(A)], rules({ maxArgumentBytes: bytes, choice: { name: A.name }, single: true })),
+    ).toBeNull()
     expect(invalidToolCall([call(A)], rules({ maxArgumentBytes: bytes - 1 }))).toMatch(/exceed/)
     expect(invalidToolCall([], rules({ choice: 'none' }))).toBeNull()
   })
@@ -123,7 +146,8 @@ describe('invalidToolCall', () => {
   it('derives the policy from the request', () => {
     expect(callPolicyOf({})).toEqual({ declared: new Set(), choice: 'auto', single: false })
     const tools = [{ type: 'function' as const, function: { name: 'f' } }]
-    expect(callPolicyOf({ tools, tool_choice: { type: 'function', function: { name: 'f' } }, parallel_tool_calls: false }))
-      .toEqual({ declared: new Set(['f']), choice: { name: 'f' }, single: true })
+    expect(
+      callPolicyOf({ tools, tool_choice: { type: 'function', function: { name: 'f' } }, parallel_tool_calls: false }),
+    ).toEqual({ declared: new Set(['f']), choice: { name: 'f' }, single: true })
   })
 })

@@ -10,7 +10,9 @@ interface Partial {
 export const MAX_CALLS = MAX_TOOL_CALLS
 const MAX_NAME = 64
 
-/** Assembles tool-call deltas in any fragmentation (ids and names first, arguments split anywhere, indices interleaved). */
+/**
+ * Assembles tool-call deltas in any fragmentation (ids and names first, arguments split anywhere, indices interleaved).
+ */
 export class ToolCallAssembler {
   private readonly calls = new Map<number, Partial>()
   private last = -1
@@ -89,14 +91,15 @@ export interface ToolRules extends CallPolicy {
 
 /**
  * Why the calls of a finished reply cannot be delivered, or null when they can: each call needs an id, a declared
- * non-empty name and arguments that parse as a JSON object within the size limit (docs/interface.md §2.2); together they must
- * obey the request's tool_choice and parallel_tool_calls, which an upstream may silently ignore.
+ * non-empty name and arguments that parse as a JSON object within the size limit (docs/interface.md §2.2); together
+ * they must obey the request's tool_choice and parallel_tool_calls, which an upstream may silently ignore.
  */
 export function invalidToolCall(calls: readonly ToolCall[], rules: ToolRules): string | null {
   for (const [i, c] of calls.entries()) {
     if (!c.id) return `tool call ${i} has no id`
     if (!c.function.name) return `tool call ${i} has an empty name`
-    if (!rules.declared.has(c.function.name)) return `tool call ${i} names undeclared tool ${JSON.stringify(c.function.name)}`
+    if (!rules.declared.has(c.function.name))
+      return `tool call ${i} names undeclared tool ${JSON.stringify(c.function.name)}`
     if (rules.maxArgumentBytes > 0 && Buffer.byteLength(c.function.arguments) > rules.maxArgumentBytes) {
       return `tool call ${i} arguments exceed ${rules.maxArgumentBytes} bytes`
     }
@@ -106,7 +109,8 @@ export function invalidToolCall(calls: readonly ToolCall[], rules: ToolRules): s
     } catch {
       return `tool call ${i} arguments are not valid JSON`
     }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return `tool call ${i} arguments are not a JSON object`
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+      return `tool call ${i} arguments are not a JSON object`
   }
   const choice = rules.choice
   if (choice === 'none' && calls.length > 0) return 'the reply calls a tool although tool_choice is none'
@@ -114,9 +118,11 @@ export function invalidToolCall(calls: readonly ToolCall[], rules: ToolRules): s
   if (typeof choice === 'object') {
     if (calls.length === 0) return `the reply does not call ${JSON.stringify(choice.name)}, which tool_choice names`
     const other = calls.find((c) => c.function.name !== choice.name)
-    if (other) return `the reply calls ${JSON.stringify(other.function.name)} although tool_choice names ${JSON.stringify(choice.name)}`
+    if (other)
+      return `the reply calls ${JSON.stringify(other.function.name)} although tool_choice names ${JSON.stringify(choice.name)}`
   }
-  if (rules.single && calls.length > 1) return `the reply makes ${calls.length} tool calls although parallel_tool_calls is false`
+  if (rules.single && calls.length > 1)
+    return `the reply makes ${calls.length} tool calls although parallel_tool_calls is false`
   // Clients match tool results to calls by id, so two calls with one id cannot both be answered.
   if (calls.length > 1 && new Set(calls.map((c) => c.id)).size < calls.length) return 'two tool calls share one id'
   return null

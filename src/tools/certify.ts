@@ -6,8 +6,16 @@ import type { Provider } from '../providers/types.js'
 import { Cancel } from '../providers/cancel.js'
 import { ToolCallAssembler } from './assemble.js'
 import {
-  agentLoopProbe, argumentsProbe, concurrencyProbe, parallelProbe, strictFormatProbe, strictToolProbe, toolChoiceProbe,
-  type Exchange, type ProbeOutcome, type Send,
+  agentLoopProbe,
+  argumentsProbe,
+  concurrencyProbe,
+  parallelProbe,
+  strictFormatProbe,
+  strictToolProbe,
+  toolChoiceProbe,
+  type Exchange,
+  type ProbeOutcome,
+  type Send,
 } from './certify-probes.js'
 
 /** Bumped whenever a probe changes what it asks or checks: certification ids of different suites never collide. */
@@ -48,11 +56,20 @@ export class CertifyError extends Error {}
 /** Runs the probe suite against an OpenAI-compatible upstream and derives the tool_contract it earned. */
 export async function certify(opts: CertifyOptions): Promise<Certification> {
   const timeoutMs = opts.timeoutMs ?? 60_000
-  const upstream = opts.upstream ?? new OpenAICompatibleProvider(opts.baseUrl, opts.apiKey, { firstByteTimeoutMs: timeoutMs, replyTimeoutMs: timeoutMs, idleTimeoutMs: timeoutMs })
+  const upstream =
+    opts.upstream ??
+    new OpenAICompatibleProvider(opts.baseUrl, opts.apiKey, {
+      firstByteTimeoutMs: timeoutMs,
+      replyTimeoutMs: timeoutMs,
+      idleTimeoutMs: timeoutMs,
+    })
   const send: Send = (body, stream) => exchange(upstream, opts.model, body, stream)
   try {
     const hello = await send({ messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 }, false)
-    if (!hello.ok) throw new CertifyError(`${opts.baseUrl} did not answer a plain chat request for model ${JSON.stringify(opts.model)}: ${hello.detail}`)
+    if (!hello.ok)
+      throw new CertifyError(
+        `${opts.baseUrl} did not answer a plain chat request for model ${JSON.stringify(opts.model)}: ${hello.detail}`,
+      )
     const probes = await runSuite(send, opts)
     return { base_url: opts.baseUrl, model: opts.model, tool_contract: earned(probes), probes }
   } finally {
@@ -69,7 +86,10 @@ async function runSuite(send: Send, opts: CertifyOptions): Promise<ProbeResult[]
   }
   for (const mode of TOOL_CHOICE_MODES) {
     for (const stream of [false, true]) {
-      const passed = await run(`tool_choice.${mode}.${stream ? 'stream' : 'plain'}`, toolChoiceProbe(send, mode, stream))
+      const passed = await run(
+        `tool_choice.${mode}.${stream ? 'stream' : 'plain'}`,
+        toolChoiceProbe(send, mode, stream),
+      )
       // An upstream that cannot even make an auto call has no tool contract; the rest would only fail slowly.
       if (mode === 'auto' && !passed) return results
     }
@@ -91,11 +111,17 @@ async function runSuite(send: Send, opts: CertifyOptions): Promise<ProbeResult[]
 /** The contract the probe results earn; null when tools do not work at all. */
 export function earned(probes: readonly ProbeResult[]): ToolContract | null {
   const passed = (name: string) => probes.some((p) => p.name === name && p.passed)
-  const tool_choice = TOOL_CHOICE_MODES.filter((m) => passed(`tool_choice.${m}.plain`) && passed(`tool_choice.${m}.stream`))
+  const tool_choice = TOOL_CHOICE_MODES.filter(
+    (m) => passed(`tool_choice.${m}.plain`) && passed(`tool_choice.${m}.stream`),
+  )
   if (!tool_choice.includes('auto')) return null
-  const levels = (prefix: string) => probes.filter((p) => p.passed && p.name.startsWith(prefix)).map((p) => Number(p.name.slice(prefix.length)))
+  const levels = (prefix: string) =>
+    probes.filter((p) => p.passed && p.name.startsWith(prefix)).map((p) => Number(p.name.slice(prefix.length)))
   // Without a passing size probe, the largest document the tool_choice probes delivered is what was certified.
-  const seen = Math.max(0, ...probes.filter((p) => p.passed && p.name.startsWith('tool_choice.')).map((p) => p.bytes ?? 0))
+  const seen = Math.max(
+    0,
+    ...probes.filter((p) => p.passed && p.name.startsWith('tool_choice.')).map((p) => p.bytes ?? 0),
+  )
   return {
     tool_choice,
     parallel_tool_calls: passed('parallel_tool_calls.true') && passed('parallel_tool_calls.false'),
@@ -116,12 +142,19 @@ export function earned(probes: readonly ProbeResult[]): ToolContract | null {
  */
 export function certificationId(probes: readonly ProbeResult[]): string {
   const results = probes.map((p) => [p.name, p.passed, p.bytes ?? null])
-  const digest = createHash('sha256').update(JSON.stringify({ suite: SUITE_VERSION, metering_version: METERING_VERSION, results })).digest('hex')
+  const digest = createHash('sha256')
+    .update(JSON.stringify({ suite: SUITE_VERSION, metering_version: METERING_VERSION, results }))
+    .digest('hex')
   return `cert-${digest.slice(0, 16)}`
 }
 
 /** One request through the gateway's own upstream adapter and tool-call assembler. */
-async function exchange(upstream: Provider, model: string, body: Record<string, unknown>, stream: boolean): Promise<Exchange> {
+async function exchange(
+  upstream: Provider,
+  model: string,
+  body: Record<string, unknown>,
+  stream: boolean,
+): Promise<Exchange> {
   const tools = new ToolCallAssembler()
   let content = ''
   for await (const events of upstream.stream(model, { bodyJson: JSON.stringify(body), stream }, new Cancel())) {

@@ -27,7 +27,10 @@ export function schemaMismatch(schema: unknown, value: unknown, path = '$'): str
   }
   if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
     const obj = value as Record<string, unknown>
-    const props = (typeof s.properties === 'object' && s.properties !== null ? s.properties : {}) as Record<string, unknown>
+    const props = (typeof s.properties === 'object' && s.properties !== null ? s.properties : {}) as Record<
+      string,
+      unknown
+    >
     for (const key of Array.isArray(s.required) ? (s.required as string[]) : []) {
       if (!Object.hasOwn(obj, key)) return `${path}: missing required ${key}`
     }
@@ -43,14 +46,22 @@ export function schemaMismatch(schema: unknown, value: unknown, path = '$'): str
 
 function isType(t: string, v: unknown): boolean {
   switch (t) {
-    case 'object': return typeof v === 'object' && v !== null && !Array.isArray(v)
-    case 'array': return Array.isArray(v)
-    case 'string': return typeof v === 'string'
-    case 'integer': return Number.isInteger(v)
-    case 'number': return typeof v === 'number' && Number.isFinite(v)
-    case 'boolean': return typeof v === 'boolean'
-    case 'null': return v === null
-    default: return true
+    case 'object':
+      return typeof v === 'object' && v !== null && !Array.isArray(v)
+    case 'array':
+      return Array.isArray(v)
+    case 'string':
+      return typeof v === 'string'
+    case 'integer':
+      return Number.isInteger(v)
+    case 'number':
+      return typeof v === 'number' && Number.isFinite(v)
+    case 'boolean':
+      return typeof v === 'boolean'
+    case 'null':
+      return v === null
+    default:
+      return true
   }
 }
 

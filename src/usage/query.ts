@@ -3,10 +3,14 @@ import { countFrom } from '../protocol/counts.js'
 import type { UsageFilter, UsageRepo } from '../store/usage.js'
 import { wireUsage } from './wire.js'
 
-/** Refuses a query parameter sent more than once (the parser makes it an array), naming it; null when each is a string. */
+/**
+ * Refuses a query parameter sent more than once (the parser makes it an array), naming it; null when each is a string.
+ */
 export function repeatedParam(query: Record<string, unknown>): ApiError | null {
   const name = Object.keys(query).find((k) => typeof query[k] !== 'string')
-  return name === undefined ? null : apiError('feature_not_supported', `The query parameter ${name} may be given once.`, { param: name })
+  return name === undefined
+    ? null
+    : apiError('feature_not_supported', `The query parameter ${name} may be given once.`, { param: name })
 }
 
 /** The page size of a usage listing (repeated parameters refused first); an ApiError naming the field when invalid. */
@@ -45,7 +49,12 @@ export class UsageQueries {
     const filter = { limit: limit + 1, ...usageFilterOf(q), ...(q.after ? { after: q.after } : {}) }
     const rows = await this.usage.list(accountId, filter)
     const page = rows.slice(0, limit)
-    return { object: 'list' as const, data: page.map(wireUsage), has_more: rows.length > limit, last_id: page.at(-1)?.requestId ?? null }
+    return {
+      object: 'list' as const,
+      data: page.map(wireUsage),
+      has_more: rows.length > limit,
+      last_id: page.at(-1)?.requestId ?? null,
+    }
   }
 
   /** One record of an account, on the wire; undefined when the account has none of that id. */

@@ -18,9 +18,10 @@ export function wireUsage(u: UsageRecord) {
       completion_tokens: u.completionTokens,
       total_tokens: u.promptTokens + u.completionTokens,
     },
-    upstream_usage: u.upstreamPromptTokens === null
-      ? null
-      : { prompt_tokens: u.upstreamPromptTokens, completion_tokens: u.upstreamCompletionTokens },
+    upstream_usage:
+      u.upstreamPromptTokens === null
+        ? null
+        : { prompt_tokens: u.upstreamPromptTokens, completion_tokens: u.upstreamCompletionTokens },
     cost_usdc: formatUsdc(u.cost),
     latency_ms: u.latencyMs,
   }

@@ -10,8 +10,14 @@ export const hasChromium = existsSync(CHROMIUM)
 export const ARTIFACTS = resolve('test/artifacts')
 
 const FLAGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync',
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
 ]
 
 /** Playwright gives every launch a fresh temporary profile (--user-data-dir), removed on close. */
@@ -35,7 +41,11 @@ export async function portalWebRoot(): Promise<string> {
   if (existsSync(built) && statSync(built).mtimeMs >= sources) return resolve('dist/web')
   const outDir = mkdtempSync(join(tmpdir(), 'svc-web-'))
   const { build } = await import('vite')
-  await build({ configFile: resolve('web/portal/vite.config.ts'), logLevel: 'silent', build: { outDir, emptyOutDir: true, sourcemap: false } })
+  await build({
+    configFile: resolve('web/portal/vite.config.ts'),
+    logLevel: 'silent',
+    build: { outDir, emptyOutDir: true, sourcemap: false },
+  })
   return outDir
 }
 
@@ -48,31 +58,39 @@ export interface TestWallet {
  * A test wallet in the page, as an extension would inject it: window.ethereum (EIP-1193) whose personal_sign is
  * answered in the test process by a viem account, so the key never enters the page.
  */
-export async function injectWallet(context: BrowserContext, account: PrivateKeyAccount, chainId: number): Promise<TestWallet> {
+export async function injectWallet(
+  context: BrowserContext,
+  account: PrivateKeyAccount,
+  chainId: number,
+): Promise<TestWallet> {
   const wallet: TestWallet = { signed: [] }
   await context.exposeFunction('__svcTestWalletSign', async (hex: `0x${string}`) => {
     wallet.signed.push(Buffer.from(hex.slice(2), 'hex').toString('utf8'))
     return account.signMessage({ message: { raw: hex } })
   })
-  await context.addInitScript(({ address, chainId }) => {
-    const sign = (hex: string) => (window as unknown as { __svcTestWalletSign(hex: string): Promise<string> }).__svcTestWalletSign(hex)
-    ;(window as unknown as { ethereum: unknown }).ethereum = {
-      isSvcTestWallet: true,
-      async request({ method, params }: { method: string; params?: unknown[] }) {
-        switch (method) {
-          case 'eth_requestAccounts':
-          case 'eth_accounts':
-            return [address]
-          case 'eth_chainId':
-            return `0x${chainId.toString(16)}`
-          case 'personal_sign':
-            return sign(String(params?.[0]))
-          default:
-            throw Object.assign(new Error(`test wallet: ${method} is not supported`), { code: 4200 })
-        }
-      },
-    }
-  }, { address: account.address, chainId })
+  await context.addInitScript(
+    ({ address, chainId }) => {
+      const sign = (hex: string) =>
+        (window as unknown as { __svcTestWalletSign(hex: string): Promise<string> }).__svcTestWalletSign(hex)
+      ;(window as unknown as { ethereum: unknown }).ethereum = {
+        isSvcTestWallet: true,
+        async request({ method, params }: { method: string; params?: unknown[] }) {
+          switch (method) {
+            case 'eth_requestAccounts':
+            case 'eth_accounts':
+              return [address]
+            case 'eth_chainId':
+              return `0x${chainId.toString(16)}`
+            case 'personal_sign':
+              return sign(String(params?.[0]))
+            default:
+              throw Object.assign(new Error(`test wallet: ${method} is not supported`), { code: 4200 })
+          }
+        },
+      }
+    },
+    { address: account.address, chainId },
+  )
   return wallet
 }
 

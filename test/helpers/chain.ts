@@ -3,7 +3,15 @@ import { generatePrivateKey, privateKeyToAccount, type LocalAccount } from 'viem
 import type { Config } from '../../src/config.js'
 import { anvilAccount, anvilBinary, anvilKey, startAnvil, type Anvil } from '../../src/chain/anvil.js'
 import { publicClientFor } from '../../src/chain/client.js'
-import { approveSettler, deploySettler, deployTestUsdc, mintUsdc, usdcBalance, walletFor, type Wallet } from '../../src/chain/deploy.js'
+import {
+  approveSettler,
+  deploySettler,
+  deployTestUsdc,
+  mintUsdc,
+  usdcBalance,
+  walletFor,
+  type Wallet,
+} from '../../src/chain/deploy.js'
 import { usdcAbi } from '../../src/chain/contracts.js'
 import { EvmRail } from '../../src/settlement/evm-rail.js'
 import { chat, startMarket, type Market } from './market.js'
@@ -40,13 +48,32 @@ export async function startChain(): Promise<Chain> {
   const minter = walletFor(client, operator)
   const usdc = await deployTestUsdc(client, minter)
   const settler = await deploySettler(client, minter, usdc, operator.address)
-  return { anvil, client, test: testClientFor(anvil.rpcUrl), operator, minter, usdc, settler, close: () => anvil.close() }
+  return {
+    anvil,
+    client,
+    test: testClientFor(anvil.rpcUrl),
+    operator,
+    minter,
+    usdc,
+    settler,
+    close: () => anvil.close(),
+  }
 }
 
 export function railConfig(c: Chain, extra: Partial<Extract<Config['rail'], { kind: 'evm' }>> = {}): Config['rail'] {
   return {
-    kind: 'evm', rpcUrl: c.anvil.rpcUrl, chainId: c.anvil.chainId, usdc: c.usdc, settler: c.settler, operatorKeyEnv: OPERATOR_KEY_ENV,
-    confirmations: 0, feeAccount: FEE_ADDRESS, vendorAccount: VENDOR_ADDRESS, pollMs: 50, bumpAfterMs: 60_000, ...extra,
+    kind: 'evm',
+    rpcUrl: c.anvil.rpcUrl,
+    chainId: c.anvil.chainId,
+    usdc: c.usdc,
+    settler: c.settler,
+    operatorKeyEnv: OPERATOR_KEY_ENV,
+    confirmations: 0,
+    feeAccount: FEE_ADDRESS,
+    vendorAccount: VENDOR_ADDRESS,
+    pollMs: 50,
+    bumpAfterMs: 60_000,
+    ...extra,
   }
 }
 
@@ -70,7 +97,12 @@ export const balanceOf = (c: Chain, a: Address) => usdcBalance(c.client, c.usdc,
 
 /** Moves test USDC out of a payer's wallet (as a user may at any time) and waits until it is mined. */
 export async function sendUsdc(c: Chain, from: Payer, to: Address, amount: bigint): Promise<void> {
-  const hash = await from.wallet.writeContract({ address: c.usdc, abi: usdcAbi, functionName: 'transfer', args: [to, amount] })
+  const hash = await from.wallet.writeContract({
+    address: c.usdc,
+    abi: usdcAbi,
+    functionName: 'transfer',
+    args: [to, amount],
+  })
   const receipt = await c.client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
   if (receipt.status !== 'success') throw new Error(`transfer reverted (${hash})`)
 }
@@ -108,20 +140,34 @@ export interface ChainMarket {
  * A fresh chain and a market settling on it, its test account read from the wallet; settlement runs on demand.
  * `tuning` adds to the market's; `edit` changes its config after the rail is set.
  */
-export async function startChainMarket(tuning: Config['tuning'] = {}, edit?: (config: Config) => void): Promise<ChainMarket> {
+export async function startChainMarket(
+  tuning: Config['tuning'] = {},
+  edit?: (config: Config) => void,
+): Promise<ChainMarket> {
   const c = await startChain()
   const payer = await newPayer(c, 5n * USDC, 4n * USDC)
   // 200-token replies make charges large enough for a non-zero fee leg.
-  const m = await startMarket({ user: payer.address, sim: { replyTokens: 200 }, tuning: { settleIntervalMs: 0, ...tuning }, edit: (cfg) => {
-    cfg.rail = railConfig(c)
-    edit?.(cfg)
-  } })
+  const m = await startMarket({
+    user: payer.address,
+    sim: { replyTokens: 200 },
+    tuning: { settleIntervalMs: 0, ...tuning },
+    edit: (cfg) => {
+      cfg.rail = railConfig(c)
+      edit?.(cfg)
+    },
+  })
   await evmRail(m).watcher.syncNow()
-  return { c, m, payer, async close() {
-    await m.close()
-    await c.close()
-  } }
+  return {
+    c,
+    m,
+    payer,
+    async close() {
+      await m.close()
+      await c.close()
+    },
+  }
 }
 
 /** A request on atlas large enough to be charged a fee. */
-export const askAtlas = (m: Market, key: string) => chat(m.url, key, { model: 'svc/atlas@1', messages: hello, max_tokens: 400 })
+export const askAtlas = (m: Market, key: string) =>
+  chat(m.url, key, { model: 'svc/atlas@1', messages: hello, max_tokens: 400 })

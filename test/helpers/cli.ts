@@ -16,7 +16,10 @@ export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv 
 }
 
 /** Runs one svc command to completion. */
-export async function svc(args: string[], env: Record<string, string> = {}): Promise<{ stdout: string; stderr: string; code: number }> {
+export async function svc(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ stdout: string; stderr: string; code: number }> {
   try {
     const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { env: cleanEnv(env), timeout: 30_000 })
     return { stdout, stderr, code: 0 }

@@ -11,22 +11,49 @@ import { depositTo, issueKey, openAccount } from '../../src/accounts/operations.
 import { freshStoreUrl, dropSchema, type StoreKind } from './stores.js'
 
 export const FULL_CONTRACT: ToolContract = {
-  tool_choice: ['auto', 'none', 'required', 'named'], parallel_tool_calls: true, strict_schemas: true, tool_streaming: 'whole-call',
-  max_argument_bytes: 4096, certified_concurrency: 16, agentic_certified: true, metering_version: 1, certification_id: 'cert-test-atlas',
+  tool_choice: ['auto', 'none', 'required', 'named'],
+  parallel_tool_calls: true,
+  strict_schemas: true,
+  tool_streaming: 'whole-call',
+  max_argument_bytes: 4096,
+  certified_concurrency: 16,
+  agentic_certified: true,
+  metering_version: 1,
+  certification_id: 'cert-test-atlas',
 }
 export const LIMITED_CONTRACT: ToolContract = {
-  tool_choice: ['auto', 'none'], parallel_tool_calls: false, strict_schemas: false, tool_streaming: 'whole-call',
-  max_argument_bytes: 1024, certified_concurrency: 4, agentic_certified: false, metering_version: 1, certification_id: 'cert-test-tern',
+  tool_choice: ['auto', 'none'],
+  parallel_tool_calls: false,
+  strict_schemas: false,
+  tool_streaming: 'whole-call',
+  max_argument_bytes: 1024,
+  certified_concurrency: 4,
+  agentic_certified: false,
+  metering_version: 1,
+  certification_id: 'cert-test-tern',
 }
 
 export const addressOf = (n: number) => getAddress(`0x${n.toString(16).padStart(2, '0').repeat(20)}`)
 
 /** Provider addresses in the test market. */
-export const P = { atlasCheap: addressOf(0xa1), atlasDear: addressOf(0xa2), tern: addressOf(0xb1), wren: addressOf(0xc1), quill: addressOf(0xd1) }
+export const P = {
+  atlasCheap: addressOf(0xa1),
+  atlasDear: addressOf(0xa2),
+  tern: addressOf(0xb1),
+  wren: addressOf(0xc1),
+  quill: addressOf(0xd1),
+}
 export const USER = addressOf(0x11)
 
 export interface Market {
-  sims: { atlasCheap: SimulatedProvider; atlasDear: SimulatedProvider; tern: SimulatedProvider; wren: SimulatedProvider; quill: SimulatedProvider; vendor: SimulatedProvider }
+  sims: {
+    atlasCheap: SimulatedProvider
+    atlasDear: SimulatedProvider
+    tern: SimulatedProvider
+    wren: SimulatedProvider
+    quill: SimulatedProvider
+    vendor: SimulatedProvider
+  }
   server: RunningServer
   url: string
   store: Store
@@ -51,22 +78,52 @@ export interface MarketOptions {
   log?: (msg: string, err?: unknown) => void
 }
 
-/** The test marketplace: atlas@1 (tools, two providers), tern@2 (limited tools), wren@1 (small context), quill@1 (no streaming), a vendor. */
+/**
+ * The test marketplace: atlas@1 (tools, two providers), tern@2 (limited tools), wren@1 (small context), quill@1 (no
+ * streaming), a vendor.
+ */
 export function marketConfig(s: Market['sims'], storeUrl: string, tuning?: Config['tuning']): Config {
-  const prov = (address: string, sim: SimulatedProvider, bundle: string, offers: Config['providers'][number]['offers']) =>
-    ({ address, baseUrl: sim.url, bundle, profile: 'sim', offers })
-  const offer = (model: string, upstreamModel: string, input: number, output: number, maxConcurrency = 64) =>
-    ({ model, upstreamModel, input_price_per_mtok: String(input), output_price_per_mtok: String(output), maxConcurrency })
-  const caps = (tools: boolean, maxOutputTokens: number, streaming = true) =>
-    ({ workload: 'chat' as const, tools, structuredOutputs: tools, reasoning: false, streaming, maxOutputTokens })
+  const prov = (
+    address: string,
+    sim: SimulatedProvider,
+    bundle: string,
+    offers: Config['providers'][number]['offers'],
+  ) => ({ address, baseUrl: sim.url, bundle, profile: 'sim', offers })
+  const offer = (model: string, upstreamModel: string, input: number, output: number, maxConcurrency = 64) => ({
+    model,
+    upstreamModel,
+    input_price_per_mtok: String(input),
+    output_price_per_mtok: String(output),
+    maxConcurrency,
+  })
+  const caps = (tools: boolean, maxOutputTokens: number, streaming = true) => ({
+    workload: 'chat' as const,
+    tools,
+    structuredOutputs: tools,
+    reasoning: false,
+    streaming,
+    maxOutputTokens,
+  })
   return {
     listen: { host: '127.0.0.1', port: 0 },
     store: storeUrl,
     rail: { kind: 'local' },
     feeBps: 500,
     models: [
-      { id: 'svc/atlas@1', owned_by: 'atlas-labs', contextLimit: 32768, capabilities: caps(true, 4096), tool_contract: FULL_CONTRACT },
-      { id: 'svc/tern@2', owned_by: 'tern-ai', contextLimit: 16384, capabilities: caps(true, 2048), tool_contract: LIMITED_CONTRACT },
+      {
+        id: 'svc/atlas@1',
+        owned_by: 'atlas-labs',
+        contextLimit: 32768,
+        capabilities: caps(true, 4096),
+        tool_contract: FULL_CONTRACT,
+      },
+      {
+        id: 'svc/tern@2',
+        owned_by: 'tern-ai',
+        contextLimit: 16384,
+        capabilities: caps(true, 2048),
+        tool_contract: LIMITED_CONTRACT,
+      },
       { id: 'svc/wren@1', owned_by: 'wren', contextLimit: 512, capabilities: caps(false, 256) },
       { id: 'svc/quill@1', owned_by: 'quill', contextLimit: 8192, capabilities: caps(false, 1024, false) },
     ],
@@ -78,22 +135,44 @@ export function marketConfig(s: Market['sims'], storeUrl: string, tuning?: Confi
       prov(P.quill, s.quill, 'vllm-0.6', [offer('svc/quill@1', 'quill', 80_000, 300_000)]),
     ],
     cortex: { candidates: ['svc/atlas@1', 'svc/tern@2', 'svc/wren@1'] },
-    managed: { baseUrl: s.vendor.url, apiKey: 'vendor-key', upstreamModel: 'vendor-large', input_price_per_mtok: '3000000', output_price_per_mtok: '15000000' },
-    tuning: { firstByteTimeoutMs: 500, replyTimeoutMs: 500, breakerFailures: 3, breakerCooldownMs: 2_000, keyCacheMs: 0, shutdownGraceMs: 100, ...tuning },
+    managed: {
+      baseUrl: s.vendor.url,
+      apiKey: 'vendor-key',
+      upstreamModel: 'vendor-large',
+      input_price_per_mtok: '3000000',
+      output_price_per_mtok: '15000000',
+    },
+    tuning: {
+      firstByteTimeoutMs: 500,
+      replyTimeoutMs: 500,
+      breakerFailures: 3,
+      breakerCooldownMs: 2_000,
+      keyCacheMs: 0,
+      shutdownGraceMs: 100,
+      ...tuning,
+    },
   }
 }
 
 export async function startMarket(opts: MarketOptions = {}): Promise<Market> {
   const start = () => SimulatedProvider.start(opts.sim)
   const sims = {
-    atlasCheap: await start(), atlasDear: await start(), tern: await start(), wren: await start(), quill: await start(),
+    atlasCheap: await start(),
+    atlasDear: await start(),
+    tern: await start(),
+    wren: await start(),
+    quill: await start(),
     vendor: await SimulatedProvider.start({ ...opts.sim, apiKey: 'vendor-key' }),
   }
   const storeUrl = freshStoreUrl(opts.store ?? 'sqlite')
   const config = marketConfig(sims, storeUrl, opts.tuning)
   opts.edit?.(config)
   const store = await openStore(storeUrl)
-  const server = await startServer(config, { store, log: opts.log ?? (() => {}), ...(opts.portal ? { portal: opts.portal } : {}) })
+  const server = await startServer(config, {
+    store,
+    log: opts.log ?? (() => {}),
+    ...(opts.portal ? { portal: opts.portal } : {}),
+  })
   const { account } = await openAccount(store, opts.user ?? USER)
   if (config.rail.kind === 'local') {
     await depositTo(store, account.id, opts.funds ?? 10_000_000n)
@@ -101,7 +180,13 @@ export async function startMarket(opts: MarketOptions = {}): Promise<Market> {
   }
   const { key } = await issueKey(store, account.id, 'test')
   return {
-    sims, server, url: server.url, store, config, key, accountId: account.id,
+    sims,
+    server,
+    url: server.url,
+    store,
+    config,
+    key,
+    accountId: account.id,
     async close() {
       await server.close()
       await store.close()
@@ -124,10 +209,19 @@ export function marketPerTest(): (opts?: MarketOptions) => Promise<Market> {
 /** Reads a whole SSE response into its data payloads, in order. */
 export async function sseEvents(res: Response): Promise<string[]> {
   const text = await res.text()
-  return text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice(6))
+  return text
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: '))
+    .map((e) => e.slice(6))
 }
 
-export function chat(url: string, key: string | undefined, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
+export function chat(
+  url: string,
+  key: string | undefined,
+  body: unknown,
+  headers: Record<string, string> = {},
+  signal?: AbortSignal,
+): Promise<Response> {
   return fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}), ...headers },

@@ -16,16 +16,28 @@ export function maxCostFor(config: Config, body: unknown): bigint {
   return maxCostOf(p)
 }
 
-/** The money invariants after any run: postings net to zero per ref, caches match postings, no open holds, deposits = balance + captures. */
-export async function checkInvariants(store: Store, accountId: number, deposited: bigint): Promise<{ captured: bigint }> {
+/**
+ * The money invariants after any run: postings net to zero per ref, caches match postings, no open holds, deposits =
+ * balance + captures.
+ */
+export async function checkInvariants(
+  store: Store,
+  accountId: number,
+  deposited: bigint,
+): Promise<{ captured: bigint }> {
   const audit = await store.ledger.audit()
-  if (audit.unbalanced.length) throw new Error(`unbalanced refs: ${JSON.stringify(audit.unbalanced.slice(0, 3), (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`)
-  if (audit.inconsistent.length) throw new Error(`inconsistent accounts: ${audit.inconsistent.map((a) => a.address).join(', ')}`)
+  if (audit.unbalanced.length)
+    throw new Error(
+      `unbalanced refs: ${JSON.stringify(audit.unbalanced.slice(0, 3), (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`,
+    )
+  if (audit.inconsistent.length)
+    throw new Error(`inconsistent accounts: ${audit.inconsistent.map((a) => a.address).join(', ')}`)
   const account = (await store.accounts.byId(accountId))!
   const usage = await store.usage.list(accountId, { limit: 100_000 })
   const captured = usage.reduce((s, u) => s + u.cost, 0n)
   if (account.balance < 0n) throw new Error(`negative balance ${account.balance}`)
-  if (deposited !== account.balance + captured) throw new Error(`deposits ${deposited} != balance ${account.balance} + captures ${captured}`)
+  if (deposited !== account.balance + captured)
+    throw new Error(`deposits ${deposited} != balance ${account.balance} + captures ${captured}`)
   const fees = (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!
   void fees
   return { captured }

@@ -26,23 +26,52 @@ export async function olderSqliteStore(url: string, through: string) {
 
 /** What the ledger before migration 009 wrote for requests: an open hold is a row, usage its own table. */
 export function legacyLedger(raw: BetterSqlite3.Database, accountId: number, now: number) {
-  const pair = raw.prepare(`INSERT INTO postings (ref, account_id, book, kind, amount, created_at) VALUES (?, ?, 'held', ?, ?, ?), (?, ?, 'available', ?, ?, ?)`)
-  const post = raw.prepare(`INSERT INTO postings (ref, account_id, book, kind, amount, created_at) VALUES (?, ?, ?, ?, ?, ?)`)
+  const pair = raw.prepare(
+    `INSERT INTO postings (ref, account_id, book, kind, amount, created_at) VALUES (?, ?, 'held', ?, ?, ?), (?, ?, 'available', ?, ?, ?)`,
+  )
+  const post = raw.prepare(
+    `INSERT INTO postings (ref, account_id, book, kind, amount, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+  )
   const usage = (requestId: string, cost: bigint, outcome: string) =>
-    raw.prepare(`INSERT INTO usage (request_id, account_id, key_id, model, served_model, provider, stream, prompt_tokens, completion_tokens,
+    raw
+      .prepare(
+        `INSERT INTO usage (request_id, account_id, key_id, model, served_model, provider, stream, prompt_tokens, completion_tokens,
       upstream_prompt_tokens, upstream_completion_tokens, cost, outcome, latency_ms, created_at)
-      VALUES (?, ?, 'key_1', 'svc/atlas@1', 'svc/atlas@1', '0xabc', 0, 10, 5, NULL, NULL, ?, ?, 3, ?)`).run(requestId, accountId, cost, outcome, now)
+      VALUES (?, ?, 'key_1', 'svc/atlas@1', 'svc/atlas@1', '0xabc', 0, 10, 5, NULL, NULL, ?, ?, 3, ?)`,
+      )
+      .run(requestId, accountId, cost, outcome, now)
   return {
     hold(requestId: string, amount: bigint, owner: string) {
       raw.prepare('UPDATE accounts SET held = held + ? WHERE id = ?').run(amount, accountId)
-      raw.prepare(`INSERT INTO holds (request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at)
-        VALUES (?, ?, 'key_1', 'svc/atlas@1', ?, 'open', ?, ?, ?)`).run(requestId, accountId, amount, owner, now, now + 60_000)
+      raw
+        .prepare(
+          `INSERT INTO holds (request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at)
+        VALUES (?, ?, 'key_1', 'svc/atlas@1', ?, 'open', ?, ?, ?)`,
+        )
+        .run(requestId, accountId, amount, owner, now, now + 60_000)
       pair.run(requestId, accountId, 'hold', amount, now, requestId, accountId, 'hold', -amount, now)
     },
     capture(requestId: string, amount: bigint, cost: bigint, payee: number) {
-      raw.prepare(`UPDATE holds SET status = 'captured', cost = ?, payee_id = ?, fee = 0, closed_at = ? WHERE request_id = ?`).run(cost, payee, now + 1, requestId)
-      raw.prepare('UPDATE accounts SET balance = balance - ?, held = held - ?, cap = cap - ? WHERE id = ?').run(cost, amount, cost, accountId)
-      pair.run(requestId, accountId, 'release', cost - amount, now + 1, requestId, accountId, 'release', amount - cost, now + 1)
+      raw
+        .prepare(
+          `UPDATE holds SET status = 'captured', cost = ?, payee_id = ?, fee = 0, closed_at = ? WHERE request_id = ?`,
+        )
+        .run(cost, payee, now + 1, requestId)
+      raw
+        .prepare('UPDATE accounts SET balance = balance - ?, held = held - ?, cap = cap - ? WHERE id = ?')
+        .run(cost, amount, cost, accountId)
+      pair.run(
+        requestId,
+        accountId,
+        'release',
+        cost - amount,
+        now + 1,
+        requestId,
+        accountId,
+        'release',
+        amount - cost,
+        now + 1,
+      )
       post.run(requestId, accountId, 'held', 'capture', -cost, now + 1)
       post.run(requestId, payee, 'pending', 'payout', cost, now + 1)
       usage(requestId, cost, 'completed')

@@ -20,7 +20,11 @@ export interface Nonce {
 }
 
 export async function fetchNonce(url: string): Promise<Nonce> {
-  const res = await fetch(`${url}/portal/api/nonce`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+  const res = await fetch(`${url}/portal/api/nonce`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{}',
+  })
   if (res.status !== 200) throw new Error(`nonce: ${res.status} ${await res.text()}`)
   return res.json() as Promise<Nonce>
 }
@@ -28,12 +32,29 @@ export async function fetchNonce(url: string): Promise<Nonce> {
 /** The EIP-4361 message a wallet would sign for this nonce; `edit` changes fields to build bad ones. */
 export function siweMessage(n: Nonce, address: `0x${string}`, edit: Partial<SiweMessage> = {}): string {
   return createSiweMessage({
-    domain: n.domain, address, statement: n.statement, uri: n.uri, version: '1', chainId: n.chain_id, nonce: n.nonce, issuedAt: new Date(), ...edit,
+    domain: n.domain,
+    address,
+    statement: n.statement,
+    uri: n.uri,
+    version: '1',
+    chainId: n.chain_id,
+    nonce: n.nonce,
+    issuedAt: new Date(),
+    ...edit,
   })
 }
 
-export function postSession(url: string, message: string, signature: string, headers: Record<string, string> = {}): Promise<Response> {
-  return fetch(`${url}/portal/api/session`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ message, signature }) })
+export function postSession(
+  url: string,
+  message: string,
+  signature: string,
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  return fetch(`${url}/portal/api/session`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ message, signature }),
+  })
 }
 
 /** The `name=value` part of a Set-Cookie header. */
@@ -45,12 +66,19 @@ export function cookieOf(res: Response): string {
 
 export function portalClient(url: string, cookie: string, csrf: string, address: string): PortalClient {
   return {
-    cookie, csrf, address,
+    cookie,
+    csrf,
+    address,
     call(method, path, body, headers = {}) {
       const write = method !== 'GET'
       return fetch(`${url}/portal/api${path}`, {
         method,
-        headers: { cookie, ...(write ? { 'x-csrf-token': csrf } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+        headers: {
+          cookie,
+          ...(write ? { 'x-csrf-token': csrf } : {}),
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+          ...headers,
+        },
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       })
     },

@@ -1,8 +1,16 @@
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 
-interface RpcRequest { id: number | string; method: string; params?: unknown[] }
-interface RpcResponse { id: number | string; result?: unknown; error?: unknown }
+interface RpcRequest {
+  id: number | string
+  method: string
+  params?: unknown[]
+}
+interface RpcResponse {
+  id: number | string
+  result?: unknown
+  error?: unknown
+}
 
 /** What a node may forget of old blocks: their logs, their receipts, or the index that finds a transaction by hash. */
 export type History = 'logs' | 'receipts' | 'index'
@@ -17,20 +25,30 @@ export class PruningRpc {
   private what = new Set<History>(['logs', 'receipts', 'index'])
   private waiters: { method: string; resolve: () => void }[] = []
 
-  private constructor(private readonly server: Server, readonly url: string) {}
+  private constructor(
+    private readonly server: Server,
+    readonly url: string,
+  ) {}
 
   static async start(upstream: string): Promise<PruningRpc> {
     let self: PruningRpc | undefined
     const server = createServer((req, res) => {
       const chunks: Buffer[] = []
       req.on('data', (c: Buffer) => chunks.push(c))
-      req.on('end', () => void self!.forward(upstream, Buffer.concat(chunks).toString()).then((body) => {
-        res.writeHead(200, { 'content-type': 'application/json' })
-        res.end(body)
-      }, (err: unknown) => {
-        res.writeHead(502)
-        res.end(String(err))
-      }))
+      req.on(
+        'end',
+        () =>
+          void self!.forward(upstream, Buffer.concat(chunks).toString()).then(
+            (body) => {
+              res.writeHead(200, { 'content-type': 'application/json' })
+              res.end(body)
+            },
+            (err: unknown) => {
+              res.writeHead(502)
+              res.end(String(err))
+            },
+          ),
+      )
     })
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     self = new PruningRpc(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}`)
@@ -76,13 +94,22 @@ export class PruningRpc {
     if (!result) return r
     switch (req.method) {
       case 'eth_getLogs':
-        return this.what.has('logs') && (result as Record<string, unknown>[]).some((l) => old(l.blockNumber)) ? refused : r
+        return this.what.has('logs') && (result as Record<string, unknown>[]).some((l) => old(l.blockNumber))
+          ? refused
+          : r
       case 'eth_getBlockReceipts':
-        return this.what.has('receipts') && (result as Record<string, unknown>[]).some((x) => old(x.blockNumber)) ? refused : r
+        return this.what.has('receipts') && (result as Record<string, unknown>[]).some((x) => old(x.blockNumber))
+          ? refused
+          : r
       case 'eth_getTransactionReceipt':
-        return (this.what.has('receipts') || this.what.has('index')) && old((result as Record<string, unknown>).blockNumber) ? { ...r, result: null } : r
+        return (this.what.has('receipts') || this.what.has('index')) &&
+          old((result as Record<string, unknown>).blockNumber)
+          ? { ...r, result: null }
+          : r
       case 'eth_getTransactionByHash':
-        return this.what.has('index') && old((result as Record<string, unknown>).blockNumber) ? { ...r, result: null } : r
+        return this.what.has('index') && old((result as Record<string, unknown>).blockNumber)
+          ? { ...r, result: null }
+          : r
       default:
         return r
     }

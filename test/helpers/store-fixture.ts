@@ -17,9 +17,11 @@ export interface StoreFixture {
 export async function openFixture(kind: StoreKind): Promise<StoreFixture> {
   const url = freshStoreUrl(kind)
   const store = await openStore(url, () => 1000)
-  const id = async (address: string, kind: 'user' | 'provider') => (await store.accounts.ensure(address, kind, 1000)).account.id
+  const id = async (address: string, kind: 'user' | 'provider') =>
+    (await store.accounts.ensure(address, kind, 1000)).account.id
   return {
-    store, url,
+    store,
+    url,
     user: await id('0x1111111111111111111111111111111111111111', 'user'),
     other: await id('0x3333333333333333333333333333333333333333', 'user'),
     payee: await id('0x2222222222222222222222222222222222222222', 'provider'),
@@ -34,10 +36,28 @@ export async function closeFixture(f: StoreFixture | undefined): Promise<void> {
 }
 
 /** A completed request's usage record; `over` changes any field. */
-export function usageRecord(requestId: string, accountId: number, cost: bigint, over: Partial<UsageRecord> = {}): UsageRecord {
+export function usageRecord(
+  requestId: string,
+  accountId: number,
+  cost: bigint,
+  over: Partial<UsageRecord> = {},
+): UsageRecord {
   return {
-    requestId, accountId, keyId: 'key_1', model: 'svc/atlas@1', servedModel: 'svc/atlas@1', provider: '0xabc', stream: false,
-    promptTokens: 10, completionTokens: 5, upstreamPromptTokens: null, upstreamCompletionTokens: null, cost, outcome: 'completed',
-    latencyMs: 3, createdAt: 1000, ...over,
+    requestId,
+    accountId,
+    keyId: 'key_1',
+    model: 'svc/atlas@1',
+    servedModel: 'svc/atlas@1',
+    provider: '0xabc',
+    stream: false,
+    promptTokens: 10,
+    completionTokens: 5,
+    upstreamPromptTokens: null,
+    upstreamCompletionTokens: null,
+    cost,
+    outcome: 'completed',
+    latencyMs: 3,
+    createdAt: 1000,
+    ...over,
   }
 }

@@ -32,7 +32,11 @@ export function documentTool(bytes: number) {
     type: 'function' as const,
     function: {
       name: 'save_document',
-      parameters: { type: 'object', properties: { document: { type: 'string', minLength: bytes - 15 } }, required: ['document'] },
+      parameters: {
+        type: 'object',
+        properties: { document: { type: 'string', minLength: bytes - 15 } },
+        required: ['document'],
+      },
     },
   }
 }

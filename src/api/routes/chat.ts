@@ -28,9 +28,20 @@ export function chatRoutes(app: FastifyInstance, { pipeline, tuning, keyCheck, i
     const cancel = cancelOnClose(reply)
     const idempotencyKey = req.headers['idempotency-key']
     const result = await pipeline.chat({
-      body: req.body, caller: callerOf(req), requestId: req.id, cancel, gone: () => reply.raw.destroyed,
+      body: req.body,
+      caller: callerOf(req),
+      requestId: req.id,
+      cancel,
+      gone: () => reply.raw.destroyed,
       ...(typeof idempotencyKey === 'string' ? { idempotencyKey } : {}),
-      openStream: (r) => new SseReply({ reply, identity: identityOf(r), requestId: r.requestId, fingerprint: fingerprintFor(r), ...tuning }),
+      openStream: (r) =>
+        new SseReply({
+          reply,
+          identity: identityOf(r),
+          requestId: r.requestId,
+          fingerprint: fingerprintFor(r),
+          ...tuning,
+        }),
     })
     switch (result.kind) {
       case 'abandoned':
@@ -38,8 +49,11 @@ export function chatRoutes(app: FastifyInstance, { pipeline, tuning, keyCheck, i
       case 'refused':
         return sendError(reply, result.error)
       case 'replay':
-        return reply.code(result.status).header('idempotent-replayed', 'true')
-          .header('content-type', 'application/json; charset=utf-8').send(result.body)
+        return reply
+          .code(result.status)
+          .header('idempotent-replayed', 'true')
+          .header('content-type', 'application/json; charset=utf-8')
+          .send(result.body)
       case 'finished':
         return result.stream instanceof SseReply
           ? streamFinished(reply, result.stream, result.request, result.finished)
@@ -68,7 +82,11 @@ function svcOf(r: Admitted, d: Delivered): ReplySvc {
   const provider = d.reply.offer.provider
   const svc: ReplySvc = { cost_usdc: formatUsdc(d.cost), provider, request_id: r.requestId }
   if (r.prepared.plan.cortex) {
-    const status = d.managedWhy ? `managed:${d.managedWhy}` : d.failedTargets > 0 ? `failover:${d.failedTargets}` : 'available'
+    const status = d.managedWhy
+      ? `managed:${d.managedWhy}`
+      : d.failedTargets > 0
+        ? `failover:${d.failedTargets}`
+        : 'available'
     svc.routing = { model: d.servedModel, served_by: provider, vendor_fallback: d.reply.offer.managed, status }
   }
   return svc
@@ -87,7 +105,9 @@ function failStream(reply: FastifyReply, sse: SseReply, err: ApiError): FastifyR
     sse.stopKeepAlive()
     return sendError(reply, err)
   }
-  sse.end(sse.encoder.error(err.code === 'provider_output_invalid' ? err.code : 'stream_interrupted', err.message) + DONE)
+  sse.end(
+    sse.encoder.error(err.code === 'provider_output_invalid' ? err.code : 'stream_interrupted', err.message) + DONE,
+  )
   return reply
 }
 
@@ -109,12 +129,22 @@ function streamFinished(reply: FastifyReply, sse: SseReply, r: Admitted, f: Fini
   }
 }
 
-async function plainFinished(reply: FastifyReply, result: Extract<ChatResult, { kind: 'finished' }>): Promise<FastifyReply> {
+async function plainFinished(
+  reply: FastifyReply,
+  result: Extract<ChatResult, { kind: 'finished' }>,
+): Promise<FastifyReply> {
   const { request: r, finished: f } = result
   switch (f.kind) {
     case 'delivered': {
       const { id, created, model } = identityOf(r)
-      const body: ChatCompletion = { id, object: 'chat.completion', created, model, ...completionOf(r, f), svc: svcOf(r, f) }
+      const body: ChatCompletion = {
+        id,
+        object: 'chat.completion',
+        created,
+        model,
+        ...completionOf(r, f),
+        svc: svcOf(r, f),
+      }
       const text = JSON.stringify(body)
       // Kept before it is sent: a retry under the same idempotency key after a crash gets this reply again.
       await result.remember?.(text)
@@ -141,12 +171,14 @@ function completionOf(r: Admitted, f: Delivered): Pick<ChatCompletion, 'system_f
   const logprobs = p.logprobs ? { content: p.logprobs, refusal: null } : null
   return {
     system_fingerprint: fingerprintFor(r)(p.offer),
-    choices: [{
-      index: 0,
-      message,
-      ...(r.prepared.request.logprobs === true ? { logprobs } : {}),
-      finish_reason: p.finish,
-    }],
+    choices: [
+      {
+        index: 0,
+        message,
+        ...(r.prepared.request.logprobs === true ? { logprobs } : {}),
+        finish_reason: p.finish,
+      },
+    ],
     usage: f.usage,
   }
 }

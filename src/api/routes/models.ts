@@ -13,7 +13,10 @@ export interface ModelSource {
   health: Health
 }
 
-/** The model list (docs/interface.md §2.1, §4.2): every configured model with its lowest live offer, then svc/cortex@1 with ceiling prices. */
+/**
+ * The model list (docs/interface.md §2.1, §4.2): every configured model with its lowest live offer, then svc/cortex@1
+ * with ceiling prices.
+ */
 export function modelList({ catalog, health }: ModelSource, created: number): WireModelList {
   const data: WireModel[] = []
   for (const m of catalog.models.values()) {
@@ -27,7 +30,14 @@ export function modelList({ catalog, health }: ModelSource, created: number): Wi
         contextLimit: m.contextLimit,
         capabilities: m.capabilities,
         ...(m.capabilities.tools && m.tool_contract ? { tool_contract: m.tool_contract } : {}),
-        ...(best ? { pricing: { input_price_per_mtok: best.prices.input.toString(), output_price_per_mtok: best.prices.output.toString() } } : {}),
+        ...(best
+          ? {
+              pricing: {
+                input_price_per_mtok: best.prices.input.toString(),
+                output_price_per_mtok: best.prices.output.toString(),
+              },
+            }
+          : {}),
       },
     })
   }
@@ -35,7 +45,9 @@ export function modelList({ catalog, health }: ModelSource, created: number): Wi
   if (cortex) {
     // The candidates' live offers, and the vendor whenever there is one: admission prices every cortex request with it
     // (its breaker may close before the request reaches it), so a ceiling without it could be passed.
-    const live: Offer[] = cortex.candidates.flatMap((c) => (catalog.offers.get(c) ?? []).filter((o) => health.breaker(o.key) !== 'open'))
+    const live: Offer[] = cortex.candidates.flatMap((c) =>
+      (catalog.offers.get(c) ?? []).filter((o) => health.breaker(o.key) !== 'open'),
+    )
     const vendorLive = catalog.managed !== undefined && health.breaker(catalog.managed.key) !== 'open'
     let pricing: WirePricing | undefined
     if (live.length || vendorLive) {
@@ -70,9 +82,22 @@ export function modelRoutes(app: FastifyInstance, source: ModelSource, now: () =
   // decodes) or not.
   app.get<{ Params: { '*': string } }>('/v1/models/*', async (req, reply) => {
     const id = req.params['*']
-    if (id === '') return sendError(reply, apiError('feature_not_supported', 'Unknown endpoint GET /v1/models/; GET /v1/models lists the models.', { param: null, status: 404 }))
+    if (id === '')
+      return sendError(
+        reply,
+        apiError('feature_not_supported', 'Unknown endpoint GET /v1/models/; GET /v1/models lists the models.', {
+          param: null,
+          status: 404,
+        }),
+      )
     const model = modelList(source, created).data.find((m) => m.id === id)
-    if (!model) return sendError(reply, apiError('model_not_found', `The model ${clipped(id)} does not exist; GET /v1/models lists them.`, { param: 'model' }))
+    if (!model)
+      return sendError(
+        reply,
+        apiError('model_not_found', `The model ${clipped(id)} does not exist; GET /v1/models lists them.`, {
+          param: 'model',
+        }),
+      )
     reply.header('content-type', 'application/json; charset=utf-8')
     return JSON.stringify(model)
   })

@@ -10,7 +10,11 @@ const DEFAULT_LIMIT = 20
 /** GET /v1/usage (newest first, paginated) and GET /v1/usage/{request_id}, for the key's owner. */
 export function usageRoutes(app: FastifyInstance, usage: UsageQueries, onRequest: KeyCheck): void {
   app.get<{ Querystring: Record<string, string | undefined> }>('/v1/usage', { onRequest }, async (req, reply) => {
-    const page = await usage.page(callerOf(req).accountId, { query: req.query, max: MAX_LIMIT, fallback: DEFAULT_LIMIT })
+    const page = await usage.page(callerOf(req).accountId, {
+      query: req.query,
+      max: MAX_LIMIT,
+      fallback: DEFAULT_LIMIT,
+    })
     return isApiError(page) ? sendError(reply, page) : page
   })
 

@@ -29,34 +29,40 @@ export function certifyCommand(program: Command): void {
     .option('--max-concurrency <n>', 'most concurrent tool calls to try (levels double from 1)', '32')
     .option('--agent-turns <n>', 'turns of the agent loop probe', '3')
     .option('--timeout-ms <n>', 'per request: wait for the first byte, and the longest pause after it', '60000')
-    .action(action(async (opts: CertifyCliOptions) => {
-      let url: URL
-      try {
-        url = new URL(opts.baseUrl)
-      } catch {
-        throw new OperationError(`--base-url must be a URL, got ${opts.baseUrl}`)
-      }
-      const { certify, CertifyError } = await import('../../tools/certify.js')
-      let result
-      try {
-        result = await certify({
-          baseUrl: url.href.replace(/\/$/, ''), model: opts.model, ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
-          maxArgumentBytes: positive('--max-argument-bytes', opts.maxArgumentBytes), maxConcurrency: positive('--max-concurrency', opts.maxConcurrency),
-          agentTurns: positive('--agent-turns', opts.agentTurns), timeoutMs: positive('--timeout-ms', opts.timeoutMs),
-        })
-      } catch (err) {
-        if (err instanceof CertifyError) throw new OperationError(err.message)
-        throw err
-      }
-      const width = Math.max(...result.probes.map((p) => p.name.length))
-      emit(opts, { ...result }, [
-        `certification of model ${JSON.stringify(result.model)} at ${result.base_url}`,
-        '',
-        ...result.probes.map((p) => `  ${p.passed ? 'pass' : 'FAIL'}  ${p.name.padEnd(width)}  ${p.detail}`),
-        '',
-        result.tool_contract
-          ? `earned tool_contract (paste it into the model's config):\n${JSON.stringify(result.tool_contract, null, 2)}`
-          : 'earned no tool_contract: the upstream cannot make a valid tool call with tool_choice auto, so capabilities.tools must stay false',
-      ])
-    }))
+    .action(
+      action(async (opts: CertifyCliOptions) => {
+        let url: URL
+        try {
+          url = new URL(opts.baseUrl)
+        } catch {
+          throw new OperationError(`--base-url must be a URL, got ${opts.baseUrl}`)
+        }
+        const { certify, CertifyError } = await import('../../tools/certify.js')
+        let result
+        try {
+          result = await certify({
+            baseUrl: url.href.replace(/\/$/, ''),
+            model: opts.model,
+            ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
+            maxArgumentBytes: positive('--max-argument-bytes', opts.maxArgumentBytes),
+            maxConcurrency: positive('--max-concurrency', opts.maxConcurrency),
+            agentTurns: positive('--agent-turns', opts.agentTurns),
+            timeoutMs: positive('--timeout-ms', opts.timeoutMs),
+          })
+        } catch (err) {
+          if (err instanceof CertifyError) throw new OperationError(err.message)
+          throw err
+        }
+        const width = Math.max(...result.probes.map((p) => p.name.length))
+        emit(opts, { ...result }, [
+          `certification of model ${JSON.stringify(result.model)} at ${result.base_url}`,
+          '',
+          ...result.probes.map((p) => `  ${p.passed ? 'pass' : 'FAIL'}  ${p.name.padEnd(width)}  ${p.detail}`),
+          '',
+          result.tool_contract
+            ? `earned tool_contract (paste it into the model's config):\n${JSON.stringify(result.tool_contract, null, 2)}`
+            : 'earned no tool_contract: the upstream cannot make a valid tool call with tool_choice auto, so capabilities.tools must stay false',
+        ])
+      }),
+    )
 }

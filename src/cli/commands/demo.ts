@@ -29,91 +29,131 @@ interface DemoOptions extends CommonOptions {
 export function demoCommand(program: Command): void {
   noConfig(program.command('demo'))
     .description('start the embedded demo marketplace (what npm start runs)')
-    .option('--port <n>', 'gateway port (default: PORT, else the data directory\'s last port, else 8080; 0 picks a free one)')
+    .option(
+      '--port <n>',
+      "gateway port (default: PORT, else the data directory's last port, else 8080; 0 picks a free one)",
+    )
     .option('--data <dir>', 'directory for the database and the written config', DEFAULT_DATA_DIR)
     .option('--chunk-delay-ms <n>', 'pause between streamed tokens of the simulated providers', '15')
     .option('--rail <kind>', 'local (settled in the ledger) or anvil (test USDC on a local chain)', 'local')
-    .action(action(async (opts: DemoOptions) => {
-      const data = resolve(opts.data)
-      const configFile = join(data, 'config.json')
-      const { port, previous } = demoPort(opts.port, process.env, configFile)
-      const databaseUrl = process.env.DATABASE_URL
-      if (databaseUrl && !STORE_URL.test(databaseUrl)) throw new OperationError(`DATABASE_URL must start with sqlite: or postgres://, got ${databaseUrl}`)
-      if (databaseUrl && opts.rail === 'anvil') throw new OperationError('DATABASE_URL is not used with --rail anvil: its store belongs to the chain it starts; unset it')
-      if (opts.rail !== 'local' && opts.rail !== 'anvil') throw new OperationError(`--rail must be local or anvil, got ${opts.rail}`)
-      if (!/^\d{1,6}$/.test(opts.chunkDelayMs)) throw new OperationError(`--chunk-delay-ms must be a whole number of milliseconds, got ${opts.chunkDelayMs}`)
-      // After the options' own errors, which are the line to read when there are any.
-      noteMissingNodeFlags()
-      mkdirSync(data, { recursive: true })
-      // Until it can stop gently, a signal ends the demo at once, through process exit (which stops an anvil it started).
-      const early = (signal: NodeJS.Signals) => process.exit(signal === 'SIGINT' ? 130 : 143)
-      process.once('SIGINT', early).once('SIGTERM', early)
-      // The chain (viem, anvil) loads only for --rail anvil.
-      const anvil = opts.rail === 'anvil' ? await import('../../demo/anvil.js') : undefined
-      const chain: AnvilDemo | undefined = anvil ? await anvil.startAnvilDemo(data, FUNDS, CAP) : undefined
-      const sim = { chunkDelayMs: Number(opts.chunkDelayMs), replyTokens: 24, models: DEMO_SIM_MODELS }
-      const sims = await Promise.all([0, 1, 2, 3, 4].map(() => SimulatedProvider.start(sim)))
-      const [a, b, c, d, vendor] = sims as [SimulatedProvider, SimulatedProvider, SimulatedProvider, SimulatedProvider, SimulatedProvider]
-      const storeUrl = chain?.storeUrl ?? databaseUrl ?? `sqlite:${join(data, 'svc.db')}`
-      const config = demoConfig({ providers: [a.url, b.url, c.url, d.url], vendor: vendor.url }, storeUrl, port)
-      if (chain) config.rail = chain.rail
-      const { startServer } = await import('../../server.js')
-      let server
-      try {
-        server = await startServer(config)
-      } catch (err) {
-        await Promise.all(sims.map((s) => s.close()))
-        await chain?.anvil.close()
-        if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new OperationError(`port ${port} is in use; choose another with --port (npm start -- --port ${port + 1})`)
-        throw err
-      }
-      // Written once the gateway listens: a demo that could not start leaves a running one's config as it was.
-      writeFileSync(configFile, `${JSON.stringify(config, null, 2)}\n`)
-      const { store } = server
-      const { accountId, created } = await demoAccount(store, DEMO_WALLET, anvil ? undefined : { deposit: FUNDS, cap: CAP })
-      if (anvil) {
-        // On chain the wallet was funded and approved above; the watcher reads it into the ledger.
-        const { EvmRail } = await import('../../settlement/evm-rail.js')
-        if (server.rail instanceof EvmRail) await server.rail.watcher.syncNow()
-      }
-      const funded = (await store.accounts.byId(accountId))!
-      const key = await demoKey(store, accountId, data)
-      const baseUrl = server.url
-      const portalUrl = `${baseUrl}/portal`
-      process.off('SIGINT', early).off('SIGTERM', early)
-      onShutdown(async () => {
-        await server.close()
-        await Promise.all(sims.map((s) => s.close()))
-        await chain?.anvil.close()
-      })
-      const chainJson = chain ? { chain: { rpc_url: chain.anvil.rpcUrl, chain_id: chain.anvil.chainId, usdc: chain.rail.usdc, settler: chain.rail.settler } } : {}
-      emit(opts, { base_url: baseUrl, portal_url: portalUrl, api_key: key.key, config: configFile, ...chainJson }, [
-        'svc marketplace demo is running (Ctrl-C stops it)',
-        '',
-        `  base URL   ${baseUrl}   (OpenAI SDK baseURL: ${baseUrl}/v1)`,
-        `  portal     ${portalUrl}`,
-        `  API key    ${key.key}`,
-        key.reused
-          ? `             the demo's key of earlier starts (kept in ${join(data, 'demo-key')}; the store has only its hash)`
-          : `             kept in ${join(data, 'demo-key')} for the next start; the store has only its hash`,
-        `  wallet     ${DEMO_WALLET}: balance ${formatUsdc(funded.balance)} USDC, approved cap ${formatUsdc(funded.cap)}, spendable ${formatUsdc(spendableOf(funded))}`,
-        ...(created || anvil ? [] : ['             as earlier starts left it (not topped up; delete the data directory to start over)']),
-        ...(previous !== undefined ? [`  port       ${port}, asked for; this data directory's config had ${previous}, now ${port}`] : []),
-        `  config     ${configFile}   (svc account/key/usage/settle commands use it)`,
-        ...(chain ? [
-          `  chain      anvil ${chain.anvil.rpcUrl} (chain ${chain.anvil.chainId}, 1 s blocks): test USDC ${chain.rail.usdc}`,
-          `             settler ${chain.rail.settler}: wallets approve it; batches settle every 30 s`,
-          `             svc settle needs the operator key: export ${anvil!.DEMO_OPERATOR_KEY_ENV}=${anvil!.demoOperatorKey()}`,
-        ] : []),
-        `  models     svc/atlas@1 (tools), svc/tern@2 (tools, limited), svc/wren@1 (small context), svc/cortex@1 (routing)`,
-        '',
-        'Try it:',
-        `  curl ${baseUrl}/v1/chat/completions \\`,
-        `    -H "Authorization: Bearer ${key.key}" -H "Content-Type: application/json" \\`,
-        `    -d '{"model":"svc/atlas@1","messages":[{"role":"user","content":"Hello!"}],"max_tokens":64}'`,
-        '',
-        `  OPENAI_BASE_URL=${baseUrl}/v1 OPENAI_API_KEY=${key.key} node --input-type=module -e \\`,
-        `    "import OpenAI from 'openai'; const r = await new OpenAI().chat.completions.create({ model: 'svc/cortex@1', messages: [{ role: 'user', content: 'Hello!' }] }); console.log(r.choices[0].message.content, r.svc)"`,
-      ])
-    }))
+    .action(
+      action(async (opts: DemoOptions) => {
+        const data = resolve(opts.data)
+        const configFile = join(data, 'config.json')
+        const { port, previous } = demoPort(opts.port, process.env, configFile)
+        const databaseUrl = process.env.DATABASE_URL
+        if (databaseUrl && !STORE_URL.test(databaseUrl))
+          throw new OperationError(`DATABASE_URL must start with sqlite: or postgres://, got ${databaseUrl}`)
+        if (databaseUrl && opts.rail === 'anvil')
+          throw new OperationError(
+            'DATABASE_URL is not used with --rail anvil: its store belongs to the chain it starts; unset it',
+          )
+        if (opts.rail !== 'local' && opts.rail !== 'anvil')
+          throw new OperationError(`--rail must be local or anvil, got ${opts.rail}`)
+        if (!/^\d{1,6}$/.test(opts.chunkDelayMs))
+          throw new OperationError(`--chunk-delay-ms must be a whole number of milliseconds, got ${opts.chunkDelayMs}`)
+        // After the options' own errors, which are the line to read when there are any.
+        noteMissingNodeFlags()
+        mkdirSync(data, { recursive: true })
+        // Until it can stop gently, a signal ends the demo at once, through process exit (which stops an anvil it
+        // started).
+        const early = (signal: NodeJS.Signals) => process.exit(signal === 'SIGINT' ? 130 : 143)
+        process.once('SIGINT', early).once('SIGTERM', early)
+        // The chain (viem, anvil) loads only for --rail anvil.
+        const anvil = opts.rail === 'anvil' ? await import('../../demo/anvil.js') : undefined
+        const chain: AnvilDemo | undefined = anvil ? await anvil.startAnvilDemo(data, FUNDS, CAP) : undefined
+        const sim = { chunkDelayMs: Number(opts.chunkDelayMs), replyTokens: 24, models: DEMO_SIM_MODELS }
+        const sims = await Promise.all([0, 1, 2, 3, 4].map(() => SimulatedProvider.start(sim)))
+        const [a, b, c, d, vendor] = sims as [
+          SimulatedProvider,
+          SimulatedProvider,
+          SimulatedProvider,
+          SimulatedProvider,
+          SimulatedProvider,
+        ]
+        const storeUrl = chain?.storeUrl ?? databaseUrl ?? `sqlite:${join(data, 'svc.db')}`
+        const config = demoConfig({ providers: [a.url, b.url, c.url, d.url], vendor: vendor.url }, storeUrl, port)
+        if (chain) config.rail = chain.rail
+        const { startServer } = await import('../../server.js')
+        let server
+        try {
+          server = await startServer(config)
+        } catch (err) {
+          await Promise.all(sims.map((s) => s.close()))
+          await chain?.anvil.close()
+          if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE')
+            throw new OperationError(
+              `port ${port} is in use; choose another with --port (npm start -- --port ${port + 1})`,
+            )
+          throw err
+        }
+        // Written once the gateway listens: a demo that could not start leaves a running one's config as it was.
+        writeFileSync(configFile, `${JSON.stringify(config, null, 2)}\n`)
+        const { store } = server
+        const { accountId, created } = await demoAccount(
+          store,
+          DEMO_WALLET,
+          anvil ? undefined : { deposit: FUNDS, cap: CAP },
+        )
+        if (anvil) {
+          // On chain the wallet was funded and approved above; the watcher reads it into the ledger.
+          const { EvmRail } = await import('../../settlement/evm-rail.js')
+          if (server.rail instanceof EvmRail) await server.rail.watcher.syncNow()
+        }
+        const funded = (await store.accounts.byId(accountId))!
+        const key = await demoKey(store, accountId, data)
+        const baseUrl = server.url
+        const portalUrl = `${baseUrl}/portal`
+        process.off('SIGINT', early).off('SIGTERM', early)
+        onShutdown(async () => {
+          await server.close()
+          await Promise.all(sims.map((s) => s.close()))
+          await chain?.anvil.close()
+        })
+        const chainJson = chain
+          ? {
+              chain: {
+                rpc_url: chain.anvil.rpcUrl,
+                chain_id: chain.anvil.chainId,
+                usdc: chain.rail.usdc,
+                settler: chain.rail.settler,
+              },
+            }
+          : {}
+        emit(opts, { base_url: baseUrl, portal_url: portalUrl, api_key: key.key, config: configFile, ...chainJson }, [
+          'svc marketplace demo is running (Ctrl-C stops it)',
+          '',
+          `  base URL   ${baseUrl}   (OpenAI SDK baseURL: ${baseUrl}/v1)`,
+          `  portal     ${portalUrl}`,
+          `  API key    ${key.key}`,
+          key.reused
+            ? `             the demo's key of earlier starts (kept in ${join(data, 'demo-key')}; the store has only its hash)`
+            : `             kept in ${join(data, 'demo-key')} for the next start; the store has only its hash`,
+          `  wallet     ${DEMO_WALLET}: balance ${formatUsdc(funded.balance)} USDC, approved cap ${formatUsdc(funded.cap)}, spendable ${formatUsdc(spendableOf(funded))}`,
+          ...(created || anvil
+            ? []
+            : ['             as earlier starts left it (not topped up; delete the data directory to start over)']),
+          ...(previous !== undefined
+            ? [`  port       ${port}, asked for; this data directory's config had ${previous}, now ${port}`]
+            : []),
+          `  config     ${configFile}   (svc account/key/usage/settle commands use it)`,
+          ...(chain
+            ? [
+                `  chain      anvil ${chain.anvil.rpcUrl} (chain ${chain.anvil.chainId}, 1 s blocks): test USDC ${chain.rail.usdc}`,
+                `             settler ${chain.rail.settler}: wallets approve it; batches settle every 30 s`,
+                `             svc settle needs the operator key: export ${anvil!.DEMO_OPERATOR_KEY_ENV}=${anvil!.demoOperatorKey()}`,
+              ]
+            : []),
+          `  models     svc/atlas@1 (tools), svc/tern@2 (tools, limited), svc/wren@1 (small context), svc/cortex@1 (routing)`,
+          '',
+          'Try it:',
+          `  curl ${baseUrl}/v1/chat/completions \\`,
+          `    -H "Authorization: Bearer ${key.key}" -H "Content-Type: application/json" \\`,
+          `    -d '{"model":"svc/atlas@1","messages":[{"role":"user","content":"Hello!"}],"max_tokens":64}'`,
+          '',
+          `  OPENAI_BASE_URL=${baseUrl}/v1 OPENAI_API_KEY=${key.key} node --input-type=module -e \\`,
+          `    "import OpenAI from 'openai'; const r = await new OpenAI().chat.completions.create({ model: 'svc/cortex@1', messages: [{ role: 'user', content: 'Hello!' }] }); console.log(r.choices[0].message.content, r.svc)"`,
+        ])
+      }),
+    )
 }

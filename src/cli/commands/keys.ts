@@ -13,30 +13,70 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 /** `svc key create|list|revoke`. */
 export function keyCommands(program: Command): void {
   const key = program.command('key').description('API keys of an account')
-  common(key.command('create').requiredOption('--wallet <address>', 'wallet address').option('--name <name>', 'a label', 'default'))
+  common(
+    key
+      .command('create')
+      .requiredOption('--wallet <address>', 'wallet address')
+      .option('--name <name>', 'a label', 'default'),
+  )
     .description('create a key; it is printed once and stored only as a hash')
-    .action(action(async (opts: KeyOptions) => withStore(opts, async (store) => {
-      const a = await requireAccount(store, opts.wallet)
-      if (a.status !== 'active') throw new OperationError(`${a.address} is suspended; resume it before creating keys`)
-      const k = await issueKey(store, a.id, opts.name)
-      emit(opts, { id: k.id, api_key: k.key, prefix: k.prefix, name: k.name, wallet: a.address },
-        [`${k.key}`, `(key ${k.id} "${k.name}" for ${a.address}; shown once, store it now)`])
-    })))
+    .action(
+      action(async (opts: KeyOptions) =>
+        withStore(opts, async (store) => {
+          const a = await requireAccount(store, opts.wallet)
+          if (a.status !== 'active')
+            throw new OperationError(`${a.address} is suspended; resume it before creating keys`)
+          const k = await issueKey(store, a.id, opts.name)
+          emit(opts, { id: k.id, api_key: k.key, prefix: k.prefix, name: k.name, wallet: a.address }, [
+            `${k.key}`,
+            `(key ${k.id} "${k.name}" for ${a.address}; shown once, store it now)`,
+          ])
+        }),
+      ),
+    )
   common(key.command('list').requiredOption('--wallet <address>', 'wallet address'))
     .description('list keys: prefix, name, created, last used, revoked')
-    .action(action(async (opts: KeyOptions) => withStore(opts, async (store) => {
-      const a = await requireAccount(store, opts.wallet)
-      const keys = await store.keys.list(a.id)
-      const data = keys.map((k) => ({ id: k.id, prefix: k.prefix, name: k.name, created: iso(k.createdAt), last_used: iso(k.lastUsedAt), revoked: iso(k.revokedAt) }))
-      emit(opts, { wallet: a.address, keys: data }, data.length
-        ? data.map((k) => `${k.id}  ${k.prefix.padEnd(18)} ${k.name.padEnd(12)} created ${k.created}  last used ${k.last_used ?? 'never'}${k.revoked ? `  REVOKED ${k.revoked}` : ''}`)
-        : `no keys for ${a.address}`)
-    })))
-  common(key.command('revoke').requiredOption('--wallet <address>', 'wallet address').requiredOption('--id <key_id>', 'key id from svc key list'))
+    .action(
+      action(async (opts: KeyOptions) =>
+        withStore(opts, async (store) => {
+          const a = await requireAccount(store, opts.wallet)
+          const keys = await store.keys.list(a.id)
+          const data = keys.map((k) => ({
+            id: k.id,
+            prefix: k.prefix,
+            name: k.name,
+            created: iso(k.createdAt),
+            last_used: iso(k.lastUsedAt),
+            revoked: iso(k.revokedAt),
+          }))
+          emit(
+            opts,
+            { wallet: a.address, keys: data },
+            data.length
+              ? data.map(
+                  (k) =>
+                    `${k.id}  ${k.prefix.padEnd(18)} ${k.name.padEnd(12)} created ${k.created}  last used ${k.last_used ?? 'never'}${k.revoked ? `  REVOKED ${k.revoked}` : ''}`,
+                )
+              : `no keys for ${a.address}`,
+          )
+        }),
+      ),
+    )
+  common(
+    key
+      .command('revoke')
+      .requiredOption('--wallet <address>', 'wallet address')
+      .requiredOption('--id <key_id>', 'key id from svc key list'),
+  )
     .description('revoke a key: requests with it get invalid_api_key')
-    .action(action(async (opts: KeyOptions) => withStore(opts, async (store) => {
-      const a = await requireAccount(store, opts.wallet)
-      if (!(await store.keys.revoke(a.id, opts.id!, Date.now()))) throw new OperationError(`no live key ${opts.id} for ${a.address}`)
-      emit(opts, { id: opts.id, revoked: true }, `revoked ${opts.id}`)
-    })))
+    .action(
+      action(async (opts: KeyOptions) =>
+        withStore(opts, async (store) => {
+          const a = await requireAccount(store, opts.wallet)
+          if (!(await store.keys.revoke(a.id, opts.id!, Date.now())))
+            throw new OperationError(`no live key ${opts.id} for ${a.address}`)
+          emit(opts, { id: opts.id, revoked: true }, `revoked ${opts.id}`)
+        }),
+      ),
+    )
 }

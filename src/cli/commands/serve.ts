@@ -6,12 +6,18 @@ import { noteMissingNodeFlags } from '../node-flags.js'
 export function serveCommand(program: Command): void {
   common(program.command('serve'))
     .description('run the gateway from a config file')
-    .action(action(async (opts: CommonOptions) => {
-      noteMissingNodeFlags()
-      const config = await readConfig(opts)
-      const { startServer } = await import('../../server.js')
-      const server = await startServer(config)
-      onShutdown(() => server.close())
-      emit(opts, { base_url: server.url, portal_url: `${server.url}/portal`, pid: process.pid }, `svc gateway listening on ${server.url} (portal ${server.url}/portal)`)
-    }))
+    .action(
+      action(async (opts: CommonOptions) => {
+        noteMissingNodeFlags()
+        const config = await readConfig(opts)
+        const { startServer } = await import('../../server.js')
+        const server = await startServer(config)
+        onShutdown(() => server.close())
+        emit(
+          opts,
+          { base_url: server.url, portal_url: `${server.url}/portal`, pid: process.pid },
+          `svc gateway listening on ${server.url} (portal ${server.url}/portal)`,
+        )
+      }),
+    )
 }

@@ -22,7 +22,9 @@ interface SimCliOptions {
 export function simCommand(program: Command): void {
   program
     .command('sim-provider')
-    .description(`run a simulated OpenAI-compatible upstream; switch faults with POST /_sim/fault {"mode": …} (${FAULT_MODES.join(', ')})`)
+    .description(
+      `run a simulated OpenAI-compatible upstream; switch faults with POST /_sim/fault {"mode": …} (${FAULT_MODES.join(', ')})`,
+    )
     .option('--port <n>', 'port (0 picks a free one)', '0')
     .option('--host <host>', 'interface', '127.0.0.1')
     .option('--fault <mode>', 'initial fault mode', 'none')
@@ -30,31 +32,53 @@ export function simCommand(program: Command): void {
     .option('--chunk-delay-ms <n>', 'pause between streamed chunks', '0')
     .option('--fragmentation <how>', `tool-call argument deltas: ${FRAGMENTATIONS.join(', ')}`, 'split')
     .option('--tool-preface <text>', 'content streamed before tool calls', '')
-    .option('--models <json>', 'tool abilities per upstream model, e.g. {"tern":{"parallel":false,"toolChoice":["auto","none"]}}')
+    .option(
+      '--models <json>',
+      'tool abilities per upstream model, e.g. {"tern":{"parallel":false,"toolChoice":["auto","none"]}}',
+    )
     .option('--api-key <key>', 'require this bearer key')
     .option('--config <file>', 'accepted for symmetry; unused')
     .option('--json', 'print one JSON object')
-    .action(action(async (opts: SimCliOptions) => {
-      const fault = parseFault(opts.fault)
-      if (!fault) throw new OperationError(`unknown fault mode ${opts.fault}; one of ${FAULT_MODES.join(', ')}`)
-      if (!FRAGMENTATIONS.includes(opts.fragmentation as Fragmentation)) throw new OperationError(`--fragmentation must be one of ${FRAGMENTATIONS.join(', ')}`)
-      const models = opts.models === undefined ? {} : parseModels(opts.models)
-      const port = portOption('--port', opts.port)
-      const replyTokens = wholeOption('--reply-tokens', opts.replyTokens, 100_000)
-      const chunkDelayMs = wholeOption('--chunk-delay-ms', opts.chunkDelayMs, 60_000)
-      const sim = await SimulatedProvider.start({
-        port, host: opts.host, fault, replyTokens, chunkDelayMs,
-        fragmentation: opts.fragmentation as Fragmentation, toolPreface: opts.toolPreface, models, ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
-      }).catch((err: NodeJS.ErrnoException) => {
-        // The interface cannot be listened on: one line, not a stack trace.
-        if (err.code === 'EADDRINUSE' || err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' || err.code === 'EACCES') {
-          throw new OperationError(`cannot listen on ${opts.host}:${port} (${err.code})`)
-        }
-        throw err
-      })
-      onShutdown(() => sim.close())
-      emit(opts, { base_url: sim.url, port: sim.port, fault: faultName(fault) }, `simulated provider on ${sim.url} (fault: ${faultName(fault)})`)
-    }))
+    .action(
+      action(async (opts: SimCliOptions) => {
+        const fault = parseFault(opts.fault)
+        if (!fault) throw new OperationError(`unknown fault mode ${opts.fault}; one of ${FAULT_MODES.join(', ')}`)
+        if (!FRAGMENTATIONS.includes(opts.fragmentation as Fragmentation))
+          throw new OperationError(`--fragmentation must be one of ${FRAGMENTATIONS.join(', ')}`)
+        const models = opts.models === undefined ? {} : parseModels(opts.models)
+        const port = portOption('--port', opts.port)
+        const replyTokens = wholeOption('--reply-tokens', opts.replyTokens, 100_000)
+        const chunkDelayMs = wholeOption('--chunk-delay-ms', opts.chunkDelayMs, 60_000)
+        const sim = await SimulatedProvider.start({
+          port,
+          host: opts.host,
+          fault,
+          replyTokens,
+          chunkDelayMs,
+          fragmentation: opts.fragmentation as Fragmentation,
+          toolPreface: opts.toolPreface,
+          models,
+          ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
+        }).catch((err: NodeJS.ErrnoException) => {
+          // The interface cannot be listened on: one line, not a stack trace.
+          if (
+            err.code === 'EADDRINUSE' ||
+            err.code === 'EADDRNOTAVAIL' ||
+            err.code === 'ENOTFOUND' ||
+            err.code === 'EACCES'
+          ) {
+            throw new OperationError(`cannot listen on ${opts.host}:${port} (${err.code})`)
+          }
+          throw err
+        })
+        onShutdown(() => sim.close())
+        emit(
+          opts,
+          { base_url: sim.url, port: sim.port, fault: faultName(fault) },
+          `simulated provider on ${sim.url} (fault: ${faultName(fault)})`,
+        )
+      }),
+    )
 }
 
 /** `--models`: a JSON object of behaviours by upstream model, each naming only fields a behaviour has. */

@@ -12,7 +12,15 @@ const STATEMENT = 'Sign in to the svc marketplace account portal.'
 
 /** `provider`: the wallet is a provider here (`isProvider`), whatever its account's kind. */
 function sessionView(s: PortalSession, a: Account, provider: boolean) {
-  return { object: 'portal.session', address: s.address, kind: a.kind, provider, status: a.status, csrf_token: s.csrf, expires_at: seconds(s.expiresAt) }
+  return {
+    object: 'portal.session',
+    address: s.address,
+    kind: a.kind,
+    provider,
+    status: a.status,
+    csrf_token: s.csrf,
+    expires_at: seconds(s.expiresAt),
+  }
 }
 
 /** What the sign-in page needs before a session, and the session itself: nonce, sign in, who am I, sign out. */
@@ -22,19 +30,35 @@ export function authRoutes(api: FastifyInstance, ctx: PortalContext): void {
   api.get('/config', { config: { portalPublic: true } }, async () => ({
     object: 'portal.config',
     chain_id: ctx.chainId,
-    rail: rail.kind === 'evm' ? { kind: rail.kind, chain_id: rail.chainId, usdc: rail.usdc, spender: rail.settler } : { kind: rail.kind },
+    rail:
+      rail.kind === 'evm'
+        ? { kind: rail.kind, chain_id: rail.chainId, usdc: rail.usdc, spender: rail.settler }
+        : { kind: rail.kind },
     // A key kept in the browser is only acceptable where money is not real.
     local_test_wallet: rail.kind === 'local',
   }))
 
-  const tooMany = (wait: number) => apiError('sign_in_failed', `Too many sign-in attempts from this address; try again in ${wait} s.`, { status: 429, retryAfter: wait })
+  const tooMany = (wait: number) =>
+    apiError('sign_in_failed', `Too many sign-in attempts from this address; try again in ${wait} s.`, {
+      status: 429,
+      retryAfter: wait,
+    })
 
   api.post('/nonce', { config: { portalPublic: true } }, async (req, reply) => {
     const wait = ctx.signIns.take(req.ip)
     if (wait !== null) return sendError(reply, tooMany(wait))
     const { nonce, expiresAt } = await issueNonce(store, now())
     const { host, origin } = portalOrigin(ctx.origin, req)
-    return { object: 'portal.nonce', nonce, expires_at: seconds(expiresAt), domain: host, uri: `${origin}/portal`, chain_id: ctx.chainId, version: '1', statement: STATEMENT }
+    return {
+      object: 'portal.nonce',
+      nonce,
+      expires_at: seconds(expiresAt),
+      domain: host,
+      uri: `${origin}/portal`,
+      chain_id: ctx.chainId,
+      version: '1',
+      statement: STATEMENT,
+    }
   })
 
   api.post('/session', { config: { portalPublic: true } }, async (req, reply) => {

@@ -10,7 +10,15 @@ import { accountOf, seconds, type PortalContext } from '../context.js'
 const MAX_LIVE_KEYS = 50
 
 function keyView(k: ApiKey) {
-  return { object: 'api_key', id: k.id, prefix: k.prefix, name: k.name, created: seconds(k.createdAt), last_used: seconds(k.lastUsedAt), revoked: seconds(k.revokedAt) }
+  return {
+    object: 'api_key',
+    id: k.id,
+    prefix: k.prefix,
+    name: k.name,
+    created: seconds(k.createdAt),
+    last_used: seconds(k.lastUsedAt),
+    revoked: seconds(k.revokedAt),
+  }
 }
 
 /** The signed-in account's API keys: list, create (the secret is in this one response only), revoke. */
@@ -30,21 +38,38 @@ export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
     const problem = keyNameProblem(name)
     if (problem) return sendError(reply, apiError('feature_not_supported', `${problem}.`, { param: 'name' }))
     const account = await accountOf(ctx, session.accountId)
-    if (account.status !== 'active') return sendError(reply, apiError('account_suspended', 'This account is suspended; it cannot create keys.'))
+    if (account.status !== 'active')
+      return sendError(reply, apiError('account_suspended', 'This account is suspended; it cannot create keys.'))
     let k: Awaited<ReturnType<typeof issueKey>>
     try {
       k = await issueKey(store, account.id, name, now(), MAX_LIVE_KEYS)
     } catch (err) {
-      if (err instanceof OperationError) return sendError(reply, apiError('feature_not_supported', err.message, { param: null }))
+      if (err instanceof OperationError)
+        return sendError(reply, apiError('feature_not_supported', err.message, { param: null }))
       throw err
     }
-    return reply.code(201).send({ object: 'api_key', id: k.id, api_key: k.key, prefix: k.prefix, name: k.name, created: seconds(k.createdAt), last_used: null, revoked: null })
+    return reply.code(201).send({
+      object: 'api_key',
+      id: k.id,
+      api_key: k.key,
+      prefix: k.prefix,
+      name: k.name,
+      created: seconds(k.createdAt),
+      last_used: null,
+      revoked: null,
+    })
   })
 
   api.delete<{ Params: { id: string } }>('/keys/:id', async (req, reply) => {
     const session = sessionOf(req)
     if (!(await store.keys.revoke(session.accountId, req.params.id, now()))) {
-      return sendError(reply, apiError('feature_not_supported', `This account has no live key ${clipped(req.params.id)}.`, { param: 'key_id', status: 404 }))
+      return sendError(
+        reply,
+        apiError('feature_not_supported', `This account has no live key ${clipped(req.params.id)}.`, {
+          param: 'key_id',
+          status: 404,
+        }),
+      )
     }
     // Cached verifications would let the key work for up to keyCacheMs more in this process.
     verifier.invalidate()

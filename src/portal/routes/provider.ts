@@ -5,25 +5,36 @@ import { formatUsdc } from '../../money/usdc.js'
 import { sessionOf } from '../guard.js'
 import { accountOf, isProvider, seconds, type PortalContext } from '../context.js'
 
-/** For provider wallets: their offers as routed now, requests served, what they earned, and payouts settled and pending. */
+/**
+ * For provider wallets: their offers as routed now, requests served, what they earned, and payouts settled and pending.
+ */
 export function providerRoutes(api: FastifyInstance, ctx: PortalContext): void {
   const { store, catalog, health } = ctx
 
   api.get('/provider', async (req, reply) => {
     const account = await accountOf(ctx, sessionOf(req).accountId)
     if (!isProvider(ctx, account)) {
-      return sendError(reply, apiError('feature_not_supported', 'This wallet is not a provider of this marketplace.', { param: null, status: 404 }))
+      return sendError(
+        reply,
+        apiError('feature_not_supported', 'This wallet is not a provider of this marketplace.', {
+          param: null,
+          status: 404,
+        }),
+      )
     }
     const mine = account.address.toLowerCase()
-    const offers = [...catalog.offers.values()].flat().filter((o) => o.provider.toLowerCase() === mine).map((o) => ({
-      model: o.modelId,
-      input_price_per_mtok: String(o.prices.input),
-      output_price_per_mtok: String(o.prices.output),
-      max_concurrency: o.maxConcurrency,
-      fingerprint: o.fingerprint,
-      breaker: health.breaker(o.key),
-      inflight: health.inflight(o.key),
-    }))
+    const offers = [...catalog.offers.values()]
+      .flat()
+      .filter((o) => o.provider.toLowerCase() === mine)
+      .map((o) => ({
+        model: o.modelId,
+        input_price_per_mtok: String(o.prices.input),
+        output_price_per_mtok: String(o.prices.output),
+        max_concurrency: o.maxConcurrency,
+        fingerprint: o.fingerprint,
+        breaker: health.breaker(o.key),
+        inflight: health.inflight(o.key),
+      }))
     const [earnings, totals, batches] = await Promise.all([
       store.settlement.payeeEarnings(account.id),
       store.settlement.payeeTotals(account.id),
@@ -38,7 +49,14 @@ export function providerRoutes(api: FastifyInstance, ctx: PortalContext): void {
       earned_usdc: formatUsdc(earnings.earned),
       pending_usdc: formatUsdc(totals.pending),
       settled_usdc: formatUsdc(totals.settled),
-      payouts: batches.map((b) => ({ batch_id: b.id, status: b.status, amount_usdc: formatUsdc(b.amount), created: seconds(b.createdAt), settled: seconds(b.settledAt), tx_hash: b.txHash })),
+      payouts: batches.map((b) => ({
+        batch_id: b.id,
+        status: b.status,
+        amount_usdc: formatUsdc(b.amount),
+        created: seconds(b.createdAt),
+        settled: seconds(b.settledAt),
+        tx_hash: b.txHash,
+      })),
     }
   })
 }

@@ -19,7 +19,11 @@ export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
   const { store, usage, now } = ctx
 
   api.get<{ Querystring: Query }>('/usage', async (req, reply) => {
-    const page = await usage.page(sessionOf(req).accountId, { query: req.query, max: MAX_LIMIT, fallback: DEFAULT_LIMIT })
+    const page = await usage.page(sessionOf(req).accountId, {
+      query: req.query,
+      max: MAX_LIMIT,
+      fallback: DEFAULT_LIMIT,
+    })
     return isApiError(page) ? sendError(reply, page) : page
   })
 
@@ -29,7 +33,10 @@ export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
     if (repeated) return sendError(reply, repeated)
     const days = q.days === undefined ? 14 : countFrom(q.days, MAX_DAYS)
     if (days === null) {
-      return sendError(reply, apiError('feature_not_supported', `days must be an integer from 1 to ${MAX_DAYS}.`, { param: 'days' }))
+      return sendError(
+        reply,
+        apiError('feature_not_supported', `days must be an integer from 1 to ${MAX_DAYS}.`, { param: 'days' }),
+      )
     }
     const { accountId } = sessionOf(req)
     const filter = usageFilterOf(q)
@@ -40,11 +47,20 @@ export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
     const daily = Array.from({ length: days }, (_, i) => {
       const day = first + i * DAY_MS
       const d = byDay.get(day)
-      return { date: new Date(day).toISOString().slice(0, 10), requests: d?.requests ?? 0, cost_usdc: formatUsdc(d?.cost ?? 0n) }
+      return {
+        date: new Date(day).toISOString().slice(0, 10),
+        requests: d?.requests ?? 0,
+        cost_usdc: formatUsdc(d?.cost ?? 0n),
+      }
     })
     return {
       object: 'portal.usage_summary',
-      totals: { requests: totals.requests, prompt_tokens: totals.promptTokens, completion_tokens: totals.completionTokens, cost_usdc: formatUsdc(totals.cost) },
+      totals: {
+        requests: totals.requests,
+        prompt_tokens: totals.promptTokens,
+        completion_tokens: totals.completionTokens,
+        cost_usdc: formatUsdc(totals.cost),
+      },
       daily,
     }
   })

@@ -7,14 +7,23 @@ import { spendableOf, type Account } from '../../store/accounts.js'
 import { sessionOf } from '../guard.js'
 import { accountOf, type PortalContext } from '../context.js'
 
-/** Test USDC one deposit on the local rail may add; the local rail's money is not real, but numbers should stay sane. */
+/**
+ * Test USDC one deposit on the local rail may add; the local rail's money is not real, but numbers should stay sane.
+ */
 const MAX_DEPOSIT = parseUsdc('10000')!
 const MAX_CAP = parseUsdc('1000000')!
 
 function walletView(a: Account) {
   return {
-    object: 'portal.wallet', address: a.address, kind: a.kind, status: a.status,
-    balance: formatUsdc(a.balance), cap: formatUsdc(a.cap), held: formatUsdc(a.held), spendable: formatUsdc(spendableOf(a)), debt: formatUsdc(a.debt),
+    object: 'portal.wallet',
+    address: a.address,
+    kind: a.kind,
+    status: a.status,
+    balance: formatUsdc(a.balance),
+    cap: formatUsdc(a.cap),
+    held: formatUsdc(a.held),
+    spendable: formatUsdc(spendableOf(a)),
+    debt: formatUsdc(a.debt),
   }
 }
 
@@ -29,18 +38,31 @@ export function walletRoutes(api: FastifyInstance, ctx: PortalContext): void {
     const amount = typeof text === 'string' ? parseUsdc(text) : null
     if (amount === null || amount < min || amount > max) {
       const range = `from ${formatUsdc(min)} to ${formatUsdc(max)}`
-      sendError(reply, apiError('feature_not_supported', `amount must be a USDC decimal string ${range}, e.g. "12.5".`, { param: 'amount' }))
+      sendError(
+        reply,
+        apiError('feature_not_supported', `amount must be a USDC decimal string ${range}, e.g. "12.5".`, {
+          param: 'amount',
+        }),
+      )
       return undefined
     }
     return amount
   }
   const chainOnly = (reply: FastifyReply, what: string) =>
-    sendError(reply, apiError('feature_not_supported', `On the ${rail.kind} rail ${what} on chain, from the wallet; the portal shows what to approve.`, { param: null }))
+    sendError(
+      reply,
+      apiError(
+        'feature_not_supported',
+        `On the ${rail.kind} rail ${what} on chain, from the wallet; the portal shows what to approve.`,
+        { param: null },
+      ),
+    )
 
   api.get('/wallet', async (req) => {
     const account = await accountOf(ctx, sessionOf(req).accountId)
     if (rail.kind !== 'evm') return walletView(account)
-    // On a chain rail: the wallet as the chain watcher last read it, and what is owed to settlement (viem loads lazily).
+    // On a chain rail: the wallet as the chain watcher last read it, and what is owed to settlement (viem loads
+    // lazily).
     const { walletOnChain } = await import('../../chain/status.js')
     return { ...walletView(account), chain: await walletOnChain(rail, store, account.id) }
   })

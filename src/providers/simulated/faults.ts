@@ -12,7 +12,18 @@ export type Fault =
   | { kind: 'empty-tool-name' }
   | { kind: 'refuse-connections' }
 
-export const FAULT_MODES = ['none', 'slow[:MS]', 'stall', 'status-500', 'status-429', 'garbage', 'break-after:N', 'bad-tool-args', 'empty-tool-name', 'refuse-connections']
+export const FAULT_MODES = [
+  'none',
+  'slow[:MS]',
+  'stall',
+  'status-500',
+  'status-429',
+  'garbage',
+  'break-after:N',
+  'bad-tool-args',
+  'empty-tool-name',
+  'refuse-connections',
+]
 
 const DEFAULT_SLOW_MS = 30_000
 

@@ -23,7 +23,9 @@ export function logprobsOf(pieces: readonly string[], top: number): TokenLogprob
   return pieces.map((token, i) => {
     const logprob = -((hash(`${token}|${i}`) % 1000) / 1000)
     const entry = (t: string, lp: number) => ({ token: t, logprob: lp, bytes: [...Buffer.from(t)] })
-    const alternatives = Array.from({ length: Math.max(0, top - 1) }, (_, k) => entry(`${token.trim()}~${k + 1}`, logprob - 1 - k))
+    const alternatives = Array.from({ length: Math.max(0, top - 1) }, (_, k) =>
+      entry(`${token.trim()}~${k + 1}`, logprob - 1 - k),
+    )
     return { ...entry(token, logprob), top_logprobs: top > 0 ? [entry(token, logprob), ...alternatives] : [] }
   })
 }
@@ -87,11 +89,18 @@ function planPieces(body: Body, settings: ReplySettings, behaviour: ModelBehavio
     }
   }
   const limit = settings.ignoreMaxTokens ? Infinity : Number(body.max_tokens ?? body.max_completion_tokens ?? Infinity)
-  const format = body.response_format as { type?: string; json_schema?: { schema?: Record<string, unknown> } } | undefined
+  const format = body.response_format as
+    { type?: string; json_schema?: { schema?: Record<string, unknown> } } | undefined
   if (format?.type === 'json_object' || format?.type === 'json_schema') {
-    const doc = format.type === 'json_schema' ? sampleFor(format.json_schema?.schema) : { answer: replyWords(seed, 3).join('') }
+    const doc =
+      format.type === 'json_schema' ? sampleFor(format.json_schema?.schema) : { answer: replyWords(seed, 3).join('') }
     return { pieces: [JSON.stringify(doc)], toolCalls: [], finish: 'stop', promptTokens }
   }
   const count = Math.min(settings.replyTokens, limit)
-  return { pieces: replyWords(seed, count), toolCalls: [], finish: count < settings.replyTokens ? 'length' : 'stop', promptTokens }
+  return {
+    pieces: replyWords(seed, count),
+    toolCalls: [],
+    finish: count < settings.replyTokens ? 'length' : 'stop',
+    promptTokens,
+  }
 }

@@ -33,7 +33,14 @@ export interface SimOptions extends Partial<SimSettings> {
   apiKey?: string
 }
 
-const DEFAULTS: SimSettings = { replyTokens: 12, chunkDelayMs: 0, fragmentation: 'split', toolPreface: '', models: {}, ignoreMaxTokens: false }
+const DEFAULTS: SimSettings = {
+  replyTokens: 12,
+  chunkDelayMs: 0,
+  fragmentation: 'split',
+  toolPreface: '',
+  models: {},
+  ignoreMaxTokens: false,
+}
 const KEEP_REQUESTS = 200
 
 /** A simulated OpenAI-compatible upstream (plain and SSE), with fault modes switchable at `POST /_sim/fault`. */
@@ -93,8 +100,10 @@ export class SimulatedProvider {
     if (url.startsWith('/_sim/')) return this.control(req, res, url)
     if (this.fault.kind === 'refuse-connections') return void req.socket.resetAndDestroy()
     if (req.method === 'GET' && url.endsWith('/models')) return json(res, 200, { object: 'list', data: [] })
-    if (req.method !== 'POST' || !url.endsWith('/chat/completions')) return json(res, 404, { error: { message: 'not found' } })
-    if (this.opts.apiKey && req.headers.authorization !== `Bearer ${this.opts.apiKey}`) return json(res, 401, { error: { message: 'bad key' } })
+    if (req.method !== 'POST' || !url.endsWith('/chat/completions'))
+      return json(res, 404, { error: { message: 'not found' } })
+    if (this.opts.apiKey && req.headers.authorization !== `Bearer ${this.opts.apiKey}`)
+      return json(res, 401, { error: { message: 'bad key' } })
     let body: Record<string, unknown>
     try {
       body = JSON.parse(await readBody(req))
@@ -123,7 +132,12 @@ export class SimulatedProvider {
     const refused = refusalOf(body, behaviour)
     if (refused) return json(res, 400, { error: { message: refused, type: 'invalid_request_error' } })
     if (behaviour.maxConcurrency > 0 && this.activeByModel.get(model)! > behaviour.maxConcurrency) {
-      return json(res, 429, { error: { message: `more than ${behaviour.maxConcurrency} concurrent requests` } }, { 'retry-after': '1' })
+      return json(
+        res,
+        429,
+        { error: { message: `more than ${behaviour.maxConcurrency} concurrent requests` } },
+        { 'retry-after': '1' },
+      )
     }
     if (!(await pause(behaviour.latencyMs + (fault.kind === 'slow' ? fault.ms : 0), res))) return
     if (fault.kind === 'stall') {
@@ -134,13 +148,16 @@ export class SimulatedProvider {
       if (res.destroyed) return
     }
     if (fault.kind === 'status-500') return json(res, 500, { error: { message: 'simulated internal error' } })
-    if (fault.kind === 'status-429') return json(res, 429, { error: { message: 'simulated rate limit' } }, { 'retry-after': '1' })
+    if (fault.kind === 'status-429')
+      return json(res, 429, { error: { message: 'simulated rate limit' } }, { 'retry-after': '1' })
     const reply = planReply(actedOn(body, behaviour), this.settings, behaviour)
     cutLongArguments(reply.toolCalls, behaviour)
-    if (fault.kind === 'bad-tool-args') for (const c of reply.toolCalls) c.arguments = c.arguments.slice(0, Math.max(1, c.arguments.length - 2))
+    if (fault.kind === 'bad-tool-args')
+      for (const c of reply.toolCalls) c.arguments = c.arguments.slice(0, Math.max(1, c.arguments.length - 2))
     if (fault.kind === 'empty-tool-name') for (const c of reply.toolCalls) c.name = ''
     if (body.stream === true) return this.stream(model, reply, fault, res)
-    if (fault.kind === 'garbage') return void res.writeHead(200, { 'content-type': 'application/json' }).end('<html>upstream exploded</html>')
+    if (fault.kind === 'garbage')
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end('<html>upstream exploded</html>')
     const text = JSON.stringify(completion(model, reply))
     if (fault.kind === 'break-after') {
       res.writeHead(200, { 'content-type': 'application/json' })
@@ -157,7 +174,8 @@ export class SimulatedProvider {
     const chunk = (delta: Record<string, unknown>, finish: string | null = null, logprobs?: unknown) =>
       `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, ...(logprobs ? { logprobs } : {}), finish_reason: finish }] })}\n\n`
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
-    if (fault.kind === 'garbage') return void res.end('data: {"choices":[{"delta":{"content":"Hel\n\ndata: ]]} not json {{\n\n')
+    if (fault.kind === 'garbage')
+      return void res.end('data: {"choices":[{"delta":{"content":"Hel\n\ndata: ]]} not json {{\n\n')
     // As a serving engine does, it produces no faster than the gateway reads.
     const write = async (text: string) => {
       if (res.destroyed) return false
@@ -167,7 +185,8 @@ export class SimulatedProvider {
     }
     if (!(await write(chunk({ role: 'assistant', content: '' })))) return
     // Breaks only after what was written reached the socket, so the client really saw it.
-    const breakNow = () => new Promise<void>((resolve) => res.write('', () => resolve())).then(() => void res.socket?.destroy())
+    const breakNow = () =>
+      new Promise<void>((resolve) => res.write('', () => resolve())).then(() => void res.socket?.destroy())
     let sent = 0
     for (const [i, piece] of reply.pieces.entries()) {
       if (fault.kind === 'break-after' && sent >= fault.chunks) return breakNow()
@@ -179,9 +198,18 @@ export class SimulatedProvider {
     for (const delta of toolDeltas(reply.toolCalls, this.settings.fragmentation)) {
       if (!(await write(chunk({ tool_calls: [delta] })))) return
     }
-    const usage = { prompt_tokens: reply.promptTokens, completion_tokens: reply.pieces.length, total_tokens: reply.promptTokens + reply.pieces.length }
+    const usage = {
+      prompt_tokens: reply.promptTokens,
+      completion_tokens: reply.pieces.length,
+      total_tokens: reply.promptTokens + reply.pieces.length,
+    }
     if (!(await write(chunk({}, reply.finish)))) return
-    if (!(await write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage })}\n\n`))) return
+    if (
+      !(await write(
+        `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage })}\n\n`,
+      ))
+    )
+      return
     res.end('data: [DONE]\n\n')
   }
 
@@ -243,11 +271,17 @@ async function pause(ms: number, res: ServerResponse): Promise<boolean> {
 export function toolDeltas(calls: SimReply['toolCalls'], fragmentation: Fragmentation): Record<string, unknown>[] {
   if (fragmentation === 'unindexed') return toolDeltas(calls, 'split').map(({ index: _index, ...rest }) => rest)
   const perCall = calls.map((c, index) => {
-    const head = { index, id: c.id, type: 'function', function: { name: c.name, arguments: fragmentation === 'whole' ? c.arguments : '' } }
+    const head = {
+      index,
+      id: c.id,
+      type: 'function',
+      function: { name: c.name, arguments: fragmentation === 'whole' ? c.arguments : '' },
+    }
     if (fragmentation === 'whole') return [head]
     const size = fragmentation === 'bytes' ? 1 : 8
     const rest: Record<string, unknown>[] = []
-    for (let i = 0; i < c.arguments.length; i += size) rest.push({ index, function: { arguments: c.arguments.slice(i, i + size) } })
+    for (let i = 0; i < c.arguments.length; i += size)
+      rest.push({ index, function: { arguments: c.arguments.slice(i, i + size) } })
     return [head, ...rest]
   })
   if (fragmentation !== 'bytes') return perCall.flat()
@@ -263,17 +297,31 @@ function completion(model: string, reply: SimReply) {
     object: 'chat.completion',
     created: Math.floor(Date.now() / 1000),
     model,
-    choices: [{
-      index: 0,
-      message: {
-        role: 'assistant',
-        content: content || (reply.toolCalls.length ? null : ''),
-        ...(reply.toolCalls.length ? { tool_calls: reply.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })) } : {}),
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: 'assistant',
+          content: content || (reply.toolCalls.length ? null : ''),
+          ...(reply.toolCalls.length
+            ? {
+                tool_calls: reply.toolCalls.map((c) => ({
+                  id: c.id,
+                  type: 'function',
+                  function: { name: c.name, arguments: c.arguments },
+                })),
+              }
+            : {}),
+        },
+        ...(reply.logprobs ? { logprobs: { content: reply.logprobs, refusal: null } } : {}),
+        finish_reason: reply.finish,
       },
-      ...(reply.logprobs ? { logprobs: { content: reply.logprobs, refusal: null } } : {}),
-      finish_reason: reply.finish,
-    }],
-    usage: { prompt_tokens: reply.promptTokens, completion_tokens: reply.pieces.length, total_tokens: reply.promptTokens + reply.pieces.length },
+    ],
+    usage: {
+      prompt_tokens: reply.promptTokens,
+      completion_tokens: reply.pieces.length,
+      total_tokens: reply.promptTokens + reply.pieces.length,
+    },
   }
 }
 

@@ -1,9 +1,38 @@
 /** Deterministic output of the simulated upstream: the same request always gets the same reply. */
 
 const WORDS = [
-  'the', 'river', 'light', 'stone', 'market', 'north', 'garden', 'signal', 'paper', 'bridge', 'cloud', 'green',
-  'quiet', 'harbor', 'window', 'silver', 'forest', 'engine', 'summer', 'letter', 'copper', 'valley', 'orange', 'winter',
-  'castle', 'meadow', 'pocket', 'rocket', 'island', 'thread', 'candle', 'anchor',
+  'the',
+  'river',
+  'light',
+  'stone',
+  'market',
+  'north',
+  'garden',
+  'signal',
+  'paper',
+  'bridge',
+  'cloud',
+  'green',
+  'quiet',
+  'harbor',
+  'window',
+  'silver',
+  'forest',
+  'engine',
+  'summer',
+  'letter',
+  'copper',
+  'valley',
+  'orange',
+  'winter',
+  'castle',
+  'meadow',
+  'pocket',
+  'rocket',
+  'island',
+  'thread',
+  'candle',
+  'anchor',
 ]
 
 /** FNV-1a, 32 bit. */
@@ -30,7 +59,14 @@ export function replyWords(seed: string, count: number): string[] {
 
 type Schema = Record<string, unknown>
 
-const SAMPLE_STRINGS: Record<string, string> = { city: 'Paris', location: 'Paris', country: 'France', unit: 'celsius', query: 'weather', timezone: 'Europe/Paris' }
+const SAMPLE_STRINGS: Record<string, string> = {
+  city: 'Paris',
+  location: 'Paris',
+  country: 'France',
+  unit: 'celsius',
+  query: 'weather',
+  timezone: 'Europe/Paris',
+}
 
 /** A value that satisfies a JSON schema (the subset tool parameters use). */
 export function sampleFor(schema: Schema | undefined, name = ''): unknown {

@@ -23,9 +23,26 @@ describe.each(STORE_KINDS)('open holds on %s', (kind) => {
   afterAll(() => closeFixture(f))
 
   const hold = (requestId: string, owner = 'i1') =>
-    store.ledger.hold({ requestId, accountId: user, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner, now: 1000, expiresAt: 10_000 })
+    store.ledger.hold({
+      requestId,
+      accountId: user,
+      keyId: 'key_1',
+      model: 'svc/atlas@1',
+      amount: 100n,
+      owner,
+      now: 1000,
+      expiresAt: 10_000,
+    })
   const capture = (requestId: string, cost: bigint) =>
-    store.ledger.capture({ requestId, cost, payeeId: f!.payee, fee: 0n, feeAccountId: f!.fees, now: 1001, usage: usageRecord(requestId, user, cost) })
+    store.ledger.capture({
+      requestId,
+      cost,
+      payeeId: f!.payee,
+      fee: 0n,
+      feeAccountId: f!.fees,
+      now: 1001,
+      usage: usageRecord(requestId, user, cost),
+    })
 
   it('keep what committed when operations of the same turn fail beside them', async () => {
     expect(await hold('dead_1', 'dead')).toEqual({ ok: true })
@@ -33,11 +50,21 @@ describe.each(STORE_KINDS)('open holds on %s', (kind) => {
     expect(await hold('c1')).toEqual({ ok: true })
     expect(await hold('bad')).toEqual({ ok: true })
     // One turn: a hold, a capture, a capture above its hold (a bug: refused), a hold by an owner taken for dead.
-    const results = await Promise.allSettled([hold('h1'), capture('c1', 40n), capture('bad', 101n), hold('dead_2', 'dead')])
+    const results = await Promise.allSettled([
+      hold('h1'),
+      capture('c1', 40n),
+      capture('bad', 101n),
+      hold('dead_2', 'dead'),
+    ])
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'rejected'])
     expect(results.slice(0, 2).map((r) => (r as PromiseFulfilledResult<unknown>).value)).toEqual([{ ok: true }, true])
     // In memory: the committed hold, and the refused capture's hold still open; the captured and the refused hold not.
-    expect(['h1', 'c1', 'bad', 'dead_2'].map((id) => store.ledger.leaseOf(id) !== undefined)).toEqual([true, false, true, false])
+    expect(['h1', 'c1', 'bad', 'dead_2'].map((id) => store.ledger.leaseOf(id) !== undefined)).toEqual([
+      true,
+      false,
+      true,
+      false,
+    ])
     // In the store: the same two, counted, and held.
     expect(await store.ledger.openHolds()).toBe(2)
     expect(await store.accounts.byId(user)).toMatchObject({ balance: 960n, held: 200n })
@@ -63,7 +90,16 @@ describe.each(STORE_KINDS)('open holds on %s', (kind) => {
     let late: unknown
     store.ledger.releaseOwnedBy = async (owners, now) => {
       const released = await releaseOwnedBy(owners, now)
-      late = await store.ledger.hold({ requestId: 'late', accountId: other, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'stopping', now: 1000, expiresAt: 10_000 })
+      late = await store.ledger.hold({
+        requestId: 'late',
+        accountId: other,
+        keyId: 'key_1',
+        model: 'svc/atlas@1',
+        amount: 100n,
+        owner: 'stopping',
+        now: 1000,
+        expiresAt: 10_000,
+      })
       return released
     }
     try {
@@ -85,7 +121,16 @@ describe.each(STORE_KINDS)('open holds on %s', (kind) => {
     await store.accounts.deposit(payer, 100n, 'dep_payer', 1000)
     await store.accounts.approve(payer, 100n)
     const holdOf = (requestId: string, amount: bigint) =>
-      store.ledger.hold({ requestId, accountId: payer, keyId: 'key_1', model: 'svc/atlas@1', amount, owner: 'retiring', now: 1000, expiresAt: 10_000 })
+      store.ledger.hold({
+        requestId,
+        accountId: payer,
+        keyId: 'key_1',
+        model: 'svc/atlas@1',
+        amount,
+        owner: 'retiring',
+        now: 1000,
+        expiresAt: 10_000,
+      })
     await store.instances.register({ id: 'retiring', host: 'h', pid: 1, startedAt: 1000 })
     expect(await holdOf('r1', 60n)).toEqual({ ok: true })
     await store.instances.remove(['retiring'])
@@ -94,11 +139,24 @@ describe.each(STORE_KINDS)('open holds on %s', (kind) => {
     // A request admitted as the server closed: its counter is dead, so it is refused, not counted afresh.
     await expect(holdOf('r2', 80n)).rejects.toThrow()
     // r1's capture arrives late: its hold was released, so it takes nothing (from r2's hold least of all).
-    expect(await store.ledger.capture({ requestId: 'r1', cost: 60n, payeeId: f!.payee, fee: 0n, feeAccountId: f!.fees, now: 2001, usage: usageRecord('r1', payer, 60n) })).toBe(false)
+    expect(
+      await store.ledger.capture({
+        requestId: 'r1',
+        cost: 60n,
+        payeeId: f!.payee,
+        fee: 0n,
+        feeAccountId: f!.fees,
+        now: 2001,
+        usage: usageRecord('r1', payer, 60n),
+      }),
+    ).toBe(false)
     expect(await store.accounts.byId(payer)).toMatchObject({ balance: 100n, held: 0n })
     expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
     // Its dead counters go once nothing of it can hold or close any more (the store closing calls this).
-    const counters = async () => (await store.db.selectFrom('owner_holds').select('dead').where('owner', '=', 'retiring').execute()).map((r) => Number(r.dead))
+    const counters = async () =>
+      (await store.db.selectFrom('owner_holds').select('dead').where('owner', '=', 'retiring').execute()).map((r) =>
+        Number(r.dead),
+      )
     expect(await counters()).toEqual([1])
     await store.ledger.forgetRetired()
     expect(await counters()).toEqual([])

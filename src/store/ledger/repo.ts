@@ -19,7 +19,11 @@ export interface LedgerAudit {
 /** Longest a statement of `lowerCounter` waits on Postgres (for a row lock, mostly). */
 const LOWER_TIMEOUT_MS = 5_000
 
-type OpenHolds = SelectQueryBuilder<Database, 'holds', { request_id: string; account_id: number | bigint; key_id: string; model: string; created_at: number | bigint }>
+type OpenHolds = SelectQueryBuilder<
+  Database,
+  'holds',
+  { request_id: string; account_id: number | bigint; key_id: string; model: string; created_at: number | bigint }
+>
 
 /**
  * Money movements of requests. Each is one transaction whose first statement is a conditional write,
@@ -27,20 +31,29 @@ type OpenHolds = SelectQueryBuilder<Database, 'holds', { request_id: string; acc
  * The per-request writes go through the dialect's HotLedger; sweeps and audits are plain Kysely.
  */
 export class LedgerRepo {
-  constructor(private readonly db: Kysely<Database>, private readonly hot: HotLedger, private readonly dialect: StoreDialect) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly hot: HotLedger,
+    private readonly dialect: StoreDialect,
+  ) {}
 
   /** Admission: holds `amount` when spendable covers it (one atomic conditional write). */
   hold(h: HoldRequest): Promise<HoldResult> {
     // A negative hold would free what others hold; one past the store's integers cannot be bound. Refused before any
     // dialect, like a capture that is not a charge (admission never asks for either).
-    if (h.amount < 0n || h.amount > MAX_STORED) return Promise.reject(new Error(`a hold of ${h.amount} on ${h.requestId} is not an amount`))
+    if (h.amount < 0n || h.amount > MAX_STORED)
+      return Promise.reject(new Error(`a hold of ${h.amount} on ${h.requestId} is not an amount`))
     return this.hot.hold(h)
   }
 
-  /** Captures the cost of a finished request, releases the rest, credits payee and fee, records usage. Once only; resolves once durable. */
+  /**
+   * Captures the cost of a finished request, releases the rest, credits payee and fee, records usage. Once only;
+   * resolves once durable.
+   */
   capture(c: CaptureRequest): Promise<boolean> {
     // Checked here, once, before any dialect: a bad amount must not reach (and roll back) a group of other requests.
-    if (c.cost < 0n || c.fee < 0n || c.fee > c.cost) return Promise.reject(new Error(`capture of ${c.cost} with fee ${c.fee} on ${c.requestId} is not a charge`))
+    if (c.cost < 0n || c.fee < 0n || c.fee > c.cost)
+      return Promise.reject(new Error(`capture of ${c.cost} with fee ${c.fee} on ${c.requestId} is not a charge`))
     return this.hot.capture(c)
   }
 
@@ -59,10 +72,15 @@ export class LedgerRepo {
    * and rows left open by an older version; then recounts the counters holds whose answer was lost left in doubt.
    */
   async releaseExpired(now: number): Promise<number> {
-    const own = await Promise.all(this.hot.open.expired(now).map((h) => this.hot.release(h.requestId, now, sweptUsage(h, now, 'expired'))))
+    const own = await Promise.all(
+      this.hot.open.expired(now).map((h) => this.hot.release(h.requestId, now, sweptUsage(h, now, 'expired'))),
+    )
     const rows = await this.sweepRows(now, 'expired', (q) => q.where('expires_at', '<', BigInt(now)))
     // After the expired holds: their releases settle closes in doubt, which a recount waits for.
-    const lost = (await this.hot.settleDoubts?.((c) => this.lowerCounter(c.owner, c.accountId, () => this.hot.open.counted(c.owner, c.accountId), false))) ?? 0
+    const lost =
+      (await this.hot.settleDoubts?.((c) =>
+        this.lowerCounter(c.owner, c.accountId, () => this.hot.open.counted(c.owner, c.accountId), false),
+      )) ?? 0
     return own.filter(Boolean).length + rows + lost
   }
 
@@ -73,9 +91,16 @@ export class LedgerRepo {
    */
   async releaseOwnedBy(owners: string[], now: number): Promise<number> {
     if (owners.length === 0) return 0
-    const counters = await this.db.selectFrom('owner_holds').select(['owner', 'account_id']).where('owner', 'in', owners).where('dead', '=', 0).orderBy('account_id').execute()
+    const counters = await this.db
+      .selectFrom('owner_holds')
+      .select(['owner', 'account_id'])
+      .where('owner', 'in', owners)
+      .where('dead', '=', 0)
+      .orderBy('account_id')
+      .execute()
     let released = 0
-    for (const c of counters) released += await this.lowerCounter(c.owner, num(c.account_id), () => ({ held: 0n, open: 0 }), true)
+    for (const c of counters)
+      released += await this.lowerCounter(c.owner, num(c.account_id), () => ({ held: 0n, open: 0 }), true)
     return released + (await this.sweepRows(now, 'abandoned', (q) => q.where('owner', 'in', owners)))
   }
 
@@ -86,8 +111,20 @@ export class LedgerRepo {
    */
   async releaseUnregistered(now: number): Promise<number> {
     const registered = this.db.selectFrom('instances').select('id')
-    const counted = await this.db.selectFrom('owner_holds').select('owner').distinct().where('dead', '=', 0).where('owner', 'not in', registered).execute()
-    const rows = await this.db.selectFrom('holds').select('owner').distinct().where('status', '=', sql.lit('open')).where('owner', 'not in', registered).execute()
+    const counted = await this.db
+      .selectFrom('owner_holds')
+      .select('owner')
+      .distinct()
+      .where('dead', '=', 0)
+      .where('owner', 'not in', registered)
+      .execute()
+    const rows = await this.db
+      .selectFrom('holds')
+      .select('owner')
+      .distinct()
+      .where('status', '=', sql.lit('open'))
+      .where('owner', 'not in', registered)
+      .execute()
     return this.releaseOwnedBy([...new Set([...counted, ...rows].map((r) => r.owner))], now)
   }
 
@@ -111,7 +148,11 @@ export class LedgerRepo {
    */
   async forgetRetired(): Promise<void> {
     if (this.retired.size === 0) return
-    await this.db.deleteFrom('owner_holds').where('owner', 'in', [...this.retired]).where('dead', '=', 1).execute()
+    await this.db
+      .deleteFrom('owner_holds')
+      .where('owner', 'in', [...this.retired])
+      .where('dead', '=', 1)
+      .execute()
     this.retired.clear()
   }
 
@@ -121,15 +162,38 @@ export class LedgerRepo {
    * go. Used for a gone instance (to nothing, dead) and for a recount of a live one (to its memory, `Recount`). Account
    * row first, as the hot ledger. On Postgres a lock wait is bounded: the recounted counter's holds wait for it.
    */
-  private lowerCounter(owner: string, accountId: number, to: () => { held: bigint; open: number }, dead: boolean): Promise<number> {
+  private lowerCounter(
+    owner: string,
+    accountId: number,
+    to: () => { held: bigint; open: number },
+    dead: boolean,
+  ): Promise<number> {
     return this.db.transaction().execute(async (trx) => {
       await this.dialect.boundStatements(trx, LOWER_TIMEOUT_MS)
       await this.dialect.forUpdate(trx.selectFrom('accounts').select('id').where('id', '=', accountId)).execute()
-      const c = await this.dialect.forUpdate(trx.selectFrom('owner_holds').select(['held', 'open']).where('owner', '=', owner).where('account_id', '=', accountId).where('dead', '=', 0)).executeTakeFirst()
+      const c = await this.dialect
+        .forUpdate(
+          trx
+            .selectFrom('owner_holds')
+            .select(['held', 'open'])
+            .where('owner', '=', owner)
+            .where('account_id', '=', accountId)
+            .where('dead', '=', 0),
+        )
+        .executeTakeFirst()
       const left = to()
       if (!c || (big(c.held) <= left.held && !dead)) return 0
-      await trx.updateTable('accounts').set((eb) => ({ held: eb('held', '-', big(c.held) - left.held) })).where('id', '=', accountId).execute()
-      await trx.updateTable('owner_holds').set({ held: left.held, open: left.open, dead: dead ? 1 : 0 }).where('owner', '=', owner).where('account_id', '=', accountId).execute()
+      await trx
+        .updateTable('accounts')
+        .set((eb) => ({ held: eb('held', '-', big(c.held) - left.held) }))
+        .where('id', '=', accountId)
+        .execute()
+      await trx
+        .updateTable('owner_holds')
+        .set({ held: left.held, open: left.open, dead: dead ? 1 : 0 })
+        .where('owner', '=', owner)
+        .where('account_id', '=', accountId)
+        .execute()
       return Math.max(0, num(c.open) - left.open)
     })
   }
@@ -139,11 +203,24 @@ export class LedgerRepo {
    * request's own, recording an empty usage: a hold released between the read and the release is left alone.
    */
   private async sweepRows(now: number, outcome: Outcome, pick: (q: OpenHolds) => OpenHolds): Promise<number> {
-    const holds = await pick(this.db.selectFrom('holds').select(['request_id', 'account_id', 'key_id', 'model', 'created_at']).where('status', '=', sql.lit('open'))).execute()
-    const released = await Promise.all(holds.map((h) => {
-      const row = { requestId: h.request_id, accountId: num(h.account_id), keyId: h.key_id, model: h.model, now: num(h.created_at) }
-      return this.hot.release(h.request_id, now, sweptUsage(row, now, outcome))
-    }))
+    const holds = await pick(
+      this.db
+        .selectFrom('holds')
+        .select(['request_id', 'account_id', 'key_id', 'model', 'created_at'])
+        .where('status', '=', sql.lit('open')),
+    ).execute()
+    const released = await Promise.all(
+      holds.map((h) => {
+        const row = {
+          requestId: h.request_id,
+          accountId: num(h.account_id),
+          keyId: h.key_id,
+          model: h.model,
+          now: num(h.created_at),
+        }
+        return this.hot.release(h.request_id, now, sweptUsage(row, now, outcome))
+      }),
+    )
     return released.filter(Boolean).length
   }
 
@@ -196,24 +273,45 @@ async function auditIn(db: Transaction<Database>): Promise<LedgerAudit> {
     .execute()
   for (const r of sums) posted.set(num(r.account_id), { balance: big(r.balance), held: big(r.held) })
   // Open holds have no postings yet: they are counted by their instances.
-  const counted = await db.selectFrom('owner_holds').select(['account_id', sql<bigint>`sum(held)`.as('held')]).groupBy('account_id').execute()
+  const counted = await db
+    .selectFrom('owner_holds')
+    .select(['account_id', sql<bigint>`sum(held)`.as('held')])
+    .groupBy('account_id')
+    .execute()
   for (const r of counted) {
     const p = posted.get(num(r.account_id)) ?? { balance: 0n, held: 0n }
     posted.set(num(r.account_id), { balance: p.balance, held: p.held + big(r.held) })
   }
-  const users = await db.selectFrom('accounts').select(['id', 'address', 'balance', 'held']).where('kind', '=', 'user').execute()
+  const users = await db
+    .selectFrom('accounts')
+    .select(['id', 'address', 'balance', 'held'])
+    .where('kind', '=', 'user')
+    .execute()
   const inconsistent = users
     .map((r) => {
       const p = posted.get(num(r.id))
-      return { address: r.address, balance: big(r.balance), held: big(r.held), postedBalance: p?.balance ?? 0n, postedHeld: p?.held ?? 0n }
+      return {
+        address: r.address,
+        balance: big(r.balance),
+        held: big(r.held),
+        postedBalance: p?.balance ?? 0n,
+        postedHeld: p?.held ?? 0n,
+      }
     })
     .filter((r) => r.balance !== r.postedBalance || r.held !== r.postedHeld || r.balance < 0n || r.held < 0n)
-  return { unbalanced: unbalanced.map((r) => ({ ref: r.ref, sum: big(r.sum) })), inconsistent, openHolds: await openHoldsIn(db) }
+  return {
+    unbalanced: unbalanced.map((r) => ({ ref: r.ref, sum: big(r.sum) })),
+    inconsistent,
+    openHolds: await openHoldsIn(db),
+  }
 }
 
 async function openHoldsIn(db: Kysely<Database>, accountId?: number): Promise<number> {
   let counted = db.selectFrom('owner_holds').select(sql<bigint>`coalesce(sum(open), 0)`.as('n'))
-  let rows = db.selectFrom('holds').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', sql.lit('open'))
+  let rows = db
+    .selectFrom('holds')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('status', '=', sql.lit('open'))
   if (accountId !== undefined) {
     counted = counted.where('account_id', '=', accountId)
     rows = rows.where('account_id', '=', accountId)
@@ -222,10 +320,26 @@ async function openHoldsIn(db: Kysely<Database>, accountId?: number): Promise<nu
 }
 
 /** The usage of a hold released by a sweep: nothing served, nothing charged. */
-function sweptUsage(h: Pick<HoldRequest, 'requestId' | 'accountId' | 'keyId' | 'model' | 'now'>, now: number, outcome: Outcome): UsageRecord {
+function sweptUsage(
+  h: Pick<HoldRequest, 'requestId' | 'accountId' | 'keyId' | 'model' | 'now'>,
+  now: number,
+  outcome: Outcome,
+): UsageRecord {
   return {
-    requestId: h.requestId, accountId: h.accountId, keyId: h.keyId, model: h.model, servedModel: null, provider: null, stream: false,
-    promptTokens: 0, completionTokens: 0, upstreamPromptTokens: null, upstreamCompletionTokens: null, cost: 0n,
-    outcome, latencyMs: now - h.now, createdAt: h.now,
+    requestId: h.requestId,
+    accountId: h.accountId,
+    keyId: h.keyId,
+    model: h.model,
+    servedModel: null,
+    provider: null,
+    stream: false,
+    promptTokens: 0,
+    completionTokens: 0,
+    upstreamPromptTokens: null,
+    upstreamCompletionTokens: null,
+    cost: 0n,
+    outcome,
+    latencyMs: now - h.now,
+    createdAt: h.now,
   }
 }

@@ -13,7 +13,8 @@ export interface HoldRequest {
   expiresAt: number
 }
 
-export type HoldResult = { ok: true } | { ok: false; reason: 'insufficient' | 'suspended' | 'in_debt' | 'missing'; account?: Account }
+export type HoldResult =
+  { ok: true } | { ok: false; reason: 'insufficient' | 'suspended' | 'in_debt' | 'missing'; account?: Account }
 
 export interface CaptureRequest {
   requestId: string
@@ -26,7 +27,9 @@ export interface CaptureRequest {
   usage: UsageRecord
 }
 
-/** A counter of open holds: an instance's `owner_holds` row for an account (Postgres recounts one in doubt: `Recount`). */
+/**
+ * A counter of open holds: an instance's `owner_holds` row for an account (Postgres recounts one in doubt: `Recount`).
+ */
 export interface Counter {
   owner: string
   accountId: number
@@ -49,7 +52,9 @@ export interface HotLedger {
   capture(c: CaptureRequest): Promise<boolean>
   /** Releases the whole hold (nothing charged) and records usage. False when already closed. */
   release(requestId: string, now: number, usage: UsageRecord): Promise<boolean>
-  /** Records the usage of a request that moved no money (refused before admission), with the same writes as the rest. */
+  /**
+   * Records the usage of a request that moved no money (refused before admission), with the same writes as the rest.
+   */
   record(usage: UsageRecord): Promise<void>
   /**
    * Puts right, through `recount`, what holds whose answer was lost may have left counted (Postgres: `Recount`); how
@@ -65,11 +70,18 @@ export interface HotLedger {
 
 /**
  * A close of a hold whose statement was sent but never answered (the connection broke): it may have committed. What the
- * store holds tells, once a release has settled it either way (`HotLedger.release` finds the hold closed only if it was).
+ * store holds tells, once a release has settled it either way (`HotLedger.release` finds the hold closed only if it
+ * was).
  */
 export class CloseUnanswered extends Error {
-  constructor(readonly requestId: string, cause: unknown) {
-    super(`the store did not answer the close of ${requestId} (${cause instanceof Error ? cause.message : String(cause)})`, { cause })
+  constructor(
+    readonly requestId: string,
+    cause: unknown,
+  ) {
+    super(
+      `the store did not answer the close of ${requestId} (${cause instanceof Error ? cause.message : String(cause)})`,
+      { cause },
+    )
   }
 }
 
@@ -99,12 +111,30 @@ export interface Close {
 
 /** How a request closes that its capture charged. */
 export function capturedClose(c: CaptureRequest): Close {
-  return { status: 'captured', cost: c.cost, payeeId: c.payeeId, fee: c.fee, feeAccountId: c.feeAccountId, closedAt: c.now, usage: c.usage, posted: true }
+  return {
+    status: 'captured',
+    cost: c.cost,
+    payeeId: c.payeeId,
+    fee: c.fee,
+    feeAccountId: c.feeAccountId,
+    closedAt: c.now,
+    usage: c.usage,
+    posted: true,
+  }
 }
 
 /** How a request closes whose hold was released whole: nothing charged. */
 export function releasedClose(now: number, usage: UsageRecord): Close {
-  return { status: 'released', cost: 0n, payeeId: null, fee: null, feeAccountId: null, closedAt: now, usage, posted: true }
+  return {
+    status: 'released',
+    cost: 0n,
+    payeeId: null,
+    fee: null,
+    feeAccountId: null,
+    closedAt: now,
+    usage,
+    posted: true,
+  }
 }
 
 /**
@@ -113,11 +143,21 @@ export function releasedClose(now: number, usage: UsageRecord): Close {
  * `abandoned`, with what was served.
  */
 export function sweptClose(c: Close): Close {
-  return { status: 'released', cost: 0n, payeeId: null, fee: null, feeAccountId: null, closedAt: c.closedAt, usage: { ...c.usage, cost: 0n, outcome: 'abandoned' }, posted: false }
+  return {
+    status: 'released',
+    cost: 0n,
+    payeeId: null,
+    fee: null,
+    feeAccountId: null,
+    closedAt: c.closedAt,
+    usage: { ...c.usage, cost: 0n, outcome: 'abandoned' },
+    posted: false,
+  }
 }
 
 /** The columns of a request's one row in `holds`, in the order of `recordValues`, for the dialects' raw statements. */
-export const RECORD_COLUMNS = 'request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at, closed_at, cost, payee_id, fee, ' +
+export const RECORD_COLUMNS =
+  'request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at, closed_at, cost, payee_id, fee, ' +
   'served_model, provider, stream, prompt_tokens, completion_tokens, upstream_prompt_tokens, upstream_completion_tokens, outcome, latency_ms, ' +
   'posted, fee_account_id'
 
@@ -127,11 +167,36 @@ export function recordValues(h: HoldRequest | undefined, c: Close): unknown[] {
   const hold = h
     ? [h.requestId, h.accountId, h.keyId, h.model, h.amount, c.status, h.owner, h.now, h.expiresAt]
     : [u.request_id, u.account_id, u.key_id, u.model, 0n, c.status, '', u.created_at, u.created_at]
-  return [...hold, c.closedAt, c.cost, c.payeeId, c.fee, u.served_model, u.provider, u.stream, u.prompt_tokens, u.completion_tokens,
-    u.upstream_prompt_tokens, u.upstream_completion_tokens, u.outcome, u.latency_ms, c.posted ? 1 : 0, c.fee ? c.feeAccountId : null]
+  return [
+    ...hold,
+    c.closedAt,
+    c.cost,
+    c.payeeId,
+    c.fee,
+    u.served_model,
+    u.provider,
+    u.stream,
+    u.prompt_tokens,
+    u.completion_tokens,
+    u.upstream_prompt_tokens,
+    u.upstream_completion_tokens,
+    u.outcome,
+    u.latency_ms,
+    c.posted ? 1 : 0,
+    c.fee ? c.feeAccountId : null,
+  ]
 }
 
 /** The row of a request that moved no money (refused before admission, or failed before its hold). */
 export function refusedValues(usage: UsageRecord): unknown[] {
-  return recordValues(undefined, { status: 'refused', cost: usage.cost, payeeId: null, fee: null, feeAccountId: null, closedAt: usage.createdAt + usage.latencyMs, usage, posted: false })
+  return recordValues(undefined, {
+    status: 'refused',
+    cost: usage.cost,
+    payeeId: null,
+    fee: null,
+    feeAccountId: null,
+    closedAt: usage.createdAt + usage.latencyMs,
+    usage,
+    posted: false,
+  })
 }

@@ -21,7 +21,8 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addCheckConstraint('accounts_held_nonneg', sql`held >= 0`)
     .execute()
 
-  await db.schema.createTable('api_keys')
+  await db.schema
+    .createTable('api_keys')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('account_id', big, (c) => c.notNull().references('accounts.id'))
     .addColumn('hash', 'text', (c) => c.notNull().unique())
@@ -44,7 +45,8 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   await db.schema.createIndex('postings_ref').on('postings').column('ref').execute()
   await db.schema.createIndex('postings_account').on('postings').columns(['account_id', 'book']).execute()
 
-  await db.schema.createTable('holds')
+  await db.schema
+    .createTable('holds')
     .addColumn('request_id', 'text', (c) => c.primaryKey())
     .addColumn('account_id', big, (c) => c.notNull().references('accounts.id'))
     .addColumn('key_id', 'text', (c) => c.notNull())
@@ -64,7 +66,8 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   await db.schema.createIndex('holds_owner').on('holds').columns(['owner', 'status']).execute()
   await db.schema.createIndex('holds_batch').on('holds').columns(['batch_id', 'status']).execute()
 
-  await db.schema.createTable('usage')
+  await db.schema
+    .createTable('usage')
     .addColumn('request_id', 'text', (c) => c.primaryKey())
     .addColumn('account_id', big, (c) => c.notNull().references('accounts.id'))
     .addColumn('key_id', 'text', (c) => c.notNull())
@@ -83,7 +86,8 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .execute()
   await db.schema.createIndex('usage_account_time').on('usage').columns(['account_id', 'created_at']).execute()
 
-  await db.schema.createTable('batches')
+  await db.schema
+    .createTable('batches')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('status', 'text', (c) => c.notNull())
     .addColumn('total', big, (c) => c.notNull())
@@ -94,7 +98,8 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addColumn('nonce', 'integer')
     .execute()
 
-  await db.schema.createTable('batch_legs')
+  await db.schema
+    .createTable('batch_legs')
     .addColumn('batch_id', 'text', (c) => c.notNull().references('batches.id'))
     .addColumn('payer_id', big, (c) => c.notNull())
     .addColumn('payee_id', big, (c) => c.notNull())
@@ -102,7 +107,8 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addPrimaryKeyConstraint('batch_legs_pk', ['batch_id', 'payer_id', 'payee_id'])
     .execute()
 
-  await db.schema.createTable('instances')
+  await db.schema
+    .createTable('instances')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('host', 'text', (c) => c.notNull())
     .addColumn('pid', 'integer', (c) => c.notNull())

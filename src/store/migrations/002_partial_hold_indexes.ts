@@ -7,13 +7,28 @@ import { sql, type Kysely } from 'kysely'
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   for (const name of ['holds_open', 'holds_owner', 'holds_batch']) await db.schema.dropIndex(name).ifExists().execute()
-  await db.schema.createIndex('holds_open_expiry').on('holds').column('expires_at').where(sql.ref('status'), '=', sql.lit('open')).execute()
-  await db.schema.createIndex('holds_open_owner').on('holds').column('owner').where(sql.ref('status'), '=', sql.lit('open')).execute()
+  await db.schema
+    .createIndex('holds_open_expiry')
+    .on('holds')
+    .column('expires_at')
+    .where(sql.ref('status'), '=', sql.lit('open'))
+    .execute()
+  await db.schema
+    .createIndex('holds_open_owner')
+    .on('holds')
+    .column('owner')
+    .where(sql.ref('status'), '=', sql.lit('open'))
+    .execute()
   await db.schema
     .createIndex('holds_unbatched')
     .on('holds')
     .column('request_id')
     .where((eb) => eb.and([eb(sql.ref('status'), '=', sql.lit('captured')), eb(sql.ref('batch_id'), 'is', null)]))
     .execute()
-  await db.schema.createIndex('holds_batched').on('holds').column('batch_id').where(sql.ref('batch_id'), 'is not', null).execute()
+  await db.schema
+    .createIndex('holds_batched')
+    .on('holds')
+    .column('batch_id')
+    .where(sql.ref('batch_id'), 'is not', null)
+    .execute()
 }

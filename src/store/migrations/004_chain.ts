@@ -8,7 +8,8 @@ import type { Dialect } from '../dialect.js'
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   const big = dialect === 'postgres' ? 'bigint' : 'integer'
 
-  await db.schema.createTable('chain_wallets')
+  await db.schema
+    .createTable('chain_wallets')
     .addColumn('account_id', big, (c) => c.primaryKey().references('accounts.id'))
     .addColumn('balance', big, (c) => c.notNull())
     .addColumn('allowance', big, (c) => c.notNull())
@@ -19,7 +20,13 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .execute()
 
   await db.schema.alterTable('batches').addColumn('block', big).execute()
-  await db.schema.alterTable('batch_legs').addColumn('failed', 'integer', (c) => c.notNull().defaultTo(0))
+  await db.schema
+    .alterTable('batch_legs')
+    .addColumn('failed', 'integer', (c) => c.notNull().defaultTo(0))
     .execute()
-  await db.schema.createIndex('holds_account_unsettled').on('holds').columns(['account_id', 'status', 'batch_id']).execute()
+  await db.schema
+    .createIndex('holds_account_unsettled')
+    .on('holds')
+    .columns(['account_id', 'status', 'batch_id'])
+    .execute()
 }

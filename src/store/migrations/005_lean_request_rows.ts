@@ -11,11 +11,22 @@ import type { Dialect } from '../dialect.js'
  * - postings lose their index on ref (only audits read by ref, and they scan anyway).
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  for (const name of ['holds_open_expiry', 'holds_open_owner', 'holds_unbatched', 'holds_account_unsettled', 'postings_ref']) {
+  for (const name of [
+    'holds_open_expiry',
+    'holds_open_owner',
+    'holds_unbatched',
+    'holds_account_unsettled',
+    'postings_ref',
+  ]) {
     await db.schema.dropIndex(name).ifExists().execute()
   }
   if (dialect === 'sqlite') await rebuildWithoutRowid(db)
-  await db.schema.createIndex('holds_open').on('holds').columns(['owner', 'expires_at']).where(sql.ref('status'), '=', sql.lit('open')).execute()
+  await db.schema
+    .createIndex('holds_open')
+    .on('holds')
+    .columns(['owner', 'expires_at'])
+    .where(sql.ref('status'), '=', sql.lit('open'))
+    .execute()
   await db.schema
     .createIndex('holds_unbatched')
     .on('holds')
@@ -38,14 +49,27 @@ const USAGE = `(
 ) WITHOUT ROWID`
 
 async function rebuildWithoutRowid(db: Kysely<unknown>): Promise<void> {
-  for (const [table, shape] of [['holds', HOLDS], ['usage', USAGE]] as const) {
+  for (const [table, shape] of [
+    ['holds', HOLDS],
+    ['usage', USAGE],
+  ] as const) {
     await sql.raw(`CREATE TABLE ${table}_lean ${shape}`).execute(db)
     await sql.raw(`INSERT INTO ${table}_lean SELECT ${columnsOf(shape)} FROM ${table}`).execute(db)
     await sql.raw(`DROP TABLE ${table}`).execute(db)
     await sql.raw(`ALTER TABLE ${table}_lean RENAME TO ${table}`).execute(db)
   }
-  await db.schema.createIndex('holds_batched').on('holds').column('batch_id').where(sql.ref('batch_id'), 'is not', null).execute()
-  await db.schema.createIndex('holds_payee').on('holds').column('payee_id').where(sql.ref('payee_id'), 'is not', null).execute()
+  await db.schema
+    .createIndex('holds_batched')
+    .on('holds')
+    .column('batch_id')
+    .where(sql.ref('batch_id'), 'is not', null)
+    .execute()
+  await db.schema
+    .createIndex('holds_payee')
+    .on('holds')
+    .column('payee_id')
+    .where(sql.ref('payee_id'), 'is not', null)
+    .execute()
   await db.schema.createIndex('usage_account_time').on('usage').columns(['account_id', 'created_at']).execute()
 }
 

@@ -14,11 +14,19 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   // Kysely runs SQLite's DDL statement by statement: one transaction, or a crash between the copy and the rename
   // would leave a store that cannot start (or has no postings table).
   await db.transaction().execute(async (trx) => {
-    await sql.raw(`CREATE TABLE postings_plain (
+    await sql
+      .raw(
+        `CREATE TABLE postings_plain (
       id integer NOT NULL PRIMARY KEY, ref text NOT NULL, account_id integer NOT NULL REFERENCES accounts(id),
       book text NOT NULL, kind text NOT NULL, amount integer NOT NULL, created_at integer NOT NULL
-    )`).execute(trx)
-    await sql.raw('INSERT INTO postings_plain (id, ref, account_id, book, kind, amount, created_at) SELECT id, ref, account_id, book, kind, amount, created_at FROM postings').execute(trx)
+    )`,
+      )
+      .execute(trx)
+    await sql
+      .raw(
+        'INSERT INTO postings_plain (id, ref, account_id, book, kind, amount, created_at) SELECT id, ref, account_id, book, kind, amount, created_at FROM postings',
+      )
+      .execute(trx)
     await sql.raw('DROP TABLE postings').execute(trx)
     await sql.raw('ALTER TABLE postings_plain RENAME TO postings').execute(trx)
     await reindex(trx)

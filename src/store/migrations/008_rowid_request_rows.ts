@@ -13,21 +13,41 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   if (dialect === 'postgres') return
   // One transaction: a crash between the copy and the rename would leave a store that cannot start.
   await db.transaction().execute(async (trx) => {
-    for (const [table, columns] of [['holds', HOLDS], ['usage', USAGE]] as const) {
+    for (const [table, columns] of [
+      ['holds', HOLDS],
+      ['usage', USAGE],
+    ] as const) {
       await sql.raw(`CREATE TABLE ${table}_rows (${columns})`).execute(trx)
-      await sql.raw(`INSERT INTO ${table}_rows (${names(columns)}) SELECT ${names(columns)} FROM ${table} ORDER BY request_id`).execute(trx)
+      await sql
+        .raw(`INSERT INTO ${table}_rows (${names(columns)}) SELECT ${names(columns)} FROM ${table} ORDER BY request_id`)
+        .execute(trx)
       await sql.raw(`DROP TABLE ${table}`).execute(trx)
       await sql.raw(`ALTER TABLE ${table}_rows RENAME TO ${table}`).execute(trx)
     }
-    await trx.schema.createIndex('holds_open').on('holds').columns(['owner', 'expires_at']).where(sql.ref('status'), '=', sql.lit('open')).execute()
+    await trx.schema
+      .createIndex('holds_open')
+      .on('holds')
+      .columns(['owner', 'expires_at'])
+      .where(sql.ref('status'), '=', sql.lit('open'))
+      .execute()
     await trx.schema
       .createIndex('holds_unbatched')
       .on('holds')
       .column('account_id')
       .where((eb) => eb.and([eb(sql.ref('status'), '=', sql.lit('captured')), eb(sql.ref('batch_id'), 'is', null)]))
       .execute()
-    await trx.schema.createIndex('holds_batched').on('holds').column('batch_id').where(sql.ref('batch_id'), 'is not', null).execute()
-    await trx.schema.createIndex('holds_payee').on('holds').column('payee_id').where(sql.ref('payee_id'), 'is not', null).execute()
+    await trx.schema
+      .createIndex('holds_batched')
+      .on('holds')
+      .column('batch_id')
+      .where(sql.ref('batch_id'), 'is not', null)
+      .execute()
+    await trx.schema
+      .createIndex('holds_payee')
+      .on('holds')
+      .column('payee_id')
+      .where(sql.ref('payee_id'), 'is not', null)
+      .execute()
     await trx.schema.createIndex('usage_account_time').on('usage').columns(['account_id', 'created_at']).execute()
   })
 }

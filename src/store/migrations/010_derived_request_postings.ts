@@ -43,6 +43,8 @@ const ARMS: [account: string, book: string, kind: string, amount: string, at: st
 
 const POSTINGS_VIEW = [
   'SELECT id, ref, account_id, book, kind, amount, created_at FROM posting_rows',
-  ...ARMS.map(([account, book, kind, amount, at]) =>
-    `SELECT NULL, request_id, ${account}, '${book}', '${kind}', ${amount}, ${at} FROM holds WHERE posted = 1 AND ${account} IS NOT NULL AND ${amount} <> 0`),
+  ...ARMS.map(
+    ([account, book, kind, amount, at]) =>
+      `SELECT NULL, request_id, ${account}, '${book}', '${kind}', ${amount}, ${at} FROM holds WHERE posted = 1 AND ${account} IS NOT NULL AND ${amount} <> 0`,
+  ),
 ].join('\nUNION ALL\n')

@@ -49,9 +49,23 @@ describe('holds whose answer was lost, on postgres', () => {
     const ledger = new LedgerRepo(store.db, hot, postgresDialect)
     await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
     await store.accounts.approve(user, 1_000n)
-    const hold = (requestId: string, amount: bigint): HoldRequest => ({ requestId, accountId: user, keyId: 'k', model: 'm', amount, owner: 'i1', now: 1000, expiresAt: 9000 })
+    const hold = (requestId: string, amount: bigint): HoldRequest => ({
+      requestId,
+      accountId: user,
+      keyId: 'k',
+      model: 'm',
+      amount,
+      owner: 'i1',
+      now: 1000,
+      expiresAt: 9000,
+    })
     const counted = async () => {
-      const c = await store.db.selectFrom('owner_holds').select(['held', 'open']).where('owner', '=', 'i1').where('account_id', '=', user).executeTakeFirstOrThrow()
+      const c = await store.db
+        .selectFrom('owner_holds')
+        .select(['held', 'open'])
+        .where('owner', '=', 'i1')
+        .where('account_id', '=', user)
+        .executeTakeFirstOrThrow()
       return { counter: BigInt(c.held), open: Number(c.open), account: (await store.accounts.byId(user))!.held }
     }
 
@@ -81,8 +95,21 @@ describe('holds whose answer was lost, on postgres', () => {
     expect(await counted()).toEqual({ counter: 155n, open: 3, account: 155n })
     expect(await ledger.releaseExpired(1000)).toBe(0)
     expect(await ledger.release('r5', 1001, usageRecord('r5', user, 0n))).toBe(true)
-    for (const [requestId, cost] of [['r1', 40n], ['r3', 50n]] as const) {
-      expect(await ledger.capture({ requestId, cost, payeeId: payee, fee: 0n, feeAccountId: fees, now: 1001, usage: usageRecord(requestId, user, cost) })).toBe(true)
+    for (const [requestId, cost] of [
+      ['r1', 40n],
+      ['r3', 50n],
+    ] as const) {
+      expect(
+        await ledger.capture({
+          requestId,
+          cost,
+          payeeId: payee,
+          fee: 0n,
+          feeAccountId: fees,
+          now: 1001,
+          usage: usageRecord(requestId, user, cost),
+        }),
+      ).toBe(true)
     }
     expect(await counted()).toEqual({ counter: 0n, open: 0, account: 0n })
     expect(await ledger.hold(hold('r4', 910n))).toEqual({ ok: true })

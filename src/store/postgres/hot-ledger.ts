@@ -4,7 +4,23 @@ import { usageRow, type UsageRecord } from '../usage.js'
 import { USAGE_ON_HOLDS } from '../migrations/009_records_written_once.js'
 import { OpenHolds } from '../ledger/open-holds.js'
 import { Recount } from './recount.js'
-import { CloseUnanswered, capturedClose, overCapture, recordValues, refusalOf, refusedValues, releasedClose, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type Counter, type HoldRequest, type HoldResult, type HotLedger } from '../ledger/types.js'
+import {
+  CloseUnanswered,
+  capturedClose,
+  overCapture,
+  recordValues,
+  refusalOf,
+  refusedValues,
+  releasedClose,
+  sweptClose,
+  RECORD_COLUMNS,
+  type CaptureRequest,
+  type Close,
+  type Counter,
+  type HoldRequest,
+  type HoldResult,
+  type HotLedger,
+} from '../ledger/types.js'
 
 /**
  * The hot ledger on Postgres: each operation is ONE statement of data-modifying CTEs, prepared once per connection. A
@@ -25,7 +41,10 @@ WITH acct AS (
 )
 SELECT count(*)::int AS ok FROM acct`
 
-const RECORD_PARAMS = (from: number) => RECORD_COLUMNS.split(',').map((_, i) => `$${from + i}`).join(', ')
+const RECORD_PARAMS = (from: number) =>
+  RECORD_COLUMNS.split(',')
+    .map((_, i) => `$${from + i}`)
+    .join(', ')
 
 /**
  * $1 owner, $2 account, $3 amount held, $4 cost, then the row (RECORD_COLUMNS from $5), which stands for the request's
@@ -100,9 +119,10 @@ export class PostgresHotLedger implements HotLedger {
 
   /**
    * Closes an open hold of this instance, once: it leaves `open` before its statement runs, so a second close of the
-   * request finds nothing. False when a sweep released it first (then only its record is written). A close that fails goes back to `open` (its lease
-   * runs out and the sweep closes it) unless the request's row exists: then that close had committed and only its
-   * answer was lost, and the row's key keeps any later close from counting the hold out twice.
+   * request finds nothing. False when a sweep released it first (then only its record is written). A close that fails
+   * goes back to `open` (its lease runs out and the sweep closes it) unless the request's row exists: then that close
+   * had committed and only its answer was lost, and the row's key keeps any later close from counting the hold out
+   * twice.
    */
   private closeHold(h: HoldRequest, c: Close): Promise<boolean> {
     return this.doubts.on(h, async () => {
@@ -110,8 +130,15 @@ export class PostgresHotLedger implements HotLedger {
       if (!this.open.get(h.requestId)) return false
       this.open.remove(h.requestId)
       try {
-        const closed = await this.one('svc_close', CLOSE, [h.owner, h.accountId, h.amount, c.cost, ...recordValues(h, c)])
-        if (!closed) await this.pool.query({ name: 'svc_record', text: RECORD, values: recordValues(h, sweptClose(c)).map(param) })
+        const closed = await this.one('svc_close', CLOSE, [
+          h.owner,
+          h.accountId,
+          h.amount,
+          c.cost,
+          ...recordValues(h, c),
+        ])
+        if (!closed)
+          await this.pool.query({ name: 'svc_record', text: RECORD, values: recordValues(h, sweptClose(c)).map(param) })
         this.doubts.closeFailed(h, h.requestId, false)
         return closed
       } catch (err) {
@@ -139,7 +166,8 @@ export class PostgresHotLedger implements HotLedger {
     const h = this.open.get(requestId)
     if (h) return this.closeHold(h, releasedClose(now, usage))
     const u = usageRow(usage)
-    if (await this.one('svc_release_row', RELEASE_ROW, [requestId, now, ...USAGE_ON_HOLDS.map((c) => u[c])])) return true
+    if (await this.one('svc_release_row', RELEASE_ROW, [requestId, now, ...USAGE_ON_HOLDS.map((c) => u[c])]))
+      return true
     // No hold to release (the request failed before it, or closed already): its usage, unless it has a row.
     await this.record(usage)
     return false
@@ -149,7 +177,10 @@ export class PostgresHotLedger implements HotLedger {
     await this.pool.query({ name: 'svc_record', text: RECORD, values: refusedValues(usage).map(param) })
   }
 
-  /** Recounts, through `recount`, the counters a failed hold left in doubt (`Recount`); how many lost holds they had counted. */
+  /**
+   * Recounts, through `recount`, the counters a failed hold left in doubt (`Recount`); how many lost holds they had
+   * counted.
+   */
   settleDoubts(recount: (c: Counter) => Promise<number>): Promise<number> {
     return this.doubts.settle(recount)
   }

@@ -17,10 +17,12 @@ describe('a Postgres store', () => {
   it('outlives its connections being ended by the server, and goes on with new ones', async () => {
     const { store, user } = f!
     // Several connections at once, so the pool keeps several idle.
-    const pids = await Promise.all(Array.from({ length: 4 }, async () => {
-      const r = await sql<{ pid: number }>`select pg_backend_pid() as pid, pg_sleep(0.05)`.execute(store.db)
-      return r.rows[0]!.pid
-    }))
+    const pids = await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        const r = await sql<{ pid: number }>`select pg_backend_pid() as pid, pg_sleep(0.05)`.execute(store.db)
+        return r.rows[0]!.pid
+      }),
+    )
     const admin = new pg.Client({ connectionString: DATABASE_URL })
     await admin.connect()
     try {
@@ -31,7 +33,18 @@ describe('a Postgres store', () => {
     }
     await new Promise((resolve) => setTimeout(resolve, 200))
     expect(await store.accounts.byId(user)).toMatchObject({ id: user })
-    expect(await store.ledger.hold({ requestId: 'after', accountId: user, keyId: 'k', model: 'm', amount: 0n, owner: 'i1', now: 1000, expiresAt: 9000 })).toEqual({ ok: true })
+    expect(
+      await store.ledger.hold({
+        requestId: 'after',
+        accountId: user,
+        keyId: 'k',
+        model: 'm',
+        amount: 0n,
+        owner: 'i1',
+        now: 1000,
+        expiresAt: 9000,
+      }),
+    ).toEqual({ ok: true })
   })
 
   it('outlives a connection ended in the middle of a transaction: that transaction fails, nothing else', async () => {

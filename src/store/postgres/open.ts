@@ -24,8 +24,15 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
   const parsed = new URL(url)
   const schema = parsed.searchParams.get('schema')
   parsed.searchParams.delete('schema')
-  if (schema && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new ConfigError([`schema: ${schema} is not a schema name (lower-case letters, digits and _, not first a digit)`], 'store URL')
-  const types = { getTypeParser: (oid: number, format?: string) => (oid === INT8 ? (v: string) => BigInt(v) : pg.types.getTypeParser(oid, format as 'text')) }
+  if (schema && !/^[a-z_][a-z0-9_]*$/.test(schema))
+    throw new ConfigError(
+      [`schema: ${schema} is not a schema name (lower-case letters, digits and _, not first a digit)`],
+      'store URL',
+    )
+  const types = {
+    getTypeParser: (oid: number, format?: string) =>
+      oid === INT8 ? (v: string) => BigInt(v) : pg.types.getTypeParser(oid, format as 'text'),
+  }
   const pool = new pg.Pool({
     connectionString: parsed.toString(),
     max: poolSize,
@@ -36,7 +43,9 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
   })
   // An idle connection that dies (a database restart, a failover, an idle-connection reaper) is an 'error' event of
   // the pool: unheard, it would end the process. The pool drops it and opens another for the next query.
-  pool.on('error', (err) => console.error(`postgres: an idle connection failed (${err.message}); the next query opens another`))
+  pool.on('error', (err) =>
+    console.error(`postgres: an idle connection failed (${err.message}); the next query opens another`),
+  )
   // One in use that dies is an 'error' event of its client, which Kysely does not listen for: the query waiting on it
   // fails (its caller sees that), the pool drops the client, and the process must not end.
   pool.on('connect', (client) => client.on('error', () => {}))
@@ -46,10 +55,13 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
     async tryLock(name: string): Promise<Lock | null> {
       const client = await pool.connect()
       // The lock lives as long as its session: a connection lost while held is logged, and the release finds it gone.
-      const lost = (err: Error) => console.error(`postgres: the connection holding lock ${name} failed (${err.message}); the lock went with it`)
+      const lost = (err: Error) =>
+        console.error(`postgres: the connection holding lock ${name} failed (${err.message}); the lock went with it`)
       client.on('error', lost)
       try {
-        const r = await client.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [lockName(schema, name)])
+        const r = await client.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [
+          lockName(schema, name),
+        ])
         if (!r.rows[0]?.ok) {
           client.removeListener('error', lost)
           client.release()
@@ -99,7 +111,9 @@ async function createSchema(db: Kysely<Database>, schema: string): Promise<void>
     await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
   } catch (err) {
     if ((err as { code?: string }).code !== UNIQUE_VIOLATION) throw err
-    const exists = await sql<{ n: number }>`select count(*)::int as n from pg_namespace where nspname = ${schema}`.execute(db)
+    const exists = await sql<{
+      n: number
+    }>`select count(*)::int as n from pg_namespace where nspname = ${schema}`.execute(db)
     if (exists.rows[0]?.n !== 1) throw err
   }
 }

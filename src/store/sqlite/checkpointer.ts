@@ -25,7 +25,8 @@ const run = () => {
 }
 const timer = setInterval(() => {
   let r = run()
-  // Past the limit, a second pass copies what was written during the first: the writer, once held, waits for a short tail.
+  // Past the limit, a second pass copies what was written during the first: the writer, once held, waits for a short
+  // tail.
   if (r.log >= workerData.limitFrames) r = run()
   parentPort.postMessage({ report: r })
 }, workerData.intervalMs)
@@ -61,7 +62,9 @@ export class Checkpointer {
   private waiting: (() => void) | null = null
   private gone = false
   private stopping = false
-  /** Checkpoints that found the WAL past its limit, and tails checkpointed with the writer held (for tests and stats). */
+  /**
+   * Checkpoints that found the WAL past its limit, and tails checkpointed with the writer held (for tests and stats).
+   */
   readonly stats = { oversized: 0, held: 0 }
   /**
    * Settles if the worker stops unexpectedly: every writer must then checkpoint some other way (SQLite's automatic
@@ -70,10 +73,22 @@ export class Checkpointer {
   readonly lost: Promise<void>
   private onLost!: () => void
 
-  constructor(path: string, betterSqlite3Module: string, private readonly opts: CheckpointerOptions) {
+  constructor(
+    path: string,
+    betterSqlite3Module: string,
+    private readonly opts: CheckpointerOptions,
+  ) {
     this.lost = new Promise((resolve) => (this.onLost = resolve))
     const onError = opts.onError ?? (() => {})
-    this.worker = new Worker(WORKER, { eval: true, workerData: { path, module: betterSqlite3Module, intervalMs: opts.intervalMs ?? 200, limitFrames: opts.limitFrames } })
+    this.worker = new Worker(WORKER, {
+      eval: true,
+      workerData: {
+        path,
+        module: betterSqlite3Module,
+        intervalMs: opts.intervalMs ?? 200,
+        limitFrames: opts.limitFrames,
+      },
+    })
     this.worker.on('message', (m: WorkerMessage) => {
       if ('error' in m) onError(m.error)
       else if ('report' in m) {

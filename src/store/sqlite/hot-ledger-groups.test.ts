@@ -30,9 +30,26 @@ describe('the hot ledger of a SQLite file, a group per turn', () => {
   }
 
   const hold = (s: Store, requestId: string, accountId = ids.user) =>
-    s.ledger.hold({ requestId, accountId, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'i1', now: 1000, expiresAt: 10_000 })
+    s.ledger.hold({
+      requestId,
+      accountId,
+      keyId: 'key_1',
+      model: 'svc/atlas@1',
+      amount: 100n,
+      owner: 'i1',
+      now: 1000,
+      expiresAt: 10_000,
+    })
   const capture = (s: Store, requestId: string, accountId = ids.user) =>
-    s.ledger.capture({ requestId, cost: 40n, payeeId: ids.payee, fee: 2n, feeAccountId: ids.fees, now: 1000, usage: usageRecord(requestId, accountId, 40n) })
+    s.ledger.capture({
+      requestId,
+      cost: 40n,
+      payeeId: ids.payee,
+      fee: 2n,
+      feeAccountId: ids.fees,
+      now: 1000,
+      usage: usageRecord(requestId, accountId, 40n),
+    })
   const serve = async (s: Store, requestId: string, accountId = ids.user) => {
     const held = await hold(s, requestId, accountId)
     if (!held.ok) throw new Error(`hold refused: ${held.reason}`)
@@ -41,7 +58,10 @@ describe('the hot ledger of a SQLite file, a group per turn', () => {
   const status = (requestId: string) => {
     const other = new BetterSqlite3(url.slice('sqlite:'.length), { readonly: true })
     try {
-      return (other.prepare('SELECT status FROM holds WHERE request_id = ?').pluck().get(requestId) as string | undefined) ?? null
+      return (
+        (other.prepare('SELECT status FROM holds WHERE request_id = ?').pluck().get(requestId) as string | undefined) ??
+        null
+      )
     } finally {
       other.close()
     }
@@ -53,10 +73,28 @@ describe('the hot ledger of a SQLite file, a group per turn', () => {
     await s.accounts.deposit(tight, 1000n, 'dep_tight', 1000)
     await s.accounts.approve(tight, 300n)
     const holdOf = (requestId: string, amount: bigint, accountId = tight, owner = 'i1') =>
-      s.ledger.hold({ requestId, accountId, keyId: 'key_1', model: 'svc/atlas@1', amount, owner, now: 1000, expiresAt: 10_000 })
+      s.ledger.hold({
+        requestId,
+        accountId,
+        keyId: 'key_1',
+        model: 'svc/atlas@1',
+        amount,
+        owner,
+        now: 1000,
+        expiresAt: 10_000,
+      })
     const captureOf = (requestId: string, cost: bigint, accountId = tight) =>
-      s.ledger.capture({ requestId, cost, payeeId: ids.payee, fee: 0n, feeAccountId: ids.fees, now: 1000, usage: usageRecord(requestId, accountId, cost) })
-    const counters = (accountId: number) => s.db.selectFrom('owner_holds').select(['owner', 'held', 'open']).where('account_id', '=', accountId).execute()
+      s.ledger.capture({
+        requestId,
+        cost,
+        payeeId: ids.payee,
+        fee: 0n,
+        feeAccountId: ids.fees,
+        now: 1000,
+        usage: usageRecord(requestId, accountId, cost),
+      })
+    const counters = (accountId: number) =>
+      s.db.selectFrom('owner_holds').select(['owner', 'held', 'open']).where('account_id', '=', accountId).execute()
 
     // One turn, more than the cap covers: admitted in order while they fit, the one that does not refused.
     const held = await Promise.all([holdOf('a', 100n), holdOf('b', 150n), holdOf('c', 100n), holdOf('d', 50n)])
@@ -66,7 +104,13 @@ describe('the hot ledger of a SQLite file, a group per turn', () => {
     expect(await counters(tight)).toEqual([{ owner: 'i1', held: 300n, open: 3n }])
 
     // One turn: a hold asked first, the closes that free room for it after. Closes run first in a group.
-    const turn = await Promise.all([holdOf('e', 100n), captureOf('a', 40n), captureOf('b', 150n), s.ledger.release('d', 1000, usageRecord('d', tight, 0n)), captureOf('c', 1n)])
+    const turn = await Promise.all([
+      holdOf('e', 100n),
+      captureOf('a', 40n),
+      captureOf('b', 150n),
+      s.ledger.release('d', 1000, usageRecord('d', tight, 0n)),
+      captureOf('c', 1n),
+    ])
     expect(turn).toEqual([{ ok: true }, true, true, true, false])
     expect(await s.accounts.byId(tight)).toMatchObject({ balance: 810n, held: 100n, cap: 110n })
     expect(await counters(tight)).toEqual([{ owner: 'i1', held: 100n, open: 1n }])
@@ -90,13 +134,24 @@ describe('the hot ledger of a SQLite file, a group per turn', () => {
   it("writes a request's row once in a turn that closes it twice, as the first close left it", async () => {
     const s = await open()
     const holdBy = (requestId: string, owner: string) =>
-      s.ledger.hold({ requestId, accountId: ids.other, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner, now: 1000, expiresAt: 10_000 })
-    const expired = (requestId: string) => s.ledger.release(requestId, 1000, usageRecord(requestId, ids.other, 0n, { outcome: 'expired' }))
+      s.ledger.hold({
+        requestId,
+        accountId: ids.other,
+        keyId: 'key_1',
+        model: 'svc/atlas@1',
+        amount: 100n,
+        owner,
+        now: 1000,
+        expiresAt: 10_000,
+      })
+    const expired = (requestId: string) =>
+      s.ledger.release(requestId, 1000, usageRecord(requestId, ids.other, 0n, { outcome: 'expired' }))
     // The request's capture and a sweeper's release in one turn: the capture's row stands.
     expect(await holdBy('p', 'i1')).toEqual({ ok: true })
     expect(await Promise.all([capture(s, 'p', ids.other), expired('p')])).toEqual([true, false])
     expect(status('p')).toBe('captured')
-    // The same after a sweep took the instance for dead: the close's row is what was served, abandoned, not the release's.
+    // The same after a sweep took the instance for dead: the close's row is what was served, abandoned, not the
+    // release's.
     expect(await holdBy('q', 'i2')).toEqual({ ok: true })
     expect(await s.ledger.releaseOwnedBy(['i2'], 2000)).toBe(1)
     expect(await Promise.all([capture(s, 'q', ids.other), expired('q')])).toEqual([false, false])
@@ -105,19 +160,32 @@ describe('the hot ledger of a SQLite file, a group per turn', () => {
     expect(await s.ledger.audit()).toMatchObject({ unbalanced: [], inconsistent: [] })
   })
 
-  it('closes member by member when a counter holds less than the set, and refuses a dead instance\'s hold alone', async () => {
+  it("closes member by member when a counter holds less than the set, and refuses a dead instance's hold alone", async () => {
     const s = await open()
     for (const id of ['m', 'n']) expect(await hold(s, id)).toEqual({ ok: true })
     // One of the two holds counted out (as a recount does on Postgres): the counter and the account no longer hold it.
-    await sql`UPDATE owner_holds SET held = held - 100, open = open - 1 WHERE owner = 'i1' AND account_id = ${ids.user}`.execute(s.db)
+    await sql`UPDATE owner_holds SET held = held - 100, open = open - 1 WHERE owner = 'i1' AND account_id = ${ids.user}`.execute(
+      s.db,
+    )
     await sql`UPDATE accounts SET held = held - 100 WHERE id = ${ids.user}`.execute(s.db)
     expect(await Promise.all([capture(s, 'm'), capture(s, 'n')])).toEqual([true, false])
     expect(status('n')).toBe('released')
     expect(await s.accounts.byId(ids.user)).toMatchObject({ balance: 10n ** 9n - 40n, held: 0n })
     // A dead instance's hold fails alone; the rest of its turn goes through.
     expect(await s.ledger.releaseOwnedBy(['i1'], 2000)).toBe(0)
-    await sql`INSERT INTO owner_holds (owner, account_id, held, open, dead) VALUES ('gone', ${ids.other}, 0, 0, 1)`.execute(s.db)
-    const dead = s.ledger.hold({ requestId: 'o', accountId: ids.other, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'gone', now: 1000, expiresAt: 10_000 })
+    await sql`INSERT INTO owner_holds (owner, account_id, held, open, dead) VALUES ('gone', ${ids.other}, 0, 0, 1)`.execute(
+      s.db,
+    )
+    const dead = s.ledger.hold({
+      requestId: 'o',
+      accountId: ids.other,
+      keyId: 'key_1',
+      model: 'svc/atlas@1',
+      amount: 100n,
+      owner: 'gone',
+      now: 1000,
+      expiresAt: 10_000,
+    })
     const turn = await Promise.allSettled([dead, hold(s, 'k', ids.other)])
     expect(turn.map((r) => r.status)).toEqual(['rejected', 'fulfilled'])
     expect((await s.accounts.byId(ids.other))!.held).toBe(100n)
@@ -143,7 +211,11 @@ describe('the hot ledger of a SQLite file, a group per turn', () => {
     expect((await s.accounts.byId(ids.user))!.debt).toBe(0n)
     const left = (await s.accounts.byId(ids.user))!.balance + (await s.accounts.byId(ids.other))!.balance
     expect(left).toBe(2n * 10n ** 9n + 20n - 201n * 40n)
-    const captured = await s.db.selectFrom('holds').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'captured').executeTakeFirstOrThrow()
+    const captured = await s.db
+      .selectFrom('holds')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('status', '=', 'captured')
+      .executeTakeFirstOrThrow()
     expect(Number(captured.n)).toBe(201)
   })
 
@@ -165,7 +237,11 @@ describe('the hot ledger of a SQLite file, a group per turn', () => {
     // capture and the store's own queries meet the lock in turn (they share one connection).
     const other = new BetterSqlite3(url.slice('sqlite:'.length))
     try {
-      const writes = [() => hold(s, 'locked'), () => capture(s, 'locked'), () => s.accounts.approve(ids.user, 10n ** 8n)]
+      const writes = [
+        () => hold(s, 'locked'),
+        () => capture(s, 'locked'),
+        () => s.accounts.approve(ids.user, 10n ** 8n),
+      ]
       for (const write of writes) {
         other.exec('BEGIN IMMEDIATE')
         const started = performance.now()

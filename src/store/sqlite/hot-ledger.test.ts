@@ -39,7 +39,10 @@ function manualSync() {
 const tick = () => new Promise((resolve) => setImmediate(resolve))
 const settled = async <T>(p: Promise<T>): Promise<'pending' | 'resolved' | 'rejected'> => {
   let state: 'pending' | 'resolved' | 'rejected' = 'pending'
-  p.then(() => (state = 'resolved'), () => (state = 'rejected'))
+  p.then(
+    () => (state = 'resolved'),
+    () => (state = 'rejected'),
+  )
   for (let i = 0; i < 5; i++) await tick()
   return state
 }
@@ -57,7 +60,8 @@ describe('the hot ledger of a SQLite file', () => {
   async function open(sync?: SyncWays): Promise<Store> {
     url = freshSqliteUrl()
     store = await openStore(url, () => 1000, sync ? { sync } : {})
-    const id = async (address: string, kind: 'user' | 'provider') => (await store!.accounts.ensure(address, kind, 1000)).account.id
+    const id = async (address: string, kind: 'user' | 'provider') =>
+      (await store!.accounts.ensure(address, kind, 1000)).account.id
     ids = {
       user: await id('0x1111111111111111111111111111111111111111', 'user'),
       other: await id('0x3333333333333333333333333333333333333333', 'user'),
@@ -72,9 +76,26 @@ describe('the hot ledger of a SQLite file', () => {
   }
 
   const hold = (s: Store, requestId: string, accountId = ids.user) =>
-    s.ledger.hold({ requestId, accountId, keyId: 'key_1', model: 'svc/atlas@1', amount: 100n, owner: 'i1', now: 1000, expiresAt: 10_000 })
+    s.ledger.hold({
+      requestId,
+      accountId,
+      keyId: 'key_1',
+      model: 'svc/atlas@1',
+      amount: 100n,
+      owner: 'i1',
+      now: 1000,
+      expiresAt: 10_000,
+    })
   const capture = (s: Store, requestId: string, accountId = ids.user) =>
-    s.ledger.capture({ requestId, cost: 40n, payeeId: ids.payee, fee: 2n, feeAccountId: ids.fees, now: 1000, usage: usageRecord(requestId, accountId, 40n) })
+    s.ledger.capture({
+      requestId,
+      cost: 40n,
+      payeeId: ids.payee,
+      fee: 2n,
+      feeAccountId: ids.fees,
+      now: 1000,
+      usage: usageRecord(requestId, accountId, 40n),
+    })
   const serve = async (s: Store, requestId: string, accountId = ids.user) => {
     const held = await hold(s, requestId, accountId)
     if (!held.ok) throw new Error(`hold refused: ${held.reason}`)
@@ -83,7 +104,10 @@ describe('the hot ledger of a SQLite file', () => {
   const status = (requestId: string) => {
     const other = new BetterSqlite3(url.slice('sqlite:'.length), { readonly: true })
     try {
-      return (other.prepare('SELECT status FROM holds WHERE request_id = ?').pluck().get(requestId) as string | undefined) ?? null
+      return (
+        (other.prepare('SELECT status FROM holds WHERE request_id = ?').pluck().get(requestId) as string | undefined) ??
+        null
+      )
     } finally {
       other.close()
     }
@@ -109,7 +133,10 @@ describe('the hot ledger of a SQLite file', () => {
     sync.finish()
     expect(await first).toBe(true)
     expect(await settled(second)).toBe('pending')
-    expect(seen).toEqual([['captured', null], ['captured', 'captured']])
+    expect(seen).toEqual([
+      ['captured', null],
+      ['captured', 'captured'],
+    ])
     sync.finish()
     expect(await second).toBe(true)
     expect(await s.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
@@ -132,7 +159,10 @@ describe('the hot ledger of a SQLite file', () => {
     expect(used).toEqual({ inline: 0, background: ONE_AT_A_TIME })
     await oneAtATime(2)
     expect(used).toEqual({ inline: 2, background: ONE_AT_A_TIME })
-    const since = (before: typeof used) => ({ inline: used.inline - before.inline, background: used.background - before.background })
+    const since = (before: typeof used) => ({
+      inline: used.inline - before.inline,
+      background: used.background - before.background,
+    })
     const company = async (what: () => Promise<unknown>) => {
       const before = { ...used }
       await what()

@@ -73,9 +73,16 @@ export class SqliteHotLedger implements HotLedger {
   private readonly pace = new OneAtATime()
   readonly open = new OpenHolds()
 
-  constructor(private readonly raw: BetterSqlite3.Database, private readonly db: Kysely<Database>, private readonly file?: SqliteFile, sync?: SyncWays) {
+  constructor(
+    private readonly raw: BetterSqlite3.Database,
+    private readonly db: Kysely<Database>,
+    private readonly file?: SqliteFile,
+    sync?: SyncWays,
+  ) {
     this.ledger = sqliteLedgerOps(raw, this.open)
-    this.wal = file && new WalSync(`${file.path}-wal`, { synced: () => this.schedule(), failed: (f) => this.stopWrites(f) }, sync)
+    this.wal =
+      file &&
+      new WalSync(`${file.path}-wal`, { synced: () => this.schedule(), failed: (f) => this.stopWrites(f) }, sync)
   }
 
   /**
@@ -112,12 +119,14 @@ export class SqliteHotLedger implements HotLedger {
     this.unsettled++
     return new Promise<T>((resolve, reject) => {
       let open = true
-      const once = <A>(fn: (a: A) => void) => (a: A) => {
-        if (!open) return
-        open = false
-        fn(a)
-        if (--this.unsettled === 0) for (const done of this.drained.splice(0)) done()
-      }
+      const once =
+        <A>(fn: (a: A) => void) =>
+        (a: A) => {
+          if (!open) return
+          open = false
+          fn(a)
+          if (--this.unsettled === 0) for (const done of this.drained.splice(0)) done()
+        }
       this.queue.push({ op, lone, resolve: once(resolve as (v: never) => void), reject: once(reject) })
       this.schedule()
     })

@@ -5,7 +5,9 @@ import { sqliteLedgerOps, type LedgerOp } from './ledger-ops.js'
 import { OpenHolds } from '../ledger/open-holds.js'
 import { freshSqliteUrl } from '../../../test/helpers/stores.js'
 
-/** A connection whose transactions count their runs: a group that had to be replayed runs once per operation, plus once. */
+/**
+ * A connection whose transactions count their runs: a group that had to be replayed runs once per operation, plus once.
+ */
 function counted(raw: BetterSqlite3.Database) {
   const runs = { n: 0 }
   const db = new Proxy(raw, {
@@ -38,7 +40,10 @@ describe("the SQLite ledger's group", () => {
     raw.defaultSafeIntegers(true)
     const { db, runs } = counted(raw)
     const ops = sqliteLedgerOps(db, new OpenHolds())
-    const hold = (requestId: string, amount: bigint): LedgerOp => ({ kind: 'hold', hold: { requestId, accountId: id, keyId: 'k', model: 'm', amount, owner: 'i1', now: 1000, expiresAt: 10_000 } })
+    const hold = (requestId: string, amount: bigint): LedgerOp => ({
+      kind: 'hold',
+      hold: { requestId, accountId: id, keyId: 'k', model: 'm', amount, owner: 'i1', now: 1000, expiresAt: 10_000 },
+    })
     const half = 2n ** 62n + 1n
     const outcomes = ops.runGroup([hold('x', half), hold('y', half), hold('z', 10n), hold('w', 20n)])
     expect(outcomes.map((o) => o.ok && (o.value as { ok: boolean }).ok)).toEqual([false, false, true, true])

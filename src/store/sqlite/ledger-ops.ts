@@ -6,9 +6,24 @@ import { isBusyError } from './patient-dialect.js'
 import { usageRow, type UsageRecord } from '../usage.js'
 import { USAGE_ON_HOLDS } from '../migrations/009_records_written_once.js'
 import type { OpenHolds } from '../ledger/open-holds.js'
-import { capturedClose, overCapture, recordValues, refusalOf, refusedValues, releasedClose, sweptClose, RECORD_COLUMNS, type CaptureRequest, type Close, type HoldRequest, type HoldResult } from '../ledger/types.js'
+import {
+  capturedClose,
+  overCapture,
+  recordValues,
+  refusalOf,
+  refusedValues,
+  releasedClose,
+  sweptClose,
+  RECORD_COLUMNS,
+  type CaptureRequest,
+  type Close,
+  type HoldRequest,
+  type HoldResult,
+} from '../ledger/types.js'
 
-const RECORD_PLACES = RECORD_COLUMNS.split(',').map(() => '?').join(', ')
+const RECORD_PLACES = RECORD_COLUMNS.split(',')
+  .map(() => '?')
+  .join(', ')
 
 /** One hot-ledger operation as data: what a group runs. */
 export type LedgerOp =
@@ -44,7 +59,11 @@ const sum = (items: Item<unknown>[]) => items.reduce((total, i) => total + i.hol
  * The whole set when `passes` writes it at once, or else the members it writes one after another (`failed` told of
  * each of the others as it fails); one write per member when the set is one.
  */
-function wholeOrEach<T>(set: Item<T>[], passes: (items: Item<T>[]) => boolean, failed?: (item: Item<T>) => void): Item<T>[] {
+function wholeOrEach<T>(
+  set: Item<T>[],
+  passes: (items: Item<T>[]) => boolean,
+  failed?: (item: Item<T>) => void,
+): Item<T>[] {
   if (passes(set)) return set
   const passed: Item<T>[] = []
   for (const item of set) {
@@ -73,26 +92,38 @@ function wholeOrEach<T>(set: Item<T>[], passes: (items: Item<T>[]) => boolean, f
  * failure never takes the others with it. A database locked by another process fails every operation with
  * SQLITE_BUSY, having done nothing (the caller retries).
  */
-export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): { runGroup(ops: LedgerOp[]): Outcome[] } {
+export function sqliteLedgerOps(
+  raw: BetterSqlite3.Database,
+  open: OpenHolds,
+): { runGroup(ops: LedgerOp[]): Outcome[] } {
   const p = (sql: string) => raw.prepare(sql)
   const s = {
-    hold: p(`UPDATE accounts SET held = held + ? WHERE id = ? AND status = 'active' AND debt = 0 AND balance - held >= ? AND cap - held >= ?`),
+    hold: p(
+      `UPDATE accounts SET held = held + ? WHERE id = ? AND status = 'active' AND debt = 0 AND balance - held >= ? AND cap - held >= ?`,
+    ),
     account: p('SELECT * FROM accounts WHERE id = ?'),
     // On a dead instance's row the CHECK fails: the group is replayed and this hold refused with the error.
     owned: p(`INSERT INTO owner_holds (owner, account_id, held, open) VALUES (?, ?, ?, ?)
       ON CONFLICT (owner, account_id) DO UPDATE SET held = held + excluded.held, open = open + excluded.open`),
     // Not all of it held any more: a sweep released this instance's holds on the account (it took it for dead).
-    unowned: p(`UPDATE owner_holds SET held = held - ?, open = open - ? WHERE owner = ? AND account_id = ? AND held >= ? AND open >= ?`),
+    unowned: p(
+      `UPDATE owner_holds SET held = held - ?, open = open - ? WHERE owner = ? AND account_id = ? AND held >= ? AND open >= ?`,
+    ),
     // cap - c1 - c2 floored at 0 is cap - c1 floored at 0, then - c2 floored at 0: one write for a set of closes.
-    closeAccount: p('UPDATE accounts SET balance = balance - ?, held = held - ?, cap = CASE WHEN cap > ? THEN cap - ? ELSE 0 END WHERE id = ?'),
+    closeAccount: p(
+      'UPDATE accounts SET balance = balance - ?, held = held - ?, cap = CASE WHEN cap > ? THEN cap - ? ELSE 0 END WHERE id = ?',
+    ),
     record: p(`INSERT INTO holds (${RECORD_COLUMNS}) VALUES (${RECORD_PLACES})`),
     // The record of a request that has none yet: a refusal, or a close that found its hold released by a sweep.
     refused: p(`INSERT OR IGNORE INTO holds (${RECORD_COLUMNS}) VALUES (${RECORD_PLACES})`),
     // Holds of an older version, still rows: released by the sweeps.
-    releaseRow: p(`UPDATE holds SET status = 'released', closed_at = ?, cost = 0, ${USAGE_ON_HOLDS.map((c) => `${c} = ?`).join(', ')}
+    releaseRow:
+      p(`UPDATE holds SET status = 'released', closed_at = ?, cost = 0, ${USAGE_ON_HOLDS.map((c) => `${c} = ?`).join(', ')}
       WHERE request_id = ? AND status = 'open' RETURNING account_id, amount`),
     releaseAccount: p('UPDATE accounts SET held = held - ? WHERE id = ?'),
-    releasePair: p(`INSERT INTO posting_rows (ref, account_id, book, kind, amount, created_at) VALUES (?, ?, 'held', 'release', ?, ?), (?, ?, 'available', 'release', ?, ?)`),
+    releasePair: p(
+      `INSERT INTO posting_rows (ref, account_id, book, kind, amount, created_at) VALUES (?, ?, 'held', 'release', ?, ?), (?, ?, 'available', 'release', ?, ?)`,
+    ),
   }
 
   /** The group's changes to `open`, applied once it commits; requests closed in the group, so none closes twice. */
@@ -140,7 +171,9 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
     return wholeOrEach(set, takes)
   }
 
-  /** Takes the group's closes from their counters, a set per account at a time; the closes whose holds were still held. */
+  /**
+   * Takes the group's closes from their counters, a set per account at a time; the closes whose holds were still held.
+   */
   const takeAll = (closes: Item<Close>[]): Set<Item<Close>> => {
     const held = new Set<Item<Close>>()
     for (const set of byCounter(closes)) {
@@ -174,10 +207,20 @@ export function sqliteLedgerOps(raw: BetterSqlite3.Database, open: OpenHolds): {
   /** A release of a hold this instance does not keep open: a row of an older version, or nothing to release. */
   const releaseElse = (requestId: string, now: number, usage: UsageRecord): boolean => {
     const u = usageRow(usage)
-    const row = s.releaseRow.get(now, ...USAGE_ON_HOLDS.map((c) => u[c]), requestId) as { account_id: bigint; amount: bigint } | undefined
+    const row = s.releaseRow.get(now, ...USAGE_ON_HOLDS.map((c) => u[c]), requestId) as
+      { account_id: bigint; amount: bigint } | undefined
     if (row) {
       s.releaseAccount.run(row.amount, row.account_id)
-      s.releasePair.run(requestId, row.account_id, -big(row.amount), now, requestId, row.account_id, big(row.amount), now)
+      s.releasePair.run(
+        requestId,
+        row.account_id,
+        -big(row.amount),
+        now,
+        requestId,
+        row.account_id,
+        big(row.amount),
+        now,
+      )
       return true
     }
     // No hold to release (the request failed before it, or closed already): its usage, unless it has a row.

@@ -22,7 +22,10 @@ export const PAGE_SIZE = 1024
 /** Size the WAL is kept near under sustained writes (and truncated to when it starts over). */
 export const WAL_LIMIT_BYTES = 64 * 1024 * 1024
 
-/** Opens `sqlite:<path>` (or `sqlite::memory:`) with WAL and safe integers; a CLI process may open the same file beside it. */
+/**
+ * Opens `sqlite:<path>` (or `sqlite::memory:`) with WAL and safe integers; a CLI process may open the same file beside
+ * it.
+ */
 export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): SqliteHandle {
   const path = url.slice('sqlite:'.length)
   const memory = path === ':memory:' || path === ''

@@ -1,5 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { CompiledQuery, SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type TransactionSettings } from 'kysely'
+import {
+  CompiledQuery,
+  SqliteDialect,
+  SqliteDriver,
+  type DatabaseConnection,
+  type Driver,
+  type TransactionSettings,
+} from 'kysely'
 
 /** How long a query of the event loop's connection waits for a locked database before it fails (SQLITE_BUSY). */
 export const BUSY_WAIT_MS = 5_000
@@ -21,7 +28,9 @@ export class PatientSqliteDialect extends SqliteDialect {
     ;(driver as Driver).beginTransaction = async (connection: DatabaseConnection, settings: TransactionSettings) => {
       // A read-only transaction (the audit) begins deferred: it reads one snapshot and takes no write lock, so it also
       // runs on a store that refuses writes (`query_only` after a failed sync).
-      await connection.executeQuery(CompiledQuery.raw(settings.accessMode === 'read only' ? 'begin deferred' : 'begin immediate'))
+      await connection.executeQuery(
+        CompiledQuery.raw(settings.accessMode === 'read only' ? 'begin deferred' : 'begin immediate'),
+      )
     }
     return driver
   }

@@ -29,9 +29,31 @@ describe("a payee's sums on SQLite, folded from its request rows and written pos
   async function request(payee: number, cost: bigint | undefined, fee = 0n) {
     const requestId = `r${++requestNo}`
     const accountId = f!.user
-    expect(await store.ledger.hold({ requestId, accountId, keyId: 'key_1', model: 'm', amount: 100n, owner: 'i1', now: 1000, expiresAt: 99_999 })).toEqual({ ok: true })
-    if (cost === undefined) return void (await store.ledger.release(requestId, 1001, usageRecord(requestId, accountId, 0n)))
-    expect(await store.ledger.capture({ requestId, cost, payeeId: payee, fee, feeAccountId: f!.fees, now: 1001, usage: usageRecord(requestId, accountId, cost) })).toBe(true)
+    expect(
+      await store.ledger.hold({
+        requestId,
+        accountId,
+        keyId: 'key_1',
+        model: 'm',
+        amount: 100n,
+        owner: 'i1',
+        now: 1000,
+        expiresAt: 99_999,
+      }),
+    ).toEqual({ ok: true })
+    if (cost === undefined)
+      return void (await store.ledger.release(requestId, 1001, usageRecord(requestId, accountId, 0n)))
+    expect(
+      await store.ledger.capture({
+        requestId,
+        cost,
+        payeeId: payee,
+        fee,
+        feeAccountId: f!.fees,
+        now: 1001,
+        usage: usageRecord(requestId, accountId, cost),
+      }),
+    ).toBe(true)
   }
 
   /**
@@ -82,24 +104,49 @@ describe("a payee's sums on SQLite, folded from its request rows and written pos
 
   it('are read alike by reads at once, each going on from where the others stopped', async () => {
     const folded = new SettlementRepo(store.db, sqliteDialect, 2)
-    const reads = await Promise.all([folded.payeeTotals(f!.payee), folded.payeeEarnings(f!.payee), folded.payeeTotals(f!.payee), folded.payeeTotals(f!.fees)])
-    expect(reads).toEqual([await whole.payeeTotals(f!.payee), await whole.payeeEarnings(f!.payee), await whole.payeeTotals(f!.payee), await whole.payeeTotals(f!.fees)])
+    const reads = await Promise.all([
+      folded.payeeTotals(f!.payee),
+      folded.payeeEarnings(f!.payee),
+      folded.payeeTotals(f!.payee),
+      folded.payeeTotals(f!.fees),
+    ])
+    expect(reads).toEqual([
+      await whole.payeeTotals(f!.payee),
+      await whole.payeeEarnings(f!.payee),
+      await whole.payeeTotals(f!.payee),
+      await whole.payeeTotals(f!.fees),
+    ])
   })
 
   it('reads each slice through the payee, fee and uncached-postings indexes, by rowid', async () => {
     const plan = async (q: { compile: (db: Store['db']) => CompiledQuery }) => {
       const c = q.compile(store.db)
-      return (await store.db.executeQuery<{ detail: string }>(CompiledQuery.raw(`EXPLAIN QUERY PLAN ${c.sql}`, [...c.parameters]))).rows.map((r) => r.detail).join('\n')
+      return (
+        await store.db.executeQuery<{ detail: string }>(
+          CompiledQuery.raw(`EXPLAIN QUERY PLAN ${c.sql}`, [...c.parameters]),
+        )
+      ).rows
+        .map((r) => r.detail)
+        .join('\n')
     }
     const rows = await plan(rowsSliceQuery(f!.payee, 100, 200))
-    for (const index of ['holds_payee', 'holds_fee']) expect(rows).toMatch(new RegExp(`USING INDEX ${index} \\(\\w+=\\? AND rowid>\\? AND rowid<\\?\\)`))
-    expect(await plan(postingsSliceQuery(f!.payee, 100, 200))).toMatch(/USING INDEX postings_uncached \(account_id=\? AND rowid>\? AND rowid<\?\)/)
+    for (const index of ['holds_payee', 'holds_fee'])
+      expect(rows).toMatch(new RegExp(`USING INDEX ${index} \\(\\w+=\\? AND rowid>\\? AND rowid<\\?\\)`))
+    expect(await plan(postingsSliceQuery(f!.payee, 100, 200))).toMatch(
+      /USING INDEX postings_uncached \(account_id=\? AND rowid>\? AND rowid<\?\)/,
+    )
     expect(rows).not.toMatch(/SCAN holds\b/)
   })
 
   it("reads a payee's newest batches from its index by batch, never every leg", async () => {
     const q = store.settlement.paidBatchesQuery(f!.payee, 20).compile()
-    const plan = (await store.db.executeQuery<{ detail: string }>(CompiledQuery.raw(`EXPLAIN QUERY PLAN ${q.sql}`, [...q.parameters]))).rows.map((r) => r.detail).join('\n')
+    const plan = (
+      await store.db.executeQuery<{ detail: string }>(
+        CompiledQuery.raw(`EXPLAIN QUERY PLAN ${q.sql}`, [...q.parameters]),
+      )
+    ).rows
+      .map((r) => r.detail)
+      .join('\n')
     expect(plan).toMatch(/SEARCH batch_legs USING INDEX batch_legs_payee \(payee_id=\?\)/)
     expect(plan).not.toMatch(/TEMP B-TREE|SCAN batch_legs/)
   })
@@ -107,7 +154,8 @@ describe("a payee's sums on SQLite, folded from its request rows and written pos
   it('reads a payee of many rows for the first time a slice at a time, the event loop free between them', async () => {
     // 40,000 captured rows of one payee, written straight to the file: ten slices.
     const raw = new Database(f!.url.slice('sqlite:'.length))
-    const insert = raw.prepare(`INSERT INTO holds (request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at,
+    const insert =
+      raw.prepare(`INSERT INTO holds (request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at,
       closed_at, cost, payee_id, fee, posted, fee_account_id) VALUES (?, ?, 'key_1', 'm', 100, 'captured', 'i1', 1000, 99999, 1001, 10, ?, 1, 1, ?)`)
     raw.transaction(() => {
       for (let i = 0; i < 40_000; i++) insert.run(`bulk_${i}`, f!.user, f!.payee, f!.fees)

@@ -46,7 +46,10 @@ interface Folded {
 export class FoldedPayeeSums {
   private readonly folded = new Map<number, Folded>()
 
-  constructor(private readonly db: Kysely<Database>, private readonly sliceRows = SLICE_ROWS) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly sliceRows = SLICE_ROWS,
+  ) {}
 
   /** The account's sums over every row now (or past it, when another read went further). */
   async of(accountId: number): Promise<PayeeSums> {
@@ -86,7 +89,13 @@ export class FoldedPayeeSums {
       const to = Math.min(f.upto.rows + this.sliceRows, tops.rows)
       const r = (await rowsSliceQuery(accountId, f.upto.rows, to).execute(this.db)).rows[0]!
       const s = f.sums
-      f.sums = { ...s, requests: s.requests + num(r.requests), gross: s.gross + big(r.gross), earned: s.earned + big(r.earned), pending: s.pending + big(r.payouts) + big(r.fees) }
+      f.sums = {
+        ...s,
+        requests: s.requests + num(r.requests),
+        gross: s.gross + big(r.gross),
+        earned: s.earned + big(r.earned),
+        pending: s.pending + big(r.payouts) + big(r.fees),
+      }
       f.upto = { ...f.upto, rows: to }
     }
     while (f.upto.postings < tops.postings) {

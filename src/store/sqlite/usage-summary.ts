@@ -2,7 +2,15 @@ import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql, type Kysely } from 'kysely'
 import type { Database } from '../schema.js'
 import { big, num } from '../ints.js'
-import { DAY_MS, DAY_OF, matching, type DailySpend, type UsageFilter, type UsageSummary, type UsageTotals } from '../usage.js'
+import {
+  DAY_MS,
+  DAY_OF,
+  matching,
+  type DailySpend,
+  type UsageFilter,
+  type UsageSummary,
+  type UsageTotals,
+} from '../usage.js'
 
 /** Rows of the account per statement, at most (but for rows of one millisecond): a few ms of the event loop. */
 export const SLICE_ROWS = 4096
@@ -24,14 +32,17 @@ export interface SummaryQuery {
  * account's whole history; a row written during the read into a span already read is not counted (the summary is
  * then as of a moment earlier for it), and none is counted twice.
  */
-export async function slicedSummary(db: Kysely<Database>, { accountId, filter, since, sliceRows = SLICE_ROWS }: SummaryQuery): Promise<UsageSummary> {
+export async function slicedSummary(
+  db: Kysely<Database>,
+  { accountId, filter, since, sliceRows = SLICE_ROWS }: SummaryQuery,
+): Promise<UsageSummary> {
   const bounds = await boundsQuery(accountId).execute(db)
   const totals: UsageTotals = { requests: 0, promptTokens: 0, completionTokens: 0, cost: 0n }
   const days = new Map<number, DailySpend>()
   const { first, last } = bounds.rows[0]!
   if (first === null || last === null) return { totals, daily: [] }
   const end = num(last) + 1
-  for (let from = num(first); from < end; ) {
+  for (let from = num(first); from < end;) {
     const to = await sliceEnd(db, { accountId, from, end, rows: sliceRows })
     const rows = await usageSliceQuery(db, accountId, filter, { from, to }).execute()
     for (const r of rows) {
@@ -55,8 +66,14 @@ export async function slicedSummary(db: Kysely<Database>, { accountId, filter, s
   return { totals, daily: [...days.values()].sort((a, b) => a.day - b.day) }
 }
 
-/** Where the slice from `from` ends: at the time of the `rows`-th row of the account from there, past every row of `from`'s millisecond. */
-async function sliceEnd(db: Kysely<Database>, { accountId, from, end, rows }: { accountId: number; from: number; end: number; rows: number }): Promise<number> {
+/**
+ * Where the slice from `from` ends: at the time of the `rows`-th row of the account from there, past every row of
+ * `from`'s millisecond.
+ */
+async function sliceEnd(
+  db: Kysely<Database>,
+  { accountId, from, end, rows }: { accountId: number; from: number; end: number; rows: number },
+): Promise<number> {
   const r = await sliceEndQuery(accountId, from, rows).execute(db)
   const at = r.rows[0]?.at
   return at === undefined || at === null ? end : Math.max(num(at), from + 1)
@@ -64,7 +81,9 @@ async function sliceEnd(db: Kysely<Database>, { accountId, from, end, rows }: { 
 
 /** The time of the `rows`-th row of the account from `from`, through its index by time (a test reads its plan). */
 export function sliceEndQuery(accountId: number, from: number, rows: number) {
-  return sql<{ at: unknown }>`SELECT created_at AS at FROM holds WHERE account_id = ${accountId} AND created_at >= ${from}
+  return sql<{
+    at: unknown
+  }>`SELECT created_at AS at FROM holds WHERE account_id = ${accountId} AND created_at >= ${from}
     ORDER BY created_at LIMIT 1 OFFSET ${rows}`
 }
 
@@ -75,8 +94,15 @@ export function boundsQuery(accountId: number) {
     (SELECT max(created_at) FROM holds WHERE account_id = ${accountId}) AS last`
 }
 
-/** The account's usage in [from, to) matching `filter`, per UTC day, through its index by time (a test reads its plan). */
-export function usageSliceQuery(db: Kysely<Database>, accountId: number, filter: UsageFilter, { from, to }: { from: number; to: number }) {
+/**
+ * The account's usage in [from, to) matching `filter`, per UTC day, through its index by time (a test reads its plan).
+ */
+export function usageSliceQuery(
+  db: Kysely<Database>,
+  accountId: number,
+  filter: UsageFilter,
+  { from, to }: { from: number; to: number },
+) {
   return db
     .selectFrom('usage')
     .select([

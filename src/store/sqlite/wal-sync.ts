@@ -86,7 +86,9 @@ export class WalSync {
   private ended(covered: Waiter[], err: NodeJS.ErrnoException | null): void {
     this.running = false
     if (err && !this.failure) {
-      this.failure = new Error(`the ledger cannot write to disk (${err.message}); nothing more is written until the gateway restarts on a sound disk`)
+      this.failure = new Error(
+        `the ledger cannot write to disk (${err.message}); nothing more is written until the gateway restarts on a sound disk`,
+      )
       this.on.failed(this.failure)
     }
     if (this.failure) {

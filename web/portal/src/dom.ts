@@ -4,8 +4,15 @@ type Child = Node | string | number | null | undefined | false
 type Handler = (ev: Event) => void
 export type Attrs = Record<string, string | number | boolean | Handler | null | undefined>
 
-/** `h('button', { class: 'primary', onclick: save }, 'Save')`; `on…` attributes become listeners, false/null are skipped. */
-export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = {}, ...children: (Child | Child[])[]): HTMLElementTagNameMap[K] {
+/**
+ * `h('button', { class: 'primary', onclick: save }, 'Save')`; `on…` attributes become listeners, false/null are
+ * skipped.
+ */
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Attrs = {},
+  ...children: (Child | Child[])[]
+): HTMLElementTagNameMap[K] {
   const el = document.createElement(tag)
   for (const [name, value] of Object.entries(attrs)) {
     if (value === null || value === undefined || value === false) continue

@@ -11,7 +11,14 @@ export function when(seconds: number | null): string {
 
 /** Compact, to the second, for tables of requests; in the browser's zone, named (the chart's days are UTC). */
 export const stamp = (seconds: number) =>
-  new Date(seconds * 1000).toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short' })
+  new Date(seconds * 1000).toLocaleString(undefined, {
+    month: 'short',
+    day: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+    timeZoneName: 'short',
+  })
 
 /** `"0.001234"` → `"$0.001234"`; the six decimals stay, as on the API. */
 export const usd = (decimal: string) => `$${decimal}`

@@ -32,7 +32,10 @@ async function boot(): Promise<void> {
   const config = await api<PortalConfig>('GET', '/config')
   const session = await api<Session>('GET', '/session').catch(() => null)
   if (session) return shell(config, session)
-  mount(root, signInPage(config, (s) => shell(config, s)))
+  mount(
+    root,
+    signInPage(config, (s) => shell(config, s)),
+  )
 }
 
 /** The signed-in layout: header with navigation and the wallet, and the page named by the URL's hash. */
@@ -46,7 +49,10 @@ function shell(config: PortalConfig, session: Session): void {
       setCsrf(null)
       window.removeEventListener('hashchange', route)
       history.replaceState(null, '', location.pathname)
-      mount(root, signInPage(config, (s) => shell(config, s)))
+      mount(
+        root,
+        signInPage(config, (s) => shell(config, s)),
+      )
     },
     fail(err, where) {
       // The session expired or was ended elsewhere: back to sign-in rather than an error on every action.
@@ -55,16 +61,26 @@ function shell(config: PortalConfig, session: Session): void {
     },
   }
   const visible = Object.entries(PAGES).filter(([, p]) => !p.providerOnly || session.provider)
-  const nav = h('nav', { 'aria-label': 'Portal sections' }, visible.map(([id, p]) => h('a', { href: `#/${id}`, 'data-page': id }, p.title)))
+  const nav = h(
+    'nav',
+    { 'aria-label': 'Portal sections' },
+    visible.map(([id, p]) => h('a', { href: `#/${id}`, 'data-page': id }, p.title)),
+  )
   const main = h('main', { id: 'page' })
-  const header = h('header', { class: 'top' },
+  const header = h(
+    'header',
+    { class: 'top' },
     h('a', { class: 'brand', href: '#/keys' }, 'svc', h('span', {}, ' account portal')),
     nav,
-    h('div', { class: 'who' },
+    h(
+      'div',
+      { class: 'who' },
       h('span', { class: 'address', title: session.address }, shortAddress(session.address)),
       session.provider ? h('span', { class: 'badge' }, 'provider') : null,
       session.status !== 'active' ? h('span', { class: 'badge warn' }, session.status) : null,
-      h('button', { class: 'link', onclick: () => void app.signOut() }, 'Sign out')))
+      h('button', { class: 'link', onclick: () => void app.signOut() }, 'Sign out'),
+    ),
+  )
   mount(root, header, main)
 
   let current = 0

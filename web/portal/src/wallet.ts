@@ -2,7 +2,9 @@ import { getAddress, stringToHex } from 'viem'
 import { createSiweMessage } from 'viem/siwe'
 import { api, type Nonce, type Session } from './api.js'
 
-/** Signing in: an injected EIP-1193 wallet (a browser extension), or on the local rail a test key kept in this browser. */
+/**
+ * Signing in: an injected EIP-1193 wallet (a browser extension), or on the local rail a test key kept in this browser.
+ */
 
 interface Eip1193 {
   request(args: { method: string; params?: unknown[] }): Promise<unknown>
@@ -32,7 +34,8 @@ export async function injectedSigner(): Promise<Signer> {
   return {
     address,
     label: 'browser wallet',
-    sign: async (message) => (await eth.request({ method: 'personal_sign', params: [stringToHex(message), address] })) as string,
+    sign: async (message) =>
+      (await eth.request({ method: 'personal_sign', params: [stringToHex(message), address] })) as string,
   }
 }
 
@@ -57,7 +60,10 @@ export function forgetTestWallet(): void {
   localStorage.removeItem(TEST_KEY)
 }
 
-/** EIP-4361: ask for a nonce, have the wallet sign a message naming this site, the chain and the nonce, exchange it for a session. */
+/**
+ * EIP-4361: ask for a nonce, have the wallet sign a message naming this site, the chain and the nonce, exchange it for
+ * a session.
+ */
 export async function signIn(signer: Signer): Promise<Session> {
   const n = await api<Nonce>('POST', '/nonce', {})
   const message = createSiweMessage({

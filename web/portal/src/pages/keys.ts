@@ -16,25 +16,69 @@ export async function keysPage(app: App, root: HTMLElement): Promise<void> {
 
   function keyTable(keys: ApiKey[]): HTMLElement {
     if (keys.length === 0) return h('p', { class: 'muted' }, 'No keys yet. Create one above.')
-    return h('table', { class: 'keys' },
-      h('thead', {}, h('tr', {}, ['Prefix', 'Name', 'Created', 'Last used', ''].map((t) => h('th', {}, t)))),
-      h('tbody', {}, keys.map((k) => h('tr', { 'data-key-id': k.id, class: k.revoked ? 'revoked' : '' },
-        h('td', {}, h('code', {}, k.prefix)),
-        h('td', {}, k.name),
-        h('td', {}, when(k.created)),
-        h('td', {}, when(k.last_used)),
-        h('td', { class: 'actions' }, k.revoked
-          ? h('span', { class: 'badge' }, `revoked ${when(k.revoked)}`)
-          : h('button', { class: 'danger', 'aria-label': `Revoke ${k.name} (${k.prefix})`, onclick: () => confirmRevoke(k) }, 'Revoke'))))))
+    return h(
+      'table',
+      { class: 'keys' },
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          ['Prefix', 'Name', 'Created', 'Last used', ''].map((t) => h('th', {}, t)),
+        ),
+      ),
+      h(
+        'tbody',
+        {},
+        keys.map((k) =>
+          h(
+            'tr',
+            { 'data-key-id': k.id, class: k.revoked ? 'revoked' : '' },
+            h('td', {}, h('code', {}, k.prefix)),
+            h('td', {}, k.name),
+            h('td', {}, when(k.created)),
+            h('td', {}, when(k.last_used)),
+            h(
+              'td',
+              { class: 'actions' },
+              k.revoked
+                ? h('span', { class: 'badge' }, `revoked ${when(k.revoked)}`)
+                : h(
+                    'button',
+                    {
+                      class: 'danger',
+                      'aria-label': `Revoke ${k.name} (${k.prefix})`,
+                      onclick: () => confirmRevoke(k),
+                    },
+                    'Revoke',
+                  ),
+            ),
+          ),
+        ),
+      ),
+    )
   }
 
   function confirmRevoke(k: ApiKey): void {
-    const dialog = h('dialog', { class: 'confirm', 'aria-labelledby': 'revoke-title' },
+    const dialog = h(
+      'dialog',
+      { class: 'confirm', 'aria-labelledby': 'revoke-title' },
       h('h2', { id: 'revoke-title' }, `Revoke “${k.name}”?`),
-      h('p', {}, 'Requests with ', h('code', {}, k.prefix), ' will be refused within seconds (401 invalid_api_key). This cannot be undone.'),
-      h('form', { method: 'dialog', class: 'row' },
+      h(
+        'p',
+        {},
+        'Requests with ',
+        h('code', {}, k.prefix),
+        ' will be refused within seconds (401 invalid_api_key). This cannot be undone.',
+      ),
+      h(
+        'form',
+        { method: 'dialog', class: 'row' },
         h('button', { value: 'cancel' }, 'Cancel'),
-        h('button', { value: 'revoke', class: 'danger' }, 'Revoke key')))
+        h('button', { value: 'revoke', class: 'danger' }, 'Revoke key'),
+      ),
+    )
     dialog.addEventListener('close', async () => {
       dialog.remove()
       if (dialog.returnValue !== 'revoke') return
@@ -52,48 +96,89 @@ export async function keysPage(app: App, root: HTMLElement): Promise<void> {
 
   function showOnce(k: NewKey): void {
     const copied = h('span', { class: 'copied', 'aria-live': 'polite' })
-    const field = h('input', { class: 'secret', readonly: true, value: k.api_key, 'aria-label': 'New API key', spellcheck: 'false' })
-    const copy = h('button', {
-      class: 'primary',
-      onclick: async () => {
-        try {
-          await navigator.clipboard.writeText(k.api_key)
-          copied.textContent = 'Copied.'
-        } catch {
-          field.select()
-          copied.textContent = 'Select the key and copy it (Ctrl/Cmd-C).'
-        }
+    const field = h('input', {
+      class: 'secret',
+      readonly: true,
+      value: k.api_key,
+      'aria-label': 'New API key',
+      spellcheck: 'false',
+    })
+    const copy = h(
+      'button',
+      {
+        class: 'primary',
+        onclick: async () => {
+          try {
+            await navigator.clipboard.writeText(k.api_key)
+            copied.textContent = 'Copied.'
+          } catch {
+            field.select()
+            copied.textContent = 'Select the key and copy it (Ctrl/Cmd-C).'
+          }
+        },
       },
-    }, 'Copy')
-    mount(reveal, h('section', { class: 'card reveal', role: 'region', 'aria-label': 'New key' },
-      h('h2', {}, `Your new key “${k.name}”`),
-      h('div', { class: 'row' }, field, copy, copied),
-      h('p', { class: 'warning' }, h('strong', {}, 'Copy it now: you will not see it again. '), 'Only a hash is stored; if you lose it, revoke it and create another.'),
-      h('button', { class: 'link', onclick: () => mount(reveal) }, 'I have stored it, hide it')))
+      'Copy',
+    )
+    mount(
+      reveal,
+      h(
+        'section',
+        { class: 'card reveal', role: 'region', 'aria-label': 'New key' },
+        h('h2', {}, `Your new key “${k.name}”`),
+        h('div', { class: 'row' }, field, copy, copied),
+        h(
+          'p',
+          { class: 'warning' },
+          h('strong', {}, 'Copy it now: you will not see it again. '),
+          'Only a hash is stored; if you lose it, revoke it and create another.',
+        ),
+        h('button', { class: 'link', onclick: () => mount(reveal) }, 'I have stored it, hide it'),
+      ),
+    )
   }
 
-  const form = h('form', {
-    class: 'row create',
-    onsubmit: async (ev: Event) => {
-      ev.preventDefault()
-      const name = fieldsOf(form).name ?? ''
-      try {
-        const k = await api<NewKey>('POST', '/keys', { name })
-        form.reset()
-        mount(status)
-        showOnce(k)
-        await refresh()
-      } catch (err) {
-        app.fail(err, status)
-      }
+  const form = h(
+    'form',
+    {
+      class: 'row create',
+      onsubmit: async (ev: Event) => {
+        ev.preventDefault()
+        const name = fieldsOf(form).name ?? ''
+        try {
+          const k = await api<NewKey>('POST', '/keys', { name })
+          form.reset()
+          mount(status)
+          showOnce(k)
+          await refresh()
+        } catch (err) {
+          app.fail(err, status)
+        }
+      },
     },
-  },
-  h('label', {}, 'Name ', h('input', { name: 'name', required: true, maxlength: 128, placeholder: 'e.g. laptop, ci', autocomplete: 'off' })),
-  h('button', { class: 'primary', type: 'submit' }, 'Create key'))
+    h(
+      'label',
+      {},
+      'Name ',
+      h('input', { name: 'name', required: true, maxlength: 128, placeholder: 'e.g. laptop, ci', autocomplete: 'off' }),
+    ),
+    h('button', { class: 'primary', type: 'submit' }, 'Create key'),
+  )
 
   await refresh()
-  mount(root,
-    h('p', { class: 'lead' }, 'Keys authenticate requests to ', h('code', {}, '/v1'), ' (', h('code', {}, 'Authorization: Bearer svc_test_…'),
-      '). Every key spends from this wallet\'s balance within its approved cap.'),
-    form, reveal, status, table)
+  mount(
+    root,
+    h(
+      'p',
+      { class: 'lead' },
+      'Keys authenticate requests to ',
+      h('code', {}, '/v1'),
+      ' (',
+      h('code', {}, 'Authorization: Bearer svc_test_…'),
+      "). Every key spends from this wallet's balance within its approved cap.",
+    ),
+    form,
+    reveal,
+    status,
+    table,
+  )
 }

@@ -6,24 +6,89 @@ import type { App } from '../main.js'
 /** For provider wallets: offers as routed now, requests served, earned, and payouts settled and pending. */
 export async function providerPage(_app: App, root: HTMLElement): Promise<void> {
   const p = await api<ProviderView>('GET', '/provider')
-  const stat = (label: string, value: string, id: string) => h('div', { class: 'figure', 'data-figure': id }, h('div', { class: 'label' }, label), h('div', { class: 'amount' }, value))
-  mount(root,
-    h('div', { class: 'figures' },
+  const stat = (label: string, value: string, id: string) =>
+    h(
+      'div',
+      { class: 'figure', 'data-figure': id },
+      h('div', { class: 'label' }, label),
+      h('div', { class: 'amount' }, value),
+    )
+  mount(
+    root,
+    h(
+      'div',
+      { class: 'figures' },
       stat('Requests served', count(p.requests_served), 'served'),
       stat('Earned (after fees)', usd(p.earned_usdc), 'earned'),
       stat('Pending payout', usd(p.pending_usdc), 'pending'),
-      stat('Settled', usd(p.settled_usdc), 'settled')),
+      stat('Settled', usd(p.settled_usdc), 'settled'),
+    ),
     h('h2', {}, 'Offers'),
-    p.offers.length === 0 ? h('p', { class: 'muted' }, 'This wallet has no offers in the gateway\'s config.') : h('table', {},
-      h('thead', {}, h('tr', {}, ['Model', 'Input', 'Output', 'Max concurrency', 'Serving stack', 'Health', 'In flight'].map((t) => h('th', {}, t)))),
-      h('tbody', {}, p.offers.map((o) => h('tr', {},
-        h('td', {}, h('code', {}, o.model)), h('td', {}, perMtok(o.input_price_per_mtok)), h('td', {}, perMtok(o.output_price_per_mtok)),
-        h('td', { class: 'num' }, String(o.max_concurrency)), h('td', {}, o.fingerprint), h('td', {}, h('span', { class: `badge ${o.breaker === 'closed' ? 'good' : 'warn'}` }, o.breaker)),
-        h('td', { class: 'num' }, String(o.inflight)))))),
+    p.offers.length === 0
+      ? h('p', { class: 'muted' }, "This wallet has no offers in the gateway's config.")
+      : h(
+          'table',
+          {},
+          h(
+            'thead',
+            {},
+            h(
+              'tr',
+              {},
+              ['Model', 'Input', 'Output', 'Max concurrency', 'Serving stack', 'Health', 'In flight'].map((t) =>
+                h('th', {}, t),
+              ),
+            ),
+          ),
+          h(
+            'tbody',
+            {},
+            p.offers.map((o) =>
+              h(
+                'tr',
+                {},
+                h('td', {}, h('code', {}, o.model)),
+                h('td', {}, perMtok(o.input_price_per_mtok)),
+                h('td', {}, perMtok(o.output_price_per_mtok)),
+                h('td', { class: 'num' }, String(o.max_concurrency)),
+                h('td', {}, o.fingerprint),
+                h('td', {}, h('span', { class: `badge ${o.breaker === 'closed' ? 'good' : 'warn'}` }, o.breaker)),
+                h('td', { class: 'num' }, String(o.inflight)),
+              ),
+            ),
+          ),
+        ),
     h('h2', {}, 'Payouts'),
-    p.payouts.length === 0 ? h('p', { class: 'muted' }, 'No settlement batch has paid this wallet yet.') : h('table', {},
-      h('thead', {}, h('tr', {}, ['Batch', 'Status', 'Amount', 'Created', 'Settled', 'Transaction'].map((t) => h('th', {}, t)))),
-      h('tbody', {}, p.payouts.map((b) => h('tr', {},
-        h('td', {}, h('code', {}, b.batch_id)), h('td', {}, b.status), h('td', { class: 'num' }, usd(b.amount_usdc)),
-        h('td', {}, when(b.created)), h('td', {}, when(b.settled)), h('td', {}, b.tx_hash ? h('code', {}, b.tx_hash) : '—'))))))
+    p.payouts.length === 0
+      ? h('p', { class: 'muted' }, 'No settlement batch has paid this wallet yet.')
+      : h(
+          'table',
+          {},
+          h(
+            'thead',
+            {},
+            h(
+              'tr',
+              {},
+              ['Batch', 'Status', 'Amount', 'Created', 'Settled', 'Transaction'].map((t) => h('th', {}, t)),
+            ),
+          ),
+          h(
+            'tbody',
+            {},
+            p.payouts.map((b) =>
+              h(
+                'tr',
+                {},
+                h('td', {}, h('code', {}, b.batch_id)),
+                h('td', {}, b.status),
+                h('td', { class: 'num' }, usd(b.amount_usdc)),
+                h('td', {}, when(b.created)),
+                h('td', {}, when(b.settled)),
+                h('td', {}, b.tx_hash ? h('code', {}, b.tx_hash) : '—'),
+              ),
+            ),
+          ),
+        ),
+  )
 }

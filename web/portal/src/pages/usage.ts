@@ -11,11 +11,23 @@ export async function usagePage(app: App, root: HTMLElement): Promise<void> {
   const [keys, models] = await Promise.all([
     api<{ data: ApiKey[] }>('GET', '/keys'),
     // The public model list names what can be filtered on; it needs no key.
-    fetch('/v1/models').then((r) => r.json() as Promise<{ data: { id: string }[] }>).catch(() => ({ data: [] })),
+    fetch('/v1/models')
+      .then((r) => r.json() as Promise<{ data: { id: string }[] }>)
+      .catch(() => ({ data: [] })),
   ])
   const keyName = new Map(keys.data.map((k) => [k.id, k.name]))
-  const keySelect = h('select', { name: 'key_id', 'aria-label': 'Key' }, h('option', { value: '' }, 'All keys'), keys.data.map((k) => h('option', { value: k.id }, `${k.name} (${k.prefix})`)))
-  const modelSelect = h('select', { name: 'model', 'aria-label': 'Model' }, h('option', { value: '' }, 'All models'), models.data.map((m) => h('option', { value: m.id }, m.id)))
+  const keySelect = h(
+    'select',
+    { name: 'key_id', 'aria-label': 'Key' },
+    h('option', { value: '' }, 'All keys'),
+    keys.data.map((k) => h('option', { value: k.id }, `${k.name} (${k.prefix})`)),
+  )
+  const modelSelect = h(
+    'select',
+    { name: 'model', 'aria-label': 'Model' },
+    h('option', { value: '' }, 'All models'),
+    models.data.map((m) => h('option', { value: m.id }, m.id)),
+  )
   const totals = h('div', { class: 'figures' })
   const chart = h('div', { class: 'chart-slot' })
   const rows = h('tbody')
@@ -32,15 +44,40 @@ export async function usagePage(app: App, root: HTMLElement): Promise<void> {
     return q.toString()
   }
 
-  const row = (u: UsageRecord) => h('tr', { 'data-request-id': u.request_id },
-    h('td', {}, stamp(u.created)),
-    h('td', {}, h('code', {}, u.request_id)),
-    h('td', {}, h('code', {}, u.model), u.served_model && u.served_model !== u.model ? h('span', { class: 'muted' }, ` → ${u.served_model}`) : null),
-    h('td', { title: u.provider ?? '' }, u.provider ? (u.provider.startsWith('0x') ? shortAddress(u.provider) : u.provider) : '—'),
-    h('td', { class: 'num', title: `${u.usage.prompt_tokens} in, ${u.usage.completion_tokens} out` }, `${count(u.usage.prompt_tokens)} / ${count(u.usage.completion_tokens)}`),
-    h('td', { class: 'num cost' }, usd(u.cost_usdc)),
-    h('td', {}, h('span', { class: `badge ${u.outcome === 'completed' ? 'good' : u.outcome === 'client_closed' ? '' : 'warn'}` }, u.outcome)),
-    h('td', { class: 'muted small', title: u.key_id }, keyName.get(u.key_id) ?? u.key_id))
+  const row = (u: UsageRecord) =>
+    h(
+      'tr',
+      { 'data-request-id': u.request_id },
+      h('td', {}, stamp(u.created)),
+      h('td', {}, h('code', {}, u.request_id)),
+      h(
+        'td',
+        {},
+        h('code', {}, u.model),
+        u.served_model && u.served_model !== u.model ? h('span', { class: 'muted' }, ` → ${u.served_model}`) : null,
+      ),
+      h(
+        'td',
+        { title: u.provider ?? '' },
+        u.provider ? (u.provider.startsWith('0x') ? shortAddress(u.provider) : u.provider) : '—',
+      ),
+      h(
+        'td',
+        { class: 'num', title: `${u.usage.prompt_tokens} in, ${u.usage.completion_tokens} out` },
+        `${count(u.usage.prompt_tokens)} / ${count(u.usage.completion_tokens)}`,
+      ),
+      h('td', { class: 'num cost' }, usd(u.cost_usdc)),
+      h(
+        'td',
+        {},
+        h(
+          'span',
+          { class: `badge ${u.outcome === 'completed' ? 'good' : u.outcome === 'client_closed' ? '' : 'warn'}` },
+          u.outcome,
+        ),
+      ),
+      h('td', { class: 'muted small', title: u.key_id }, keyName.get(u.key_id) ?? u.key_id),
+    )
 
   /** The next page of the current generation; one at a time ("Load more" is disabled while one loads). */
   async function loadPage(mine = generation): Promise<void> {
@@ -49,7 +86,8 @@ export async function usagePage(app: App, root: HTMLElement): Promise<void> {
       const page = await api<UsagePage>('GET', `/usage?${query({ limit: String(PAGE), ...(after ? { after } : {}) })}`)
       if (mine !== generation) return
       rows.append(...page.data.map(row))
-      if (!after && page.data.length === 0) rows.append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No requests match.')))
+      if (!after && page.data.length === 0)
+        rows.append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No requests match.')))
       after = page.last_id
       more.hidden = !page.has_more
     } finally {
@@ -66,10 +104,27 @@ export async function usagePage(app: App, root: HTMLElement): Promise<void> {
     const summary = await api<UsageSummary>('GET', `/usage/summary?${query({ days: '14' })}`)
     if (mine !== generation) return
     const t = summary.totals
-    mount(totals,
-      h('div', { class: 'figure', 'data-figure': 'requests' }, h('div', { class: 'label' }, 'Requests'), h('div', { class: 'amount' }, count(t.requests))),
-      h('div', { class: 'figure', 'data-figure': 'tokens' }, h('div', { class: 'label' }, 'Tokens in / out'), h('div', { class: 'amount' }, `${count(t.prompt_tokens)} / ${count(t.completion_tokens)}`)),
-      h('div', { class: 'figure', 'data-figure': 'cost' }, h('div', { class: 'label' }, 'Total cost'), h('div', { class: 'amount' }, usd(t.cost_usdc))))
+    mount(
+      totals,
+      h(
+        'div',
+        { class: 'figure', 'data-figure': 'requests' },
+        h('div', { class: 'label' }, 'Requests'),
+        h('div', { class: 'amount' }, count(t.requests)),
+      ),
+      h(
+        'div',
+        { class: 'figure', 'data-figure': 'tokens' },
+        h('div', { class: 'label' }, 'Tokens in / out'),
+        h('div', { class: 'amount' }, `${count(t.prompt_tokens)} / ${count(t.completion_tokens)}`),
+      ),
+      h(
+        'div',
+        { class: 'figure', 'data-figure': 'cost' },
+        h('div', { class: 'label' }, 'Total cost'),
+        h('div', { class: 'amount' }, usd(t.cost_usdc)),
+      ),
+    )
     mount(chart, spendChart(summary.daily))
     await loadPage(mine)
   }
@@ -79,11 +134,30 @@ export async function usagePage(app: App, root: HTMLElement): Promise<void> {
   modelSelect.addEventListener('change', () => void reload().catch(failed))
   more.addEventListener('click', () => void loadPage().catch(failed))
   await reload()
-  mount(root,
+  mount(
+    root,
     h('div', { class: 'row filters' }, h('label', {}, 'Key ', keySelect), h('label', {}, 'Model ', modelSelect)),
-    totals, chart,
-    h('div', { class: 'scroll' }, h('table', { class: 'usage' },
-      h('thead', {}, h('tr', {}, ['Time', 'Request id', 'Model', 'Provider', 'Tokens', 'Cost', 'Outcome', 'Key'].map((t) => h('th', {}, t)))),
-      rows)),
-    more, status)
+    totals,
+    chart,
+    h(
+      'div',
+      { class: 'scroll' },
+      h(
+        'table',
+        { class: 'usage' },
+        h(
+          'thead',
+          {},
+          h(
+            'tr',
+            {},
+            ['Time', 'Request id', 'Model', 'Provider', 'Tokens', 'Cost', 'Outcome', 'Key'].map((t) => h('th', {}, t)),
+          ),
+        ),
+        rows,
+      ),
+    ),
+    more,
+    status,
+  )
 }
