@@ -149,6 +149,10 @@ describe.each<StoreKind>(['sqlite', 'postgres'])('kill -9 in the middle of strea
         }),
       )
       expect((await store.accounts.byId(accountId))!.held).toBeGreaterThan(0n)
+      // The instance's heartbeat has written the requests it serves: a death now cuts them off visibly.
+      await expect
+        .poll(async () => (await store.db.selectFrom('requests_in_flight').select('request_id').execute()).length)
+        .toBe(streams.length)
       await gw.d.stop('SIGKILL')
       for (const s of streams) await s.reader.cancel().catch(() => {})
       gw = await gateway(file)
@@ -156,9 +160,11 @@ describe.each<StoreKind>(['sqlite', 'postgres'])('kill -9 in the middle of strea
       const account = (await store.accounts.byId(accountId))!
       expect(account.held).toBe(0n)
       expect(await store.ledger.openHolds()).toBe(0)
-      // The dead instance's requests leave no record and nothing posted: their holds were only counted
-      // (docs/ledger-written-once.md), and the count is what the restart returned.
-      for (const s of streams) expect(await store.usage.get(accountId, s.id)).toBeUndefined()
+      // The dead instance's requests are recorded as cut off, charged nothing, and nothing is posted for them: their
+      // holds were only counted (docs/ledger-written-once.md), and the count is what the restart returned.
+      for (const s of streams) {
+        expect(await store.usage.get(accountId, s.id)).toMatchObject({ outcome: 'cut_off', cost: 0n })
+      }
       const posted = await store.db
         .selectFrom('postings')
         .select('ref')

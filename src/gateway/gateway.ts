@@ -60,9 +60,14 @@ export class Gateway {
     this.keys = new KeyVerifier(store, this.tuning.keyCacheMs, this.now)
     this.usage = new UsageQueries(store.usage)
     const holdTtlMs = this.tuning.holdTtlSeconds * 1000
-    this.lifecycle = new InstanceLifecycle(store, newInstanceId(), holdTtlMs, this.now, (err) =>
-      this.log('background task failed', err),
-    )
+    this.lifecycle = new InstanceLifecycle({
+      store,
+      id: newInstanceId(),
+      holdTtlMs,
+      now: this.now,
+      onError: (err) => this.log('background task failed', err),
+      onReleased: (n) => this.log(`start: released ${n} hold${n === 1 ? '' : 's'} of instances that stopped or died`),
+    })
   }
 
   /**

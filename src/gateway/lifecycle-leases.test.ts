@@ -11,11 +11,28 @@ async function lifecycleOn(id: string, ttlMs: number, clock: () => number) {
   const { store, user } = f
   await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
   await store.accounts.approve(user, 1_000n)
-  const life = new InstanceLifecycle(store, id, ttlMs, clock, (err) => {
-    throw err
+  const life = new InstanceLifecycle({
+    store,
+    id,
+    holdTtlMs: ttlMs,
+    now: clock,
+    onError: (err) => {
+      throw err
+    },
   })
   return { store, user, life }
 }
+
+/** A request as the pipeline tells the lifecycle it was admitted. */
+const inFlight = (requestId: string) => ({
+  requestId,
+  accountId: 1,
+  keyId: 'key_1',
+  model: 'm',
+  stream: false,
+  promptTokens: 1,
+  createdAt: 1000,
+})
 
 describe("an instance's heartbeat", () => {
   it('extends the leases of the requests it serves, so a hold its request left open expires and is swept', async () => {
@@ -35,8 +52,8 @@ describe("an instance's heartbeat", () => {
       })
     expect(await hold('served')).toEqual({ ok: true })
     expect(await hold('left_open')).toEqual({ ok: true })
-    life.admitted('served')
-    life.admitted('left_open')
+    life.admitted(inFlight('served'))
+    life.admitted(inFlight('left_open'))
     // Its request is over, but the release failed: the hold stays open in the store.
     life.released('left_open')
 

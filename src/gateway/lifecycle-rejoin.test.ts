@@ -20,8 +20,14 @@ describe('an instance another gateway took for dead', () => {
     const fees = (await s.accounts.byAddress('svc:fees'))!.id
     await s.accounts.deposit(user, 1_000n, 'dep_1', 1000)
     await s.accounts.approve(user, 1_000n)
-    life = new InstanceLifecycle(s, 'gw_paused', 60_000, Date.now, (err) => {
-      throw err
+    life = new InstanceLifecycle({
+      store: s,
+      id: 'gw_paused',
+      holdTtlMs: 60_000,
+      now: Date.now,
+      onError: (err) => {
+        throw err
+      },
     })
     await life.start()
     const hold = (requestId: string) =>

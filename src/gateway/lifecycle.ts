@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { readFileSync, readlinkSync } from 'node:fs'
 import { hostname } from 'node:os'
 import type { Store } from '../store/store.js'
-import type { Instance } from '../store/instances.js'
+import type { InFlight, Instance } from '../store/instances.js'
 
 const HEARTBEAT_MS = 2_000
 const STALE_MS = 15_000
@@ -71,6 +71,17 @@ export function newInstanceId(): string {
   return `gw_${randomBytes(8).toString('hex')}`
 }
 
+export interface LifecycleOptions {
+  store: Store
+  /** The owner of this instance's holds. */
+  id: string
+  holdTtlMs: number
+  now: () => number
+  onError: (err: unknown) => void
+  /** Told how many holds of instances that stopped or died its start released. */
+  onReleased?: (count: number) => void
+}
+
 /**
  * The gateway's presence in the store: registers, heartbeats, extends the leases of the holds of requests it is
  * serving, and releases the holds of instances that died (a restart after kill -9 frees them at once) and of any hold
@@ -81,21 +92,32 @@ export class InstanceLifecycle {
   readonly host = hostIdentity()
   private timers: NodeJS.Timeout[] = []
   /** Requests admitted whose holds are not yet closed: the holds whose leases the heartbeat extends. */
-  private readonly serving = new Set<string>()
+  private readonly serving = new Map<string, InFlight>()
+  /** The requests being served whose row the heartbeat wrote (`requests_in_flight`). */
+  private readonly written = new Set<string>()
   private readonly peers = new HeartbeatWatch()
 
-  constructor(
-    private readonly store: Store,
-    /** The owner of this instance's holds; a new one when peers took the instance for dead. */
-    public id: string,
-    private readonly holdTtlMs: number,
-    private readonly now: () => number,
-    private readonly onError: (err: unknown) => void,
-  ) {}
+  /** The owner of this instance's holds; a new one when peers took the instance for dead. */
+  id: string
+  private readonly store: Store
+  private readonly holdTtlMs: number
+  private readonly now: () => number
+  private readonly onError: (err: unknown) => void
+  private readonly onReleased: (count: number) => void
+
+  constructor(o: LifecycleOptions) {
+    this.store = o.store
+    this.id = o.id
+    this.holdTtlMs = o.holdTtlMs
+    this.now = o.now
+    this.onError = o.onError
+    this.onReleased = o.onReleased ?? (() => {})
+  }
 
   async start(): Promise<void> {
     await this.store.instances.register({ id: this.id, host: this.host, pid: process.pid, startedAt: this.now() })
-    await this.sweep()
+    const released = await this.sweep()
+    if (released > 0) this.onReleased(released)
     this.every(HEARTBEAT_MS, () => this.heartbeat())
     this.every(SWEEP_MS, () => this.sweep())
   }
@@ -112,12 +134,23 @@ export class InstanceLifecycle {
       await this.store.instances.register({ id, host: this.host, pid: process.pid, startedAt: now })
       this.id = id
     }
-    await this.store.ledger.extendLeases(this.serving, now + this.holdTtlMs)
+    await this.store.ledger.extendLeases(this.serving.keys(), now + this.holdTtlMs)
+    await this.syncInFlight()
+  }
+
+  /** Writes the requests served since the last heartbeat, and deletes the rows of those that ended. */
+  private async syncInFlight(): Promise<void> {
+    const added = [...this.serving.values()].filter((r) => !this.written.has(r.requestId))
+    const ended = [...this.written].filter((id) => !this.serving.has(id))
+    if (added.length === 0 && ended.length === 0) return
+    await this.store.inFlight.sync(this.id, added, ended)
+    for (const r of added) this.written.add(r.requestId)
+    for (const id of ended) this.written.delete(id)
   }
 
   /** The ids of the requests being served now. */
   servingIds(): string[] {
-    return [...this.serving]
+    return [...this.serving.keys()]
   }
 
   /** Requests being served now. */
@@ -133,8 +166,8 @@ export class InstanceLifecycle {
   }
 
   /** A request holds money until `released`: its hold's lease is extended meanwhile. */
-  admitted(requestId: string): void {
-    this.serving.add(requestId)
+  admitted(request: InFlight): void {
+    this.serving.set(request.requestId, request)
   }
 
   /** The request's hold was captured or released, or its release was tried and failed: its lease runs out. */
@@ -155,6 +188,8 @@ export class InstanceLifecycle {
     // Instances that stopped with holds open, or that a sweep removed before it could release them.
     released += await this.store.ledger.releaseUnregistered(now)
     released += await this.store.ledger.releaseExpired(now)
+    // The requests of those instances that were in flight keep a usage record (`cut_off`).
+    await this.store.inFlight.cutOffUnregistered(now)
     await this.store.idempotency.prune(now)
     return released
   }
@@ -175,8 +210,10 @@ export class InstanceLifecycle {
   async stop(): Promise<void> {
     for (const t of this.timers) clearInterval(t)
     this.timers = []
+    await this.syncInFlight().catch(this.onError)
     await this.store.instances.remove([this.id])
     // Requests have ended: what is still held is holds whose close failed. Returned now, not at a peer's next sweep.
     await this.store.ledger.retire(this.id, this.now())
+    await this.store.inFlight.cutOffUnregistered(this.now())
   }
 }

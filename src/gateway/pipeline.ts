@@ -105,7 +105,15 @@ export class ChatPipeline {
     const admitted = await this.admit(ctx, prepared)
     if (isApiError(admitted)) return { kind: 'refused', error: admitted }
     // Its hold's lease is extended while it is served; a hold its request leaves open (a failed release) expires.
-    this.deps.lifecycle.admitted(ctx.requestId)
+    this.deps.lifecycle.admitted({
+      requestId: ctx.requestId,
+      accountId: ctx.caller.accountId,
+      keyId: ctx.caller.keyId,
+      model: prepared.model,
+      stream: prepared.stream,
+      promptTokens: prepared.inputTokens,
+      createdAt: ctx.startedAt,
+    })
     try {
       const stream = prepared.stream ? call.openStream(admitted) : undefined
       return {

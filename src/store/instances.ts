@@ -52,3 +52,75 @@ export class InstanceRepo {
     if (ids.length) await this.db.deleteFrom('instances').where('id', 'in', ids).execute()
   }
 }
+
+/** A request being served, as an instance's heartbeat writes it. */
+export interface InFlight {
+  requestId: string
+  accountId: number
+  keyId: string
+  model: string
+  stream: boolean
+  promptTokens: number
+  createdAt: number
+}
+
+/** The requests each instance is serving, so that those a dead instance cut off keep a usage record. */
+export class InFlightRepo {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  /** Writes what `owner` serves now that was not written, and deletes what it no longer serves. */
+  async sync(owner: string, added: InFlight[], ended: string[]): Promise<void> {
+    if (ended.length) await this.db.deleteFrom('requests_in_flight').where('request_id', 'in', ended).execute()
+    if (added.length === 0) return
+    const rows = added.map((r) => ({
+      request_id: r.requestId,
+      owner,
+      account_id: r.accountId,
+      key_id: r.keyId,
+      model: r.model,
+      stream: r.stream ? 1 : 0,
+      prompt_tokens: r.promptTokens,
+      created_at: BigInt(r.createdAt),
+      cut_off_at: null,
+    }))
+    await this.db
+      .insertInto('requests_in_flight')
+      .values(rows)
+      .onConflict((oc) => oc.column('request_id').doNothing())
+      .execute()
+  }
+
+  /** Marks the requests of instances no longer registered as cut off; how many. */
+  async cutOffUnregistered(now: number): Promise<number> {
+    const registered = this.db.selectFrom('instances').select('id')
+    const r = await this.db
+      .updateTable('requests_in_flight')
+      .set({ cut_off_at: BigInt(now) })
+      .where('cut_off_at', 'is', null)
+      .where('owner', 'not in', registered)
+      .executeTakeFirst()
+    return Number(r.numUpdatedRows)
+  }
+
+  /** A cut-off request of the account, when there is one by that id. */
+  async cutOff(accountId: number, requestId: string): Promise<(InFlight & { cutOffAt: number }) | undefined> {
+    const r = await this.db
+      .selectFrom('requests_in_flight')
+      .selectAll()
+      .where('request_id', '=', requestId)
+      .where('account_id', '=', accountId)
+      .where('cut_off_at', 'is not', null)
+      .executeTakeFirst()
+    if (!r) return undefined
+    return {
+      requestId: r.request_id,
+      accountId: num(r.account_id),
+      keyId: r.key_id,
+      model: r.model,
+      stream: num(r.stream) === 1,
+      promptTokens: num(r.prompt_tokens),
+      createdAt: num(r.created_at),
+      cutOffAt: num(r.cut_off_at),
+    }
+  }
+}

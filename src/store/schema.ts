@@ -204,6 +204,19 @@ export interface Database {
   chain_wallets: ChainWalletsTable
   idempotency: IdempotencyTable
   refusal_counts: RefusalCountsTable
+  requests_in_flight: RequestsInFlightTable
+}
+
+export interface RequestsInFlightTable {
+  request_id: string
+  owner: string
+  account_id: bigint | number
+  key_id: string
+  model: string
+  stream: number
+  prompt_tokens: number
+  created_at: bigint
+  cut_off_at: bigint | null
 }
 
 export interface IdempotencyTable {

@@ -11,6 +11,7 @@ import type { HotLedger } from './ledger/types.js'
 import { PortalRepo } from './portal.js'
 import { ChainRepo } from './chain.js'
 import { IdempotencyRepo } from './idempotency.js'
+import { InFlightRepo } from './instances.js'
 
 /** The single source of truth for accounts, keys, balances, holds, usage and settlement. All SQL lives below here. */
 export class Store {
@@ -23,6 +24,7 @@ export class Store {
   readonly portal: PortalRepo
   readonly chain: ChainRepo
   readonly idempotency: IdempotencyRepo
+  readonly inFlight: InFlightRepo
 
   constructor(
     readonly db: Kysely<Database>,
@@ -39,6 +41,7 @@ export class Store {
     this.portal = new PortalRepo(db)
     this.chain = new ChainRepo(db, dialect)
     this.idempotency = new IdempotencyRepo(db)
+    this.inFlight = new InFlightRepo(db)
   }
 
   tryLock(name: string): Promise<Lock | null> {

@@ -2,6 +2,7 @@ import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Selecta
 import type { Database, UsageTable } from './schema.js'
 import type { StoreDialect } from './dialect.js'
 import { big, num, numOrNull } from './ints.js'
+import { InFlightRepo, type InFlight } from './instances.js'
 
 /** Outcome of a request as recorded in usage. */
 export type Outcome =
@@ -13,6 +14,8 @@ export type Outcome =
   | 'stream_interrupted'
   | 'expired'
   | 'abandoned'
+  /** Its gateway instance died while serving it; its hold was released, nothing charged. */
+  | 'cut_off'
 
 export interface UsageRecord {
   requestId: string
@@ -49,6 +52,27 @@ export function usageRow(u: UsageRecord): Insertable<UsageTable> {
     outcome: u.outcome,
     latency_ms: u.latencyMs,
     created_at: BigInt(u.createdAt),
+  }
+}
+
+/** The record of a request cut off by its instance's death: served for nothing, charged nothing. */
+function cutOffRecord(r: InFlight & { cutOffAt: number }): UsageRecord {
+  return {
+    requestId: r.requestId,
+    accountId: r.accountId,
+    keyId: r.keyId,
+    model: r.model,
+    servedModel: null,
+    provider: null,
+    stream: r.stream,
+    promptTokens: r.promptTokens,
+    completionTokens: 0,
+    upstreamPromptTokens: null,
+    upstreamCompletionTokens: null,
+    cost: 0n,
+    outcome: 'cut_off',
+    latencyMs: r.cutOffAt - r.createdAt,
+    createdAt: r.createdAt,
   }
 }
 
@@ -130,6 +154,7 @@ export class UsageRepo {
     private readonly dialect: StoreDialect,
   ) {}
 
+  /** A request's record; a request its instance cut off by dying has one once its hold is released (`cut_off`). */
   async get(accountId: number, requestId: string): Promise<UsageRecord | undefined> {
     const r = await this.db
       .selectFrom('usage')
@@ -137,7 +162,9 @@ export class UsageRepo {
       .where('request_id', '=', requestId)
       .where('account_id', '=', accountId)
       .executeTakeFirst()
-    return r && toRecord(r)
+    if (r) return toRecord(r)
+    const cut = await new InFlightRepo(this.db).cutOff(accountId, requestId)
+    return cut && cutOffRecord(cut)
   }
 
   /** Newest first; pages continue after the cursor's (created_at, request_id). */
