@@ -14,6 +14,10 @@ import type { ChargeDeps } from './charge.js'
 import { InstanceLifecycle, newInstanceId } from './lifecycle.js'
 import { ChatPipeline } from './pipeline.js'
 import { Idempotency } from './idempotency.js'
+import { RefusalCounter } from './refusal-counter.js'
+
+/** How often the counts of refusals before admission are added to the store. */
+const REFUSAL_FLUSH_MS = 1_000
 
 export interface GatewayOptions {
   now?: () => number
@@ -33,6 +37,7 @@ export class Gateway {
   readonly keys: KeyVerifier
   readonly lifecycle: InstanceLifecycle
   readonly usage: UsageQueries
+  readonly refusals: RefusalCounter
   readonly now: () => number
   readonly log: (msg: string, err?: unknown) => void
   private chargeDeps!: ChargeDeps
@@ -58,7 +63,8 @@ export class Gateway {
     const make = opts.makeUpstream ?? ((url, key, t) => new OpenAICompatibleProvider(url, key, t))
     this.catalog = new Catalog(config, (url, key) => make(url, key, this.tuning))
     this.keys = new KeyVerifier(store, this.tuning.keyCacheMs, this.now)
-    this.usage = new UsageQueries(store.usage)
+    this.usage = new UsageQueries(store.usage, store.refusals, this.now)
+    this.refusals = new RefusalCounter(store.refusals, (err) => this.log('refusal counts not written', err))
     const holdTtlMs = this.tuning.holdTtlSeconds * 1000
     this.lifecycle = new InstanceLifecycle({
       store,
@@ -97,6 +103,7 @@ export class Gateway {
     }
     gw.chatPipeline = new ChatPipeline({
       idempotency: new Idempotency(store.idempotency, usage, gw.now),
+      refusals: gw.refusals,
       catalog: gw.catalog,
       health: gw.health,
       ledger,
@@ -108,6 +115,7 @@ export class Gateway {
       log: gw.log,
     })
     await gw.lifecycle.start()
+    gw.refusals.start(REFUSAL_FLUSH_MS)
     // Not awaited: a provider that cannot be reached is logged, and the gateway serves the others meanwhile.
     void probeProviders(config, gw.reachability)
     gw.flushTimer = setInterval(() => gw.keys.flushLastUsed().catch((err) => gw.log('key flush failed', err)), 5_000)
@@ -132,6 +140,7 @@ export class Gateway {
   async close(): Promise<void> {
     if (this.flushTimer) clearInterval(this.flushTimer)
     await this.keys.flushLastUsed().catch(() => {})
+    await this.refusals.stop().catch((err) => this.log('refusal counts not written', err))
     await this.lifecycle.stop().catch(() => {})
     await this.catalog.close()
   }

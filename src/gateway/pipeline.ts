@@ -14,6 +14,7 @@ import type { Caller } from '../auth/caller.js'
 import type { Admitted, RequestContext } from './context.js'
 import type { InstanceLifecycle } from './lifecycle.js'
 import type { Idempotency, Remember } from './idempotency.js'
+import type { RefusalCounter } from './refusal-counter.js'
 import { prepare, type Prepared } from './prepare.js'
 
 /** A stream's sink as the pipeline sees it: whether its status line went out decides how a failure is told. */
@@ -51,6 +52,7 @@ export type ChatResult =
 
 export interface PipelineDeps {
   idempotency: Idempotency
+  refusals: RefusalCounter
   catalog: Catalog
   health: Health
   ledger: LedgerRepo
@@ -99,7 +101,7 @@ export class ChatPipeline {
     if (prepared === undefined) return { kind: 'abandoned' }
     if (isApiError(prepared)) return { kind: 'refused', error: prepared }
     if (planOfferCount(prepared.plan) === 0) {
-      await this.recordRefusal(ctx, prepared, 'no_capacity')
+      this.countRefusal(ctx, prepared, 'no_capacity')
       return { kind: 'refused', error: noCapacityBeforeWork(this.deps.charge, prepared) }
     }
     const admitted = await this.admit(ctx, prepared)
@@ -152,7 +154,7 @@ export class ChatPipeline {
       return internalError(ctx.requestId)
     }
     if (isApiError(result)) {
-      if (result.code === 'insufficient_quota') await this.recordRefusal(ctx, prepared, 'insufficient_quota')
+      if (result.code === 'insufficient_quota') this.countRefusal(ctx, prepared, 'insufficient_quota')
       return result
     }
     return { ...ctx, prepared, hold: result.amount }
@@ -206,12 +208,10 @@ export class ChatPipeline {
     return charged
   }
 
-  private async recordRefusal(
-    ctx: RequestContext,
-    prepared: Prepared,
-    outcome: 'no_capacity' | 'insufficient_quota',
-  ): Promise<void> {
-    await this.deps.ledger.record(requestUsage({ ...ctx, prepared, hold: 0n }, this.deps.now(), outcome))
+  /** A refusal before admission is counted, not recorded one by one (`RefusalCounter`). */
+  private countRefusal(ctx: RequestContext, prepared: Prepared, code: 'no_capacity' | 'insufficient_quota'): void {
+    const { accountId, keyId } = ctx.caller
+    this.deps.refusals.count({ accountId, keyId, model: prepared.model, code }, this.deps.now())
   }
 
   /**

@@ -12,6 +12,7 @@ import { PortalRepo } from './portal.js'
 import { ChainRepo } from './chain.js'
 import { IdempotencyRepo } from './idempotency.js'
 import { InFlightRepo } from './instances.js'
+import { RefusalRepo } from './refusals.js'
 
 /** The single source of truth for accounts, keys, balances, holds, usage and settlement. All SQL lives below here. */
 export class Store {
@@ -25,6 +26,7 @@ export class Store {
   readonly chain: ChainRepo
   readonly idempotency: IdempotencyRepo
   readonly inFlight: InFlightRepo
+  readonly refusals: RefusalRepo
 
   constructor(
     readonly db: Kysely<Database>,
@@ -42,6 +44,7 @@ export class Store {
     this.chain = new ChainRepo(db, dialect)
     this.idempotency = new IdempotencyRepo(db)
     this.inFlight = new InFlightRepo(db)
+    this.refusals = new RefusalRepo(db)
   }
 
   tryLock(name: string): Promise<Lock | null> {

@@ -1,6 +1,10 @@
 import { apiError, clipped, isApiError, type ApiError } from '../protocol/errors.js'
 import { countFrom } from '../protocol/counts.js'
 import type { UsageFilter, UsageRepo } from '../store/usage.js'
+import type { RefusalRepo } from '../store/refusals.js'
+
+/** The most rows of refusal counts one answer lists. */
+const REFUSAL_ROWS = 1_000
 import { wireUsage } from './wire.js'
 
 /**
@@ -35,7 +39,34 @@ export interface PageQuery {
 
 /** What the API and the portal read of an account's usage records. */
 export class UsageQueries {
-  constructor(private readonly usage: UsageRepo) {}
+  constructor(
+    private readonly usage: UsageRepo,
+    private readonly refusals: RefusalRepo,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /**
+   * Requests refused before admission (no capacity, insufficient quota), counted per key, model, code and minute over
+   * the last `hours` (at most 24 by default), newest first: they are not recorded one by one.
+   */
+  async refused(accountId: number, query: Record<string, unknown>) {
+    const now = this.now()
+    const repeated = repeatedParam(query)
+    if (repeated) return repeated
+    const hours = query.hours === undefined ? 24 : countFrom(query.hours, 24 * 7)
+    if (hours === null)
+      return apiError('feature_not_supported', 'hours must be an integer from 1 to 168.', { param: 'hours' })
+    const rows = await this.refusals.list(accountId, now - hours * 3_600_000, REFUSAL_ROWS)
+    const data = rows.map((r) => ({
+      object: 'usage.refusals',
+      minute: Math.floor(r.minute / 1000),
+      key_id: r.keyId,
+      model: r.model,
+      code: r.code,
+      count: r.count,
+    }))
+    return { object: 'list' as const, data }
+  }
 
   /** One page of an account's records, newest first, filtered and after the cursor; or the query's refusal. */
   async page(accountId: number, { query: q, max, fallback }: PageQuery) {

@@ -18,6 +18,15 @@ export function usageRoutes(app: FastifyInstance, usage: UsageQueries, onRequest
     return isApiError(page) ? sendError(reply, page) : page
   })
 
+  app.get<{ Querystring: Record<string, string | undefined> }>(
+    '/v1/usage/refusals',
+    { onRequest },
+    async (req, reply) => {
+      const counts = await usage.refused(callerOf(req).accountId, req.query)
+      return isApiError(counts) ? sendError(reply, counts) : counts
+    },
+  )
+
   app.get<{ Params: { id: string } }>('/v1/usage/:id', { onRequest }, async (req, reply) => {
     const record = await usage.record(callerOf(req).accountId, req.params.id)
     if (record) return record
