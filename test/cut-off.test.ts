@@ -24,7 +24,7 @@ async function gateway(configFile: string) {
 }
 
 describe('a request cut off by kill -9 of its gateway', () => {
-  it('gets a usage record once its hold is released, and its Idempotency-Key retry runs and is charged once', async () => {
+  it('gets a usage record once its hold is released; its Idempotency-Key retry runs, charged once', async () => {
     const sims = await startSims()
     const storeUrl = freshStoreUrl('sqlite')
     const store = await openStore(storeUrl)

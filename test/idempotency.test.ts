@@ -111,7 +111,7 @@ describe('Idempotency-Key', () => {
   })
 
   // The state a crash between the capture and the reply leaves: charged, the reply never stored nor sent.
-  it('refuses a retry of a request charged whose reply was lost, naming its usage record, and charges once', async () => {
+  it('refuses a retry of a request charged whose reply was lost, naming its record; charged once', async () => {
     const repo = m.store.idempotency
     const finish = repo.finish.bind(repo)
     repo.finish = () => new Promise(() => {})

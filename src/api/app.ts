@@ -29,7 +29,8 @@ const NO_HOST = apiError('feature_not_supported', 'The request has no Host heade
 })
 const STOPPING = apiError(
   'no_capacity',
-  'This gateway is stopping and takes no new requests; retry after 1 s (another instance, or this one restarted, will take it).',
+  'This gateway is stopping and takes no new requests; ' +
+    'retry after 1 s (another instance, or this one restarted, will take it).',
   { retryAfter: 1 },
 )
 
@@ -162,7 +163,8 @@ function clientError(err: FastifyError, contentType?: string): ApiError | null {
   if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
     return apiError(
       'feature_not_supported',
-      `The request body is larger than this endpoint takes (${BODY_LIMIT / 1024 / 1024} MiB on /v1, ${PORTAL_BODY_LIMIT / 1024} KiB on the portal's API).`,
+      `The request body is larger than this endpoint takes (${BODY_LIMIT / 1024 / 1024} MiB on /v1, ` +
+        `${PORTAL_BODY_LIMIT / 1024} KiB on the portal's API).`,
       { param: null, status: 413 },
     )
   }
@@ -172,7 +174,8 @@ function clientError(err: FastifyError, contentType?: string): ApiError | null {
   if (err.statusCode === 415) {
     return apiError(
       'feature_not_supported',
-      `The Content-Type header ${JSON.stringify(contentType ?? '')} is not a media type; send Content-Type: application/json.`,
+      `The Content-Type header ${JSON.stringify(contentType ?? '')} is not a media type; ` +
+        'send Content-Type: application/json.',
       { param: null, status: 415 },
     )
   }

@@ -11,7 +11,6 @@ import type { Health } from '../routing/health.js'
 import type { Reachability } from '../routing/reachability.js'
 import { failedError } from './refusals.js'
 import type { Admitted } from './context.js'
-import type { Prepared } from './prepare.js'
 
 /** What charging a request reads and writes: the ledger, the fee, and the accounts it pays. */
 export interface ChargeDeps {
@@ -79,7 +78,7 @@ export async function charge(s: ChargeDeps, r: Admitted, outcome: RouteOutcome):
   const base = (o: Outcome, extra: Partial<UsageRecord> = {}): UsageRecord => requestUsage(r, s.now(), o, extra)
   switch (outcome.kind) {
     case 'delivered': {
-      const charge = chargeOf(s, r, outcome.reply, outcome.servedModel, 'completed', base)
+      const charge = chargeOf(s, r, { reply: outcome.reply, servedModel: outcome.servedModel }, 'completed')
       const delivered: Delivered = {
         kind: 'delivered',
         reply: outcome.reply,
@@ -104,7 +103,7 @@ export async function charge(s: ChargeDeps, r: Admitted, outcome: RouteOutcome):
         const sent = { ...outcome.reply, toolCalls: [] }
         const charged = await capture(
           s,
-          chargeOf(s, r, sent, outcome.servedModel ?? null, 'client_closed', base).capture,
+          chargeOf(s, r, { reply: sent, servedModel: outcome.servedModel ?? null }, 'client_closed').capture,
         )
         return { kind: 'closed', charged }
       }
@@ -134,10 +133,8 @@ export async function charge(s: ChargeDeps, r: Admitted, outcome: RouteOutcome):
 function chargeOf(
   s: ChargeDeps,
   r: Admitted,
-  reply: Produced,
-  servedModel: string | null,
+  { reply, servedModel }: { reply: Produced; servedModel: string | null },
   outcome: Outcome,
-  base: (o: Outcome, extra?: Partial<UsageRecord>) => UsageRecord,
 ): { usage: Usage; cost: bigint; capture: CaptureRequest } {
   // max_tokens bounds the output and the charge (docs/interface.md §4.1): an upstream that overruns it is billed, and
   // reported, as if it had stopped there, at the price of the offer that served. The bound is the one that offer was
@@ -168,7 +165,7 @@ function chargeOf(
     fee,
     feeAccountId: s.accounts.fees,
     now: s.now(),
-    usage: base(outcome, {
+    usage: requestUsage(r, s.now(), outcome, {
       servedModel,
       provider: reply.offer.provider,
       completionTokens: completion,

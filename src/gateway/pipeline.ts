@@ -202,7 +202,8 @@ export class ChatPipeline {
     const charged = await landed(this.deps.charge.usage, r.caller.accountId, err, released)
     if (charged)
       this.deps.log(
-        `request ${r.requestId}: the store did not answer its capture, which had landed; the reply is delivered as charged`,
+        `request ${r.requestId}: the store did not answer its capture, which had landed; ` +
+          'the reply is delivered as charged',
       )
     else this.deps.log(`request ${r.requestId} failed`, err)
     return charged

@@ -26,7 +26,8 @@ export function failedError(
   ) {
     return apiError(
       'feature_not_supported',
-      `Every provider of ${p.model} tried (${tried}) refused the request as invalid (${outcome.attempts[0]!.failure.detail}). Nothing was charged.`,
+      `Every provider of ${p.model} tried (${tried}) refused the request as invalid ` +
+        `(${outcome.attempts[0]!.failure.detail}). Nothing was charged.`,
       { param: null },
     )
   }
@@ -36,7 +37,8 @@ export function failedError(
     const detail = outcome.attempts.find((a) => a.failure.kind === 'invalid_output')?.failure.detail ?? 'invalid output'
     return apiError(
       'provider_output_invalid',
-      `Every provider of ${p.model} tried (${tried}) answered with output the marketplace refused to deliver (${detail}). Nothing was charged; retry after ${retryAfter} s.`,
+      `Every provider of ${p.model} tried (${tried}) answered with output the marketplace refused to deliver ` +
+        `(${detail}). Nothing was charged; retry after ${retryAfter} s.`,
       { retryAfter },
     )
   }

@@ -57,7 +57,8 @@ export async function migrate(db: Kysely<unknown>, dialect: Dialect, through?: s
     if (unknown) {
       throw Object.assign(
         new Error(
-          `it has migration ${unknown}, which this svc (whose last is ${Object.keys(MIGRATIONS).at(-1)}) does not know; run the svc that wrote it`,
+          `it has migration ${unknown}, which this svc (whose last is ${Object.keys(MIGRATIONS).at(-1)}) ` +
+            'does not know; run the svc that wrote it',
         ),
         { code: 'SVC_STORE_NEWER' },
       )
@@ -83,12 +84,9 @@ function withinSchema(db: Kysely<unknown>): Kysely<unknown> {
       ).rows,
     getTables: async () => {
       // pg_class, not information_schema: a table the role may not read is still there (and its error then names it).
-      const rows = await sql<{
-        name: string
-        schema: string
-      }>`select c.relname as name, n.nspname as schema from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = current_schema() and c.relkind in ('r', 'p', 'v')`.execute(
-        db,
-      )
+      const rows = await sql<{ name: string; schema: string }>`
+        select c.relname as name, n.nspname as schema from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = current_schema() and c.relkind in ('r', 'p', 'v')`.execute(db)
       return rows.rows.map((r) => ({ ...r, isView: false, columns: [] }))
     },
   }

@@ -74,7 +74,8 @@ export class UsageQueries {
     if (isApiError(limit)) return limit
     // A cursor that names no record of this account would start over from the newest: a client paging on would loop.
     if (q.after && !(await this.usage.get(accountId, q.after))) {
-      const message = `after names no usage record of this account (${clipped(q.after)}); send the last_id of the previous page.`
+      const message =
+        `after names no usage record of this account (${clipped(q.after)}); ` + 'send the last_id of the previous page.'
       return apiError('feature_not_supported', message, { param: 'after' })
     }
     const filter = { limit: limit + 1, ...usageFilterOf(q), ...(q.after ? { after: q.after } : {}) }

@@ -1,20 +1,15 @@
-import { sql, type Kysely, type SelectQueryBuilder, type Transaction } from 'kysely'
+import { sql, type Kysely, type SelectQueryBuilder } from 'kysely'
 import type { Database } from '../schema.js'
 import type { StoreDialect } from '../dialect.js'
 import { big, num } from '../ints.js'
+import { auditIn, openHoldsIn, type LedgerAudit } from './audit.js'
 import type { Outcome, UsageRecord } from '../usage.js'
 import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './types.js'
 import { MAX_STORED } from '../chain.js'
 
 export type { CaptureRequest, HoldRequest, HoldResult } from './types.js'
 
-export interface LedgerAudit {
-  /** Refs whose postings do not sum to zero. */
-  unbalanced: { ref: string; sum: bigint }[]
-  /** Accounts whose cached balance or held differ from their postings, or that went negative. */
-  inconsistent: { address: string; balance: bigint; held: bigint; postedBalance: bigint; postedHeld: bigint }[]
-  openHolds: number
-}
+export type { LedgerAudit } from './audit.js'
 
 /** Longest a statement of `lowerCounter` waits on Postgres (for a row lock, mostly). */
 const LOWER_TIMEOUT_MS = 5_000
@@ -250,73 +245,6 @@ export class LedgerRepo {
   async audit(): Promise<LedgerAudit> {
     return this.dialect.readOnlySnapshot(this.db).execute((trx) => auditIn(trx))
   }
-}
-
-async function auditIn(db: Transaction<Database>): Promise<LedgerAudit> {
-  const unbalanced = await db
-    .selectFrom('postings')
-    .select(['ref', (eb) => eb.fn.sum<bigint>('amount').as('sum')])
-    .groupBy('ref')
-    .having((eb) => eb.fn.sum('amount'), '<>', 0)
-    .execute()
-  // One pass over the postings (they are not indexed by account for the books an account row caches), then the
-  // users' cached figures beside them.
-  const posted = new Map<number, { balance: bigint; held: bigint }>()
-  const sums = await db
-    .selectFrom('postings')
-    .select([
-      'account_id',
-      sql<bigint>`coalesce(sum(case when book in ('available','held') then amount else 0 end), 0)`.as('balance'),
-      sql<bigint>`coalesce(sum(case when book = 'held' then amount else 0 end), 0)`.as('held'),
-    ])
-    .groupBy('account_id')
-    .execute()
-  for (const r of sums) posted.set(num(r.account_id), { balance: big(r.balance), held: big(r.held) })
-  // Open holds have no postings yet: they are counted by their instances.
-  const counted = await db
-    .selectFrom('owner_holds')
-    .select(['account_id', sql<bigint>`sum(held)`.as('held')])
-    .groupBy('account_id')
-    .execute()
-  for (const r of counted) {
-    const p = posted.get(num(r.account_id)) ?? { balance: 0n, held: 0n }
-    posted.set(num(r.account_id), { balance: p.balance, held: p.held + big(r.held) })
-  }
-  const users = await db
-    .selectFrom('accounts')
-    .select(['id', 'address', 'balance', 'held'])
-    .where('kind', '=', 'user')
-    .execute()
-  const inconsistent = users
-    .map((r) => {
-      const p = posted.get(num(r.id))
-      return {
-        address: r.address,
-        balance: big(r.balance),
-        held: big(r.held),
-        postedBalance: p?.balance ?? 0n,
-        postedHeld: p?.held ?? 0n,
-      }
-    })
-    .filter((r) => r.balance !== r.postedBalance || r.held !== r.postedHeld || r.balance < 0n || r.held < 0n)
-  return {
-    unbalanced: unbalanced.map((r) => ({ ref: r.ref, sum: big(r.sum) })),
-    inconsistent,
-    openHolds: await openHoldsIn(db),
-  }
-}
-
-async function openHoldsIn(db: Kysely<Database>, accountId?: number): Promise<number> {
-  let counted = db.selectFrom('owner_holds').select(sql<bigint>`coalesce(sum(open), 0)`.as('n'))
-  let rows = db
-    .selectFrom('holds')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('status', '=', sql.lit('open'))
-  if (accountId !== undefined) {
-    counted = counted.where('account_id', '=', accountId)
-    rows = rows.where('account_id', '=', accountId)
-  }
-  return num((await counted.executeTakeFirstOrThrow()).n) + num((await rows.executeTakeFirstOrThrow()).n)
 }
 
 /** The usage of a hold released by a sweep: nothing served, nothing charged. */
