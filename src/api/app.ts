@@ -149,6 +149,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
 
   app.decorateRequest('caller', null)
   app.decorateRequest('intake', null)
+  app.decorateRequest('trace', null)
   const { maxRequestsPerAccount: perAccount, maxBodyBytesInFlight: bodyBytes } = gw.tuning
   const intake = new Intake({ perAccount, bodyBytes, bodyLimit: BODY_LIMIT })
   modelRoutes(app, gw, gw.now)

@@ -5,6 +5,7 @@ import type { KeyVerifier } from '../auth/verifier.js'
 import type { IncomingMessage } from 'node:http'
 import { sendError } from './errors.js'
 import type { Intake, Ticket } from './intake.js'
+import type { RequestTrace } from '../gateway/trace.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -12,6 +13,8 @@ declare module 'fastify' {
     caller: Caller | null
     /** What the key check took in for this request (chat's), until its body is read and its response closes. */
     intake: Ticket | null
+    /** What a chat request's access line and metrics say of it. */
+    trace: RequestTrace | null
   }
 }
 

@@ -20,6 +20,8 @@ export interface SseReplyOptions {
   fingerprint: (offer: Offer) => string
   keepAliveMs: number
   stallTimeoutMs: number
+  /** Told when the stream's first byte goes out. */
+  onFirstByte?: () => void
 }
 
 export const DONE = 'data: [DONE]\n\n'
@@ -124,8 +126,11 @@ export class SseReply implements StreamSink {
   /** Longest `drained()` waits before the client is taken as gone (its connection is closed). */
   private readonly stallTimeoutMs: number
 
-  constructor({ reply, identity, requestId, fingerprint, keepAliveMs, stallTimeoutMs }: SseReplyOptions) {
+  private readonly onFirstByte: (() => void) | undefined
+
+  constructor({ reply, identity, requestId, fingerprint, keepAliveMs, stallTimeoutMs, onFirstByte }: SseReplyOptions) {
     this.reply = reply
+    this.onFirstByte = onFirstByte
     this.requestId = requestId
     this.fingerprintOf = fingerprint
     this.stallTimeoutMs = stallTimeoutMs
@@ -257,6 +262,9 @@ export class SseReply implements StreamSink {
       'cache-control': 'no-cache',
       'x-accel-buffering': 'no',
       'x-request-id': this.requestId,
+      // The gateway's time until the stream's first byte (the upstream's share is known only at its end).
+      'server-timing': `gateway;dur=${this.reply.elapsedTime.toFixed(1)}`,
     })
+    this.onFirstByte?.()
   }
 }

@@ -189,6 +189,12 @@ async function capture(s: ChargeDeps, c: CaptureRequest): Promise<boolean> {
 
 export type Delivered = Extract<Finished, { kind: 'delivered' }>
 
+/** How a delivered request was routed: `available`, `failover:<n>` (targets that failed first) or `managed:<why>`. */
+export function routingStatus(d: Delivered): string {
+  if (d.managedWhy) return `managed:${d.managedWhy}`
+  return d.failedTargets > 0 ? `failover:${d.failedTargets}` : 'available'
+}
+
 /**
  * A delivered reply whose capture the store never answered: it may have charged. The pipeline finds out which
  * (`landed`) before it answers: the reply and its charge, or an error and nothing charged; an error after a charge only

@@ -1,6 +1,7 @@
 import type { Cancel } from '../providers/cancel.js'
 import type { Caller } from '../auth/caller.js'
 import type { Prepared } from './prepare.js'
+import type { RequestTrace } from './trace.js'
 
 /** One request as the pipeline carries it from stage to stage. */
 export interface RequestContext {
@@ -9,6 +10,8 @@ export interface RequestContext {
   readonly startedAt: number
   /** Fires when the client leaves or the gateway stops serving: the upstream is cancelled. */
   readonly cancel: Cancel
+  /** What the request's access line and metrics say of it, filled in as the stages learn it. */
+  readonly trace: RequestTrace
 }
 
 /** A request past admission: checked, planned, and its maximum cost held. */

@@ -8,12 +8,22 @@ import type { Health } from '../routing/health.js'
 import type { LedgerRepo } from '../store/ledger/repo.js'
 import type { Cancel } from '../providers/cancel.js'
 import { admit, type AdmissionStore } from './admission.js'
-import { charge, landed, requestUsage, type ChargeDeps, type Delivered, type Finished } from './charge.js'
+import {
+  charge,
+  landed,
+  requestUsage,
+  routingStatus,
+  type ChargeDeps,
+  type Delivered,
+  type Finished,
+} from './charge.js'
 import { noCapacityBeforeWork } from './refusals.js'
 import type { Caller } from '../auth/caller.js'
 import type { Admitted, RequestContext } from './context.js'
 import type { InstanceLifecycle } from './lifecycle.js'
 import type { Idempotency, Remember } from './idempotency.js'
+import type { RequestTrace } from './trace.js'
+import { splitFee } from '../money/usdc.js'
 import type { RefusalCounter } from './refusal-counter.js'
 import { prepare, type Prepared } from './prepare.js'
 
@@ -34,6 +44,8 @@ export interface ChatCall {
   openStream: (r: Admitted) => OpenedStream
   /** The `Idempotency-Key` header, when sent. */
   idempotencyKey?: string
+  /** Filled in as the request goes: for its access line and metrics. */
+  trace: RequestTrace
 }
 
 /** How a chat request ended, for the route to encode. */
@@ -96,16 +108,18 @@ export class ChatPipeline {
       caller: call.caller,
       startedAt: this.deps.now(),
       cancel: call.cancel,
+      trace: call.trace,
     }
     const prepared = await this.prepare(call)
     if (prepared === undefined) return { kind: 'abandoned' }
-    if (isApiError(prepared)) return { kind: 'refused', error: prepared }
+    if (isApiError(prepared)) return refused(ctx, prepared)
+    Object.assign(ctx.trace, { model: prepared.model, stream: prepared.stream, promptTokens: prepared.inputTokens })
     if (planOfferCount(prepared.plan) === 0) {
       this.countRefusal(ctx, prepared, 'no_capacity')
-      return { kind: 'refused', error: noCapacityBeforeWork(this.deps.charge, prepared) }
+      return refused(ctx, noCapacityBeforeWork(this.deps.charge, prepared))
     }
     const admitted = await this.admit(ctx, prepared)
-    if (isApiError(admitted)) return { kind: 'refused', error: admitted }
+    if (isApiError(admitted)) return refused(ctx, admitted)
     // Its hold's lease is extended while it is served; a hold its request leaves open (a failed release) expires.
     this.deps.lifecycle.admitted({
       requestId: ctx.requestId,
@@ -177,10 +191,14 @@ export class ChatPipeline {
     try {
       const { health, now } = this.deps
       const { reachability } = this.deps.charge
-      const ctx = { cancel: r.cancel, health, reachability, now, ...(sink ? { sink } : {}) }
+      const ctx = { cancel: r.cancel, health, reachability, now, trace: r.trace, ...(sink ? { sink } : {}) }
+      const upstreamFrom = now()
       const outcome = await executeRoute(r.prepared.plan, r.prepared.calls, ctx)
+      r.trace.upstreamMs = now() - upstreamFrom
       if (outcome.kind === 'delivered') sink?.complete(outcome.reply)
-      return await charge(this.deps.charge, r, outcome)
+      const finished = await charge(this.deps.charge, r, outcome)
+      traceFinished(r.trace, finished, this.deps.charge.feeBps)
+      return finished
     } finally {
       this.serving.delete(r.cancel)
     }
@@ -233,4 +251,35 @@ export function internalError(requestId: string): ApiError {
     `The gateway could not complete the request because of an internal error (${requestId}); ` +
     `check GET /v1/usage/${requestId} before retrying.`
   return apiError('no_capacity', message, { retryAfter: 1 })
+}
+
+function refused(ctx: RequestContext, error: ApiError): ChatResult {
+  ctx.trace.outcome = error.code
+  return { kind: 'refused', error }
+}
+
+/** What a finished request tells its trace: who served it, its tokens and charge, or how it failed. */
+function traceFinished(trace: RequestTrace, f: Finished, feeBps: number): void {
+  switch (f.kind) {
+    case 'delivered': {
+      const managed = f.reply.offer.managed
+      Object.assign(trace, {
+        outcome: 'completed',
+        provider: f.reply.offer.provider,
+        routing: routingStatus(f),
+        completionTokens: f.usage.completion_tokens,
+        cost: f.cost,
+        fee: managed ? 0n : splitFee(f.cost, feeBps).fee,
+      })
+      return
+    }
+    case 'refused':
+      trace.outcome = f.error.code
+      return
+    case 'broken':
+      trace.outcome = f.code
+      return
+    case 'closed':
+      trace.outcome = 'client_closed'
+  }
 }

@@ -58,6 +58,8 @@ export interface AttemptContext {
   /** Present for streaming requests. */
   sink?: StreamSink
   now: () => number
+  /** Counts the attempts and the kinds of their failures, for the request's access line and metrics. */
+  trace?: { attempts: number; failures: string[] }
 }
 
 /**
@@ -81,7 +83,9 @@ export async function tryOffers(
     if (ctx.cancel.aborted) return { kind: 'client_closed' }
     if (!ctx.health.acquire(offer.key, offer.maxConcurrency)) continue
     const outcome = await attempt(offer, request, rules, ctx)
+    if (ctx.trace) ctx.trace.attempts++
     if (outcome.kind === 'failed') {
+      for (const a of outcome.attempts) ctx.trace?.failures.push(a.failure.kind)
       attempts.push(...outcome.attempts)
       continue
     }

@@ -2,7 +2,8 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { ChatCompletion, ReplySvc } from '../../protocol/chat.js'
 import { apiError, type ApiError } from '../../protocol/errors.js'
 import { formatUsdc } from '../../money/usdc.js'
-import type { Delivered, Finished } from '../../gateway/charge.js'
+import { routingStatus, type Delivered, type Finished } from '../../gateway/charge.js'
+import { newTrace } from '../../gateway/trace.js'
 import type { Admitted } from '../../gateway/context.js'
 import type { ChatPipeline, ChatResult } from '../../gateway/pipeline.js'
 import type { Offer } from '../../routing/catalog.js'
@@ -27,7 +28,9 @@ export function chatRoutes(app: FastifyInstance, { pipeline, tuning, keyCheck, i
     if (req.intake) intake.bodyRead(req.intake)
     const cancel = cancelOnClose(reply)
     const idempotencyKey = req.headers['idempotency-key']
+    const trace = (req.trace = newTrace())
     const result = await pipeline.chat({
+      trace,
       body: req.body,
       caller: callerOf(req),
       requestId: req.id,
@@ -41,6 +44,7 @@ export function chatRoutes(app: FastifyInstance, { pipeline, tuning, keyCheck, i
           requestId: r.requestId,
           fingerprint: fingerprintFor(r),
           ...tuning,
+          onFirstByte: () => (trace.ttfbMs = reply.elapsedTime),
         }),
     })
     switch (result.kind) {
@@ -82,11 +86,7 @@ function svcOf(r: Admitted, d: Delivered): ReplySvc {
   const provider = d.reply.offer.provider
   const svc: ReplySvc = { cost_usdc: formatUsdc(d.cost), provider, request_id: r.requestId }
   if (r.prepared.plan.cortex) {
-    const status = d.managedWhy
-      ? `managed:${d.managedWhy}`
-      : d.failedTargets > 0
-        ? `failover:${d.failedTargets}`
-        : 'available'
+    const status = routingStatus(d)
     svc.routing = { model: d.servedModel, served_by: provider, vendor_fallback: d.reply.offer.managed, status }
   }
   return svc

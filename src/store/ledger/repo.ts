@@ -232,6 +232,16 @@ export class LedgerRepo {
     return this.hot.open.get(requestId)?.expiresAt
   }
 
+  /** The live instances' open holds and what they hold, now. */
+  async heldNow(): Promise<{ open: number; held: bigint }> {
+    const r = await this.db
+      .selectFrom('owner_holds')
+      .select([sql<bigint>`coalesce(sum(open), 0)`.as('open'), sql<bigint>`coalesce(sum(held), 0)`.as('held')])
+      .where('dead', '=', 0)
+      .executeTakeFirstOrThrow()
+    return { open: num(r.open), held: big(r.held) }
+  }
+
   /** Open holds in the store: the live instances' counted holds, and rows left open by an older version. */
   async openHolds(accountId?: number): Promise<number> {
     return openHoldsIn(this.db, accountId)

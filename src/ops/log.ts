@@ -1,0 +1,29 @@
+import { pino, type Logger } from 'pino'
+
+export type { Logger } from 'pino'
+
+export type LogFormat = 'json' | 'pretty'
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+export type LogLevel = (typeof LOG_LEVELS)[number]
+
+export interface LogOptions {
+  level: LogLevel
+  format: LogFormat
+  /** Where lines go: stdout (1) for `svc serve`, stderr (2) where stdout is a command's own output. */
+  fd?: 1 | 2
+}
+
+/**
+ * The gateway's logger: one JSON object a line (pino), or readable lines when asked. Lines carry ids, codes, counts
+ * and times; never a key, a cookie, a signature or message text.
+ */
+export async function createLogger({ level, format, fd = 1 }: LogOptions): Promise<Logger> {
+  if (format === 'pretty') {
+    const { default: pretty } = await import('pino-pretty')
+    return pino({ level }, pretty({ destination: fd, colorize: false, sync: true }))
+  }
+  return pino({ level, base: { pid: process.pid } }, pino.destination({ fd, sync: false }))
+}
+
+/** A logger that writes nothing (tests, embedded use). */
+export const silentLogger: Logger = pino({ level: 'silent' })

@@ -1,0 +1,105 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type { Catalog } from '../routing/catalog.js'
+import type { Health } from '../routing/health.js'
+import type { RequestTrace } from '../gateway/trace.js'
+
+const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
+const BREAKER = { closed: 0, 'half-open': 1, open: 2 } as const
+
+/** What a scrape reads of the store when it is taken: open holds and what they hold. */
+export interface HeldNow {
+  open: number
+  held: bigint
+}
+
+export interface MetricsSources {
+  catalog: Catalog
+  health: Health
+  /** The store's open holds now; asked once a scrape. */
+  held: () => Promise<HeldNow>
+}
+
+/**
+ * The gateway's Prometheus metrics. Labels are bounded sets of the config (models, providers, offers) and closed enums
+ * (outcomes, failure kinds): never a request id, a key or a wallet.
+ */
+export class GatewayMetrics {
+  readonly registry = new Registry()
+  private readonly requests: Counter<'model' | 'provider' | 'outcome'>
+  private readonly duration: Histogram<'model'>
+  private readonly ttfb: Histogram<'model'>
+  private readonly own: Histogram<'model'>
+  private readonly tokens: Counter<'model' | 'direction'>
+  private readonly charged: Counter<'model'>
+  private readonly fees: Counter<'model'>
+  private readonly failures: Counter<'kind'>
+
+  constructor(sources: MetricsSources) {
+    const registers = [this.registry]
+    collectDefaultMetrics({ register: this.registry })
+    const labels = <L extends string>(name: string, help: string, labelNames: L[]) => ({
+      name,
+      help,
+      labelNames,
+      registers,
+    })
+    this.requests = new Counter(
+      labels('svc_requests_total', 'Chat requests by model, provider and outcome', ['model', 'provider', 'outcome']),
+    )
+    const histogram = (name: string, help: string) =>
+      new Histogram({ ...labels(name, help, ['model']), buckets: SECONDS })
+    this.duration = histogram('svc_request_duration_seconds', 'Total time of a chat request')
+    this.ttfb = histogram('svc_time_to_first_byte_seconds', "Time to a chat reply's first byte")
+    this.own = histogram('svc_gateway_duration_seconds', "The gateway's own time: total less the upstreams'")
+    this.tokens = new Counter(
+      labels('svc_tokens_total', 'Tokens billed, by model and direction (in, out)', ['model', 'direction']),
+    )
+    this.charged = new Counter(labels('svc_charged_usdc_total', 'USDC charged to payers', ['model']))
+    this.fees = new Counter(labels('svc_fees_usdc_total', 'USDC of marketplace fees', ['model']))
+    this.failures = new Counter(
+      labels('svc_upstream_failures_total', 'Upstream attempts that failed, by kind', ['kind']),
+    )
+    new Gauge({
+      ...labels('svc_breaker_state', 'Circuit breaker of each offer: 0 closed, 1 half-open, 2 open', ['offer']),
+      collect() {
+        const offers = [...sources.catalog.offers.values()].flat()
+        if (sources.catalog.managed) offers.push(sources.catalog.managed)
+        for (const o of offers) this.set({ offer: o.key }, BREAKER[sources.health.breaker(o.key)])
+      },
+    })
+    const held = { at: 0, value: Promise.resolve<HeldNow>({ open: 0, held: 0n }) }
+    const heldNow = () => {
+      // Both gauges of one scrape read one query.
+      if (Date.now() - held.at > 100) Object.assign(held, { at: Date.now(), value: sources.held() })
+      return held.value
+    }
+    new Gauge({
+      ...labels('svc_open_holds', 'Holds open in the store', []),
+      async collect() {
+        this.set((await heldNow()).open)
+      },
+    })
+    new Gauge({
+      ...labels('svc_held_usdc', 'USDC held by open holds', []),
+      async collect() {
+        this.set(Number((await heldNow()).held) / 1e6)
+      },
+    })
+  }
+
+  /** One finished chat request: its outcome, times, tokens and charge. */
+  observe(trace: RequestTrace, totalMs: number): void {
+    const model = trace.model ?? 'none'
+    this.requests.inc({ model, provider: trace.provider ?? 'none', outcome: trace.outcome ?? 'unknown' })
+    this.duration.observe({ model }, totalMs / 1000)
+    this.ttfb.observe({ model }, (trace.ttfbMs ?? totalMs) / 1000)
+    this.own.observe({ model }, Math.max(0, totalMs - (trace.upstreamMs ?? 0)) / 1000)
+    for (const kind of trace.failures) this.failures.inc({ kind })
+    if (trace.outcome === 'completed' || trace.cost !== undefined) {
+      this.tokens.inc({ model, direction: 'in' }, trace.promptTokens ?? 0)
+      this.tokens.inc({ model, direction: 'out' }, trace.completionTokens ?? 0)
+      this.charged.inc({ model }, Number(trace.cost ?? 0n) / 1e6)
+      this.fees.inc({ model }, Number(trace.fee ?? 0n) / 1e6)
+    }
+  }
+}
