@@ -143,6 +143,15 @@ export const ConfigSchema = Closed({
   cortex: Type.Optional(Closed({ candidates: Type.Array(Type.String()) })),
   managed: Type.Optional(ManagedConfig),
   tuning: Type.Optional(TuningConfig),
+  metrics: Type.Optional(
+    Type.Union([
+      Type.Literal(false),
+      Closed({
+        host: Type.Optional(Type.String()),
+        port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
+      }),
+    ]),
+  ),
   portal: Type.Optional(
     Closed({
       sessionSecret: Type.Optional(Type.String({ minLength: 16 })),

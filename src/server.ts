@@ -8,6 +8,7 @@ import type { Store } from './store/store.js'
 import { makeRail } from './settlement/rails.js'
 import type { Rail } from './settlement/rail.js'
 import { Settler } from './settlement/settler.js'
+import { serveMetrics } from './ops/metrics-server.js'
 import { portalPlugin, type PortalOptions } from './portal/plugin.js'
 
 export interface RunningServer {
@@ -17,6 +18,8 @@ export interface RunningServer {
   store: Store
   settler: Settler
   rail: Rail
+  /** Where `GET /metrics` is served, unless the config turns it off or its port was taken. */
+  metricsUrl?: string
   close(): Promise<void>
 }
 
@@ -43,14 +46,22 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
   await app.listen({ host: config.listen?.host ?? '127.0.0.1', port: config.listen?.port ?? 8080 })
   const addr = app.server.address() as AddressInfo
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address
+  const metrics =
+    config.metrics === false
+      ? undefined
+      : await serveMetrics(gateway.metrics.registry, config.metrics ?? {}, (err) =>
+          gateway.log(`metrics not served: ${err.message}; the gateway serves on`),
+        )
   return {
     url: `http://${host}:${addr.port}`,
+    ...(metrics ? { metricsUrl: metrics.url } : {}),
     app,
     gateway,
     store,
     settler,
     rail,
     close: once(async () => {
+      await metrics?.close()
       await rail.close?.()
       await settler.stop()
       gateway.stopping = true
@@ -63,7 +74,8 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
         const cut = gateway.stopServing()
         if (cut > 0)
           gateway.log(
-            `stopping: ${requests(cut)} still running after ${gateway.tuning.shutdownGraceMs} ms ended (answered as failures to retry, charged nothing)`,
+            `stopping: ${requests(cut)} still running after ${gateway.tuning.shutdownGraceMs} ms ended ` +
+              '(answered as failures to retry, charged nothing)',
           )
       })
       // Requests whose connections closed still settle (capture what they delivered, or release) before the store goes.

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createServer, type AddressInfo } from 'node:net'
 import { promisify } from 'node:util'
-import { cleanEnv, daemon, svc, type Daemon } from './helpers/cli.js'
+import { cleanEnv, daemon, svc, type Daemon, LISTENING, listeningLine } from './helpers/cli.js'
 import { addressOf } from './helpers/market.js'
 
 const sh = promisify(execFile)
@@ -158,8 +158,8 @@ describe('svc sim-provider and svc serve', () => {
       }
       const file = join(dir, 'config.json')
       writeFileSync(file, JSON.stringify(config))
-      gw = await daemon(['serve', '--config', file, '--json'], /\n/)
-      const base = JSON.parse(gw.output().split('\n')[0]!).base_url
+      gw = await daemon(['serve', '--config', file], LISTENING)
+      const base = listeningLine(gw.output()).base_url
       const wallet = addressOf(0x55)
       await svc(['deposit', '--wallet', wallet, '--amount', '2', '--config', file])
       await svc(['approve', '--wallet', wallet, '--amount', '2', '--config', file])

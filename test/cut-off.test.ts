@@ -7,7 +7,7 @@ import { openStore } from '../src/store/open.js'
 import { depositTo, issueKey, openAccount } from '../src/accounts/operations.js'
 import { addressOf, marketConfig, type Market } from './helpers/market.js'
 import { checkInvariants } from './helpers/money.js'
-import { daemon } from './helpers/cli.js'
+import { daemon, LISTENING, listeningLine } from './helpers/cli.js'
 import { freshStoreUrl } from './helpers/stores.js'
 
 type Sims = Market['sims']
@@ -19,8 +19,8 @@ async function startSims(): Promise<Sims> {
 }
 
 async function gateway(configFile: string) {
-  const d = await daemon(['serve', '--config', configFile, '--json'], /\n/)
-  return { d, url: JSON.parse(d.output().split('\n')[0]!).base_url as string }
+  const d = await daemon(['serve', '--config', configFile], LISTENING)
+  return { d, url: listeningLine(d.output()).base_url as string }
 }
 
 describe('a request cut off by kill -9 of its gateway', () => {

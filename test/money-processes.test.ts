@@ -8,7 +8,7 @@ import type { Store } from '../src/store/store.js'
 import { depositTo, issueKey, openAccount } from '../src/accounts/operations.js'
 import { marketConfig, addressOf, type Market } from './helpers/market.js'
 import { checkInvariants, maxCostFor } from './helpers/money.js'
-import { daemon, type Daemon } from './helpers/cli.js'
+import { daemon, type Daemon, LISTENING, listeningLine } from './helpers/cli.js'
 import { dropSchema, freshStoreUrl, postgresReachable, type StoreKind } from './helpers/stores.js'
 
 type Sims = Market['sims']
@@ -32,8 +32,8 @@ function writeConfig(sims: Sims, storeUrl: string, tuning: Record<string, number
 }
 
 async function gateway(configFile: string): Promise<{ d: Daemon; url: string }> {
-  const d = await daemon(['serve', '--config', configFile, '--json'], /\n/)
-  return { d, url: JSON.parse(d.output().split('\n')[0]!).base_url }
+  const d = await daemon(['serve', '--config', configFile], LISTENING)
+  return { d, url: listeningLine(d.output()).base_url }
 }
 
 async function fundedKey(store: Store, wallet: string, amount: bigint) {

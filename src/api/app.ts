@@ -10,6 +10,8 @@ import { awaitingContinue, keyCheck } from './caller.js'
 import { Intake } from './intake.js'
 import { discardBody } from './discard-body.js'
 import { boundConnections } from './connection-slots.js'
+import { observeRequests } from './observe.js'
+import { healthRoutes } from './routes/health.js'
 import { chatRoutes } from './routes/chat.js'
 import { internalError } from '../gateway/pipeline.js'
 import { modelRoutes } from './routes/models.js'
@@ -150,6 +152,8 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   app.decorateRequest('caller', null)
   app.decorateRequest('intake', null)
   app.decorateRequest('trace', null)
+  observeRequests(app, gw.logger, gw.metrics)
+  healthRoutes(app, gw)
   const { maxRequestsPerAccount: perAccount, maxBodyBytesInFlight: bodyBytes } = gw.tuning
   const intake = new Intake({ perAccount, bodyBytes, bodyLimit: BODY_LIMIT })
   modelRoutes(app, gw, gw.now)

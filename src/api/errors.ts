@@ -1,11 +1,20 @@
 import type { FastifyReply } from 'fastify'
 import { errorBody, statusOf, type ApiError } from '../protocol/errors.js'
 
+/** The error code each refused reply was sent with, for its access line. */
+const codes = new WeakMap<FastifyReply, string>()
+
 /** Sends an error in the one body shape, with its status, request id and Retry-After where the code carries one. */
 export function sendError(reply: FastifyReply, err: ApiError): FastifyReply {
+  codes.set(reply, err.code)
   if (err.retryAfter !== undefined) reply.header('retry-after', String(err.retryAfter))
   return reply
     .code(statusOf(err))
     .header('content-type', 'application/json; charset=utf-8')
     .send(JSON.stringify(errorBody(err)))
+}
+
+/** The code of the error a reply was sent with, if it was one. */
+export function errorCodeOf(reply: FastifyReply): string | undefined {
+  return codes.get(reply)
 }

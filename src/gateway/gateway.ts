@@ -2,6 +2,8 @@ import { tuningOf, type Config, type Tuning } from '../config.js'
 import { OpenAICompatibleProvider } from '../providers/openai-compatible.js'
 import type { Provider } from '../providers/types.js'
 import { Catalog } from '../routing/catalog.js'
+import { silentLogger, type Logger } from '../ops/log.js'
+import { GatewayMetrics } from '../ops/metrics.js'
 import { Health } from '../routing/health.js'
 import { Reachability } from '../routing/reachability.js'
 import { probeProviders } from './probe.js'
@@ -23,6 +25,8 @@ export interface GatewayOptions {
   now?: () => number
   makeUpstream?: (baseUrl: string, apiKey: string | undefined, tuning: Tuning) => Provider
   log?: (msg: string, err?: unknown) => void
+  /** Structured log lines (access lines, events); silent when absent. */
+  logger?: Logger
 }
 
 /**
@@ -40,6 +44,8 @@ export class Gateway {
   readonly refusals: RefusalCounter
   readonly now: () => number
   readonly log: (msg: string, err?: unknown) => void
+  readonly logger: Logger
+  readonly metrics: GatewayMetrics
   private chargeDeps!: ChargeDeps
   private chatPipeline!: ChatPipeline
   private flushTimer: NodeJS.Timeout | undefined
@@ -53,7 +59,8 @@ export class Gateway {
   ) {
     this.tuning = tuningOf(config)
     this.now = opts.now ?? Date.now
-    this.log = opts.log ?? ((msg, err) => (err === undefined ? console.error(msg) : console.error(msg, err)))
+    this.logger = opts.logger ?? silentLogger
+    this.log = opts.log ?? eventLog(opts.logger)
     this.health = breakers(this.tuning, this.now, this.log)
     this.reachability = new Reachability((provider, reachable, detail) =>
       this.log(
@@ -62,6 +69,11 @@ export class Gateway {
     )
     const make = opts.makeUpstream ?? ((url, key, t) => new OpenAICompatibleProvider(url, key, t))
     this.catalog = new Catalog(config, (url, key) => make(url, key, this.tuning))
+    this.metrics = new GatewayMetrics({
+      catalog: this.catalog,
+      health: this.health,
+      held: () => store.ledger.heldNow(),
+    })
     this.keys = new KeyVerifier(store, this.tuning.keyCacheMs, this.now)
     this.usage = new UsageQueries(store.usage, store.refusals, this.now)
     this.refusals = new RefusalCounter(store.refusals, (err) => this.log('refusal counts not written', err))
@@ -163,4 +175,10 @@ function breakers(tuning: Tuning, now: () => number, log: (msg: string) => void)
     },
     now,
   )
+}
+
+/** Events as log lines: an error's message and stack as fields of its line; stderr when no logger is given. */
+function eventLog(logger: Logger | undefined): (msg: string, err?: unknown) => void {
+  if (!logger) return (msg, err) => (err === undefined ? console.error(msg) : console.error(msg, err))
+  return (msg, err) => (err === undefined ? logger.info(msg) : logger.error({ err }, msg))
 }

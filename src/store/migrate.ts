@@ -98,3 +98,10 @@ function withinSchema(db: Kysely<unknown>): Kysely<unknown> {
     },
   })
 }
+
+/** The migrations this svc has that the store has not run (an older store another process has not upgraded yet). */
+export async function pendingMigrations(db: Kysely<unknown>): Promise<string[]> {
+  const ran = await sql<{ name: string }>`select name from kysely_migration`.execute(db)
+  const done = new Set(ran.rows.map((r) => r.name))
+  return Object.keys(MIGRATIONS).filter((name) => !done.has(name))
+}

@@ -10,6 +10,7 @@ import { InstanceRepo } from './instances.js'
 import type { HotLedger } from './ledger/types.js'
 import { PortalRepo } from './portal.js'
 import { ChainRepo } from './chain.js'
+import { pendingMigrations } from './migrate.js'
 import { IdempotencyRepo } from './idempotency.js'
 import { InFlightRepo } from './instances.js'
 import { RefusalRepo } from './refusals.js'
@@ -45,6 +46,16 @@ export class Store {
     this.idempotency = new IdempotencyRepo(db)
     this.inFlight = new InFlightRepo(db)
     this.refusals = new RefusalRepo(db)
+  }
+
+  /** What keeps this store from serving: unreachable, or migrations it has not run. Empty when it is ready. */
+  async problems(): Promise<string[]> {
+    try {
+      const pending = await pendingMigrations(this.db as unknown as Kysely<unknown>)
+      return pending.length ? [`the store has not run migrations ${pending.join(', ')}: run svc migrate`] : []
+    } catch (err) {
+      return [`the store does not answer: ${(err as Error).message}`]
+    }
   }
 
   tryLock(name: string): Promise<Lock | null> {

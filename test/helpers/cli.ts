@@ -68,3 +68,12 @@ export async function daemon(args: string[], ready: RegExp, env: Record<string, 
     },
   }
 }
+
+/** What `svc serve` says once it listens: the fields of its `listening` log line. */
+export const LISTENING = /"msg":"listening"/
+
+export function listeningLine(output: string): { base_url: string; portal_url: string; metrics_url: string | null } {
+  const line = output.split('\n').find((l) => LISTENING.test(l))
+  if (!line) throw new Error(`svc serve said no listening line: ${output}`)
+  return JSON.parse(line)
+}

@@ -76,6 +76,8 @@ export interface MarketOptions {
   user?: string
   /** The gateway's log lines (default: dropped). */
   log?: (msg: string, err?: unknown) => void
+  /** Structured log lines (access lines): silent by default. */
+  logger?: import('../../src/ops/log.js').Logger
 }
 
 /**
@@ -108,6 +110,7 @@ export function marketConfig(s: Market['sims'], storeUrl: string, tuning?: Confi
     listen: { host: '127.0.0.1', port: 0 },
     store: storeUrl,
     rail: { kind: 'local' },
+    metrics: false,
     feeBps: 500,
     models: [
       {
@@ -171,6 +174,7 @@ export async function startMarket(opts: MarketOptions = {}): Promise<Market> {
   const server = await startServer(config, {
     store,
     log: opts.log ?? (() => {}),
+    ...(opts.logger ? { logger: opts.logger } : {}),
     ...(opts.portal ? { portal: opts.portal } : {}),
   })
   const { account } = await openAccount(store, opts.user ?? USER)
