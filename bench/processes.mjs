@@ -37,19 +37,25 @@ export function killOnExit(child) {
 export const childEnv = (env = {}) => ({ ...process.env, DATABASE_URL: '', PORT: '', ...env })
 
 /**
- * Starts `node args` (in `cwd`, with `env` added to this process's) and resolves with its first stdout line parsed as
- * JSON.
+ * Starts `node args` (in `cwd`, with `env` added to this process's) and resolves with its first stdout line that has a
+ * `base_url`, parsed as JSON.
  */
 export function start(args, { nodeArgs = [], cwd, env } = {}) {
   const child = killOnExit(
     spawn(process.execPath, [...nodeArgs, ...args], { cwd, stdio: ['ignore', 'pipe', 'inherit'], env: childEnv(env) }),
   )
   return new Promise((resolve, reject) => {
+    // The first line with a base_url (a gateway that logs may write lines before it); what follows is drained unread.
     let out = ''
+    let ready = false
     child.stdout.setEncoding('utf8').on('data', (d) => {
+      if (ready) return
       out += d
-      const nl = out.indexOf('\n')
-      if (nl >= 0) resolve({ child, info: JSON.parse(out.slice(0, nl)) })
+      const line = out.split('\n').find((l) => l.includes('"base_url"'))
+      if (line === undefined) return
+      ready = true
+      out = ''
+      resolve({ child, info: JSON.parse(line) })
     })
     child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}`)))
   })
