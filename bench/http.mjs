@@ -10,8 +10,9 @@
 // Each row also says how busy the whole machine was (both cores, every process: load generator and upstream too).
 // Usage: npm run bench [-- --seconds 5 --warmup 2 --rounds 3 --concurrency 1,16,64 --modes plain,stream --open 0.5
 //   --soak 60 --profile --chunk-delay 1 --accounts 32 --node-args="--flag …"]  (--open 0: no open loop; --accounts: the
-//   gateway's requests spread over that many funded accounts, in turn; --node-args: node flags for the gateway after its own)
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+//   gateway's requests spread over that many funded accounts, in turn; --node-args: node flags for the gateway
+//   after its own)
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import {
@@ -307,6 +308,7 @@ for (const r of rows.filter((x) => x.target === 'gateway')) {
 console.log(
   `\nHTTP benchmark: ${o.seconds} s per figure after ${o.warmup} s warm-up, ${tokens} tokens per reply${o['chunk-delay'] !== '0' ? ` (streamed ${o['chunk-delay']} ms apart)` : ''}${o.accounts !== '1' ? `, ${o.accounts} accounts` : ''}, closed loop${runs.some((r) => r.rate) ? ` (and an open loop at ${o.open} of the best closed-loop throughput)` : ''}, medians of ${o.rounds} interleaved rounds`,
 )
+// eslint-disable-next-line @typescript-eslint/no-unused-vars -- the per-request samples are left out of the table
 console.table(rows.map(({ requests, ...r }) => r))
 const rounded = (x, digits) => (typeof x === 'number' && !Number.isInteger(x) ? +x.toFixed(digits) : x)
 console.table(

@@ -51,7 +51,10 @@ export function start(args, { nodeArgs = [], cwd, env } = {}) {
     child.stdout.setEncoding('utf8').on('data', (d) => {
       if (ready) return
       out += d
-      const line = out.split('\n').slice(0, -1).find((l) => l.includes('"base_url"'))
+      const line = out
+        .split('\n')
+        .slice(0, -1)
+        .find((l) => l.includes('"base_url"'))
       if (line === undefined) return
       ready = true
       out = ''

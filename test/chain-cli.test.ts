@@ -94,12 +94,10 @@ describe.skipIf(!hasAnvil)('svc chain commands (anvil)', () => {
       { stdio: ['ignore', 'pipe', 'pipe'] },
     )
     const exited = new Promise<number | null>((resolve) => demo.once('exit', (code) => resolve(code)))
+    const lines = createInterface({ input: demo.stdout })[Symbol.asyncIterator]()
     try {
       const [line] = await Promise.race([
-        createInterface({ input: demo.stdout })
-          [Symbol.asyncIterator]()
-          .next()
-          .then((r) => [r.value as string]),
+        lines.next().then((r) => [r.value as string]),
         exited.then((code) => {
           throw new Error(`demo exited (${code})`)
         }),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { chat, marketPerTest, type Market } from './helpers/market.js'
+import { chat, marketPerTest } from './helpers/market.js'
 
 const market = marketPerTest()
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { chat, P, sseEvents, marketPerTest, type Market } from './helpers/market.js'
+import { chat, P, sseEvents, marketPerTest } from './helpers/market.js'
 import { documentTool, expectUnchanged, parseChunks, snapshot, TIME, WEATHER, WEATHER_ARGS } from './helpers/tools.js'
 import type { Fault } from '../src/providers/simulated/faults.js'
 

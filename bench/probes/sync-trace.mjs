@@ -3,7 +3,8 @@
 // the gateway (SQLite file store, funded keys over --accounts accounts) under a closed loop against the simulated
 // upstream, traces the gateway's system calls with perf for --trace seconds in the middle of it, and splits each sync
 // into four parts:
-//   wake    the event loop waking a pool thread (futex) until that thread enters fdatasync: the thread waiting for a core
+//   wake    the event loop waking a pool thread (futex) until that thread enters fdatasync: the thread waiting
+//           for a core
 //   disk    the fdatasync call itself (the disk, and the thread's own wake when the disk is done)
 //   return  fdatasync's end until the thread writes the event loop's eventfd
 //   notice  that write until the event loop next returns from epoll: the rest of the turn it was busy with

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { isApiError, type ApiError } from '../protocol/errors.js'
 import type { Caller } from '../auth/caller.js'
 import type { KeyVerifier } from '../auth/verifier.js'

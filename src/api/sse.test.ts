@@ -33,6 +33,7 @@ describe('the plain content path', () => {
   it('claims plain only for ASCII texts that JSON.stringify leaves as they are', () => {
     for (const text of TEXTS) {
       expect(isPlainAscii(text), JSON.stringify(text)).toBe(
+        // eslint-disable-next-line no-control-regex -- ASCII is what is tested, control characters included
         JSON.stringify(text) === `"${text}"` && /^[\x00-\x7f]*$/.test(text),
       )
     }

@@ -33,6 +33,7 @@ export class GatewayMetrics {
   private readonly charged: Counter<'model'>
   private readonly fees: Counter<'model'>
   private readonly failures: Counter<'kind'>
+  private readonly models = new Map<string, ModelSeries>()
 
   constructor(sources: MetricsSources) {
     const registers = [this.registry]
@@ -89,17 +90,47 @@ export class GatewayMetrics {
 
   /** One finished chat request: its outcome, times, tokens and charge. */
   observe(trace: RequestTrace, totalMs: number): void {
-    const model = trace.model ?? 'none'
-    this.requests.inc({ model, provider: trace.provider ?? 'none', outcome: trace.outcome ?? 'unknown' })
-    this.duration.observe({ model }, totalMs / 1000)
-    this.ttfb.observe({ model }, (trace.ttfbMs ?? totalMs) / 1000)
-    this.own.observe({ model }, Math.max(0, totalMs - (trace.upstreamMs ?? 0)) / 1000)
-    for (const kind of trace.failures) this.failures.inc({ kind })
+    const m = this.ofModel(trace.model ?? 'none')
+    this.requests.labels(m.model, trace.provider ?? 'none', trace.outcome ?? 'unknown').inc()
+    m.duration.observe(totalMs / 1000)
+    m.ttfb.observe((trace.ttfbMs ?? totalMs) / 1000)
+    m.own.observe(Math.max(0, totalMs - (trace.upstreamMs ?? 0)) / 1000)
+    for (const kind of trace.failures) this.failures.labels(kind).inc()
     if (trace.outcome === 'completed' || trace.cost !== undefined) {
-      this.tokens.inc({ model, direction: 'in' }, trace.promptTokens ?? 0)
-      this.tokens.inc({ model, direction: 'out' }, trace.completionTokens ?? 0)
-      this.charged.inc({ model }, Number(trace.cost ?? 0n) / 1e6)
-      this.fees.inc({ model }, Number(trace.fee ?? 0n) / 1e6)
+      m.tokensIn.inc(trace.promptTokens ?? 0)
+      m.tokensOut.inc(trace.completionTokens ?? 0)
+      m.charged.inc(Number(trace.cost ?? 0n) / 1e6)
+      m.fees.inc(Number(trace.fee ?? 0n) / 1e6)
     }
   }
+
+  /** A model's series, bound once: labelling on every request would hash its labels each time. */
+  private ofModel(model: string): ModelSeries {
+    let m = this.models.get(model)
+    if (!m) {
+      m = {
+        model,
+        duration: this.duration.labels(model),
+        ttfb: this.ttfb.labels(model),
+        own: this.own.labels(model),
+        tokensIn: this.tokens.labels(model, 'in'),
+        tokensOut: this.tokens.labels(model, 'out'),
+        charged: this.charged.labels(model),
+        fees: this.fees.labels(model),
+      }
+      this.models.set(model, m)
+    }
+    return m
+  }
+}
+
+interface ModelSeries {
+  model: string
+  duration: { observe(v: number): void }
+  ttfb: { observe(v: number): void }
+  own: { observe(v: number): void }
+  tokensIn: { inc(v: number): void }
+  tokensOut: { inc(v: number): void }
+  charged: { inc(v: number): void }
+  fees: { inc(v: number): void }
 }

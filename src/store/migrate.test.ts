@@ -42,6 +42,7 @@ describe('migrations on postgres, beside schemas that come and go', () => {
     const admin = new pg.Client({ connectionString: DATABASE_URL })
     await admin.connect()
     let churning = true
+    let failed: unknown
     // Its own failure, if any, is kept to be thrown at the end rather than left unhandled meanwhile.
     const churn = (async () => {
       for (let i = 0; churning; i++) {
@@ -65,10 +66,10 @@ describe('migrations on postgres, beside schemas that come and go', () => {
       }
     } finally {
       churning = false
-      const failed = await churn
+      failed = await churn
       await admin.end()
-      if (failed) throw failed
     }
+    if (failed) throw failed
   })
 })
 

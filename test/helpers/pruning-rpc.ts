@@ -31,6 +31,7 @@ export class PruningRpc {
   ) {}
 
   static async start(upstream: string): Promise<PruningRpc> {
+    // eslint-disable-next-line prefer-const -- assigned once the server it is read by exists
     let self: PruningRpc | undefined
     const server = createServer((req, res) => {
       const chunks: Buffer[] = []
