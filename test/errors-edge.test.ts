@@ -34,8 +34,10 @@ describe.each(STORE_KINDS)('edge input on %s', (kind) => {
       expect(e.message).toContain('Nothing was charged')
     }
     expect((await m.store.accounts.byId(m.accountId))!).toMatchObject({ balance: 10_000_000n, held: 0n })
-    const outcomes = (await m.store.usage.list(m.accountId, { limit: 5 })).map((u) => u.outcome)
-    expect(outcomes).toEqual(['insufficient_quota', 'insufficient_quota'])
+    expect(await m.store.usage.list(m.accountId, { limit: 5 })).toEqual([])
+    await m.server.gateway.refusals.flush()
+    const refused = await m.store.refusals.list(m.accountId, 0, 10)
+    expect(refused.map((r) => `${r.code}:${r.count}`)).toEqual(['insufficient_quota:2'])
   })
 })
 

@@ -60,7 +60,11 @@ describe('maxRequestsPerAccount', () => {
     // Served once the response of the client that left has closed (its slot is given back then).
     await expect.poll(async () => (await chat(mk.url, mk.key, { ...body, stream: false })).status).toBe(200)
     const outcomes = (await mk.store.usage.list(mk.accountId, { limit: 10 })).map((u) => u.outcome)
-    expect(outcomes.sort()).toEqual(['client_closed', 'completed', 'insufficient_quota'])
+    expect(outcomes.sort()).toEqual(['client_closed', 'completed'])
+    // The refused admission is counted, not recorded.
+    await mk.server.gateway.refusals.flush()
+    const refused = await mk.store.refusals.list(mk.accountId, 0, 10)
+    expect(refused.map((r) => `${r.code}:${r.count}`)).toEqual(['insufficient_quota:1'])
   })
 })
 

@@ -2,6 +2,9 @@ import { pino, type Logger } from 'pino'
 
 export type { Logger } from 'pino'
 
+/** The longest a log line waits in the buffer. */
+const FLUSH_MS = 1_000
+
 export type LogFormat = 'json' | 'pretty'
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 export type LogLevel = (typeof LOG_LEVELS)[number]
@@ -22,8 +25,10 @@ export async function createLogger({ level, format, fd = 1 }: LogOptions): Promi
     const { default: pretty } = await import('pino-pretty')
     return pino({ level }, pretty({ destination: fd, colorize: false, sync: true }))
   }
-  // Written in blocks of 4 KiB or more (fewer system calls under load); flushed on stop.
-  return pino({ level, base: { pid: process.pid } }, pino.destination({ fd, sync: false, minLength: 4096 }))
+  // Written in blocks of 4 KiB (fewer system calls under load), and at least once a second; flushed on stop.
+  const logger = pino({ level, base: { pid: process.pid } }, pino.destination({ fd, sync: false, minLength: 4096 }))
+  setInterval(() => logger.flush(), FLUSH_MS).unref()
+  return logger
 }
 
 /** A logger that writes nothing (tests, embedded use). */

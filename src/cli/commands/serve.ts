@@ -40,6 +40,7 @@ export function serveCommand(program: Command): void {
         const ready = { base_url: server.url, portal_url: `${server.url}/portal`, pid: process.pid }
         // Printed whatever the level: it is how a supervisor (and `--json` users) learn where the gateway listens.
         logger.child({}, { level: 'info' }).info({ ...ready, metrics_url: server.metricsUrl ?? null }, 'listening')
+        logger.flush()
       }),
     )
 }
