@@ -57,7 +57,7 @@ function failNextRelease(): void {
 
 describe('an internal error while serving', () => {
   it('answers 503 with the request id, releases the hold, and leaves no timer writing to the finished response', async () => {
-    const { account, key } = await serveBroken({ keepAliveMs: 10 })
+    const { account, key } = await serveBroken({ keepAliveMs: 50 })
     for (const stream of [false, true]) {
       const res = await chat(server!.url, key, {
         model: 'svc/atlas@1',
@@ -76,7 +76,7 @@ describe('an internal error while serving', () => {
     }
     expect((await store!.accounts.byId(account.id))!.held).toBe(0n)
     // A keep-alive timer left running would write headers again and throw (an uncaught exception ends the process).
-    await sleep(100)
+    await sleep(200)
   })
 
   it('answers 503 with the request id when the store fails to look a key up, and serves once it is back', async () => {
