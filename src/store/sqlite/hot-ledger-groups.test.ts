@@ -4,6 +4,7 @@ import { sql } from 'kysely'
 import type { Store } from '../store.js'
 import { spendableOf } from '../accounts.js'
 import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
+import { ledgerOps } from '../../../test/helpers/ledger-ops.js'
 
 /**
  * The SQLite file's ledger runs the operations of one event-loop turn as one group (one transaction), on the event
@@ -29,43 +30,7 @@ describe('the hot ledger of a SQLite file, a group per turn', () => {
     return f.store
   }
 
-  const hold = (s: Store, requestId: string, accountId = ids.user) =>
-    s.ledger.hold({
-      requestId,
-      accountId,
-      keyId: 'key_1',
-      model: 'svc/atlas@1',
-      amount: 100n,
-      owner: 'i1',
-      now: 1000,
-      expiresAt: 10_000,
-    })
-  const capture = (s: Store, requestId: string, accountId = ids.user) =>
-    s.ledger.capture({
-      requestId,
-      cost: 40n,
-      payeeId: ids.payee,
-      fee: 2n,
-      feeAccountId: ids.fees,
-      now: 1000,
-      usage: usageRecord(requestId, accountId, 40n),
-    })
-  const serve = async (s: Store, requestId: string, accountId = ids.user) => {
-    const held = await hold(s, requestId, accountId)
-    if (!held.ok) throw new Error(`hold refused: ${held.reason}`)
-    return capture(s, requestId, accountId)
-  }
-  const status = (requestId: string) => {
-    const other = new BetterSqlite3(url.slice('sqlite:'.length), { readonly: true })
-    try {
-      return (
-        (other.prepare('SELECT status FROM holds WHERE request_id = ?').pluck().get(requestId) as string | undefined) ??
-        null
-      )
-    } finally {
-      other.close()
-    }
-  }
+  const { hold, capture, serve, status } = ledgerOps(() => ({ ids, url }))
 
   it("moves an account's counters once for the holds and closes of one turn, with the outcomes of one by one", async () => {
     const s = await open()

@@ -1,6 +1,5 @@
 import { fdatasync, fdatasyncSync } from 'node:fs'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import BetterSqlite3 from 'better-sqlite3'
 import { openStore } from '../open.js'
 import type { Store } from '../store.js'
 import { SYSTEM_ACCOUNTS } from '../accounts.js'
@@ -8,6 +7,7 @@ import type { SyncWays } from './wal-sync.js'
 import { ONE_AT_A_TIME } from './one-at-a-time.js'
 import { freshSqliteUrl } from '../../../test/helpers/stores.js'
 import { usageRecord } from '../../../test/helpers/store-fixture.js'
+import { ledgerOps } from '../../../test/helpers/ledger-ops.js'
 
 /**
  * A WAL sync the test finishes by hand, never on the event loop: `syncs` counts those begun, `onStart` runs as each
@@ -75,43 +75,7 @@ describe('the hot ledger of a SQLite file', () => {
     return store
   }
 
-  const hold = (s: Store, requestId: string, accountId = ids.user) =>
-    s.ledger.hold({
-      requestId,
-      accountId,
-      keyId: 'key_1',
-      model: 'svc/atlas@1',
-      amount: 100n,
-      owner: 'i1',
-      now: 1000,
-      expiresAt: 10_000,
-    })
-  const capture = (s: Store, requestId: string, accountId = ids.user) =>
-    s.ledger.capture({
-      requestId,
-      cost: 40n,
-      payeeId: ids.payee,
-      fee: 2n,
-      feeAccountId: ids.fees,
-      now: 1000,
-      usage: usageRecord(requestId, accountId, 40n),
-    })
-  const serve = async (s: Store, requestId: string, accountId = ids.user) => {
-    const held = await hold(s, requestId, accountId)
-    if (!held.ok) throw new Error(`hold refused: ${held.reason}`)
-    return capture(s, requestId, accountId)
-  }
-  const status = (requestId: string) => {
-    const other = new BetterSqlite3(url.slice('sqlite:'.length), { readonly: true })
-    try {
-      return (
-        (other.prepare('SELECT status FROM holds WHERE request_id = ?').pluck().get(requestId) as string | undefined) ??
-        null
-      )
-    } finally {
-      other.close()
-    }
-  }
+  const { hold, capture, serve, status } = ledgerOps(() => ({ ids, url }))
 
   it('answers a hold once committed, and a capture only once a WAL sync that began after its commit has ended', async () => {
     const sync = manualSync()
