@@ -49,13 +49,19 @@ export function keyNameProblem(name: string): string | null {
  * Creates an API key named `name` (trimmed; refused with OperationError when `keyNameProblem` says why). With
  * `maxLive`, refused (OperationError) while the account has that many live keys.
  */
-export async function issueKey(
-  store: Store,
-  accountId: number,
-  raw: string,
+export async function issueKey({
+  store,
+  accountId,
+  name: raw,
   now = Date.now(),
   maxLive = Infinity,
-): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
+}: {
+  store: Store
+  accountId: number
+  name: string
+  now?: number
+  maxLive?: number
+}): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
   const problem = keyNameProblem(raw)
   if (problem) throw new OperationError(problem)
   const name = raw.trim()
