@@ -79,13 +79,13 @@ export const MAX_AMOUNT = 10n ** 15n
 export async function depositTo(store: Store, accountId: number, amount: bigint, now = Date.now()): Promise<Account> {
   if (amount <= 0n) throw new OperationError('a deposit must be positive')
   if (amount > MAX_AMOUNT) throw new OperationError(`a deposit may be at most ${formatUsdc(MAX_AMOUNT)} USDC`)
-  const after = await store.accounts.deposit(
-    accountId,
+  const after = await store.accounts.deposit({
+    id: accountId,
     amount,
-    `dep_${randomBytes(8).toString('hex')}`,
+    ref: `dep_${randomBytes(8).toString('hex')}`,
     now,
-    MAX_AMOUNT,
-  )
+    max: MAX_AMOUNT,
+  })
   if (!after) throw new OperationError(`the balance would exceed ${formatUsdc(MAX_AMOUNT)} USDC; nothing was deposited`)
   return after
 }
