@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
-import type { Config } from '../config.js'
+import type { Config } from '../config-schema.js'
 import { anvilAccount, anvilKey, startAnvil, type Anvil } from '../chain/anvil.js'
 import { publicClientFor } from '../chain/client.js'
 import { approveSettler, deploySettler, deployTestUsdc, mintUsdc, walletFor } from '../chain/deploy.js'

@@ -3,7 +3,7 @@ import { apiError, clipped, isApiError, type ApiError } from '../protocol/errors
 import { CORTEX_MODEL_ID } from '../protocol/models.js'
 import { countInput } from '../metering/tokens.js'
 import type { Catalog, CortexModel } from '../routing/catalog.js'
-import type { ModelConfig } from '../config.js'
+import type { ModelConfig } from '../config-schema.js'
 import type { Health } from '../routing/health.js'
 import { planCortex, planNamed, type Candidate, type RoutePlan } from '../routing/route.js'
 import type { UpstreamRequest } from '../providers/types.js'

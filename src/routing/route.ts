@@ -1,4 +1,4 @@
-import type { ModelConfig } from '../config.js'
+import type { ModelConfig } from '../config-schema.js'
 import { maxBig, type Prices } from '../money/usdc.js'
 import type { CallPolicy, ToolRules } from '../tools/assemble.js'
 import type { Catalog, Offer } from './catalog.js'

@@ -1,6 +1,6 @@
 import { createTestClient, http, type Address, type PublicClient } from 'viem'
 import { generatePrivateKey, privateKeyToAccount, type LocalAccount } from 'viem/accounts'
-import type { Config } from '../../src/config.js'
+import type { Config } from '../../src/config-schema.js'
 import { anvilAccount, anvilBinary, anvilKey, startAnvil, type Anvil } from '../../src/chain/anvil.js'
 import { publicClientFor } from '../../src/chain/client.js'
 import {

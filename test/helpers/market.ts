@@ -1,6 +1,6 @@
 import { afterEach } from 'vitest'
 import { getAddress } from 'viem'
-import type { Config } from '../../src/config.js'
+import type { Config } from '../../src/config-schema.js'
 import type { ToolContract } from '../../src/protocol/models.js'
 import { SimulatedProvider, type SimOptions } from '../../src/providers/simulated/server.js'
 import { startServer, type RunningServer } from '../../src/server.js'
