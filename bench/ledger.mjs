@@ -72,7 +72,7 @@ async function bench(kind, url) {
     for (let i = 0; i < concurrency; i++) {
       const id = (await store.accounts.ensure(`0x${(0xb100 + i).toString(16).padStart(40, '0')}`, 'user', Date.now()))
         .account.id
-      await store.accounts.deposit(id, 10n ** 15n, `dep_bench_${i}`, Date.now())
+      await store.accounts.deposit({ id, amount: 10n ** 15n, ref: `dep_bench_${i}`, now: Date.now() })
       await store.accounts.approve(id, 10n ** 15n)
       users.push(id)
     }

@@ -196,7 +196,7 @@ export async function benchGateway(root, dir, upstreamUrl, accounts = 1) {
       const { account } = await ops.openAccount(store, benchWallet(i))
       await ops.depositTo(store, account.id, 10n ** 12n)
       await ops.approveCap(store, account.id, 10n ** 12n)
-      keys.push((await ops.issueKey(store, account.id, 'bench')).key)
+      keys.push((await ops.issueKey({ store, accountId: account.id, name: 'bench' })).key)
     }
   } finally {
     await store.close()

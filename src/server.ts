@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance } from 'fastify'
-import type { Config } from './config.js'
+import type { Config } from './config-schema.js'
 import { buildApp, type AppPlugin } from './api/app.js'
 import { Gateway, type GatewayOptions } from './gateway/gateway.js'
 import { openStore } from './store/open.js'

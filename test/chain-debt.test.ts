@@ -35,7 +35,7 @@ describe.skipIf(!hasAnvil)('allowance, admission and debt on chain (anvil)', () 
     ;({ c, m, payer: alice } = env)
     bob = await newPayer(c, 5n * USDC, 4n * USDC)
     bobId = (await openAccount(m.store, bob.address)).account.id
-    bobKey = (await issueKey(m.store, bobId, 'bob')).key
+    bobKey = (await issueKey({ store: m.store, accountId: bobId, name: 'bob' })).key
     await evmRail(m).watcher.syncNow()
   })
   afterEach(() => env?.close())
@@ -50,7 +50,7 @@ describe.skipIf(!hasAnvil)('allowance, admission and debt on chain (anvil)', () 
     expect(aliceOwes).toBeGreaterThan(0n)
 
     // Alice revokes the approval before settlement: her transfers will fail on chain.
-    await approveSettler(c.client, alice.wallet, c.usdc, c.settler, 0n)
+    await approveSettler({ client: c.client, payer: alice.wallet, usdc: c.usdc, settler: c.settler, amount: 0n })
     const report = await m.server.settler.runOnce()
     expect(report.batches).toHaveLength(1)
     expect(report.batches[0]!.failedPayers).toEqual([m.accountId])
@@ -73,7 +73,7 @@ describe.skipIf(!hasAnvil)('allowance, admission and debt on chain (anvil)', () 
     expect((await ask(bobKey)).status).toBe(200)
 
     // Alice approves again: the watcher sees her wallet cover what she owes, the debt is lifted and collected.
-    await approveSettler(c.client, alice.wallet, c.usdc, c.settler, 4n * USDC)
+    await approveSettler({ client: c.client, payer: alice.wallet, usdc: c.usdc, settler: c.settler, amount: 4n * USDC })
     await evmRail(m).watcher.syncNow()
     expect((await account(m.accountId)).debt).toBe(0n)
     const second = await m.server.settler.runOnce()
@@ -91,7 +91,13 @@ describe.skipIf(!hasAnvil)('allowance, admission and debt on chain (anvil)', () 
 
   it('admits against an allowance change within a few blocks, and never reads the chain per request', async () => {
     // A cap too small for the request's maximum cost (400 tokens at the highest atlas price ≈ 0.00032 USDC).
-    const small = await approveSettler(c.client, alice.wallet, c.usdc, c.settler, 100n)
+    const small = await approveSettler({
+      client: c.client,
+      payer: alice.wallet,
+      usdc: c.usdc,
+      settler: c.settler,
+      amount: 100n,
+    })
     await until(
       () => account(m.accountId),
       (a) => a.cap === 100n,
@@ -99,7 +105,13 @@ describe.skipIf(!hasAnvil)('allowance, admission and debt on chain (anvil)', () 
     expect(evmRail(m).watcher.block! - small).toBeLessThanOrEqual(3n)
     expect((await ask(m.key)).status).toBe(402)
 
-    const raised = await approveSettler(c.client, alice.wallet, c.usdc, c.settler, 4n * USDC)
+    const raised = await approveSettler({
+      client: c.client,
+      payer: alice.wallet,
+      usdc: c.usdc,
+      settler: c.settler,
+      amount: 4n * USDC,
+    })
     await until(
       () => account(m.accountId),
       (a) => a.cap === 4n * USDC,
@@ -109,7 +121,13 @@ describe.skipIf(!hasAnvil)('allowance, admission and debt on chain (anvil)', () 
 
     // An allowance lowered to what is already owed (captured, not yet settled) leaves nothing to spend.
     const owed = 5n * USDC - (await account(m.accountId)).balance
-    const lowered = await approveSettler(c.client, alice.wallet, c.usdc, c.settler, owed)
+    const lowered = await approveSettler({
+      client: c.client,
+      payer: alice.wallet,
+      usdc: c.usdc,
+      settler: c.settler,
+      amount: owed,
+    })
     await until(
       () => account(m.accountId),
       (a) => a.cap === 0n,
@@ -120,7 +138,7 @@ describe.skipIf(!hasAnvil)('allowance, admission and debt on chain (anvil)', () 
     expect((await refused.json()).error.code).toBe('insufficient_quota')
 
     // Admission is a store operation: with the chain gone, an approved wallet is still served.
-    await approveSettler(c.client, alice.wallet, c.usdc, c.settler, 4n * USDC)
+    await approveSettler({ client: c.client, payer: alice.wallet, usdc: c.usdc, settler: c.settler, amount: 4n * USDC })
     await until(
       () => account(m.accountId),
       (a) => a.cap > 0n,

@@ -17,7 +17,7 @@ describe.skipIf(!hasAnvil)('settler gas per transfer leg', () => {
     payers = []
     // One after the other: the minter's transactions take consecutive nonces.
     for (let i = 0; i < 10; i++) payers.push(await newPayer(c, 1_000_000_000n, 1_000_000_000n))
-    for (const p of payees) await mintUsdc(c.client, c.minter, c.usdc, p, 1n)
+    for (const p of payees) await mintUsdc({ client: c.client, minter: c.minter, usdc: c.usdc, to: p, amount: 1n })
   })
   afterAll(() => c?.close())
 

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import type { Address, Hex } from 'viem'
-import type { Config } from '../src/config.js'
+import type { Config } from '../src/config-schema.js'
 import { Settler } from '../src/settlement/settler.js'
 import { createEvmRail, type EvmRail } from '../src/settlement/evm-rail.js'
 import { P, type Market } from './helpers/market.js'

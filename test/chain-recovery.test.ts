@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import type { Address, Hex } from 'viem'
-import type { Config } from '../src/config.js'
+import type { Config } from '../src/config-schema.js'
 import { SYSTEM_ACCOUNTS } from '../src/store/accounts.js'
 import { Settler } from '../src/settlement/settler.js'
 import { createEvmRail } from '../src/settlement/evm-rail.js'
@@ -69,7 +69,11 @@ describe.skipIf(!hasAnvil)('batch transactions survive restarts and stuck fees (
     const due = await owedTo(P.atlasCheap)
     const before = await balanceOf(c, P.atlasCheap as Address)
     const fees = (await m.store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
-    const batch = (await m.store.settlement.createBatch('bat_crashed_before_broadcast', fees, Date.now()))!
+    const batch = (await m.store.settlement.createBatch({
+      id: 'bat_crashed_before_broadcast',
+      feeAccountId: fees,
+      now: Date.now(),
+    }))!
     const lost: Hex = `0x${'ab'.repeat(32)}`
     await m.store.settlement.markSent(batch.id, lost, await nonceOf(c.operator.address), Date.now())
     const report = await m.server.settler.runOnce()

@@ -46,7 +46,11 @@ describe.skipIf(!hasAnvil)('a payee the token refuses (anvil)', () => {
     expect(owedToRefused).toBeGreaterThan(0n)
 
     // A batch made before the payee was known to be refused (it became so after): the payer's transfers fail on chain.
-    const early = (await m.store.settlement.createBatch('bat_before_refusal', fees, Date.now()))!
+    const early = (await m.store.settlement.createBatch({
+      id: 'bat_before_refusal',
+      feeAccountId: fees,
+      now: Date.now(),
+    }))!
     expect((await m.store.settlement.legs(early.id)).map((l) => l.payeeId).sort()).toEqual([fees, refused, tern].sort())
     const first = await m.server.settler.runOnce()
     expect(first.batches.map((b) => b.id)).toEqual([early.id])
@@ -89,7 +93,11 @@ describe.skipIf(!hasAnvil)('a payee the token refuses (anvil)', () => {
   it('leaves a batch whose failure the node cannot explain for a later pass, and settles the batches after it', async () => {
     expect((await askAtlas(m, m.key)).status).toBe(200)
     const fees = (await accountOf(SYSTEM_ACCOUNTS.fees)).id
-    const early = (await m.store.settlement.createBatch('bat_unexplained', fees, Date.now()))!
+    const early = (await m.store.settlement.createBatch({
+      id: 'bat_unexplained',
+      feeAccountId: fees,
+      now: Date.now(),
+    }))!
     expect((await chat(m.url, m.key, { model: 'svc/tern@2', messages: hello, max_tokens: 400 })).status).toBe(200)
     // The token's questions fail (a node that rate-limits eth_call, say).
     const rail = evmRail(m) as unknown as { probe: Record<string, (...args: unknown[]) => Promise<boolean>> }

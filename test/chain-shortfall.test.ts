@@ -79,7 +79,7 @@ describe.skipIf(!hasAnvil)('a wallet emptied under a request in flight (anvil)',
     expect((await inDebt.json()).error.message).toMatch(/owes/)
 
     // Refilled: the debt is lifted, the charge collected once, and the payer served again.
-    await mintUsdc(c.client, c.minter, c.usdc, payer.address, USDC)
+    await mintUsdc({ client: c.client, minter: c.minter, usdc: c.usdc, to: payer.address, amount: USDC })
     await evmRail(m).watcher.syncNow()
     expect((await account()).debt).toBe(0n)
     const second = await m.server.settler.runOnce()

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import type { Config } from '../src/config.js'
+import type { Config } from '../src/config-schema.js'
 import { countedByTurn } from './helpers/turns.js'
 import { chat, P, sseEvents, marketPerTest, type Market } from './helpers/market.js'
 import { maxCostFor } from './helpers/money.js'

@@ -37,7 +37,7 @@ describe('a request cut off by kill -9 of its gateway', () => {
       const { account } = await openAccount(store, addressOf(0x41))
       await depositTo(store, account.id, funds)
       await store.accounts.approve(account.id, funds)
-      const { key } = await issueKey(store, account.id, 'cut')
+      const { key } = await issueKey({ store, accountId: account.id, name: 'cut' })
       const send = (url: string) =>
         fetch(`${url}/v1/chat/completions`, {
           method: 'POST',

@@ -15,7 +15,7 @@ describe('maxRequestsPerAccount', () => {
     const { account } = await openAccount(mk.store, addressOf(0x22))
     await depositTo(mk.store, account.id, 1_000_000n)
     await mk.store.accounts.approve(account.id, 1_000_000n)
-    const other = (await issueKey(mk.store, account.id, 'other')).key
+    const other = (await issueKey({ store: mk.store, accountId: account.id, name: 'other' })).key
 
     const inFlight = [chat(mk.url, mk.key, body), chat(mk.url, mk.key, body)]
     // Both have their status line: both hold their slot.

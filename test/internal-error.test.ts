@@ -42,7 +42,7 @@ async function serveBroken(tuning: Record<string, number>) {
   const { account } = await openAccount(store, USER)
   await depositTo(store, account.id, 1_000_000n)
   await store.accounts.approve(account.id, 1_000_000n)
-  return { account, key: (await issueKey(store, account.id, 'test')).key }
+  return { account, key: (await issueKey({ store, accountId: account.id, name: 'test' })).key }
 }
 
 /** The store fails the next release (the hold stays open), then works again. */

@@ -40,7 +40,7 @@ async function fundedKey(store: Store, wallet: string, amount: bigint) {
   const { account } = await openAccount(store, wallet)
   await depositTo(store, account.id, amount)
   await store.accounts.approve(account.id, amount)
-  return { accountId: account.id, key: (await issueKey(store, account.id, 'proc')).key }
+  return { accountId: account.id, key: (await issueKey({ store, accountId: account.id, name: 'proc' })).key }
 }
 
 const ask = (url: string, key: string, body: unknown) =>

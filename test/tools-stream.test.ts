@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { chat, P, sseEvents, startMarket, type Market } from './helpers/market.js'
 import { parseChunks, resetSims, TIME, TIME_ARGS, WEATHER, WEATHER_ARGS, type Chunk } from './helpers/tools.js'
 import { countOutput } from '../src/metering/tokens.js'
-import { toolDeltas, type Fragmentation } from '../src/providers/simulated/server.js'
+import { toolDeltas, type Fragmentation } from '../src/providers/simulated/wire.js'
 
 let m: Market
 beforeAll(async () => {

@@ -49,13 +49,19 @@ export function keyNameProblem(name: string): string | null {
  * Creates an API key named `name` (trimmed; refused with OperationError when `keyNameProblem` says why). With
  * `maxLive`, refused (OperationError) while the account has that many live keys.
  */
-export async function issueKey(
-  store: Store,
-  accountId: number,
-  raw: string,
+export async function issueKey({
+  store,
+  accountId,
+  name: raw,
   now = Date.now(),
   maxLive = Infinity,
-): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
+}: {
+  store: Store
+  accountId: number
+  name: string
+  now?: number
+  maxLive?: number
+}): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
   const problem = keyNameProblem(raw)
   if (problem) throw new OperationError(problem)
   const name = raw.trim()
@@ -73,13 +79,13 @@ export const MAX_AMOUNT = 10n ** 15n
 export async function depositTo(store: Store, accountId: number, amount: bigint, now = Date.now()): Promise<Account> {
   if (amount <= 0n) throw new OperationError('a deposit must be positive')
   if (amount > MAX_AMOUNT) throw new OperationError(`a deposit may be at most ${formatUsdc(MAX_AMOUNT)} USDC`)
-  const after = await store.accounts.deposit(
-    accountId,
+  const after = await store.accounts.deposit({
+    id: accountId,
     amount,
-    `dep_${randomBytes(8).toString('hex')}`,
+    ref: `dep_${randomBytes(8).toString('hex')}`,
     now,
-    MAX_AMOUNT,
-  )
+    max: MAX_AMOUNT,
+  })
   if (!after) throw new OperationError(`the balance would exceed ${formatUsdc(MAX_AMOUNT)} USDC; nothing was deposited`)
   return after
 }

@@ -235,7 +235,7 @@ export class SseReply implements StreamSink {
     this.pending = ''
     const raw = this.reply.raw
     // ASCII text is its own UTF-8. Written as latin1, node takes its length as it is and copies its characters; as
-    // UTF-8 it flattens the joined text and scans it for its length, then encodes it: about 4 µs of a 64-token read.
+    // UTF-8 it flattens the joined text and scans it for its length, then encodes it.
     // The status line and headers, when they go out with it, are ASCII too (fixed names, the gateway's request id).
     if (text !== '' && !raw.destroyed && !raw.writableEnded) raw.write(text, this.pendingAscii ? 'latin1' : 'utf8')
   }

@@ -10,7 +10,8 @@ import {
   type PublicClient,
 } from 'viem'
 import { privateKeyToAccount, type LocalAccount } from 'viem/accounts'
-import { ConfigError, type RailConfig } from '../config.js'
+import { ConfigError } from '../config.js'
+import type { RailConfig } from '../config-schema.js'
 
 export type EvmRailConfig = Extract<RailConfig, { kind: 'evm' }>
 

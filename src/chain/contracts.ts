@@ -18,13 +18,19 @@ export function batchKey(batchId: string): Hex {
 }
 
 /** Balance and allowance to the settler of each wallet at one block (one batched JSON-RPC request). */
-export async function readWallets(
-  client: PublicClient,
-  usdc: Address,
-  settler: Address,
-  wallets: Address[],
-  block: bigint,
-): Promise<{ balance: bigint; allowance: bigint }[]> {
+export async function readWallets({
+  client,
+  usdc,
+  settler,
+  wallets,
+  block,
+}: {
+  client: PublicClient
+  usdc: Address
+  settler: Address
+  wallets: Address[]
+  block: bigint
+}): Promise<{ balance: bigint; allowance: bigint }[]> {
   return Promise.all(
     wallets.map(async (owner) => {
       const [balance, allowance] = await Promise.all([

@@ -54,13 +54,19 @@ export async function deploySettler(
   return getAddress((await mined(client, hash, 'BatchSettler deployment')).contractAddress!)
 }
 
-export async function mintUsdc(
-  client: PublicClient,
-  minter: Wallet,
-  usdc: Address,
-  to: Address,
-  amount: bigint,
-): Promise<void> {
+export async function mintUsdc({
+  client,
+  minter,
+  usdc,
+  to,
+  amount,
+}: {
+  client: PublicClient
+  minter: Wallet
+  usdc: Address
+  to: Address
+  amount: bigint
+}): Promise<void> {
   await mined(
     client,
     await minter.writeContract({ address: usdc, abi: usdcAbi, functionName: 'mint', args: [to, amount] }),
@@ -69,13 +75,19 @@ export async function mintUsdc(
 }
 
 /** Sets the payer's allowance to the settler: their spending cap on the evm rail. */
-export async function approveSettler(
-  client: PublicClient,
-  payer: Wallet,
-  usdc: Address,
-  settler: Address,
-  amount: bigint,
-): Promise<bigint> {
+export async function approveSettler({
+  client,
+  payer,
+  usdc,
+  settler,
+  amount,
+}: {
+  client: PublicClient
+  payer: Wallet
+  usdc: Address
+  settler: Address
+  amount: bigint
+}): Promise<bigint> {
   const receipt = await mined(
     client,
     await payer.writeContract({ address: usdc, abi: usdcAbi, functionName: 'approve', args: [settler, amount] }),

@@ -86,7 +86,7 @@ export class BatchSender {
     let hashes: Hex[] = []
     let current =
       batch.txHash && batch.nonce !== null
-        ? await this.resume(batch.id, batch.txHash as Hex, batch.nonce, data, legs)
+        ? await this.resume({ batchId: batch.id, hash: batch.txHash as Hex, nonce: batch.nonce, data, legs })
         : null
     /** The latest transaction at this nonce the node took: what a bump must outbid. */
     let taken = current?.accepted ? current : null
@@ -134,7 +134,19 @@ export class BatchSender {
   /**
    * What an earlier run stored for a sent batch: its transaction if the node knows it, a re-signed one if it was lost.
    */
-  private async resume(batchId: string, hash: Hex, nonce: number, data: Hex, legs: number): Promise<Signed | null> {
+  private async resume({
+    batchId,
+    hash,
+    nonce,
+    data,
+    legs,
+  }: {
+    batchId: string
+    hash: Hex
+    nonce: number
+    data: Hex
+    legs: number
+  }): Promise<Signed | null> {
     const tx = await this.o.client.getTransaction({ hash }).catch(() => null)
     if (tx && tx.maxFeePerGas !== undefined && tx.maxPriorityFeePerGas !== undefined) {
       return {

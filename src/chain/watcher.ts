@@ -144,13 +144,13 @@ export class ChainWatcher {
     const entries = [...targets].filter(([, address]) => isAddress(address, { strict: false }))
     for (let start = 0; start < entries.length; start += READ_CHUNK) {
       const chunk = entries.slice(start, start + READ_CHUNK)
-      const wallets = await readWallets(
-        this.o.client,
-        this.o.usdc,
-        this.o.settler,
-        chunk.map(([, a]) => getAddress(a)),
-        head,
-      )
+      const wallets = await readWallets({
+        client: this.o.client,
+        usdc: this.o.usdc,
+        settler: this.o.settler,
+        wallets: chunk.map(([, a]) => getAddress(a)),
+        block: head,
+      })
       const now = this.o.now()
       for (const [i, [id]] of chunk.entries()) {
         const r = await this.o.store.chain.sync(id, { ...wallets[i]!, block: head }, `chain_${head}_${id}`, now)

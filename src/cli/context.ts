@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import type { Command } from 'commander'
-import type { Config } from '../config.js'
+import type { Config } from '../config-schema.js'
 import type { Store } from '../store/store.js'
 import { countFrom } from '../protocol/counts.js'
 

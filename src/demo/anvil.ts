@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
-import type { Config } from '../config.js'
+import type { Config } from '../config-schema.js'
 import { anvilAccount, anvilKey, startAnvil, type Anvil } from '../chain/anvil.js'
 import { publicClientFor } from '../chain/client.js'
 import { approveSettler, deploySettler, deployTestUsdc, mintUsdc, walletFor } from '../chain/deploy.js'
@@ -34,8 +34,8 @@ export async function startAnvilDemo(dataDir: string, funds: bigint, cap: bigint
     const operator = walletFor(client, anvilAccount(OPERATOR_INDEX))
     const usdc = await deployTestUsdc(client, operator)
     const settler = await deploySettler(client, operator, usdc, operator.account.address)
-    await mintUsdc(client, operator, usdc, DEMO_WALLET, funds)
-    await approveSettler(client, walletFor(client, anvilAccount(0)), usdc, settler, cap)
+    await mintUsdc({ client, minter: operator, usdc, to: DEMO_WALLET, amount: funds })
+    await approveSettler({ client, payer: walletFor(client, anvilAccount(0)), usdc, settler, amount: cap })
     // Set up in a few milliseconds with a block per transaction, then run like a chain with 1 s blocks.
     await client.request({ method: 'evm_setIntervalMining' as never, params: [1] as never })
     const dir = join(dataDir, 'anvil')

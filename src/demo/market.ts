@@ -1,4 +1,4 @@
-import type { Config } from '../config.js'
+import type { Config } from '../config-schema.js'
 import type { ToolContract } from '../protocol/models.js'
 import type { Behaviours } from '../providers/simulated/behaviour.js'
 

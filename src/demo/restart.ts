@@ -64,7 +64,7 @@ export async function demoKey(
     const owner = await store.keys.ownerOf(hashKey(saved))
     if (owner && !owner.revoked && owner.accountId === accountId) return { key: saved, reused: true }
   }
-  const { key } = await issueKey(store, accountId, 'demo')
+  const { key } = await issueKey({ store, accountId, name: 'demo' })
   writeFileSync(file, `${key}\n`, { mode: 0o600 })
   chmodSync(file, 0o600)
   return { key, reused: false }

@@ -1,4 +1,4 @@
-import type { ModelConfig } from '../config.js'
+import type { ModelConfig } from '../config-schema.js'
 import type { ChatRequest } from '../protocol/chat.js'
 import { unsupported, type ApiError } from '../protocol/errors.js'
 import { responseFormatViolation, toolContractViolation } from '../tools/contract.js'

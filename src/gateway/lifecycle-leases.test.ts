@@ -9,7 +9,7 @@ afterEach(() => closeFixture(f))
 async function lifecycleOn(id: string, ttlMs: number, clock: () => number) {
   f = await openFixture('sqlite')
   const { store, user } = f
-  await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
+  await store.accounts.deposit({ id: user, amount: 1_000n, ref: 'dep_1', now: 1000 })
   await store.accounts.approve(user, 1_000n)
   const life = new InstanceLifecycle({
     store,

@@ -18,7 +18,7 @@ describe('an instance another gateway took for dead', () => {
     const user = (await s.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
     const payee = (await s.accounts.ensure('0x2222222222222222222222222222222222222222', 'provider', 1000)).account.id
     const fees = (await s.accounts.byAddress('svc:fees'))!.id
-    await s.accounts.deposit(user, 1_000n, 'dep_1', 1000)
+    await s.accounts.deposit({ id: user, amount: 1_000n, ref: 'dep_1', now: 1000 })
     await s.accounts.approve(user, 1_000n)
     life = new InstanceLifecycle({
       store: s,

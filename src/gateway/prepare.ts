@@ -3,7 +3,7 @@ import { apiError, clipped, isApiError, type ApiError } from '../protocol/errors
 import { CORTEX_MODEL_ID } from '../protocol/models.js'
 import { countInput } from '../metering/tokens.js'
 import type { Catalog, CortexModel } from '../routing/catalog.js'
-import type { ModelConfig } from '../config.js'
+import type { ModelConfig } from '../config-schema.js'
 import type { Health } from '../routing/health.js'
 import { planCortex, planNamed, type Candidate, type RoutePlan } from '../routing/route.js'
 import type { UpstreamRequest } from '../providers/types.js'
@@ -115,10 +115,10 @@ function planned(
       stream: needs.stream,
       maxTokens,
     }
-    plan = planNamed(catalog, health, inputTokens, named, upstream)
+    plan = planNamed({ catalog, health, inputTokens, model: named, request: upstream })
   } else {
     const body = { bodyJson: upstreamBodyJson(request, messages.upstream, toolsJson), stream: needs.stream }
-    const planned = cortexPlan(catalog, health, cortex!, request, needs, body)
+    const planned = cortexPlan({ catalog, health, cortex: cortex!, request, needs, body })
     if (isApiError(planned)) return planned
     ;({ plan, maxTokens } = planned)
   }
@@ -154,14 +154,21 @@ function largestContext(catalog: Catalog, named: ModelConfig | undefined, cortex
  * it). The hold covers the largest bound of the plan. When nothing fits, nothing could ever serve the request: it is
  * refused as the vendor refuses it, or without a vendor as the first candidate does (a 400, not a 503 to retry).
  */
-function cortexPlan(
-  catalog: Catalog,
-  health: Health,
-  cortex: CortexModel,
-  request: ChatRequest,
-  needs: Needs,
-  body: UpstreamRequest,
-): { plan: RoutePlan; maxTokens: number } | ApiError {
+function cortexPlan({
+  catalog,
+  health,
+  cortex,
+  request,
+  needs,
+  body,
+}: {
+  catalog: Catalog
+  health: Health
+  cortex: CortexModel
+  request: ChatRequest
+  needs: Needs
+  body: UpstreamRequest
+}): { plan: RoutePlan; maxTokens: number } | ApiError {
   const listed = { ...body, maxTokens: needs.requestedMax ?? cortex.capabilities.maxOutputTokens }
   const vendorModel = {
     id: `the managed vendor of ${CORTEX_MODEL_ID}`,
@@ -192,5 +199,8 @@ function cortexPlan(
     maxTokens = Math.max(maxTokens, bound)
   }
   if (whole.length === 0 && short.length === 0 && !vendor) return vendorUnfit ?? unfit!
-  return { plan: planCortex(catalog, health, needs.inputTokens, [...whole, ...short], vendor), maxTokens }
+  return {
+    plan: planCortex({ catalog, health, inputTokens: needs.inputTokens, fitting: [...whole, ...short], vendor }),
+    maxTokens,
+  }
 }

@@ -1,5 +1,5 @@
 import { request } from 'undici'
-import type { Config } from '../config.js'
+import type { Config } from '../config-schema.js'
 import { checksumAddress } from '../accounts/address.js'
 import { isUnreached, type Reachability } from '../routing/reachability.js'
 

@@ -1,10 +1,8 @@
 import { uncachedCount } from './tokens.js'
 
 /**
- * More characters a token than ordinary text has (English prose has about 4.5, code about 3): a reply shorter than
- * this many characters a token of its bound is not counted. Counting a reply as it nears its bound costs a stream
- * several percent of its CPU (a count of 256 characters cost 11 µs of a 64-token stream's 152 here), so replies that
- * keep their bound are never counted; one that does not is given away at most this many characters a token of it.
+ * More characters a token than ordinary text has: a reply shorter than this many characters a token of its bound is
+ * not counted; one past it is given away at most this many characters a token of it (docs/architecture.md §15.5).
  */
 const CHARS_PER_TOKEN = 8
 /**

@@ -175,15 +175,26 @@ class InputCount {
   private text = ''
   private count: TextCount | undefined
 
-  constructor(
-    private readonly texts: readonly string[],
-    fixed: number,
-    private readonly stopAbove: number,
-    readonly abandoned: (() => boolean) | undefined,
-    readonly resolve: (n: number) => void,
-    readonly reject: (err: unknown) => void,
-  ) {
-    this.n = fixed
+  private readonly texts: readonly string[]
+  private readonly stopAbove: number
+  readonly abandoned: (() => boolean) | undefined
+  readonly resolve: (n: number) => void
+  readonly reject: (err: unknown) => void
+
+  constructor(o: {
+    texts: readonly string[]
+    fixed: number
+    stopAbove: number
+    abandoned: (() => boolean) | undefined
+    resolve: (n: number) => void
+    reject: (err: unknown) => void
+  }) {
+    this.texts = o.texts
+    this.n = o.fixed
+    this.stopAbove = o.stopAbove
+    this.abandoned = o.abandoned
+    this.resolve = o.resolve
+    this.reject = o.reject
   }
 
   /**
@@ -233,7 +244,7 @@ let turnAhead = false
  */
 function countInSteps(input: Input, stopAbove: number, abandoned?: () => boolean): Promise<number> {
   return new Promise<number>((resolve, reject) => {
-    counting.push(new InputCount(input.texts, input.fixed, stopAbove, abandoned, resolve, reject))
+    counting.push(new InputCount({ texts: input.texts, fixed: input.fixed, stopAbove, abandoned, resolve, reject }))
     // The first turn at once, in the request's own callback, as a short input's whole count.
     if (!turnAhead) countTurn()
   })

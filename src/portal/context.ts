@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify'
-import type { Config } from '../config.js'
+import type { Config } from '../config-schema.js'
 import type { KeyVerifier } from '../auth/verifier.js'
 import type { Catalog } from '../routing/catalog.js'
 import type { Health } from '../routing/health.js'

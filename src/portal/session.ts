@@ -45,7 +45,11 @@ export class Sessions {
       expiresAt: now + SESSION_TTL_MS,
     }
     await this.store.portal.createSession(session)
-    setCookie(req, reply, `${secret}.${this.mac(secret)}`, Math.floor(SESSION_TTL_MS / 1000), this.secure(req))
+    setCookie(reply, {
+      value: `${secret}.${this.mac(secret)}`,
+      maxAgeSeconds: Math.floor(SESSION_TTL_MS / 1000),
+      secure: this.secure(req),
+    })
     return session
   }
 
@@ -64,7 +68,7 @@ export class Sessions {
 
   async end(req: FastifyRequest, reply: FastifyReply, session: PortalSession): Promise<void> {
     await this.store.portal.deleteSession(session.id)
-    setCookie(req, reply, '', 0, this.secure(req))
+    setCookie(reply, { value: '', maxAgeSeconds: 0, secure: this.secure(req) })
   }
 
   private secure(req: FastifyRequest): boolean {
@@ -78,11 +82,8 @@ export class Sessions {
 
 /** Secure when the portal is served over https; HttpOnly keeps it from scripts; Lax keeps it off cross-site posts. */
 function setCookie(
-  req: FastifyRequest,
   reply: FastifyReply,
-  value: string,
-  maxAgeSeconds: number,
-  secure: boolean,
+  { value, maxAgeSeconds, secure }: { value: string; maxAgeSeconds: number; secure: boolean },
 ): void {
   const parts = [
     `${SESSION_COOKIE}=${value}`,

@@ -152,17 +152,15 @@ export const CONTENT_CHUNK_SOURCE =
 const CONTENT_CHUNK = new RegExp(`^${CONTENT_CHUNK_SOURCE}$`)
 
 /**
- * The longest data `CONTENT_CHUNK` is tried on; longer data is parsed. A content chunk is a token or a few, well under
- * 1 KiB with its envelope. On text dense with escapes the match costs about what the parse does up to 16 KiB, but
- * grows faster than the text past that: twice the parse at 64 KiB, and 100 to 200 ms against 3 to 15 for 1 MiB of
- * `\n` escapes, a stall any upstream could cause. 4 KiB leaves room for a long chunk and is well short of that.
+ * The longest data `CONTENT_CHUNK` is tried on; longer data is parsed: past it the match on text dense with escapes
+ * grows faster than the parse, a stall any upstream could cause (docs/architecture.md §15.8).
  */
 export const MAX_FAST_CHUNK = 4096
 
 /**
  * Events of one stream event's data. Most chunks of a stream carry a piece of content and nothing else: those are
- * matched whole by `CONTENT_CHUNK` (about a tenth of the cost of `JSON.parse` here, which was the largest single cost
- * of a streamed request); the rest, and any longer than `MAX_FAST_CHUNK`, are parsed and read by `chunkEvents`.
+ * matched whole by `CONTENT_CHUNK` (far cheaper than `JSON.parse`, which was the largest single cost of a streamed
+ * request); the rest, and any longer than `MAX_FAST_CHUNK`, are parsed and read by `chunkEvents`.
  */
 export function dataEvents(data: string, out: UpstreamEvent[]): void {
   const text = contentOfChunk(data)

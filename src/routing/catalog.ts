@@ -1,4 +1,4 @@
-import type { Config, ModelConfig } from '../config.js'
+import type { Config, ModelConfig } from '../config-schema.js'
 import { CORTEX_MODEL_ID, type Capabilities, type ToolContract } from '../protocol/models.js'
 import type { Prices } from '../money/usdc.js'
 import type { Provider } from '../providers/types.js'

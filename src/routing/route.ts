@@ -1,4 +1,4 @@
-import type { ModelConfig } from '../config.js'
+import type { ModelConfig } from '../config-schema.js'
 import { maxBig, type Prices } from '../money/usdc.js'
 import type { CallPolicy, ToolRules } from '../tools/assemble.js'
 import type { Catalog, Offer } from './catalog.js'
@@ -38,13 +38,19 @@ export interface RoutePlan {
 }
 
 /** Plans a named model: its own offers only. A named model is never substituted. */
-export function planNamed(
-  catalog: Catalog,
-  health: Health,
-  inputTokens: number,
-  model: ModelConfig,
-  request: BoundRequest,
-): RoutePlan {
+export function planNamed({
+  catalog,
+  health,
+  inputTokens,
+  model,
+  request,
+}: {
+  catalog: Catalog
+  health: Health
+  inputTokens: number
+  model: ModelConfig
+  request: BoundRequest
+}): RoutePlan {
   const all = catalog.offers.get(model.id) ?? []
   const offers = rankOffers(all, health, { inputTokens, maxOutputTokens: request.maxTokens })
   return {
@@ -59,13 +65,19 @@ export function planNamed(
  * Plans svc/cortex@1: the fitting candidates in preference order, then the managed vendor, sent `vendor` (none when the
  * vendor cannot take the request).
  */
-export function planCortex(
-  catalog: Catalog,
-  health: Health,
-  inputTokens: number,
-  fitting: readonly Candidate[],
-  vendor: BoundRequest | undefined,
-): RoutePlan {
+export function planCortex({
+  catalog,
+  health,
+  inputTokens,
+  fitting,
+  vendor,
+}: {
+  catalog: Catalog
+  health: Health
+  inputTokens: number
+  fitting: readonly Candidate[]
+  vendor: BoundRequest | undefined
+}): RoutePlan {
   const targets = fitting.map(({ model, request }) => {
     const offers = rankOffers(catalog.offers.get(model.id) ?? [], health, {
       inputTokens,

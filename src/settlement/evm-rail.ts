@@ -43,14 +43,34 @@ export class EvmRail implements Rail {
   /** What the last pass left waiting, so the log tells each change once. */
   private waiting = new Map<string, string>()
 
-  constructor(
-    private readonly store: Store,
-    readonly settings: EvmSettings,
-    readonly sender: BatchSender,
-    readonly watcher: ChainWatcher,
-    private readonly probe: TokenProbe,
-    private readonly log: (msg: string) => void,
-  ) {
+  private readonly store: Store
+  readonly settings: EvmSettings
+  readonly sender: BatchSender
+  readonly watcher: ChainWatcher
+  private readonly probe: TokenProbe
+  private readonly log: (msg: string) => void
+
+  constructor({
+    store,
+    settings,
+    sender,
+    watcher,
+    probe,
+    log,
+  }: {
+    store: Store
+    settings: EvmSettings
+    sender: BatchSender
+    watcher: ChainWatcher
+    probe: TokenProbe
+    log: (msg: string) => void
+  }) {
+    this.store = store
+    this.settings = settings
+    this.sender = sender
+    this.watcher = watcher
+    this.probe = probe
+    this.log = log
     this.maxLegs = settings.maxLegs
     const fees = settings.feeAccount ?? sender.operator
     this.systemPayees = { [SYSTEM_ACCOUNTS.fees]: fees, [SYSTEM_ACCOUNTS.vendor]: settings.vendorAccount ?? fees }
@@ -234,5 +254,6 @@ export async function createEvmRail(rail: EvmRailConfig, store: Store, opts: Evm
     now,
     log,
   })
-  return new EvmRail(store, settings, sender, watcher, new TokenProbe(client, settings.usdc, settings.settler), log)
+  const probe = new TokenProbe(client, settings.usdc, settings.settler)
+  return new EvmRail({ store, settings, sender, watcher, probe, log })
 }

@@ -1,4 +1,4 @@
-import type { Config } from '../config.js'
+import type { Config } from '../config-schema.js'
 import type { Store } from '../store/store.js'
 import { LocalRail, type Rail } from './rail.js'
 import type { EvmRailOptions } from './evm-rail.js'

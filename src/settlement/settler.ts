@@ -49,7 +49,12 @@ export class Settler {
       const pending = await this.store.settlement.batches(['open', 'sent'])
       const limits = { exclude: waiting, ...(this.rail.maxLegs === undefined ? {} : { maxLegs: this.rail.maxLegs }) }
       for (;;) {
-        const batch = await this.store.settlement.createBatch(`bat_${ulid(this.now())}`, fees, this.now(), limits)
+        const batch = await this.store.settlement.createBatch({
+          id: `bat_${ulid(this.now())}`,
+          feeAccountId: fees,
+          now: this.now(),
+          limits,
+        })
         if (!batch) break
         pending.push(batch)
       }

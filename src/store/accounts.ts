@@ -110,7 +110,19 @@ export class AccountRepo {
    * Credits a deposit: two postings (world → account) and the cached balance, in one transaction; null (nothing
    * written) when the balance would pass `max`.
    */
-  async deposit(id: number, amount: bigint, ref: string, now: number, max?: bigint): Promise<Account | null> {
+  async deposit({
+    id,
+    amount,
+    ref,
+    now,
+    max,
+  }: {
+    id: number
+    amount: bigint
+    ref: string
+    now: number
+    max?: bigint
+  }): Promise<Account | null> {
     return this.db.transaction().execute(async (trx) => {
       let update = trx
         .updateTable('accounts')

@@ -21,7 +21,7 @@ describe.each(STORE_KINDS)('a batch built in steps on %s', (kind) => {
       (await store.accounts.ensure('0x5555555555555555555555555555555555555555', 'provider', 1000)).account.id,
     ]
     for (const id of [f.user, f.other]) {
-      expect(await store.accounts.deposit(id, 10_000_000n, `dep_${id}`, 1000)).not.toBeNull()
+      expect(await store.accounts.deposit({ id, amount: 10_000_000n, ref: `dep_${id}`, now: 1000 })).not.toBeNull()
       await store.accounts.approve(id, 10_000_000n)
     }
   })
@@ -93,11 +93,19 @@ describe.each(STORE_KINDS)('a batch built in steps on %s', (kind) => {
 
   it('takes every due charge, three per transaction, into legs that add up', async () => {
     const total = await charges(20)
-    const batch = await store.settlement.createBatch('b_steps', f!.fees, 2000, {}, 3)
+    const batch = await store.settlement.createBatch({
+      id: 'b_steps',
+      feeAccountId: f!.fees,
+      now: 2000,
+      limits: {},
+      step: 3,
+    })
     expect(batch).toMatchObject({ status: 'open', total })
     expect(await whole('b_steps')).toBe(total)
     expect((await store.settlement.batches(['open'])).map((b) => b.id)).toContain('b_steps')
-    expect(await store.settlement.createBatch('b_none', f!.fees, 2001, {}, 3)).toBeNull()
+    expect(
+      await store.settlement.createBatch({ id: 'b_none', feeAccountId: f!.fees, now: 2001, limits: {}, step: 3 }),
+    ).toBeNull()
   })
 
   /** Runs `between` once the batch `id` is building (between two of its steps, each one charge), within 1,000 turns. */
@@ -112,7 +120,13 @@ describe.each(STORE_KINDS)('a batch built in steps on %s', (kind) => {
   it('is whole as far as it got when another settler opens it while it is built, the rest left due', async () => {
     await charges(200)
     // One charge per transaction; between two of them, a second settler opens every batch left building.
-    const building = store.settlement.createBatch('b_race', f!.fees, 3000, {}, 1)
+    const building = store.settlement.createBatch({
+      id: 'b_race',
+      feeAccountId: f!.fees,
+      now: 3000,
+      limits: {},
+      step: 1,
+    })
     await whileBuilding('b_race', () => store.settlement.openBuilt())
     // The settler that opened it sends it; this one leaves it alone.
     expect(await building).toBeNull()
@@ -127,7 +141,7 @@ describe.each(STORE_KINDS)('a batch built in steps on %s', (kind) => {
     expect(left.length).toBeGreaterThan(0)
     expect(left.length).toBeLessThan(200)
     // The rest goes in the next batch.
-    const next = await store.settlement.createBatch('b_rest', f!.fees, 3001)
+    const next = await store.settlement.createBatch({ id: 'b_rest', feeAccountId: f!.fees, now: 3001 })
     expect(next).not.toBeNull()
     expect(await whole('b_rest')).toBe(next!.total)
   })
@@ -135,7 +149,13 @@ describe.each(STORE_KINDS)('a batch built in steps on %s', (kind) => {
   it('leaves out the charges of a payer that fell into debt while it was built', async () => {
     await charges(100)
     // As another settler's failed collection leaves it: the payer's charges wait until its debt is covered.
-    const building = store.settlement.createBatch('b_debt', f!.fees, 3500, {}, 1)
+    const building = store.settlement.createBatch({
+      id: 'b_debt',
+      feeAccountId: f!.fees,
+      now: 3500,
+      limits: {},
+      step: 1,
+    })
     await whileBuilding('b_debt', () =>
       store.db.updateTable('accounts').set({ debt: 1n }).where('id', '=', f!.user).execute(),
     )
@@ -151,12 +171,18 @@ describe.each(STORE_KINDS)('a batch built in steps on %s', (kind) => {
     expect(left.length).toBeGreaterThan(0)
     expect(new Set(left.map((r) => Number(r.account_id)))).toEqual(new Set([f!.user]))
     await store.db.updateTable('accounts').set({ debt: 0n }).where('id', '=', f!.user).execute()
-    expect(await store.settlement.createBatch('b_debt_rest', f!.fees, 3501)).not.toBeNull()
+    expect(await store.settlement.createBatch({ id: 'b_debt_rest', feeAccountId: f!.fees, now: 3501 })).not.toBeNull()
   })
 
   it('is opened and settled by the next pass when its settler stopped while building it', async () => {
     await charges(9)
-    const batch = await store.settlement.createBatch('b_cut', f!.fees, 4000, {}, 2)
+    const batch = await store.settlement.createBatch({
+      id: 'b_cut',
+      feeAccountId: f!.fees,
+      now: 4000,
+      limits: {},
+      step: 2,
+    })
     // As a pass cut off between two steps leaves it (each step commits a whole, smaller batch).
     await store.db.updateTable('batches').set({ status: 'building' }).where('id', '=', 'b_cut').execute()
     expect((await store.settlement.batches(['open', 'sent'])).map((b) => b.id)).not.toContain('b_cut')

@@ -5,9 +5,8 @@ import { big, num } from './ints.js'
 import type { BatchLimits, Leg } from './settlement.js'
 
 /**
- * Charges assigned to a batch per transaction. Assigning one rewrites its row and moves it between two partial
- * indexes: 6–10 µs here, so a batch of 10,000 charges in one transaction held a SQLite gateway's event loop (and
- * every request in flight) for over 100 ms; a step of 500 holds it for about 6 ms.
+ * Charges assigned to a batch per transaction: a step short enough not to hold a SQLite gateway's event loop for long
+ * (docs/architecture.md §15.1).
  */
 export const CHARGES_PER_STEP = 500
 
@@ -164,7 +163,7 @@ async function addCharges(
         ),
       ),
     )
-    // The charges as they were assigned: their legs are summed here, not read again (by id, about 4.5 µs a charge).
+    // The charges as they were assigned: their legs are summed here, not read again (by id, a cost per charge).
     .returning(['account_id', 'payee_id', 'cost', 'fee'])
     .execute()
   if (assigned.length === 0) return { assigned: 0, total: 0n }

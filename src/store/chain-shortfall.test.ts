@@ -80,7 +80,7 @@ describe.each(STORE_KINDS)('a wallet short of what is held, on %s', (kind) => {
     await expectSound()
 
     // Settlement cannot collect the 500: the existing path records it as debt.
-    const failed = (await store.settlement.createBatch('b_short', fees, 3000))!
+    const failed = (await store.settlement.createBatch({ id: 'b_short', feeAccountId: fees, now: 3000 }))!
     expect(failed.total).toBe(500n)
     expect(await store.settlement.markSettled(failed.id, 3001, [dave])).toBe(true)
     expect((await account()).debt).toBe(500n)
@@ -89,10 +89,10 @@ describe.each(STORE_KINDS)('a wallet short of what is held, on %s', (kind) => {
     // Refilled to 1100: the debt is lifted, the 500 collected once, and the account works again.
     expect(await sync(1_100n, 1_000n, 13n)).toMatchObject({ kind: 'synced', debtCleared: true, owed: 500n })
     expect(await account()).toMatchObject({ balance: 600n, cap: 500n, held: 0n, debt: 0n })
-    const retry = (await store.settlement.createBatch('b_refilled', fees, 3002))!
+    const retry = (await store.settlement.createBatch({ id: 'b_refilled', feeAccountId: fees, now: 3002 }))!
     expect(retry.total).toBe(500n)
     expect(await store.settlement.markSettled(retry.id, 3003)).toBe(true)
-    expect(await store.settlement.createBatch('b_nothing', fees, 3004)).toBeNull()
+    expect(await store.settlement.createBatch({ id: 'b_nothing', feeAccountId: fees, now: 3004 })).toBeNull()
     expect(await store.chain.owed(dave)).toBe(0n)
     expect(await store.settlement.payeeTotals(payee)).toEqual({ pending: 0n, settled: 450n })
     expect(await sync(600n, 500n, 14n)).toMatchObject({ kind: 'synced', delta: 0n, owed: 0n })

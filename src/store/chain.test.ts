@@ -73,7 +73,7 @@ describe.each(STORE_KINDS)('chain sync on %s', (kind) => {
 
   it('ignores a read older than the last one or than a batch mined for the payer', async () => {
     expect(await sync(alice, 5_000n, 5_000n, 9n)).toEqual({ kind: 'stale' })
-    const batch = (await store.settlement.createBatch('b_floor', fees, 3000))!
+    const batch = (await store.settlement.createBatch({ id: 'b_floor', feeAccountId: fees, now: 3000 }))!
     await store.chain.recordMined(batch.id, 20n, [alice])
     expect(await sync(alice, 5_000n, 5_000n, 19n)).toEqual({ kind: 'stale' })
     expect((await account(alice)).balance).toBe(900n)
@@ -85,7 +85,7 @@ describe.each(STORE_KINDS)('chain sync on %s', (kind) => {
   it('turns a failed payer into debt, settles the rest, and collects once the wallet covers it again', async () => {
     await charge(alice, 50n)
     await charge(bob, 70n)
-    const batch = (await store.settlement.createBatch('b_fail', fees, 4000))!
+    const batch = (await store.settlement.createBatch({ id: 'b_fail', feeAccountId: fees, now: 4000 }))!
     expect(batch.total).toBe(120n)
     const pendingBefore = (await store.accounts.books(payee)).pending
     expect(await store.settlement.markSettled(batch.id, 4001, [alice])).toBe(true)
@@ -106,11 +106,11 @@ describe.each(STORE_KINDS)('chain sync on %s', (kind) => {
       }),
     ).toMatchObject({ ok: false, reason: 'in_debt' })
     // Debtors' charges wait: nothing is due while Alice's wallet does not cover them.
-    expect(await store.settlement.createBatch('b_wait', fees, 4002)).toBeNull()
+    expect(await store.settlement.createBatch({ id: 'b_wait', feeAccountId: fees, now: 4002 })).toBeNull()
     expect(await sync(alice, 850n, 0n, 30n)).toMatchObject({ kind: 'synced', debtCleared: false })
     expect(await sync(alice, 850n, 500n, 31n)).toMatchObject({ kind: 'synced', debtCleared: true, owed: 50n })
     expect(await account(alice)).toMatchObject({ debt: 0n, balance: 800n, cap: 450n })
-    const retry = (await store.settlement.createBatch('b_retry', fees, 4003))!
+    const retry = (await store.settlement.createBatch({ id: 'b_retry', feeAccountId: fees, now: 4003 }))!
     expect(retry.total).toBe(50n)
     expect(await store.settlement.markSettled(retry.id, 4004)).toBe(true)
     expect((await store.accounts.books(payee)).pending).toBe(0n)
@@ -129,7 +129,7 @@ describe.each(STORE_KINDS)('chain sync on %s', (kind) => {
     )
     expect(await store.chain.owed(carol)).toBe(30n * 7n)
     expect(await account(carol)).toMatchObject({ balance: 10_000n - 210n, cap: 10_000n - 210n })
-    const batch = (await store.settlement.createBatch('b_race', fees, 4500))!
+    const batch = (await store.settlement.createBatch({ id: 'b_race', feeAccountId: fees, now: 4500 }))!
     expect(batch.total).toBe(210n)
     expect(await store.settlement.markSettled(batch.id, 4501)).toBe(true)
   })
@@ -137,10 +137,22 @@ describe.each(STORE_KINDS)('chain sync on %s', (kind) => {
   it('keeps whole payers together when a batch has a leg limit', async () => {
     await charge(alice, 10n)
     await charge(bob, 10n)
-    const first = (await store.settlement.createBatch('b_legs_1', fees, 5000, { maxLegs: 2 }))!
+    const first = (await store.settlement.createBatch({
+      id: 'b_legs_1',
+      feeAccountId: fees,
+      now: 5000,
+      limits: { maxLegs: 2 },
+    }))!
     expect((await store.settlement.legs(first.id)).map((l) => l.payerId)).toEqual([alice, alice])
-    const second = (await store.settlement.createBatch('b_legs_2', fees, 5001, { maxLegs: 2 }))!
+    const second = (await store.settlement.createBatch({
+      id: 'b_legs_2',
+      feeAccountId: fees,
+      now: 5001,
+      limits: { maxLegs: 2 },
+    }))!
     expect((await store.settlement.legs(second.id)).map((l) => l.payerId)).toEqual([bob, bob])
-    expect(await store.settlement.createBatch('b_legs_3', fees, 5002, { maxLegs: 2 })).toBeNull()
+    expect(
+      await store.settlement.createBatch({ id: 'b_legs_3', feeAccountId: fees, now: 5002, limits: { maxLegs: 2 } }),
+    ).toBeNull()
   })
 })

@@ -202,7 +202,7 @@ describe('migrations 006 and 007 on a SQLite file written before them', () => {
     // The schema as 001–005 left it, with postings in it.
     const older = await olderSqliteStore(url, '008_rowid_request_rows')
     const user = (await older.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
-    await older.accounts.deposit(user, 500n, 'dep_1', 1000)
+    await older.accounts.deposit({ id: user, amount: 500n, ref: 'dep_1', now: 1000 })
     await older.close()
     raw.exec(`
       CREATE TABLE postings_old (id integer primary key autoincrement, ref text not null, account_id integer not null references accounts(id), book text not null, kind text not null, amount integer not null, created_at integer not null);
@@ -213,7 +213,7 @@ describe('migrations 006 and 007 on a SQLite file written before them', () => {
     expect(before.length).toBe(2)
 
     const store = await openStore(url)
-    await store.accounts.deposit(user, 7n, 'dep_2', 2000)
+    await store.accounts.deposit({ id: user, amount: 7n, ref: 'dep_2', now: 2000 })
     const after = raw.prepare('SELECT * FROM postings ORDER BY id').all() as { id: number; ref: string }[]
     expect(after.slice(0, 2)).toEqual(before)
     expect(after.slice(2).map((p) => p.ref)).toEqual(['dep_2', 'dep_2'])
@@ -265,7 +265,7 @@ describe('migration 008 on a SQLite file written before it', () => {
     const user = (await older.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account.id
     const payee = (await older.accounts.ensure('0x2222222222222222222222222222222222222222', 'provider', 1000)).account
       .id
-    await older.accounts.deposit(user, 500n, 'dep_1', 1000)
+    await older.accounts.deposit({ id: user, amount: 500n, ref: 'dep_1', now: 1000 })
     await older.accounts.approve(user, 500n)
     const ledger = legacyLedger(older.raw, user, 1000)
     for (const id of ['r1', 'r2', 'r3']) ledger.hold(id, 100n, 'i1')

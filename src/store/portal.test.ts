@@ -88,7 +88,7 @@ describe.each(STORE_KINDS)('portal store on %s', (kind) => {
   })
 
   it('reports what a payee earned and the batches that pay it', async () => {
-    await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
+    await store.accounts.deposit({ id: user, amount: 1_000n, ref: 'dep_1', now: 1000 })
     await store.accounts.approve(user, 1_000n)
     const usage = (id: string) =>
       record(id, user, { keyId: 'key_a', model: 'svc/atlas@1', cost: 100n, createdAt: 1000 })
@@ -115,7 +115,7 @@ describe.each(STORE_KINDS)('portal store on %s', (kind) => {
     }
     expect(await store.settlement.payeeEarnings(payee)).toEqual({ requests: 2, gross: 200n, earned: 190n })
     expect(await store.settlement.payeeEarnings(user)).toEqual({ requests: 0, gross: 0n, earned: 0n })
-    await store.settlement.createBatch('b1', fees, 2000)
+    await store.settlement.createBatch({ id: 'b1', feeAccountId: fees, now: 2000 })
     await store.settlement.markSettled('b1', 2001)
     const batches = await store.settlement.payeeBatches(payee)
     expect(batches).toHaveLength(1)
@@ -124,7 +124,7 @@ describe.each(STORE_KINDS)('portal store on %s', (kind) => {
   })
 
   it('lists what a batch paid a payee, without the legs of payers it failed to collect', async () => {
-    await store.accounts.deposit(other, 1_000n, 'dep_2', 1000)
+    await store.accounts.deposit({ id: other, amount: 1_000n, ref: 'dep_2', now: 1000 })
     await store.accounts.approve(other, 1_000n)
     for (const [id, payer] of [
       ['h3', user],
@@ -150,7 +150,7 @@ describe.each(STORE_KINDS)('portal store on %s', (kind) => {
         usage: record(id, payer, { keyId: 'key_a', model: 'svc/atlas@1', cost: 100n, createdAt: 1000 }),
       })
     }
-    await store.settlement.createBatch('b2', fees, 3000)
+    await store.settlement.createBatch({ id: 'b2', feeAccountId: fees, now: 3000 })
     expect(await store.settlement.markSettled('b2', 3001, [other])).toBe(true)
     const batches = await store.settlement.payeeBatches(payee)
     expect(batches.map((b) => [b.id, b.amount])).toEqual([

@@ -22,7 +22,7 @@ describe.each(STORE_KINDS)('postings by account on %s', (kind) => {
 
   it("reads a payee's pending and settled sums through the partial index, not every posting", async () => {
     const { user, payee, fees } = f!
-    await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
+    await store.accounts.deposit({ id: user, amount: 1_000n, ref: 'dep_1', now: 1000 })
     await store.accounts.approve(user, 1_000n)
     expect(
       await store.ledger.hold({

@@ -25,7 +25,7 @@ describe.each(STORE_KINDS)('settlement batches on %s', (kind) => {
       providers.push((await store.accounts.ensure(a, 'provider', 1000)).account.id)
     }
     for (const id of [alice, bob]) {
-      expect(await store.accounts.deposit(id, 1_000_000n, `dep_${id}`, 1000)).not.toBeNull()
+      expect(await store.accounts.deposit({ id, amount: 1_000_000n, ref: `dep_${id}`, now: 1000 })).not.toBeNull()
       await store.accounts.approve(id, 1_000_000n)
     }
   })
@@ -62,7 +62,12 @@ describe.each(STORE_KINDS)('settlement batches on %s', (kind) => {
   const drain = async (prefix: string, maxLegs: number) => {
     const out: { total: bigint; legs: Awaited<ReturnType<Store['settlement']['legs']>> }[] = []
     for (let i = 0; ; i++) {
-      const batch = await store.settlement.createBatch(`${prefix}_${i}`, fees, 2000 + i, { maxLegs })
+      const batch = await store.settlement.createBatch({
+        id: `${prefix}_${i}`,
+        feeAccountId: fees,
+        now: 2000 + i,
+        limits: { maxLegs },
+      })
       if (!batch) return out
       out.push({ total: batch.total, legs: await store.settlement.legs(batch.id) })
       expect(i).toBeLessThan(10)
@@ -104,9 +109,23 @@ describe.each(STORE_KINDS)('settlement batches on %s', (kind) => {
     await charge(alice, providers[1]!, 100n)
     await charge(bob, providers[1]!, 100n)
     const exclude = (payers: number[], payees: number[]) => ({ exclude: { payers, payees } })
-    expect(await store.settlement.createBatch('b_none', fees, 3000, exclude([alice, bob], []))).toBeNull()
-    expect(await store.settlement.createBatch('b_nofee', fees, 3000, exclude([], [fees]))).toBeNull()
-    const some = (await store.settlement.createBatch('b_some', fees, 3001, exclude([bob], [providers[1]!])))!
+    expect(
+      await store.settlement.createBatch({
+        id: 'b_none',
+        feeAccountId: fees,
+        now: 3000,
+        limits: exclude([alice, bob], []),
+      }),
+    ).toBeNull()
+    expect(
+      await store.settlement.createBatch({ id: 'b_nofee', feeAccountId: fees, now: 3000, limits: exclude([], [fees]) }),
+    ).toBeNull()
+    const some = (await store.settlement.createBatch({
+      id: 'b_some',
+      feeAccountId: fees,
+      now: 3001,
+      limits: exclude([bob], [providers[1]!]),
+    }))!
     expect((await store.settlement.legs(some.id)).map((l) => [l.payerId, l.payeeId])).toEqual(
       [
         [alice, providers[0]],
@@ -114,7 +133,7 @@ describe.each(STORE_KINDS)('settlement batches on %s', (kind) => {
       ].sort((a, b) => a[1]! - b[1]!),
     )
     expect(await store.settlement.duePayees()).toEqual([providers[1]])
-    const rest = (await store.settlement.createBatch('b_rest', fees, 3002))!
+    const rest = (await store.settlement.createBatch({ id: 'b_rest', feeAccountId: fees, now: 3002 }))!
     expect(rest.total).toBe(200n)
     for (const id of [some.id, rest.id]) expect(await store.settlement.markSettled(id, 3003)).toBe(true)
   })
@@ -124,14 +143,14 @@ describe.each(STORE_KINDS)('settlement batches on %s', (kind) => {
     await charge(alice, payee, 1_000n)
     await charge(bob, payee, 1_000n)
     const before = (await store.accounts.books(payee)).pending
-    const batch = (await store.settlement.createBatch('b_defer', fees, 4000))!
+    const batch = (await store.settlement.createBatch({ id: 'b_defer', feeAccountId: fees, now: 4000 }))!
     expect(await store.settlement.markSettled(batch.id, 4001, [bob], [alice])).toBe(true)
     expect((await store.accounts.byId(alice))!.debt).toBe(0n)
     expect((await store.accounts.byId(bob))!.debt).toBe(1_000n)
     expect((await store.accounts.books(payee)).pending).toBe(before)
     expect((await store.settlement.payeeBatches(payee)).map((b) => b.id)).not.toContain(batch.id)
     // Alice's charge is due again (Bob's waits for his debt).
-    const again = (await store.settlement.createBatch('b_defer_2', fees, 4002))!
+    const again = (await store.settlement.createBatch({ id: 'b_defer_2', feeAccountId: fees, now: 4002 }))!
     expect((await store.settlement.legs(again.id)).map((l) => l.payerId)).toEqual([alice, alice])
     expect(await store.settlement.markSettled(again.id, 4003)).toBe(true)
     expect((await store.accounts.books(payee)).pending).toBe(before - 900n)

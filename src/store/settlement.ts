@@ -82,13 +82,19 @@ export class SettlementRepo {
    * opened it while it was built (that settler sends it). A batch of up to `maxHolds` charges (10,000 by default),
    * built `step` charges per transaction.
    */
-  async createBatch(
-    id: string,
-    feeAccountId: number,
-    now: number,
-    limits: BatchLimits = {},
-    step?: number,
-  ): Promise<Batch | null> {
+  async createBatch({
+    id,
+    feeAccountId,
+    now,
+    limits = {},
+    step,
+  }: {
+    id: string
+    feeAccountId: number
+    now: number
+    limits?: BatchLimits
+    step?: number
+  }): Promise<Batch | null> {
     const total = await buildBatch(this.db, { id, feeAccountId, now }, limits, step)
     if (total === null) return null
     return {

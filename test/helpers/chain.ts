@@ -1,6 +1,6 @@
 import { createTestClient, http, type Address, type PublicClient } from 'viem'
 import { generatePrivateKey, privateKeyToAccount, type LocalAccount } from 'viem/accounts'
-import type { Config } from '../../src/config.js'
+import type { Config } from '../../src/config-schema.js'
 import { anvilAccount, anvilBinary, anvilKey, startAnvil, type Anvil } from '../../src/chain/anvil.js'
 import { publicClientFor } from '../../src/chain/client.js'
 import {
@@ -88,8 +88,10 @@ export async function newPayer(c: Chain, funds: bigint, allowance: bigint): Prom
   const account = privateKeyToAccount(generatePrivateKey())
   await c.test.setBalance({ address: account.address, value: 10n ** 18n })
   const wallet = walletFor(c.client, account)
-  if (funds > 0n) await mintUsdc(c.client, c.minter, c.usdc, account.address, funds)
-  if (allowance > 0n) await approveSettler(c.client, wallet, c.usdc, c.settler, allowance)
+  if (funds > 0n)
+    await mintUsdc({ client: c.client, minter: c.minter, usdc: c.usdc, to: account.address, amount: funds })
+  if (allowance > 0n)
+    await approveSettler({ client: c.client, payer: wallet, usdc: c.usdc, settler: c.settler, amount: allowance })
   return { account, address: account.address, wallet }
 }
 

@@ -1,6 +1,6 @@
 import { afterEach } from 'vitest'
 import { getAddress } from 'viem'
-import type { Config } from '../../src/config.js'
+import type { Config } from '../../src/config-schema.js'
 import type { ToolContract } from '../../src/protocol/models.js'
 import { SimulatedProvider, type SimOptions } from '../../src/providers/simulated/server.js'
 import { startServer, type RunningServer } from '../../src/server.js'
@@ -182,7 +182,7 @@ export async function startMarket(opts: MarketOptions = {}): Promise<Market> {
     await depositTo(store, account.id, opts.funds ?? 10_000_000n)
     await store.accounts.approve(account.id, opts.cap ?? opts.funds ?? 10_000_000n)
   }
-  const { key } = await issueKey(store, account.id, 'test')
+  const { key } = await issueKey({ store, accountId: account.id, name: 'test' })
   return {
     sims,
     server,

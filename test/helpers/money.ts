@@ -1,4 +1,4 @@
-import type { Config } from '../../src/config.js'
+import type { Config } from '../../src/config-schema.js'
 import { Catalog } from '../../src/routing/catalog.js'
 import { Health } from '../../src/routing/health.js'
 import { prepare } from '../../src/gateway/prepare.js'

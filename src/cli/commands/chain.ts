@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import type { Command } from 'commander'
 import type { Address } from 'viem'
-import type { Config } from '../../config.js'
+import type { Config } from '../../config-schema.js'
 import { normalizeWallet, OperationError } from '../../accounts/operations.js'
 import type { EvmRailConfig } from '../../chain/client.js'
 import { action, common, configPath, emit, readConfig, withStore, type CommonOptions } from '../context.js'

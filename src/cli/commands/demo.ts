@@ -9,7 +9,7 @@ import { spendableOf } from '../../money/spendable.js'
 import type { AnvilDemo } from '../../demo/anvil.js'
 import { action, noConfig, DEFAULT_DATA_DIR, emit, onShutdown, type CommonOptions } from '../context.js'
 import { demoAccount, demoKey, demoPort } from '../../demo/restart.js'
-import { STORE_URL } from '../../config.js'
+import { STORE_URL } from '../../config-schema.js'
 import { noteMissingNodeFlags } from '../node-flags.js'
 
 const FUNDS = parseUsdc('25')!

@@ -26,7 +26,7 @@ export function keyCommands(program: Command): void {
           const a = await requireAccount(store, opts.wallet)
           if (a.status !== 'active')
             throw new OperationError(`${a.address} is suspended; resume it before creating keys`)
-          const k = await issueKey(store, a.id, opts.name)
+          const k = await issueKey({ store, accountId: a.id, name: opts.name })
           emit(opts, { id: k.id, api_key: k.key, prefix: k.prefix, name: k.name, wallet: a.address }, [
             `${k.key}`,
             `(key ${k.id} "${k.name}" for ${a.address}; shown once, store it now)`,

@@ -1,7 +1,8 @@
 import type { Command } from 'commander'
 import { OperationError } from '../../accounts/operations.js'
 import { FAULT_MODES, faultName, parseFault } from '../../providers/simulated/faults.js'
-import { FRAGMENTATIONS, SimulatedProvider, type Fragmentation } from '../../providers/simulated/server.js'
+import { SimulatedProvider } from '../../providers/simulated/server.js'
+import { FRAGMENTATIONS, type Fragmentation } from '../../providers/simulated/wire.js'
 import { behavioursProblem, type Behaviours } from '../../providers/simulated/behaviour.js'
 import { action, emit, onShutdown, portOption, wholeOption } from '../context.js'
 

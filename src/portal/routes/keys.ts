@@ -42,7 +42,7 @@ export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
       return sendError(reply, apiError('account_suspended', 'This account is suspended; it cannot create keys.'))
     let k: Awaited<ReturnType<typeof issueKey>>
     try {
-      k = await issueKey(store, account.id, name, now(), MAX_LIVE_KEYS)
+      k = await issueKey({ store, accountId: account.id, name, now: now(), maxLive: MAX_LIVE_KEYS })
     } catch (err) {
       if (err instanceof OperationError)
         return sendError(reply, apiError('feature_not_supported', err.message, { param: null }))

@@ -1,12 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { drained, json, pause, readBody } from './http.js'
+import { completion, FRAGMENTATIONS, toolDeltas, type Fragmentation } from './wire.js'
 import { faultName, parseFault, type Fault } from './faults.js'
 import { planReply, type SimReply } from './reply.js'
 import { actedOn, behaviourOf, behavioursProblem, cutLongArguments, refusalOf, type Behaviours } from './behaviour.js'
-
-export type Fragmentation = 'whole' | 'split' | 'bytes' | 'unindexed'
-export const FRAGMENTATIONS: readonly Fragmentation[] = ['whole', 'split', 'bytes', 'unindexed']
 
 export interface SimSettings {
   /** Words (≈ o200k tokens) in a text reply, before max_tokens cuts it. */
@@ -249,104 +248,4 @@ function pickSettings(o: Partial<SimSettings>): Partial<SimSettings> {
   if (typeof o.models === 'object' && o.models !== null && !Array.isArray(o.models)) out.models = o.models
   if (typeof o.ignoreMaxTokens === 'boolean') out.ignoreMaxTokens = o.ignoreMaxTokens
   return out
-}
-
-/** Waits `ms` unless the client goes away first; false when it did. */
-async function pause(ms: number, res: ServerResponse): Promise<boolean> {
-  if (ms <= 0) return true
-  const gone = new AbortController()
-  const onClose = () => gone.abort()
-  res.once('close', onClose)
-  try {
-    await sleep(ms, undefined, { signal: gone.signal })
-    return true
-  } catch {
-    return false
-  } finally {
-    res.off('close', onClose)
-  }
-}
-
-/** Tool-call deltas: id and name first, then the arguments cut per the fragmentation. */
-export function toolDeltas(calls: SimReply['toolCalls'], fragmentation: Fragmentation): Record<string, unknown>[] {
-  if (fragmentation === 'unindexed') return toolDeltas(calls, 'split').map(({ index: _index, ...rest }) => rest)
-  const perCall = calls.map((c, index) => {
-    const head = {
-      index,
-      id: c.id,
-      type: 'function',
-      function: { name: c.name, arguments: fragmentation === 'whole' ? c.arguments : '' },
-    }
-    if (fragmentation === 'whole') return [head]
-    const size = fragmentation === 'bytes' ? 1 : 8
-    const rest: Record<string, unknown>[] = []
-    for (let i = 0; i < c.arguments.length; i += size)
-      rest.push({ index, function: { arguments: c.arguments.slice(i, i + size) } })
-    return [head, ...rest]
-  })
-  if (fragmentation !== 'bytes') return perCall.flat()
-  const out: Record<string, unknown>[] = []
-  for (let i = 0; perCall.some((d) => i < d.length); i++) for (const d of perCall) if (i < d.length) out.push(d[i]!)
-  return out
-}
-
-function completion(model: string, reply: SimReply) {
-  const content = reply.pieces.join('')
-  return {
-    id: `chatcmpl-sim${Date.now().toString(36)}`,
-    object: 'chat.completion',
-    created: Math.floor(Date.now() / 1000),
-    model,
-    choices: [
-      {
-        index: 0,
-        message: {
-          role: 'assistant',
-          content: content || (reply.toolCalls.length ? null : ''),
-          ...(reply.toolCalls.length
-            ? {
-                tool_calls: reply.toolCalls.map((c) => ({
-                  id: c.id,
-                  type: 'function',
-                  function: { name: c.name, arguments: c.arguments },
-                })),
-              }
-            : {}),
-        },
-        ...(reply.logprobs ? { logprobs: { content: reply.logprobs, refusal: null } } : {}),
-        finish_reason: reply.finish,
-      },
-    ],
-    usage: {
-      prompt_tokens: reply.promptTokens,
-      completion_tokens: reply.pieces.length,
-      total_tokens: reply.promptTokens + reply.pieces.length,
-    },
-  }
-}
-
-/** Resolves once `res` can take more, or is closed. */
-function drained(res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off('drain', done)
-      res.off('close', done)
-      resolve()
-    }
-    res.on('drain', done)
-    res.on('close', done)
-  })
-}
-
-function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const text = JSON.stringify(body)
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers })
-  res.end(text)
-}
-
-async function readBody(req: IncomingMessage): Promise<string> {
-  let text = ''
-  req.setEncoding('utf8')
-  for await (const chunk of req) text += chunk
-  return text
 }

@@ -17,7 +17,7 @@ describe.each(STORE_KINDS)('open holds on %s', (kind) => {
     if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
     f = await openFixture(kind)
     ;({ store, user } = f)
-    await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
+    await store.accounts.deposit({ id: user, amount: 1_000n, ref: 'dep_1', now: 1000 })
     await store.accounts.approve(user, 1_000n)
   })
   afterAll(() => closeFixture(f))
@@ -79,7 +79,7 @@ describe.each(STORE_KINDS)('open holds on %s', (kind) => {
 
   it('keep the counter of a hold that commits while its stopping instance retires', async () => {
     const other = (await store.accounts.ensure('0x4444444444444444444444444444444444444444', 'user', 1000)).account.id
-    await store.accounts.deposit(other, 1_000n, 'dep_other', 1000)
+    await store.accounts.deposit({ id: other, amount: 1_000n, ref: 'dep_other', now: 1000 })
     await store.accounts.approve(other, 1_000n)
     await store.instances.register({ id: 'stopping', host: 'h', pid: 1, startedAt: 1000 })
     expect(await hold('before', 'stopping')).toEqual({ ok: true })
@@ -118,7 +118,7 @@ describe.each(STORE_KINDS)('open holds on %s', (kind) => {
 
   it('close no hold twice when a stopping instance holds again after it retired', async () => {
     const payer = (await store.accounts.ensure('0x5555555555555555555555555555555555555555', 'user', 1000)).account.id
-    await store.accounts.deposit(payer, 100n, 'dep_payer', 1000)
+    await store.accounts.deposit({ id: payer, amount: 100n, ref: 'dep_payer', now: 1000 })
     await store.accounts.approve(payer, 100n)
     const holdOf = (requestId: string, amount: bigint) =>
       store.ledger.hold({

@@ -20,7 +20,7 @@ describe.each(STORE_KINDS)('ledger on %s', (kind) => {
     if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
     f = await openFixture(kind)
     ;({ store, user, payee, fees } = f)
-    await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
+    await store.accounts.deposit({ id: user, amount: 1_000n, ref: 'dep_1', now: 1000 })
     await store.accounts.approve(user, 800n)
   })
   afterAll(() => closeFixture(f))
@@ -179,9 +179,9 @@ describe.each(STORE_KINDS)('ledger on %s', (kind) => {
   })
 
   it('settles a batch once; a replay changes nothing', async () => {
-    const batch = await store.settlement.createBatch('b1', fees, 3000)
+    const batch = await store.settlement.createBatch({ id: 'b1', feeAccountId: fees, now: 3000 })
     expect(batch?.total).toBe(120n)
-    expect(await store.settlement.createBatch('b2', fees, 3000)).toBeNull()
+    expect(await store.settlement.createBatch({ id: 'b2', feeAccountId: fees, now: 3000 })).toBeNull()
     expect(await store.settlement.markSettled('b1', 3001)).toBe(true)
     expect(await store.settlement.markSettled('b1', 3002)).toBe(false)
     expect(await store.settlement.payeeTotals(payee)).toEqual({ pending: 0n, settled: 114n })

@@ -47,7 +47,7 @@ describe('holds whose answer was lost, on postgres', () => {
     const faults = lossy(h.pool)
     const hot = new PostgresHotLedger(h.pool)
     const ledger = new LedgerRepo(store.db, hot, postgresDialect)
-    await store.accounts.deposit(user, 1_000n, 'dep_1', 1000)
+    await store.accounts.deposit({ id: user, amount: 1_000n, ref: 'dep_1', now: 1000 })
     await store.accounts.approve(user, 1_000n)
     const hold = (requestId: string, amount: bigint): HoldRequest => ({
       requestId,

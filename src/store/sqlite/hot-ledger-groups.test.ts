@@ -24,7 +24,7 @@ describe('the hot ledger of a SQLite file, a group per turn', () => {
     url = f.url
     ids = { user: f.user, other: f.other, payee: f.payee, fees: f.fees }
     for (const account of [ids.user, ids.other]) {
-      await f.store.accounts.deposit(account, 10n ** 9n, `dep_${account}`, 1000)
+      await f.store.accounts.deposit({ id: account, amount: 10n ** 9n, ref: `dep_${account}`, now: 1000 })
       await f.store.accounts.approve(account, 10n ** 9n)
     }
     return f.store
@@ -35,7 +35,7 @@ describe('the hot ledger of a SQLite file, a group per turn', () => {
   it("moves an account's counters once for the holds and closes of one turn, with the outcomes of one by one", async () => {
     const s = await open()
     const tight = (await s.accounts.ensure('0x4444444444444444444444444444444444444444', 'user', 1000)).account.id
-    await s.accounts.deposit(tight, 1000n, 'dep_tight', 1000)
+    await s.accounts.deposit({ id: tight, amount: 1000n, ref: 'dep_tight', now: 1000 })
     await s.accounts.approve(tight, 300n)
     const holdOf = (requestId: string, amount: bigint, accountId = tight, owner = 'i1') =>
       s.ledger.hold({
@@ -168,7 +168,9 @@ describe('the hot ledger of a SQLite file, a group per turn', () => {
       await trx.updateTable('accounts').set({ debt: 1n }).where('id', '=', before!.id).execute()
       throw new Error('rolled back')
     })
-    const deposits = Array.from({ length: 20 }, (_, i) => s.accounts.deposit(ids.other, 1n, `dep_more_${i}`, 1000))
+    const deposits = Array.from({ length: 20 }, (_, i) =>
+      s.accounts.deposit({ id: ids.other, amount: 1n, ref: `dep_more_${i}`, now: 1000 }),
+    )
     await expect(batch).rejects.toThrow('rolled back')
     expect(await Promise.all(requests)).toEqual(requests.map(() => true))
     await Promise.all(deposits)

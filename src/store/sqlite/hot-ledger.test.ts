@@ -69,7 +69,7 @@ describe('the hot ledger of a SQLite file', () => {
       fees: (await store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id,
     }
     for (const account of [ids.user, ids.other]) {
-      await store.accounts.deposit(account, 10n ** 9n, `dep_${account}`, 1000)
+      await store.accounts.deposit({ id: account, amount: 10n ** 9n, ref: `dep_${account}`, now: 1000 })
       await store.accounts.approve(account, 10n ** 9n)
     }
     return store

@@ -33,7 +33,7 @@ describe("the SQLite ledger's group", () => {
     const url = freshSqliteUrl()
     const store = await openStore(url, () => 1000)
     const { id } = (await store.accounts.ensure('0x1111111111111111111111111111111111111111', 'user', 1000)).account
-    await store.accounts.deposit(id, 1000n, 'dep', 1000)
+    await store.accounts.deposit({ id, amount: 1000n, ref: 'dep', now: 1000 })
     await store.accounts.approve(id, 1000n)
     await store.close()
     raw = new BetterSqlite3(url.slice('sqlite:'.length))

@@ -1,9 +1,7 @@
 /**
  * Lone captures in a row (each of a request that had the gateway to itself, from its admission to its capture) before
- * the WAL's sync runs on the event loop: requests come one at a time then, and a sync there spares the capture the two
- * thread wake-ups of a sync on libuv's pool (about 0.1 ms on this project's VM) and delays no one. Under any
- * concurrency it would delay requests on their way (not yet admitted, unseen here); a lone capture now and then (8 %
- * of them at concurrency 4) is no sign of their absence, and syncing those inline cost 13 % of throughput there.
+ * the WAL's sync runs on the event loop rather than libuv's pool; a lone capture now and then is no sign that requests
+ * come one at a time (docs/architecture.md §15.6).
  */
 export const ONE_AT_A_TIME = 8
 

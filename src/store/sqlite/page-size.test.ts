@@ -32,7 +32,7 @@ describe('the page size of a SQLite store', () => {
     old.close()
     const store = await openStore(url)
     const id = (await store.accounts.ensure('0x00000000000000000000000000000000000000c1', 'user', 1000)).account.id
-    await store.accounts.deposit(id, 5n, 'dep_page', 1000)
+    await store.accounts.deposit({ id, amount: 5n, ref: 'dep_page', now: 1000 })
     expect((await store.accounts.byId(id))!.balance).toBe(5n)
     await store.close()
     expect(pageSize(path)).toBe(4096)

@@ -20,7 +20,7 @@ describe("a payee's sums on SQLite, folded from its request rows and written pos
     f = await openFixture('sqlite')
     store = f.store
     whole = new SettlementRepo(store.db, postgresDialect)
-    await store.accounts.deposit(f.user, 1_000_000n, 'dep_1', 1000)
+    await store.accounts.deposit({ id: f.user, amount: 1_000_000n, ref: 'dep_1', now: 1000 })
     await store.accounts.approve(f.user, 1_000_000n)
   })
   afterAll(() => closeFixture(f))
@@ -93,7 +93,7 @@ describe("a payee's sums on SQLite, folded from its request rows and written pos
     expect((await folded.payeeTotals(f!.fees)).pending).toBe(19n)
 
     // A settlement moves the payees' pending to settled; requests after it are pending again.
-    expect(await store.settlement.createBatch('b1', f!.fees, 2000)).not.toBeNull()
+    expect(await store.settlement.createBatch({ id: 'b1', feeAccountId: f!.fees, now: 2000 })).not.toBeNull()
     expect(await store.settlement.markSettled('b1', 2001)).toBe(true)
     for (let i = 0; i < 5; i++) await request(i % 2 ? f!.payee : f!.other, 10n, 1n)
     await matches(folded)

@@ -17,7 +17,7 @@ describe('the SQLite WAL under sustained writes', () => {
       for (let i = 0; i < 8; i++) {
         const id = (await store.accounts.ensure(`0x${(0xa100 + i).toString(16).padStart(40, '0')}`, 'user', Date.now()))
           .account.id
-        await store.accounts.deposit(id, 10n ** 12n, `dep_${i}`, Date.now())
+        await store.accounts.deposit({ id, amount: 10n ** 12n, ref: `dep_${i}`, now: Date.now() })
         await store.accounts.approve(id, 10n ** 12n)
         users.push(id)
       }
@@ -83,7 +83,7 @@ describe('closing the SQLite store', () => {
     const store = await openStore(freshSqliteUrl())
     const id = (await store.accounts.ensure('0x000000000000000000000000000000000000a1a1', 'user', Date.now())).account
       .id
-    await store.accounts.deposit(id, 1_000_000n, 'dep_close', Date.now())
+    await store.accounts.deposit({ id, amount: 1_000_000n, ref: 'dep_close', now: Date.now() })
     await store.accounts.approve(id, 1_000_000n)
     const now = Date.now()
     const holds = Array.from({ length: 20 }, (_, i) =>

@@ -1,0 +1,173 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { Capabilities, ToolContract, MODEL_ID_PATTERN } from './protocol/models.js'
+
+/**
+ * The config file (docs/architecture.md §9). This shape is a contract: outside tools write such files. Its objects are
+ * closed: a field this shape does not name (most often a misspelt optional one, whose default would quietly apply) is
+ * refused.
+ */
+const Closed = <T extends Parameters<typeof Type.Object>[0]>(properties: T) =>
+  Type.Object(properties, { additionalProperties: false })
+
+const UnitsString = Type.String({ pattern: '^[0-9]+$', description: 'USDC base units (6 decimals), as a string' })
+
+const ModelConfig = Closed({
+  id: Type.String({ pattern: MODEL_ID_PATTERN }),
+  owned_by: Type.String({ minLength: 1 }),
+  created: Type.Optional(Type.Integer({ minimum: 0 })),
+  contextLimit: Type.Integer({ minimum: 1 }),
+  capabilities: Closed(Capabilities.properties),
+  tool_contract: Type.Optional(Closed(ToolContract.properties)),
+})
+
+const OfferConfig = Closed({
+  model: Type.String({ minLength: 1 }),
+  upstreamModel: Type.String({ minLength: 1 }),
+  input_price_per_mtok: UnitsString,
+  output_price_per_mtok: UnitsString,
+  maxConcurrency: Type.Integer({ minimum: 1 }),
+})
+
+const ProviderConfig = Closed({
+  address: Type.String(),
+  baseUrl: Type.String({ pattern: '^https?://' }),
+  apiKey: Type.Optional(Type.String()),
+  bundle: Type.String({ minLength: 1 }),
+  profile: Type.String({ minLength: 1 }),
+  offers: Type.Array(OfferConfig),
+})
+
+const ManagedConfig = Closed({
+  baseUrl: Type.String({ pattern: '^https?://' }),
+  apiKey: Type.Optional(Type.String()),
+  upstreamModel: Type.String({ minLength: 1 }),
+  input_price_per_mtok: UnitsString,
+  output_price_per_mtok: UnitsString,
+  maxConcurrency: Type.Optional(Type.Integer({ minimum: 1 })),
+  contextLimit: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      description:
+        "the vendor model's context window in tokens: longer requests are not sent to it (default: no limit)",
+    }),
+  ),
+})
+
+/** A store URL: the config's `store` and DATABASE_URL alike. */
+export const STORE_URL = /^(sqlite:|postgres(ql)?:\/\/)/
+
+const LocalRailConfig = Closed({ kind: Type.Literal('local') })
+const EvmRailConfig = Closed({
+  kind: Type.Literal('evm'),
+  rpcUrl: Type.String({ pattern: '^(https?|wss?)://' }),
+  chainId: Type.Integer({ minimum: 1 }),
+  usdc: Type.String({ description: 'the USDC token (6 decimals)' }),
+  settler: Type.String({ description: 'the BatchSettler contract; payers approve it' }),
+  operatorKeyEnv: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description: 'environment variable holding the operator key (default SVC_OPERATOR_KEY)',
+    }),
+  ),
+  confirmations: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      description: 'blocks on top of the one with a batch before it counts as settled (default 1)',
+    }),
+  ),
+  feeAccount: Type.Optional(Type.String({ description: 'address paid the marketplace fee (default: the operator)' })),
+  vendorAccount: Type.Optional(
+    Type.String({ description: 'address paid for managed-vendor charges (default: feeAccount)' }),
+  ),
+  pollMs: Type.Optional(
+    Type.Integer({ minimum: 10, description: 'how often new blocks are looked for (default 1000)' }),
+  ),
+  maxLegs: Type.Optional(
+    Type.Integer({ minimum: 2, description: 'most transfers in one batch transaction (default 200)' }),
+  ),
+  bumpAfterMs: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      description: 'a batch not mined after this is re-sent with higher fees (default 30000)',
+    }),
+  ),
+})
+export const RAIL_KINDS = { local: LocalRailConfig, evm: EvmRailConfig }
+const RailConfig = Type.Union([LocalRailConfig, EvmRailConfig])
+
+/** Timeouts and limits of the request path; every field has a default. */
+const TuningConfig = Closed({
+  firstByteTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  replyTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  idleTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  stallTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  keepAliveMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  breakerFailures: Type.Optional(Type.Integer({ minimum: 1 })),
+  breakerCooldownMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  holdTtlSeconds: Type.Optional(Type.Integer({ minimum: 5 })),
+  keyCacheMs: Type.Optional(Type.Integer({ minimum: 0 })),
+  settleIntervalMs: Type.Optional(Type.Integer({ minimum: 0 })),
+  requestTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  shutdownGraceMs: Type.Optional(Type.Integer({ minimum: 0 })),
+  maxConnections: Type.Optional(Type.Integer({ minimum: 1 })),
+  headTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  maxRequestsPerAccount: Type.Optional(Type.Integer({ minimum: 1 })),
+  maxBodyBytesInFlight: Type.Optional(
+    Type.Integer({ minimum: 4 * 1024 * 1024, description: 'at least the largest body (4 MiB)' }),
+  ),
+})
+
+export const ConfigSchema = Closed({
+  $schema: Type.Optional(Type.String({ description: 'a JSON Schema for editors; not read' })),
+  listen: Type.Optional(
+    Closed({
+      host: Type.Optional(Type.String()),
+      port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
+      trustProxy: Type.Optional(
+        Type.Union([Type.Boolean(), Type.String()], {
+          description:
+            'behind a reverse proxy: true (one proxy in front: the last X-Forwarded-For entry is the client), or the proxy addresses (comma-separated IPs/CIDRs) whose X-Forwarded-For/-Proto are believed',
+        }),
+      ),
+    }),
+  ),
+  store: Type.String({ pattern: STORE_URL.source }),
+  rail: RailConfig,
+  feeBps: Type.Integer({ minimum: 0, maximum: 10_000 }),
+  models: Type.Array(ModelConfig),
+  providers: Type.Array(ProviderConfig),
+  cortex: Type.Optional(Closed({ candidates: Type.Array(Type.String()) })),
+  managed: Type.Optional(ManagedConfig),
+  tuning: Type.Optional(TuningConfig),
+  metrics: Type.Optional(
+    Type.Union([
+      Type.Literal(false),
+      Closed({
+        host: Type.Optional(Type.String()),
+        port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
+      }),
+    ]),
+  ),
+  portal: Type.Optional(
+    Closed({
+      sessionSecret: Type.Optional(Type.String({ minLength: 16 })),
+      chainId: Type.Optional(Type.Integer({ minimum: 1 })),
+      signInsPerMinute: Type.Optional(
+        Type.Integer({ minimum: 1, description: 'nonces one client address may ask for per minute (default 20)' }),
+      ),
+      origin: Type.Optional(
+        Type.String({
+          pattern: '^https?://',
+          description:
+            'the origin browsers reach the portal at (https://portal.example.com): sign-in messages must name it',
+        }),
+      ),
+    }),
+  ),
+})
+export type Config = Static<typeof ConfigSchema>
+export type ModelConfig = Static<typeof ModelConfig>
+export type ProviderConfig = Static<typeof ProviderConfig>
+export type OfferConfig = Static<typeof OfferConfig>
+export type ManagedConfig = Static<typeof ManagedConfig>
+export type RailConfig = Static<typeof RailConfig>
