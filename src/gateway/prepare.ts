@@ -144,15 +144,9 @@ function largestContext(catalog: Catalog, named: ModelConfig | undefined, cortex
 }
 
 /**
- * Plans svc/cortex@1 (docs/architecture.md §4, §5): each candidate fits as a named request would and is sent its own
- * reply bound, max_tokens when the client sent it, else the listed cortex maximum (the least of the candidates' maximum
- * outputs) or less when the candidate's context leaves less. One bound for all would either drop a small-context
- * candidate that fits (sending the request to the vendor at many times the price) or cut every other candidate's reply
- * to its room. Candidates that can give the whole bound come first, in preference order; those whose context leaves
- * less after them (a reply cut short is the worse answer), then the vendor, sent max_tokens or the listed cortex
- * maximum (or less when its context, if the config gives it, leaves less; a request its context cannot take is not sent
- * it). The hold covers the largest bound of the plan. When nothing fits, nothing could ever serve the request: it is
- * refused as the vendor refuses it, or without a vendor as the first candidate does (a 400, not a 503 to retry).
+ * Plans svc/cortex@1 (docs/architecture.md §4, §5): each candidate is sent its own reply bound; those that can give the
+ * whole bound come first, in preference order, then the others, then the vendor. The hold covers the largest bound;
+ * when nothing fits, the request is refused (a 400, not a 503). Why: docs/architecture.md §15.21.
  */
 function cortexPlan({
   catalog,

@@ -1,18 +1,9 @@
 import ranksByIndex from 'gpt-tokenizer/bpeRanks/o200k_base'
 
 /**
- * o200k's byte-pair merge of one pre-token, counted: the same result as gpt-tokenizer's merge, in O(n log n).
- *
- * The merge (tiktoken's, and gpt-tokenizer's after it): the pre-token's UTF-8 bytes start as one part each; the
- * adjacent pair whose joined bytes have the lowest rank, the leftmost of equals, is joined; repeat until no adjacent
- * pair is a token. gpt-tokenizer finds that pair by scanning every pair after each join, and looks each pair's bytes
- * up by decoding them to a string: a long pre-token took quadratic time, and a few µs per character even when short.
- * Here the pairs wait in a heap keyed by rank and position, and a pair on character boundaries is looked up as a
- * slice of the pre-token itself (its bytes are then valid UTF-8, which is when gpt-tokenizer looks them up as text;
- * a pair that cuts a character is looked up among the tokens that are not text, as there).
- *
- * A join at a position only lengthens the pair starting there, and a longer byte string is another token, so a
- * position's rank never takes a value twice: a heap entry whose rank is no longer its position's is stale.
+ * o200k's byte-pair merge of one pre-token, counted: the same result as gpt-tokenizer's merge, in O(n log n). Pairs
+ * wait in a heap by rank and position; an entry whose rank is no longer its position's is stale (§15.10 of
+ * docs/architecture.md).
  */
 
 /** Tokens that are text, by their text. */

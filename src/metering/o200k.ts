@@ -2,27 +2,14 @@ import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants'
 import { MAX_MERGED, preTokenCount } from './bpe.js'
 
 /**
- * Token counts of text under o200k: the count gpt-tokenizer's encoder gives, with three differences that are ours.
- * - Text that spells a special token (`<|endoftext|>`) is text like any other, in a message or a reply: the encoder
- *   would refuse it with an error, which made such a request fail, and such a reply go uncharged.
- * - A pre-token longer than MAX_MERGED code units (1,024: a word of that length, or a run of one character) is merged
- *   in pieces of that many, each counted alone; a cut may add or take a token.
- * - A text with no word's end and no space before a space in SEGMENT_UNITS / 2 code units (8 Ki letters or marks in
- *   a row; or digits, line ends or punctuation without a space) is cut at SEGMENT_UNITS, and each side split alone
- *   (`TextCount`); a cut may add or take a token or two (20,000 digits in a row: one more).
- * Every other text counts exactly.
- * The encoder counts a text as the sum of its pre-tokens' counts (o200k's split expression cuts it into words,
- * numbers, punctuation and whitespace, each merged alone); so do we, with the count of each short pre-token seen
- * lately kept in a small table, and the others merged by `preTokenCount` (bpe.ts), in O(n log n). A reply's few
- * hundred pre-tokens are then looked up there, not in the encoder's table of 200,000 (whose misses in the
- * processor's caches were most of a count under load), and a text is scanned once.
+ * Token counts of text under o200k: gpt-tokenizer's count, except that text spelling a special token counts as text,
+ * and that pre-tokens past MAX_MERGED and stretches without a cut in SEGMENT_UNITS / 2 are cut (a count may then move
+ * by a token or two). Why, and how it stays exact elsewhere: docs/architecture.md §15.9.
  */
 
 /**
- * o200k's split, sticky: each match is the pre-token that starts where the last one ended. A pre-token counted alone
- * splits into itself (the expression has no lookbehind, and its one lookahead, in `\s+(?!\S)`, only shortens a run of
- * whitespace that the rest of the text follows), so a text's count is the sum of its pre-tokens' counts. It matches
- * every code point, so each match moves on.
+ * o200k's split, sticky: each match is the pre-token that starts where the last one ended. It matches every code point,
+ * and a text's count is the sum of its pre-tokens' counts (docs/architecture.md §15.9).
  */
 const PRE_TOKEN = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, 'uy')
 
@@ -180,12 +167,8 @@ export class TextCount {
 const SEGMENT_UNITS = 16_384
 
 /**
- * A place where a text can be cut without changing its pre-tokens (the match ends there): after a letter that no
- * letter, mark or apostrophe follows, or between a character other than whitespace and a space. The pre-token that
- * holds such a letter is a run of letters and marks with perhaps a contraction (`'s`), and none goes on from a
- * character other than whitespace into a space: one ends there in the whole text. And every alternative of the split
- * that reads the character after the cut stops at it, as it stops at a text's end: the pre-tokens before the cut
- * are those of the text cut there, and those after it those of the rest.
+ * A place where a text can be cut without changing its pre-tokens: after a letter that no letter, mark or apostrophe
+ * follows, or between a character other than whitespace and a space (why: docs/architecture.md §15.9).
  */
 const CUT = /\p{L}(?![\p{L}\p{M}'])|\S(?= )/gu
 

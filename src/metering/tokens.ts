@@ -9,10 +9,8 @@ export const METERING_VERSION = 1
 export const PER_MESSAGE_OVERHEAD = 3
 export const REPLY_PRIMING = 3
 
-// Agents resend the same history every turn; caching counts of recent strings makes that cheap. Bounded by entries and
-// by the characters they hold (a client could otherwise make it keep 4096 texts of 1 MB each); texts longer than V8
-// hashes by content (it hashes longer strings by their length alone, so equal-length keys would all collide) are not
-// kept at all.
+// Counts of recent strings, cached (agents resend the same history every turn), bounded by entries and by characters;
+// texts too long for V8 to hash by content are not kept (docs/architecture.md §15.11).
 const CACHE_LIMIT = 4096
 const CACHE_CHARS = 8 * 1024 * 1024
 const MIN_CACHED_LENGTH = 8
@@ -84,9 +82,7 @@ export interface MeteredMessage {
 
 /**
  * Code units of input counted at once, in the turn that asked. A longer input is counted over several turns of the
- * event loop, other requests served between them: a prompt of a few MB takes from a tenth of a second (prose) to
- * seconds (letters or CJK at random) to count, and counted at once it held every request in flight for that long.
- * 8 Ki code units are half a millisecond of prose, 8 ms of the slowest text.
+ * event loop, other requests served between them (docs/architecture.md §15.11).
  */
 export const COUNT_AT_ONCE_UNITS = 8192
 /** A turn of a long input's count ends after this long (checked every COUNT_CHUNK_UNITS code units)... */
@@ -251,10 +247,8 @@ function countInSteps(input: Input, stopAbove: number, abandoned?: () => boolean
 }
 
 /**
- * One turn of the event loop's counting: the long inputs being counted take a piece of COUNT_CHUNK_UNITS each in turn
- * until the turn has spent COUNT_TURN_MS or COUNT_TURN_UNITS, whichever first, then the next turn is asked for. All of
- * them share one turn's budget: however many are counted at once, other work waits for them no longer than for one
- * (each counting its own turn, 64 long prompts held every turn for 200 ms), and each is slowed by its share.
+ * One turn of the event loop's counting: the long inputs take COUNT_CHUNK_UNITS each in turn until the turn has spent
+ * COUNT_TURN_MS or COUNT_TURN_UNITS; all of them share that one budget (docs/architecture.md §15.11).
  */
 function countTurn(): void {
   const ends = performance.now() + COUNT_TURN_MS
@@ -280,11 +274,8 @@ function countTurn(): void {
 }
 
 /**
- * Output tokens of a delivered reply. Its text and arguments are new, so they are counted without the cache: kept
- * there, each reply would push out a prompt that the next requests may send again (a reply comes back as history only
- * on its conversation's next turn, which a busy gateway's cache does not last until). Past `stopAbove` (the reply's
- * bound, which caps its charge) the count stops: an upstream's plain reply may be 16 MiB, which took seconds to count
- * whole for text of the slowest kind, all for a count the bound then replaced.
+ * Output tokens of a delivered reply, counted without the cache (a reply would push out prompts sent again) and only up
+ * to `stopAbove`, the reply's bound, which caps its charge (docs/architecture.md §15.11).
  */
 export function countOutput(
   content: string,

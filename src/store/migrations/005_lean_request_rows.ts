@@ -2,13 +2,9 @@ import { sql, type Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
 
 /**
- * Every request writes a hold, postings and a usage row twice over; each B-tree page they touch is a page written
- * to the WAL at commit. This migration trims the pages per request:
- * - on SQLite, holds and usage become WITHOUT ROWID tables: the text primary key is the table, not a second B-tree;
- * - one partial index serves both sweeps of open holds (by owner, and by expiry: open holds are few);
- * - captured-but-unbatched holds are indexed by account, which serves the settler and the chain's "owed" sum, and
- *   replaces a full index on (account_id, status, batch_id) that every hold and capture had to maintain;
- * - postings lose their index on ref (only audits read by ref, and they scan anyway).
+ * Fewer pages written per request: on SQLite holds and usage WITHOUT ROWID; one partial index for both sweeps of open
+ * holds; captured-but-unbatched holds indexed by account (replacing (account_id, status, batch_id)); postings lose
+ * their index on ref. Why: docs/architecture.md §15.22.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   for (const name of [

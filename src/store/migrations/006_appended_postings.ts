@@ -2,12 +2,8 @@ import { sql, type Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
 
 /**
- * Every ledger group appends postings, and each page it touches is a page written to the WAL at commit:
- * - on SQLite, `AUTOINCREMENT` kept a `sqlite_sequence` row, one more page per transaction; postings are never
- *   deleted, so a plain rowid (the largest plus one) is just as monotonic;
- * - the index on (account_id, book) kept an account's books apart, so a request's postings went to two places
- *   inside each account's run, where SQLite splits and rebalances sibling pages: indexed by account alone, an
- *   account's new postings all go to the end of its run. The per-account sums read the book from the row.
+ * Postings appended with fewer pages touched: on SQLite a plain rowid instead of AUTOINCREMENT, and postings indexed by
+ * account alone instead of (account_id, book). Why: docs/architecture.md §15.22.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   if (dialect === 'postgres') return reindex(db)

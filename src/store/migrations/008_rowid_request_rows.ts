@@ -3,11 +3,7 @@ import type { Dialect } from '../dialect.js'
 
 /**
  * On SQLite, holds and usage go back to rowid tables with their request id as a unique key (005 made them WITHOUT
- * ROWID). A WITHOUT ROWID table is a B-tree of whole rows, and its interior pages carry whole rows too: with 1 KiB
- * pages and rows of 120–150 bytes that is six per page, so the tree is deep and its interior pages split often, and
- * every index entry carries the 30-byte request id to find its row. A rowid table keeps its rows in leaves (interior
- * pages hold rowids), the request id index is one narrow B-tree, and every other index entry carries a rowid.
- * Postgres tables are heaps already: nothing changes there.
+ * ROWID); Postgres tables are heaps already and do not change. Why: docs/architecture.md §15.22.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   if (dialect === 'postgres') return

@@ -15,13 +15,9 @@ export const USAGE_ON_HOLDS = [
 ] as const
 
 /**
- * A request's record written once, when it closes (docs/ledger-written-once.md). An open hold is no longer a row: it
- * is counted in its gateway instance's `owner_holds` row for the account (the amount held and how many holds), and
- * its details stay in that instance's memory until the request closes. The close then inserts the request's one row
- * in `holds`: hold, charge and usage together. A request refused before admission is a `refused` row. `usage` becomes
- * a view over those rows, so its readers are unchanged. `dead` marks the counters of an instance a sweep took for
- * dead and released: they can never hold again (the CHECK), and that instance's closes of them find nothing held.
- * Holds left open by an older version stay rows, released by the sweeps as before.
+ * A request's record written once, when it closes (docs/ledger-written-once.md): open holds are counted in
+ * `owner_holds`, the close inserts one `holds` row, `usage` becomes a view over them, and `dead` marks the counters of
+ * an instance a sweep took for dead. Details: docs/architecture.md §15.22.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   const big = dialect === 'postgres' ? 'bigint' : 'integer'

@@ -2,18 +2,9 @@ import { sql, type Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
 
 /**
- * A request's postings derived from its one row (docs/ledger-written-once.md, "Postings derived from the request's
- * row"). Since 009 the close writes the request's row and, beside it, up to seven postings whose every figure the row
- * already holds (amount, cost, fee, payee, when admitted and when closed): a statement, five or so rows and two index
- * entries per request that say nothing new. From here a row closed by a capture or a release is marked `posted`, with
- * its fee's account, and `postings` becomes a view: the rows of `posting_rows` (deposits, settlements, chain moves,
- * withdrawals, and every request closed before this migration, as they were written) and the postings each posted row
- * stands for, the same seven in the same books, dated at admission and at close, none of nothing. They are still only
- * appended: a row, once closed, never changes the columns they are read from (settlement sets only its batch).
- *
- * Each kind of posting is one arm of the view, so that a query by account reaches an index in each: the payer's by
- * `holds_account_time`, a payee's by `holds_payee`, the fee account's by `holds_fee` (the row names its fee account
- * only when there is a fee). Derived postings have no id of their own (NULL).
+ * A request's postings derived from its one row (docs/ledger-written-once.md): closed rows are marked `posted`, and
+ * `postings` becomes a view over `posting_rows` and one arm per kind of derived posting, each reaching an index by
+ * account. Derived postings have no id (NULL). Details: docs/architecture.md §15.22.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   const big = dialect === 'postgres' ? 'bigint' : 'integer'

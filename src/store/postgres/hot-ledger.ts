@@ -23,12 +23,9 @@ import {
 } from '../ledger/types.js'
 
 /**
- * The hot ledger on Postgres: each operation is ONE statement of data-modifying CTEs, prepared once per connection. A
- * request's record is written once, when it closes (docs/ledger-written-once.md): admission updates the account's
- * `held` (the conditional UPDATE re-checks its WHERE after the row lock, which makes admission atomic) and this
- * instance's `owner_holds` row, and the close inserts the request's row (which stands for its postings) and the
- * counters' updates. Every statement locks the account row before the counter row, as the sweeps do, so they cannot
- * deadlock. A hold whose answer was lost is recounted by the next sweep (`Recount`).
+ * The hot ledger on Postgres: each operation is ONE statement of data-modifying CTEs, a request's row written once, at
+ * close. Every statement locks the account row before the counter row, as the sweeps do, so they cannot deadlock; a
+ * hold whose answer was lost is recounted by the next sweep (`Recount`). docs/architecture.md §15.17.
  */
 const HOLD = `
 WITH acct AS (
@@ -118,11 +115,9 @@ export class PostgresHotLedger implements HotLedger {
   }
 
   /**
-   * Closes an open hold of this instance, once: it leaves `open` before its statement runs, so a second close of the
-   * request finds nothing. False when a sweep released it first (then only its record is written). A close that fails
-   * goes back to `open` (its lease runs out and the sweep closes it) unless the request's row exists: then that close
-   * had committed and only its answer was lost, and the row's key keeps any later close from counting the hold out
-   * twice.
+   * Closes an open hold of this instance, once (it leaves `open` before its statement runs); false when a sweep
+   * released it first. A failed close goes back to `open` unless the request's row exists: then it committed, and the
+   * row's key keeps a later close from counting the hold out twice.
    */
   private closeHold(h: HoldRequest, c: Close): Promise<boolean> {
     return this.doubts.on(h, async () => {

@@ -1,19 +1,9 @@
 import type { Counter } from '../ledger/types.js'
 
 /**
- * On Postgres a statement can commit and still fail on its way back (the connection drops after the commit): its caller
- * cannot tell which. For a close the request's row tells (its key stops a second count-out). A hold leaves nothing in
- * the store that names its request: if it committed, the instance's counter in `owner_holds` and the account's `held`
- * count a hold its memory does not have, and that amount could not be spent until the instance stopped. `Recount` puts
- * such a counter right.
- *
- * A hold that failed puts its counter in doubt. At the next sweep (`settle`), a counter in doubt is recounted once no
- * statement of this instance on it is under way (new ones wait, those under way are waited for) and no close of a hold
- * counted in it is in doubt: in one transaction that locks the account first, the counter is lowered to what this
- * instance's memory holds under it, and the account's `held` by the same amount. It is only ever lowered: memory
- * holding more than the counter is a close in doubt (its hold went back to memory), which the sweep of expired holds
- * resolves first. Holds and closes of that counter wait while it is recounted, so none can commit between the read of
- * memory and the write.
+ * Puts right an `owner_holds` counter in doubt after a hold whose commit's answer was lost. At the next sweep, once no
+ * statement works on it, it is lowered (never raised) to what this instance's memory holds, and the account's `held`
+ * with it, in one transaction that locks the account first (docs/architecture.md §15.16).
  */
 export class Recount {
   /** Statements under way, by counter (`owner account`). */

@@ -1,12 +1,9 @@
 import { Worker } from 'node:worker_threads'
 
 /**
- * Runs SQLite WAL checkpoints on a worker thread with its own connection. Left to the writer, a checkpoint runs
- * inside whichever commit crosses the threshold: page copies and two fsyncs on the event loop. PASSIVE checkpoints
- * never block the writer, and the next write transaction starts the WAL over from its beginning — but only once a
- * checkpoint has copied every frame. Under sustained writes that never happens by itself (each checkpoint leaves the
- * frames written while it ran), and the WAL would grow without bound; so when it passes its limit, the writer holds
- * its next group until the worker has checkpointed the short tail (`beforeWrite`).
+ * Runs SQLite WAL checkpoints on a worker thread with its own connection. When the WAL passes its limit the writer
+ * holds its next group until the worker has checkpointed the short tail (`beforeWrite`); else, under sustained writes,
+ * it would grow without bound (docs/architecture.md §15.18).
  */
 const WORKER = `
 const { parentPort, workerData } = require('node:worker_threads')

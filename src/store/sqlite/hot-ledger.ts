@@ -42,21 +42,9 @@ const isBusy = (o: Outcome) => !o.ok && isBusyError(o.error)
 const waitsForSync = (p: Pending) => p.op.kind === 'capture' || p.op.kind === 'release'
 
 /**
- * The hot ledger of a SQLite store: holds, captures, releases and refusals' usage records, on the event loop's own
- * connection, the one writer of this process. The operations of one event-loop turn run as one group (one IMMEDIATE
- * transaction of prepared statements, `sqliteLedgerOps`), so a request's hold commits in the turn that asked for it,
- * with no thread to cross. Holds and releases resolve once committed (`synchronous = NORMAL`: commits write the WAL
- * but do not sync it); captures once the WAL that holds them is on disk (`WalSync`, one fdatasync on libuv's pool
- * shared by every capture committed before it began; on the event loop itself while requests come one at a time,
- * `OneAtATime`). Captures that arrive while a sync is on the disk could only be covered by the next one: they wait
- * for it uncommitted and commit together as it begins, which costs them no time and writes fewer pages per request
- * (releases wait with them, in order). An in-memory database has nothing to sync. A failed sync stops every write of
- * the store (`stopWrites`).
- *
- * Admission stays one conditional UPDATE in the store, so another process writing the file (the `svc` CLI) stays
- * safe beside it. Such a process may hold the write lock: the connection has busy_timeout 0 (the event loop never
- * sleeps in SQLite), and a group refused as locked did nothing and is retried on a timer, for up to BUSY_WAIT_MS.
- * Groups never run inside one of Kysely's transactions on the same connection.
+ * The hot ledger of a SQLite store: each event-loop turn's operations in one IMMEDIATE transaction on the loop's own
+ * connection. Holds and releases resolve once committed, captures once their WAL is synced; a failed sync stops every
+ * write of the store. Admission is one conditional UPDATE, safe beside the `svc` CLI (docs/architecture.md §15.14).
  */
 export class SqliteHotLedger implements HotLedger {
   private readonly ledger

@@ -74,23 +74,9 @@ function wholeOrEach<T>(
 }
 
 /**
- * The hold, capture and release of a request as prepared statements on one SQLite connection, and the group commit that
- * runs many of them in ONE immediate transaction (page writes to the WAL are shared by the group instead of paid per
- * request). A request's record is written once, when it closes (docs/ledger-written-once.md): admission adds to two
- * counters, the account's `held` (the conditional write that admits) and this instance's `owner_holds` row for the
- * account, and keeps the hold in `open`; the capture or release then inserts the request's one row with its usage (the
- * row stands for its postings too: the `postings` view derives them, migration 010) and takes from the counters.
- *
- * The counters move once per group and account, not once per request: the group's closes first (each close frees
- * what it does not charge, never less), then its holds, each set of one account in one conditional write for the set.
- * A set's write passes exactly when the writes of its members one after the other would all pass (amounts are never
- * negative: `LedgerRepo` refuses any other), so a set that fails (an account that cannot cover them all, a counter a
- * sweep emptied, a sum past the store's integers) is run member by member, as a group of one always is. Rows are
- * written in the group's order. A close can only meet a hold committed before its group (`open` changes only
- * once the group has committed). Operations only throw on bugs, or on a hold by an instance a sweep took for dead (its
- * counters refuse it); then the group rolls back and each operation is replayed in its own transaction, so one
- * failure never takes the others with it. A database locked by another process fails every operation with
- * SQLITE_BUSY, having done nothing (the caller retries).
+ * A request's hold, capture and release as prepared statements, many run in ONE immediate transaction (group commit).
+ * Counters move once per group and account; a set whose joint write fails runs member by member, and a group that
+ * throws rolls back and replays each operation in its own transaction (docs/architecture.md §15.15).
  */
 export function sqliteLedgerOps(
   raw: BetterSqlite3.Database,

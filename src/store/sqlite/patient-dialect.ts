@@ -12,13 +12,9 @@ import {
 export const BUSY_WAIT_MS = 5_000
 
 /**
- * Kysely over the event loop's SQLite connection, which other processes (the `svc` CLI) may write beside:
- * - transactions begin IMMEDIATE: begun deferred, one that read before it wrote would fail (SQLITE_BUSY_SNAPSHOT)
- *   when another process committed in between, where an immediate one waits its turn and then reads the latest state
- *   (a read-only one, which never writes, begins deferred);
- * - a locked database is waited for on timers, never in SQLite's busy handler (the connection has busy_timeout 0):
- *   better-sqlite3 is synchronous, and the handler's sleeps (1, 2, 5 … ms) would stop the whole event loop while
- *   another process commits.
+ * Kysely over the event loop's SQLite connection, beside other processes that write (the `svc` CLI): transactions begin
+ * IMMEDIATE (read-only ones deferred), and a locked database is waited for on timers, never in SQLite's busy handler
+ * (busy_timeout 0). Why: docs/architecture.md §15.20.
  */
 export class PatientSqliteDialect extends SqliteDialect {
   override createDriver(): SqliteDriver {

@@ -26,22 +26,9 @@ interface Folded {
 }
 
 /**
- * An account's figures as payee on SQLite, read without reading its whole history each time. They were sums over
- * every row it was paid for: a million requests took 2 s of the event loop per page view (better-sqlite3 is
- * synchronous), every request in flight stalled meanwhile.
- *
- * A request's row is written once, when it closes, and its columns summed here never change after (settlement sets
- * only its batch; a sweep turns an older version's open row into a release of no cost, which no sum counts). Postings
- * written as rows (deposits, settlements, and every request's before migration 010) are only appended. Neither table
- * loses a row, and SQLite gives each new row a rowid above every other, one writer at a time: the rows up to a rowid
- * read in a snapshot are all committed and stay as they are. So each account's sums are kept with the rowids they
- * cover, and a read folds in only the rows above them: through the payee, fee and uncached-postings indexes (rowid
- * is the last column of every index entry), SLICE_ROWS rowids per statement, yielding to the event loop between
- * statements. Each process keeps its own; nothing is written. A migration that renumbers either table (as 008 rebuilt
- * `holds`) must run with every gateway stopped, as the upgrade notes already ask.
- *
- * Postgres has no such order (sequence values can commit out of order) and runs its queries off the event loop: it
- * reads the sums whole (SettlementRepo).
+ * An account's figures as payee on SQLite, kept per process with the rowids they cover: a read folds in only the rows
+ * above them, SLICE_ROWS per statement. Sound only while rows are appended and their summed columns never change: a
+ * migration that renumbers `holds` or `posting_rows` needs every gateway stopped (docs/architecture.md §15.12).
  */
 export class FoldedPayeeSums {
   private readonly folded = new Map<number, Folded>()

@@ -24,13 +24,9 @@ export interface SummaryQuery {
 }
 
 /**
- * The summary on SQLite, read in slices of time through the account's index by time (`holds_account_time`), with the
- * event loop free between them. better-sqlite3 is synchronous: read in one statement, a million requests' rows held
- * the gateway for about a second per page view, every request in flight stalled meanwhile. Each slice ends at the
- * time of the SLICE_ROWS-th row after its start, found by a walk of that many index entries; a span of time alone
- * cannot know what it holds (one grown over a quiet month took the busy week after it whole). The work is still the
- * account's whole history; a row written during the read into a span already read is not counted (the summary is
- * then as of a moment earlier for it), and none is counted twice.
+ * The summary on SQLite, read in slices of SLICE_ROWS rows through `holds_account_time`, the event loop free between
+ * them. A row written during the read into a span already read is not counted; none is counted twice (§15.13 of
+ * docs/architecture.md).
  */
 export async function slicedSummary(
   db: Kysely<Database>,

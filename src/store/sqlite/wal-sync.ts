@@ -16,15 +16,9 @@ interface Waiter {
 }
 
 /**
- * Makes committed WAL frames durable: one `fdatasync` of the WAL at a time, on libuv's pool, so the event loop goes on
- * serving while the disk flushes (or on the event loop itself when nothing else waits for it: `durable`). A commit
- * asks for durability after it returned; the first sync that begins after that covers it, and one sync covers every
- * commit made before it began (group commit without holding anything back).
- *
- * A failed sync is final: Linux may drop the pages it could not write and let a later sync succeed, and the WAL's
- * checksum chain would then discard every later frame on recovery, acknowledged ones included. Everything waiting
- * is refused and so is everything after (`failure`), until the gateway restarts on a sound disk; `on.failed` lets
- * the owner stop the store's other writers.
+ * Makes committed WAL frames durable: one `fdatasync` at a time on libuv's pool (on the event loop when nothing else
+ * waits: `durable`), each covering every commit made before it began. A failed sync is final: all waiting and all after
+ * is refused until a restart; `on.failed` stops the store's other writers (docs/architecture.md §15.19).
  */
 export class WalSync {
   /** Opened at once: a WAL that cannot be opened is a start-up error, not a disk failure found by the first charge. */
