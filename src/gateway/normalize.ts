@@ -72,8 +72,7 @@ export function normalizeMessages(messages: readonly Message[]): NormalizedMessa
     }
     if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id
     upstream.push(out)
-    // Fields set one by one, not spread from objects made for the purpose: a history of 140,000 messages took 90–130
-    // ms.
+    // Fields set one by one, not spread from objects made for the purpose: cheaper on a long history.
     const counted: MeteredMessage = { role: m.role, text }
     if (m.name) counted.name = m.name
     if (calls) counted.toolCalls = calls

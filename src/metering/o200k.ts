@@ -161,8 +161,8 @@ export class TextCount {
 
 /**
  * Code units of text the split reads at once. It matches a pre-token whole before any of it is counted, and one
- * pre-token can be most of a body: two million combining marks took 0.4 s to match, in one stretch however the count
- * was stepped. A longer text is split a segment at a time, each segment ending where a cut changes nothing (`CUT`).
+ * pre-token can be most of a body (millions of combining marks), matched in one stretch however the count was stepped.
+ * A longer text is split a segment at a time, each segment ending where a cut changes nothing (`CUT`).
  */
 const SEGMENT_UNITS = 16_384
 

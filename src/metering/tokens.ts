@@ -87,9 +87,9 @@ export interface MeteredMessage {
 export const COUNT_AT_ONCE_UNITS = 8192
 /** A turn of a long input's count ends after this long (checked every COUNT_CHUNK_UNITS code units)... */
 export const COUNT_TURN_MS = 2
-/** ...or this many code units (about 2 ms of prose), whichever comes first. */
+/** ...or this many code units, whichever comes first. */
 export const COUNT_TURN_UNITS = 32_768
-/** Code units counted between two looks at the clock: about 0.1 ms of prose, 2 ms of the slowest text. */
+/** Code units counted between two looks at the clock. */
 const COUNT_CHUNK_UNITS = 2048
 
 /**

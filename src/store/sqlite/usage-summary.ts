@@ -12,7 +12,7 @@ import {
   type UsageTotals,
 } from '../usage.js'
 
-/** Rows of the account per statement, at most (but for rows of one millisecond): a few ms of the event loop. */
+/** Rows of the account per statement, at most (but for rows of one millisecond). */
 export const SLICE_ROWS = 4096
 
 /** An account's summary (`UsageRepo.summary`): its usage matching `filter`, by day from `since`; `sliceRows`: tests. */
