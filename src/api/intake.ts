@@ -18,11 +18,9 @@ export interface Ticket {
 }
 
 /**
- * What this process has taken in of chat requests, from their key check (before their body is read): a slot of the
- * account until the response closes, and the body's bytes until it has been read. One account's slow streams cannot
- * take every slot of every offer from the others, and bodies held just short of complete cannot take the memory: past
- * either limit a request is refused before its body is read. Per process, as the offers' own counts are
- * (docs/architecture.md §11).
+ * What this process has taken in of chat requests, from their key check: a slot of the account until the response
+ * closes, and the body's bytes until read. Past either limit a request is refused before its body is read; per process,
+ * as the offers' counts are (docs/architecture.md §11, §15.25).
  */
 export class Intake {
   private readonly taken = new Map<number, number>()

@@ -17,15 +17,8 @@ const ARGUMENT_CHARS_PER_TOKEN = 32
 
 /**
  * A streamed reply's bound (the max_tokens its upstream was sent), held against an upstream that ignores it: past it
- * the reply is cut, so it cannot grow without end in the client's stream and the gateway's memory (it is billed at most
- * at the bound whatever it delivered).
- * - Content is counted only once it is long enough to have passed the bound at 8 characters a token (2 for characters
- *   outside ASCII), then again once it has grown by what the rest of the bound would take at its own characters per
- *   token, and by at least an eighth: all the counts of a reply cost at most about nine counts of the whole. An
- *   upstream that keeps its bound is never cut. One that does not is cut at its first count for text of up to those
- *   characters a token: about 1.8 times the bound for English prose and for Chinese, 2.7 times for code (billed at
- *   most at the bound all the same).
- * - Tool-call arguments, which reach the client only whole, are bounded by their characters alone.
+ * the reply is cut, and billed at most at the bound. Content is counted only near the bound (`CHARS_PER_TOKEN`),
+ * tool-call arguments by their characters alone; a reply within its bound is never cut (docs/architecture.md §15.5).
  */
 export class OutputBound {
   private countAt: number

@@ -14,15 +14,9 @@ const CONTENT_EVENT = new RegExp(String.raw`data: ?${CONTENT_CHUNK_SOURCE}\n\n`,
 const MAX_FAST_LINE = 'data: '.length + MAX_FAST_CHUNK
 
 /**
- * An upstream's event stream, bytes in, events out.
- * - The bytes are decoded as the SSE spec decodes them: UTF-8, a character cut between two reads joined again, a
- *   byte order mark opening the stream dropped.
- * - Content events in the usual shape and of the usual size are matched in place in the text that arrived, one
- *   sticky regular expression per event, for as long as they follow one another from where the SSE parser stands
- *   between events.
- * - Whatever else comes (another chunk, another shape, an event cut by the network) goes through `SseParser` and
- *   `dataEvents`, from the first event that did not match.
- * Why in place rather than split into lines first: docs/architecture.md §15.4.
+ * An upstream's event stream, bytes in, events out, decoded as the SSE spec decodes them. Content events of the usual
+ * shape and size are matched in place; from the first event that does not match, everything goes through `SseParser`
+ * and `dataEvents` (why: docs/architecture.md §15.4).
  */
 export class ChunkStream {
   private readonly parser = new SseParser()

@@ -25,12 +25,9 @@ const NOT_FUNDS = {
 } as const
 
 /**
- * Settlement on an EVM chain: each batch is one BatchSettler transaction that moves USDC from payers' wallets
- * (within their allowance to the settler) to providers, the fee account and the vendor account. Payers whose
- * transfers fail are reported back, the rest of the batch is settled. A failure is the payer's debt only when its
- * wallet does not cover its transfers: a payee or payer the token refuses whatever the amount is no debt (the payer
- * could not mend it, and its debt would be lifted at once and the transfers fail again); those charges wait, and
- * the operator is told, until the token takes them.
+ * Settlement on an EVM chain: each batch is one BatchSettler transaction moving USDC from payers' wallets (within their
+ * allowance) to payees. A failed payer's transfers are its debt only when its wallet does not cover them; a payee or
+ * payer the token refuses is no debt: those charges wait, and the operator is told (docs/architecture.md §15.23).
  */
 export class EvmRail implements Rail {
   readonly kind = 'evm' as const

@@ -32,13 +32,9 @@ export interface NewBatch {
 class NoLongerBuilding extends Error {}
 
 /**
- * Builds batch `id` of the due charges, CHARGES_PER_STEP at a time, and opens it; its total, or null when nothing was
- * due or another settler opened it first (and sends it). While it is built its status is `building`: no settler sends
- * or settles it, and a settler's pass opens every batch left building (`openBuilt`) before it reads those to send. Each
- * step adds its charges and their legs in one transaction, so the batch is whole at every commit: a crash leaves a
- * smaller batch, opened by the next pass, and a second settler (`svc settle` beside a SQLite gateway) that opens it
- * meanwhile only ends it sooner: a step finds it no longer building and adds nothing (its charges stay due), and this
- * settler leaves it to that one.
+ * Builds batch `id` of the due charges, CHARGES_PER_STEP per transaction, and opens it; its total, or null when nothing
+ * was due or another settler opened it first. While `building` no settler sends it; each step commits a whole batch, so
+ * a crash leaves a smaller one, opened by the next pass (`openBuilt`). docs/architecture.md §15.1.
  */
 export async function buildBatch(
   db: Kysely<Database>,

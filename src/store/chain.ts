@@ -36,12 +36,9 @@ export interface Landing {
 const clamp = (v: bigint) => (v < 0n ? 0n : v > MAX_STORED ? MAX_STORED : v)
 
 /**
- * An account's balance and cap for a wallet read, given what it owes and what its open holds reserve (`held`): the
- * wallet minus what is owed, and the allowance minus the same. The balance never goes below `held`, since each open
- * hold's capture takes up to its amount from it (below, a capture would take it negative). What the balance then
- * cannot show goes into the cap, which a capture lowers no further than zero and no posting counts: spendable stays
- * what the wallet covers, while the holds are open and after they close. A capture the wallet cannot pay is collected
- * by settlement, whose failure records the debt.
+ * An account's balance and cap for a wallet read: the wallet and the allowance, each minus what is owed; but the
+ * balance never goes below what open holds reserve (`held`), and the cap is then at most what the wallet covers, so
+ * spendable stays what the wallet covers (docs/architecture.md §15.24).
  */
 export function walletFigures(
   read: Pick<WalletRead, 'balance' | 'allowance'>,
@@ -55,11 +52,9 @@ export function walletFigures(
 }
 
 /**
- * The ledger side of the evm rail. A payer's USDC stays in their wallet until settlement, so an account's
- * balance is the wallet's balance minus what it owes (captured, not yet settled on chain), and its cap is the
- * allowance to the settler minus the same (`walletFigures` when the wallet is short of what is held); this
- * repository brings the cached row to those values with `chain` postings against svc:world (their own ref, netting
- * to zero) and records what the watcher read.
+ * The ledger side of the evm rail: an account's balance is its wallet's minus what it owes, its cap the allowance to
+ * the settler minus the same (`walletFigures`); this repository brings the cached row there with `chain` postings
+ * against svc:world, netting to zero, and records what the watcher read (docs/architecture.md §15.24).
  */
 export class ChainRepo {
   constructor(
