@@ -68,11 +68,9 @@ export class ChainRepo {
   }
 
   /**
-   * Brings an account to what its wallet shows at `read.block`, in one transaction with the account row locked,
-   * so a concurrent capture (which lowers balance and raises what is owed together) is counted exactly once.
-   * A read older than the last one, or older than a batch mined for this payer, is stale and changes nothing.
-   * A debt is cleared once the wallet covers everything owed again. A wallet short of what the account's open holds
-   * reserve leaves the balance at what is held and the cap at what the wallet covers (`walletFigures`).
+   * Brings an account to its wallet at `read.block`, in one transaction with the account row locked (a concurrent
+   * capture is counted exactly once); a read older than the last, or than a batch mined for this payer, is stale and
+   * changes nothing. A debt is cleared once the wallet covers all that is owed (the figures: `walletFigures`).
    */
   async sync(accountId: number, read: WalletRead, ref: string, now: number): Promise<SyncResult> {
     return this.db.transaction().execute(async (trx) => {

@@ -157,11 +157,9 @@ export class SettlementRepo {
   }
 
   /**
-   * Marks a batch settled and moves each payee's pending to available. Payers in `failedPayers` and `deferredPayers`
-   * were not collected: their legs are marked failed and their charges return to the due pool. A failed payer's funds
-   * did not cover them: its debt grows by the amount, so admission refuses it until the debt is covered. A deferred
-   * payer's transfers failed for another reason (a payee the token refuses): no debt. A replay changes nothing and
-   * returns false.
+   * Marks a batch settled and moves each payee's pending to available. Legs of `failedPayers` and `deferredPayers` fail
+   * and their charges return to the due pool; a failed payer's debt grows by the amount (admission refuses it until
+   * covered), a deferred one's (a payee the token refuses) does not. A replay changes nothing and returns false.
    */
   async markSettled(
     batchId: string,

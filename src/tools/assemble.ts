@@ -20,11 +20,9 @@ export class ToolCallAssembler {
   private highest = -1
 
   /**
-   * Adds one delta. Some upstreams (Gemini's OpenAI-compatible endpoint among them) omit `index`: such a
-   * delta starts a new call when it carries an id other than the latest call's, and continues the latest
-   * call otherwise. Reading a missing index as 0 would merge several calls into one broken document.
-   * Returns why the reply cannot be used when it makes more than MAX_CALLS calls or names one with more characters than
-   * any tool's name has (a stream's arguments are bounded by its max_tokens, a plain reply by its size, by the caller).
+   * Adds one delta. One without `index` (Gemini's endpoint) starts a new call when its id is not the latest call's,
+   * else continues it (read as 0, several calls would merge). Returns why the reply cannot be used: more than MAX_CALLS
+   * calls, or a name longer than any tool's (arguments are bounded by the caller: max_tokens, or the reply's size).
    */
   add(index: number | undefined, id?: string, name?: string, args?: string): string | undefined {
     const at = index ?? this.slotOf(id)
