@@ -1,7 +1,7 @@
 import { connect } from 'node:net'
 import { get } from 'node:http'
 import { describe, expect, it, vi } from 'vitest'
-import { chat, marketPerTest } from './helpers/market.js'
+import { chat, chatWith, marketPerTest } from './helpers/market.js'
 import { TextCount } from '../src/metering/o200k.js'
 
 const market = marketPerTest()
@@ -84,12 +84,11 @@ describe('a client that leaves while its long prompt is counted', () => {
       return done
     })
     try {
-      const sent = chat(
+      const sent = chatWith(
         mk.url,
         mk.key,
         { model: 'svc/cortex@1', messages: [{ role: 'user', content: letters }] },
-        {},
-        leave.signal,
+        { signal: leave.signal },
       )
       await expect(sent).rejects.toThrow()
       // Until the gateway has counted nothing for a while: it gave the count up, or (the fault) finished it.

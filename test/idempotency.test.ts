@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { chat, sseEvents, startMarket, type Market } from './helpers/market.js'
+import { chat, chatWith, sseEvents, startMarket, type Market } from './helpers/market.js'
 
 let m: Market
 beforeAll(async () => {
@@ -117,7 +117,10 @@ describe('Idempotency-Key', () => {
     repo.finish = () => new Promise(() => {})
     const before = await balance()
     const aborted = new AbortController()
-    const first = chat(m.url, m.key, body('lost reply'), withKey('k-lost'), aborted.signal).catch(() => undefined)
+    const first = chatWith(m.url, m.key, body('lost reply'), {
+      headers: withKey('k-lost'),
+      signal: aborted.signal,
+    }).catch(() => undefined)
     try {
       await expect.poll(async () => before - (await balance())).toBeGreaterThan(0n)
     } finally {

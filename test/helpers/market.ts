@@ -91,12 +91,13 @@ export function marketConfig(s: Market['sims'], storeUrl: string, tuning?: Confi
     bundle: string,
     offers: Config['providers'][number]['offers'],
   ) => ({ address, baseUrl: sim.url, bundle, profile: 'sim', offers })
-  const offer = (model: string, upstreamModel: string, input: number, output: number, maxConcurrency = 64) => ({
+  /** An offer of `model` as `upstreamModel` at `[input, output]` base units per million tokens. */
+  const offer = (model: string, upstreamModel: string, [input, output]: [number, number]) => ({
     model,
     upstreamModel,
     input_price_per_mtok: String(input),
     output_price_per_mtok: String(output),
-    maxConcurrency,
+    maxConcurrency: 64,
   })
   const caps = (tools: boolean, maxOutputTokens: number, streaming = true) => ({
     workload: 'chat' as const,
@@ -131,11 +132,11 @@ export function marketConfig(s: Market['sims'], storeUrl: string, tuning?: Confi
       { id: 'svc/quill@1', owned_by: 'quill', contextLimit: 8192, capabilities: caps(false, 1024, false) },
     ],
     providers: [
-      prov(P.atlasCheap, s.atlasCheap, 'vllm-0.6', [offer('svc/atlas@1', 'atlas', 150_000, 600_000)]),
-      prov(P.atlasDear, s.atlasDear, 'sglang-0.4', [offer('svc/atlas@1', 'atlas-b', 200_000, 800_000)]),
-      prov(P.tern, s.tern, 'tgi-2', [offer('svc/tern@2', 'tern', 100_000, 400_000)]),
-      prov(P.wren, s.wren, 'llamacpp', [offer('svc/wren@1', 'wren', 50_000, 100_000)]),
-      prov(P.quill, s.quill, 'vllm-0.6', [offer('svc/quill@1', 'quill', 80_000, 300_000)]),
+      prov(P.atlasCheap, s.atlasCheap, 'vllm-0.6', [offer('svc/atlas@1', 'atlas', [150_000, 600_000])]),
+      prov(P.atlasDear, s.atlasDear, 'sglang-0.4', [offer('svc/atlas@1', 'atlas-b', [200_000, 800_000])]),
+      prov(P.tern, s.tern, 'tgi-2', [offer('svc/tern@2', 'tern', [100_000, 400_000])]),
+      prov(P.wren, s.wren, 'llamacpp', [offer('svc/wren@1', 'wren', [50_000, 100_000])]),
+      prov(P.quill, s.quill, 'vllm-0.6', [offer('svc/quill@1', 'quill', [80_000, 300_000])]),
     ],
     cortex: { candidates: ['svc/atlas@1', 'svc/tern@2', 'svc/wren@1'] },
     managed: {
@@ -219,17 +220,25 @@ export async function sseEvents(res: Response): Promise<string[]> {
     .map((e) => e.slice(6))
 }
 
-export function chat(
+export function chat(url: string, key: string | undefined, body: unknown, headers: Record<string, string> = {}) {
+  return chatWith(url, key, body, { headers })
+}
+
+/** A chat request with headers of its own and a signal that can abort it. */
+export function chatWith(
   url: string,
   key: string | undefined,
   body: unknown,
-  headers: Record<string, string> = {},
-  signal?: AbortSignal,
+  init: { headers?: Record<string, string>; signal?: AbortSignal },
 ): Promise<Response> {
   return fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}), ...headers },
+    headers: {
+      'content-type': 'application/json',
+      ...(key ? { authorization: `Bearer ${key}` } : {}),
+      ...init.headers,
+    },
     body: typeof body === 'string' ? body : JSON.stringify(body),
-    ...(signal ? { signal } : {}),
+    ...(init.signal ? { signal: init.signal } : {}),
   })
 }

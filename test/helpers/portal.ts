@@ -1,3 +1,4 @@
+import { expect } from 'vitest'
 import { createSiweMessage } from 'viem/siwe'
 import type { PrivateKeyAccount } from 'viem/accounts'
 import type { SiweMessage } from 'viem/siwe'
@@ -93,4 +94,15 @@ export async function signIn(url: string, account: PrivateKeyAccount): Promise<P
   if (res.status !== 200) throw new Error(`sign-in: ${res.status} ${await res.text()}`)
   const body = (await res.json()) as { csrf_token: string; address: string }
   return portalClient(url, cookieOf(res), body.csrf_token, body.address)
+}
+
+/** `why`: what the message must match, and the param it must name when it names one. */
+export async function expectError(res: Response, status: number, code: string, why?: RegExp | [RegExp, string]) {
+  const [message, param] = Array.isArray(why) ? why : [why, null]
+  expect(res.status).toBe(status)
+  expect(res.headers.get('x-request-id')).toMatch(/^req_/)
+  const body = await res.json()
+  expect(body.error).toMatchObject({ code, param })
+  expect(typeof body.error.type).toBe('string')
+  if (message) expect(body.error.message).toMatch(message)
 }
