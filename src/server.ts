@@ -7,7 +7,8 @@ import { openStore } from './store/open.js'
 import type { Store } from './store/store.js'
 import { makeRail } from './settlement/rails.js'
 import type { Rail } from './settlement/rail.js'
-import { Settler } from './settlement/settler.js'
+import { Settler, type SettleReport } from './settlement/settler.js'
+import { formatUsdc } from './money/usdc.js'
 import { serveMetrics } from './ops/metrics-server.js'
 import { portalPlugin, type PortalOptions } from './portal/plugin.js'
 
@@ -42,6 +43,7 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
   const app = await buildApp(gateway, [portalPlugin(opts.portal), ...(opts.plugins ?? [])])
   await rail.start?.()
   const settler = new Settler(store, rail, gateway.now)
+  settler.onPass = (pass) => reportPass(gateway, pass)
   settler.start(gateway.tuning.settleIntervalMs, (err) => gateway.log('settlement pass failed', err))
   await app.listen({ host: config.listen?.host ?? '127.0.0.1', port: config.listen?.port ?? 8080 })
   const addr = app.server.address() as AddressInfo
@@ -85,6 +87,23 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
       if (!opts.store) await store.close()
     }),
   }
+}
+
+/** A settlement pass in the log (a line per batch) and the metrics. */
+function reportPass(gateway: Gateway, pass: SettleReport): void {
+  gateway.metrics.settlementPass(pass)
+  for (const b of pass.batches)
+    gateway.logger.info(
+      {
+        batch_id: b.id,
+        total_usdc: formatUsdc(b.total),
+        legs: b.legs,
+        failed_payers: b.failedPayers.length,
+        deferred_payers: b.deferredPayers.length,
+      },
+      'settlement batch settled',
+    )
+  for (const u of pass.unfinished) gateway.logger.warn({ batch_id: u.id, why: u.why }, 'settlement batch unfinished')
 }
 
 const requests = (n: number) => `${n} request${n === 1 ? '' : 's'}`

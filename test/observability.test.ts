@@ -1,22 +1,16 @@
-import { Writable } from 'node:stream'
-import { pino } from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { chat, sseEvents, startMarket, type Market } from './helpers/market.js'
+import { keptLogs, moved, scrape as scrapeAt } from './helpers/ops.js'
 
-const lines: Record<string, unknown>[] = []
-let raw = ''
+const scrape = () => scrapeAt(m.server.metricsUrl!)
+
+const logs = keptLogs()
+const lines = logs.lines
 let m: Market
 beforeAll(async () => {
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      raw += chunk.toString()
-      for (const l of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(l))
-      done()
-    },
-  })
   m = await startMarket({
     funds: 2_000n,
-    logger: pino({ level: 'info' }, sink),
+    logger: logs.logger,
     edit: (c) => void (c.metrics = { host: '127.0.0.1', port: 0 }),
   })
 })
@@ -29,23 +23,6 @@ const body = (extra: Record<string, unknown> = {}) => ({
   max_tokens: 16,
   ...extra,
 })
-
-/** The metrics text as a map of `name{labels}` → value. */
-async function scrape(): Promise<Map<string, number>> {
-  const res = await fetch(m.server.metricsUrl!)
-  expect(res.status).toBe(200)
-  expect(res.headers.get('content-type')).toMatch(/text\/plain/)
-  const out = new Map<string, number>()
-  for (const line of (await res.text()).split('\n')) {
-    if (line === '' || line.startsWith('#')) continue
-    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}]*\})?) (\S+)$/.exec(line)
-    expect(match, `not Prometheus exposition: ${line}`).not.toBeNull()
-    out.set(match![1]!, Number(match![2]))
-  }
-  return out
-}
-
-const moved = (a: Map<string, number>, b: Map<string, number>, key: string) => (b.get(key) ?? 0) - (a.get(key) ?? 0)
 
 describe('logs, metrics, health and timing', () => {
   it('counts each kind of request exactly, and writes one access line per request with no secret', async () => {
@@ -89,6 +66,12 @@ describe('logs, metrics, health and timing', () => {
     expect(Number(plainCost)).toBeGreaterThan(0)
     expect(after.has('process_cpu_user_seconds_total')).toBe(true)
     expect(after.get('svc_open_holds')).toBe(0)
+    // Each request's hold and its capture (the 402's hold was refused: one operation) went through the hot ledger.
+    expect(moved(before, after, 'svc_ledger_commit_operations_sum')).toBe(7)
+    expect(moved(before, after, 'svc_ledger_commit_seconds_count')).toBe(
+      moved(before, after, 'svc_ledger_commit_operations_count'),
+    )
+    expect(moved(before, after, 'svc_ledger_commit_operations_count')).toBeGreaterThanOrEqual(4)
     // One access line per request, with its id, and nothing secret.
     await expect.poll(() => ids.every((id) => lines.some((l) => l.req_id === id && l.msg === 'request'))).toBe(true)
     for (const id of ids) expect(lines.filter((l) => l.req_id === id && l.msg === 'request')).toHaveLength(1)
@@ -97,8 +80,8 @@ describe('logs, metrics, health and timing', () => {
     expect(line.wallet).toMatch(/^0x/)
     expect(lines.find((l) => l.req_id === ids[2])).toMatchObject({ status: 402, code: 'insufficient_quota' })
     expect(lines.find((l) => l.req_id === ids[3])).toMatchObject({ attempts: 2 })
-    expect(raw).not.toContain(SECRET)
-    expect(raw).not.toContain(m.key)
+    expect(logs.raw()).not.toContain(SECRET)
+    expect(logs.raw()).not.toContain(m.key)
   })
 
   it('/healthz answers; /readyz turns 503 when no offer is live, and 200 again once one is', async () => {

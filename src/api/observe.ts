@@ -1,8 +1,15 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from '../ops/log.js'
 import type { GatewayMetrics } from '../ops/metrics.js'
 import { formatUsdc } from '../money/usdc.js'
 import { errorCodeOf } from './errors.js'
+
+declare module 'fastify' {
+  interface FastifyReply {
+    /** Observes a request whose client closed its response before it was whole: no onResponse runs for it. */
+    observeAborted?: () => void
+  }
+}
 
 /**
  * Every /v1 reply carries `Server-Timing` (the gateway's own time, and the upstreams' when one was called; a stream's
@@ -20,9 +27,22 @@ export function observeRequests(app: FastifyInstance, logger: Logger, metrics: G
     done(null, payload)
   })
   app.addHook('onResponse', (req, reply, done) => {
+    finished(req, reply)
+    done()
+  })
+  // A response its client closed first has no onResponse: its route observes it once done (`observeAborted`).
+  app.decorateReply('observeAborted', function (this: FastifyReply) {
+    finished(this.request, this)
+  })
+  /** The request's metrics and access line. */
+  const finished = (req: FastifyRequest, reply: FastifyReply) => {
     const totalMs = reply.elapsedTime
     const trace = req.trace
-    if (trace) metrics.observe(trace, totalMs)
+    if (trace?.observed) return
+    if (trace) {
+      trace.observed = true
+      metrics.observe(trace, totalMs)
+    }
     if (logger.isLevelEnabled('info')) {
       const line: Record<string, unknown> = {
         req_id: req.id,
@@ -51,8 +71,7 @@ export function observeRequests(app: FastifyInstance, logger: Logger, metrics: G
       }
       logger.info(line, 'request')
     }
-    done()
-  })
+  }
 }
 
 const round = (ms: number) => Math.round(ms * 10) / 10

@@ -38,8 +38,12 @@ export type Finished =
     }
   | { kind: 'refused'; error: ApiError }
   | { kind: 'broken'; code: 'stream_interrupted' | 'provider_output_invalid'; message: string }
-  /** The client left; `charged` when it was sent content, which it pays for. */
-  | { kind: 'closed'; charged: boolean }
+  /** The client left; `charged` when it was sent content, which it pays for (`paid` says what and to whom). */
+  | {
+      kind: 'closed'
+      charged: boolean
+      paid?: { provider: string; completionTokens: number; cost: bigint; fee: bigint }
+    }
 
 /** The usage record of a request as admitted: nothing served or charged yet; `extra` says what was. */
 export function requestUsage(
@@ -101,11 +105,11 @@ export async function charge(s: ChargeDeps, r: Admitted, outcome: RouteOutcome):
       // The client pays for what reached it, and nothing when nothing did.
       if (outcome.reply && outcome.reply.content.length > 0) {
         const sent = { ...outcome.reply, toolCalls: [] }
-        const charged = await capture(
-          s,
-          chargeOf(s, r, { reply: sent, servedModel: outcome.servedModel ?? null }, 'client_closed').capture,
-        )
-        return { kind: 'closed', charged }
+        const c = chargeOf(s, r, { reply: sent, servedModel: outcome.servedModel ?? null }, 'client_closed')
+        if (!(await capture(s, c.capture))) return { kind: 'closed', charged: false }
+        const { fee } = c.capture
+        const paid = { provider: sent.offer.provider, completionTokens: c.usage.completion_tokens, cost: c.cost, fee }
+        return { kind: 'closed', charged: true, paid }
       }
       await s.ledger.release(r.requestId, s.now(), base('client_closed'))
       return { kind: 'closed', charged: false }

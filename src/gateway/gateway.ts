@@ -73,7 +73,9 @@ export class Gateway {
       catalog: this.catalog,
       health: this.health,
       held: () => store.ledger.heldNow(),
+      unsettled: () => store.settlement.unsettled(),
     })
+    store.ledger.observeCommits(this.metrics.ledgerCommit)
     this.keys = new KeyVerifier(store, this.tuning.keyCacheMs, this.now)
     this.usage = new UsageQueries(store.usage, store.refusals, this.now)
     this.refusals = new RefusalCounter(store.refusals, (err) => this.log('refusal counts not written', err))
@@ -84,7 +86,12 @@ export class Gateway {
       holdTtlMs,
       now: this.now,
       onError: (err) => this.log('background task failed', err),
-      onReleased: (n) => this.log(`start: released ${n} hold${n === 1 ? '' : 's'} of instances that stopped or died`),
+      onReleased: (n, atStart) =>
+        this.log(
+          atStart
+            ? `start: released ${n} hold${n === 1 ? '' : 's'} of instances that stopped or died`
+            : `sweep: released ${n} hold${n === 1 ? '' : 's'} (expired, or of instances that stopped or died)`,
+        ),
     })
   }
 

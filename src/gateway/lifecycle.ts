@@ -78,8 +78,8 @@ export interface LifecycleOptions {
   holdTtlMs: number
   now: () => number
   onError: (err: unknown) => void
-  /** Told how many holds of instances that stopped or died its start released. */
-  onReleased?: (count: number) => void
+  /** Told how many holds a sweep released (expired, or of instances that stopped or died), and if at start. */
+  onReleased?: (count: number, atStart: boolean) => void
 }
 
 /**
@@ -103,7 +103,7 @@ export class InstanceLifecycle {
   private readonly holdTtlMs: number
   private readonly now: () => number
   private readonly onError: (err: unknown) => void
-  private readonly onReleased: (count: number) => void
+  private readonly onReleased: (count: number, atStart: boolean) => void
 
   constructor(o: LifecycleOptions) {
     this.store = o.store
@@ -117,9 +117,12 @@ export class InstanceLifecycle {
   async start(): Promise<void> {
     await this.store.instances.register({ id: this.id, host: this.host, pid: process.pid, startedAt: this.now() })
     const released = await this.sweep()
-    if (released > 0) this.onReleased(released)
+    if (released > 0) this.onReleased(released, true)
     this.every(HEARTBEAT_MS, () => this.heartbeat())
-    this.every(SWEEP_MS, () => this.sweep())
+    this.every(SWEEP_MS, async () => {
+      const swept = await this.sweep()
+      if (swept > 0) this.onReleased(swept, false)
+    })
   }
 
   /** Tells peers this instance lives, and extends the leases of the holds of the requests it is serving. */

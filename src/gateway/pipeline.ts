@@ -281,5 +281,6 @@ function traceFinished(trace: RequestTrace, f: Finished, feeBps: number): void {
       return
     case 'closed':
       trace.outcome = 'client_closed'
+      if (f.paid) Object.assign(trace, f.paid)
   }
 }

@@ -22,6 +22,8 @@ export interface RequestTrace {
   /** Upstream failures by kind (`unavailable`, `invalid_output`). */
   failures: string[]
   stream?: boolean
+  /** Its access line and metrics are written (once, whichever way its response ended). */
+  observed?: boolean
 }
 
 export function newTrace(): RequestTrace {

@@ -4,6 +4,8 @@ import type { Health } from '../routing/health.js'
 import type { RequestTrace } from '../gateway/trace.js'
 
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
+const COMMIT_SECONDS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
+const GROUP_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 const BREAKER = { closed: 0, 'half-open': 1, open: 2 } as const
 
 /** What a scrape reads of the store when it is taken: open holds and what they hold. */
@@ -12,11 +14,19 @@ export interface HeldNow {
   held: bigint
 }
 
+/** One settlement pass as metrics see it: the batches it settled and those whose outcome stays unknown. */
+export interface SettledPass {
+  batches: { total: bigint }[]
+  unfinished: unknown[]
+}
+
 export interface MetricsSources {
   catalog: Catalog
   health: Health
   /** The store's open holds now; asked once a scrape. */
   held: () => Promise<HeldNow>
+  /** Captured charges not yet paid to their payees; asked once a scrape. */
+  unsettled: () => Promise<bigint>
 }
 
 /**
@@ -33,6 +43,10 @@ export class GatewayMetrics {
   private readonly charged: Counter<'model'>
   private readonly fees: Counter<'model'>
   private readonly failures: Counter<'kind'>
+  private readonly commitTime: Histogram
+  private readonly groupSize: Histogram
+  private readonly batches: Counter<'outcome'>
+  private readonly settled: Counter
   private readonly models = new Map<string, ModelSeries>()
 
   constructor(sources: MetricsSources) {
@@ -60,6 +74,26 @@ export class GatewayMetrics {
     this.failures = new Counter(
       labels('svc_upstream_failures_total', 'Upstream attempts that failed, by kind', ['kind']),
     )
+    this.commitTime = new Histogram({
+      ...labels('svc_ledger_commit_seconds', "A hot-ledger commit's time until durable", []),
+      buckets: COMMIT_SECONDS,
+    })
+    this.groupSize = new Histogram({
+      ...labels('svc_ledger_commit_operations', 'Operations (holds, captures, releases) per hot-ledger commit', []),
+      buckets: GROUP_SIZES,
+    })
+    this.batches = new Counter(
+      labels('svc_settlement_batches_total', 'Settlement batches: settled, or unfinished (outcome unknown)', [
+        'outcome',
+      ]),
+    )
+    this.settled = new Counter(labels('svc_settled_usdc_total', 'USDC paid out by settled batches', []))
+    new Gauge({
+      ...labels('svc_unsettled_usdc', 'USDC captured and not yet paid out by a settled batch', []),
+      async collect() {
+        this.set(Number(await sources.unsettled()) / 1e6)
+      },
+    })
     new Gauge({
       ...labels('svc_breaker_state', 'Circuit breaker of each offer: 0 closed, 1 half-open, 2 open', ['offer']),
       collect() {
@@ -102,6 +136,19 @@ export class GatewayMetrics {
       m.charged.inc(Number(trace.cost ?? 0n) / 1e6)
       m.fees.inc(Number(trace.fee ?? 0n) / 1e6)
     }
+  }
+
+  /** One commit of the hot ledger. */
+  readonly ledgerCommit = (ops: number, ms: number): void => {
+    this.commitTime.observe(ms / 1000)
+    this.groupSize.observe(ops)
+  }
+
+  /** One settlement pass that ran. */
+  settlementPass(pass: SettledPass): void {
+    for (const b of pass.batches) this.settled.inc(Number(b.total) / 1e6)
+    if (pass.batches.length > 0) this.batches.labels('settled').inc(pass.batches.length)
+    if (pass.unfinished.length > 0) this.batches.labels('unfinished').inc(pass.unfinished.length)
   }
 
   /** A model's series, bound once: labelling on every request would hash its labels each time. */

@@ -22,6 +22,8 @@ export interface SettleReport {
 export class Settler {
   private timer: NodeJS.Timeout | undefined
   private running: Promise<SettleReport> | undefined
+  /** Told of each pass that ran (it held the lock), however it was started. */
+  onPass: (report: SettleReport) => void = () => {}
 
   constructor(
     private readonly store: Store,
@@ -31,7 +33,12 @@ export class Settler {
 
   /** One pass: finishes batches left open or sent by an earlier pass, then batches what is due. */
   async runOnce(): Promise<SettleReport> {
-    this.running ??= this.pass().finally(() => (this.running = undefined))
+    this.running ??= this.pass()
+      .then((report) => {
+        if (report.ran) this.onPass(report)
+        return report
+      })
+      .finally(() => (this.running = undefined))
     return this.running
   }
 
@@ -80,10 +87,7 @@ export class Settler {
 
   start(intervalMs: number, onError: (err: unknown) => void): void {
     if (intervalMs <= 0) return
-    this.timer = setInterval(
-      () => void this.runOnce().then((r) => r.unfinished.forEach((u) => onError(new Error(u.why))), onError),
-      intervalMs,
-    )
+    this.timer = setInterval(() => void this.runOnce().catch(onError), intervalMs)
     this.timer.unref()
   }
 

@@ -146,6 +146,22 @@ export class SettlementRepo {
     return num(r.n)
   }
 
+  /** Captured charges not yet paid out: those in no batch, and the totals of batches not yet settled. */
+  async unsettled(): Promise<bigint> {
+    const unbatched = await this.db
+      .selectFrom('holds')
+      .select(sql<bigint>`coalesce(sum(cost), 0)`.as('total'))
+      .where('status', '=', sql.lit('captured'))
+      .where('batch_id', 'is', null)
+      .executeTakeFirstOrThrow()
+    const batched = await this.db
+      .selectFrom('batches')
+      .select(sql<bigint>`coalesce(sum(total), 0)`.as('total'))
+      .where('status', 'in', ['building', 'open', 'sent'])
+      .executeTakeFirstOrThrow()
+    return big(unbatched.total) + big(batched.total)
+  }
+
   /** Records that a batch's transaction went out; the tx hash lets a restart find it instead of sending again. */
   async markSent(batchId: string, txHash: string, nonce: number, now: number): Promise<void> {
     await this.db

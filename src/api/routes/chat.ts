@@ -29,24 +29,28 @@ export function chatRoutes(app: FastifyInstance, { pipeline, tuning, keyCheck, i
     const cancel = cancelOnClose(reply)
     const idempotencyKey = req.headers['idempotency-key']
     const trace = (req.trace = newTrace())
-    const result = await pipeline.chat({
-      trace,
-      body: req.body,
-      caller: callerOf(req),
-      requestId: req.id,
-      cancel,
-      gone: () => reply.raw.destroyed,
-      ...(typeof idempotencyKey === 'string' ? { idempotencyKey } : {}),
-      openStream: (r) =>
-        new SseReply({
-          reply,
-          identity: identityOf(r),
-          requestId: r.requestId,
-          fingerprint: fingerprintFor(r),
-          ...tuning,
-          onFirstByte: () => (trace.ttfbMs = reply.elapsedTime),
-        }),
-    })
+    const result = await pipeline
+      .chat({
+        trace,
+        body: req.body,
+        caller: callerOf(req),
+        requestId: req.id,
+        cancel,
+        gone: () => reply.raw.destroyed,
+        ...(typeof idempotencyKey === 'string' ? { idempotencyKey } : {}),
+        openStream: (r) =>
+          new SseReply({
+            reply,
+            identity: identityOf(r),
+            requestId: r.requestId,
+            fingerprint: fingerprintFor(r),
+            ...tuning,
+            onFirstByte: () => (trace.ttfbMs = reply.elapsedTime),
+          }),
+      })
+      .finally(() => {
+        if (reply.raw.destroyed && !reply.raw.writableFinished) reply.observeAborted?.()
+      })
     switch (result.kind) {
       case 'abandoned':
         return reply

@@ -4,7 +4,7 @@ import type { StoreDialect } from '../dialect.js'
 import { big, num } from '../ints.js'
 import { auditIn, openHoldsIn, type LedgerAudit } from './audit.js'
 import type { Outcome, UsageRecord } from '../usage.js'
-import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from './types.js'
+import type { CaptureRequest, CommitObserver, HoldRequest, HoldResult, HotLedger } from './types.js'
 import { MAX_STORED } from '../chain.js'
 
 export type { CaptureRequest, HoldRequest, HoldResult } from './types.js'
@@ -31,6 +31,11 @@ export class LedgerRepo {
     private readonly hot: HotLedger,
     private readonly dialect: StoreDialect,
   ) {}
+
+  /** `observer` is told of each commit of the per-request writes (metrics). */
+  observeCommits(observer: CommitObserver): void {
+    this.hot.onCommit = observer
+  }
 
   /** Admission: holds `amount` when spendable covers it (one atomic conditional write). */
   hold(h: HoldRequest): Promise<HoldResult> {

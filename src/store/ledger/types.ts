@@ -35,6 +35,9 @@ export interface Counter {
   accountId: number
 }
 
+/** A commit of the hot ledger: its operations and how long it took (ms), from its first statement until durable. */
+export type CommitObserver = (ops: number, ms: number) => void
+
 /**
  * The three money writes on every request's path, each one transaction whose first statement is a conditional
  * write: concurrent requests, processes and sweepers can never spend a unit twice or close a hold twice.
@@ -43,6 +46,8 @@ export interface Counter {
 export interface HotLedger {
   /** This instance's holds not yet closed (in the store, only counted in `owner_holds`). */
   readonly open: OpenHolds
+  /** Told of each commit: how many operations it carried and how long it took until durable. */
+  onCommit: CommitObserver
   /** Admission: holds `amount` when spendable covers it. */
   hold(h: HoldRequest): Promise<HoldResult>
   /**

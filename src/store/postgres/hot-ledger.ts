@@ -15,6 +15,7 @@ import {
   sweptClose,
   RECORD_COLUMNS,
   type CaptureRequest,
+  type CommitObserver,
   type Close,
   type Counter,
   type HoldRequest,
@@ -91,8 +92,18 @@ export class PostgresHotLedger implements HotLedger {
 
   constructor(private readonly pool: pg.Pool) {}
 
+  onCommit: CommitObserver = () => {}
+
+  /** One statement, its own transaction: a commit of one operation. */
+  private async commit<R extends pg.QueryResultRow>(name: string, text: string, values: Values) {
+    const startedAt = performance.now()
+    const r = await this.pool.query<R>({ name, text, values: values.map(param) })
+    this.onCommit(1, performance.now() - startedAt)
+    return r
+  }
+
   private async one(name: string, text: string, values: Values): Promise<boolean> {
-    const r = await this.pool.query<{ ok: number }>({ name, text, values: values.map(param) })
+    const r = await this.commit<{ ok: number }>(name, text, values)
     return (r.rows[0]?.ok ?? 0) > 0
   }
 
@@ -132,8 +143,7 @@ export class PostgresHotLedger implements HotLedger {
           c.cost,
           ...recordValues(h, c),
         ])
-        if (!closed)
-          await this.pool.query({ name: 'svc_record', text: RECORD, values: recordValues(h, sweptClose(c)).map(param) })
+        if (!closed) await this.commit('svc_record', RECORD, recordValues(h, sweptClose(c)))
         this.doubts.closeFailed(h, h.requestId, false)
         return closed
       } catch (err) {
@@ -169,7 +179,7 @@ export class PostgresHotLedger implements HotLedger {
   }
 
   async record(usage: UsageRecord): Promise<void> {
-    await this.pool.query({ name: 'svc_record', text: RECORD, values: refusedValues(usage).map(param) })
+    await this.commit('svc_record', RECORD, refusedValues(usage))
   }
 
   /**

@@ -2,7 +2,7 @@ import type BetterSqlite3 from 'better-sqlite3'
 import type { Kysely } from 'kysely'
 import type { Database } from '../schema.js'
 import { sqliteLedgerOps, type LedgerOp, type Outcome } from './ledger-ops.js'
-import type { CaptureRequest, HoldRequest, HoldResult, HotLedger } from '../ledger/types.js'
+import type { CaptureRequest, CommitObserver, HoldRequest, HoldResult, HotLedger } from '../ledger/types.js'
 import type { UsageRecord } from '../usage.js'
 import { BUSY_WAIT_MS, busyDelay, isBusyError } from './patient-dialect.js'
 import { WalSync, type SyncWays } from './wal-sync.js'
@@ -60,6 +60,7 @@ export class SqliteHotLedger implements HotLedger {
   private closed = false
   private readonly pace = new OneAtATime()
   readonly open = new OpenHolds()
+  onCommit: CommitObserver = () => {}
 
   constructor(
     private readonly raw: BetterSqlite3.Database,
@@ -150,6 +151,7 @@ export class SqliteHotLedger implements HotLedger {
     const failure = this.wal?.failure
     if (failure) return group.forEach((p) => p.reject(failure))
     const ops = group.map((p) => p.op)
+    const startedAt = performance.now()
     const run = () => {
       // Nested in an open transaction the group would be a savepoint, committed only with it: its captures must not
       // be synced and acknowledged as if committed.
@@ -178,13 +180,17 @@ export class SqliteHotLedger implements HotLedger {
         p.resolve(o.value as never)
       }
     })
+    const committed = () => this.onCommit(group.length - locked.length, performance.now() - startedAt)
     if (durable.length > 0) {
       const lone = durable.length === 1 && durable[0]![0].lone === true
       this.wal!.durable(this.pace.syncInline(lone)).then(
-        () => durable.forEach(([p, value]) => p.resolve(value as never)),
+        () => {
+          committed()
+          durable.forEach(([p, value]) => p.resolve(value as never))
+        },
         (err) => durable.forEach(([p]) => p.reject(err)),
       )
-    }
+    } else if (locked.length < group.length) committed()
     if (locked.length > 0) this.retryLater(locked)
     else this.backoffMs = 0
   }
