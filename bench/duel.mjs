@@ -87,13 +87,14 @@ for (let p = 0; p < processes; p++) {
   const order = p % 2 ? [builds[1], builds[0]] : builds
   const live = new Map()
   for (const b of order) live.set(b, await gateway(b.root, b.nodeArgs, b.env))
-  for (const b of order) await load(live.get(b).url, body, c, 3, 0, live.get(b).key)
+  for (const b of order)
+    await load(live.get(b).url, body, { concurrency: c, seconds: 3, warmup: 0, key: live.get(b).key })
   for (let i = 0; i < perProcess; i++) {
     for (const b of i % 2 ? [builds[1], builds[0]] : builds) {
       const g = live.get(b)
       const cpu = cpuUs(g.pid)
       const loop = cpuUs(g.pid, true)
-      const r = await load(g.url, body, c, seconds, 0.5, g.key)
+      const r = await load(g.url, body, { concurrency: c, seconds, warmup: 0.5, key: g.key })
       const served = r.requests * (1 + 0.5 / seconds)
       b.slices.push({
         rps: r.rps,

@@ -12,7 +12,7 @@
 //   --soak 60 --profile --chunk-delay 1 --accounts 32 --node-args="--flag …"]  (--open 0: no open loop; --accounts: the
 //   gateway's requests spread over that many funded accounts, in turn; --node-args: node flags for the gateway
 //   after its own)
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import {
@@ -28,6 +28,7 @@ import {
   startGateway,
   syncFloor,
 } from './processes.mjs'
+import { soak as soakRun } from './soak.mjs'
 import { benchOptions } from './options.mjs'
 import { checkTargets } from './targets.mjs'
 
@@ -55,16 +56,22 @@ const o = benchOptions(import.meta.url, {
 /** Connections an open loop may use: more than it should ever need at half a target's capacity. */
 const OPEN_CONNECTIONS = 64
 const CLI = 'dist/cli/main.js'
-const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024
 
-/** One figure: a closed loop of `c` connections, or with `rate` an open loop at that rate (concurrency 'open'). */
-async function measure(name, pid, url, body, c, stream, key, rate = 0) {
+/**
+ * One figure of `target` (its process `pid`, when it has one): a closed loop of `c` connections, or with `rate` an open
+ * loop at that rate (concurrency 'open').
+ */
+async function measure({ name, pid, url, key }, body, { c, stream, rate = 0 }) {
   const warmup = Number(o.warmup)
   const seconds = Number(o.seconds)
   // CPU is read around the whole load (warm-up included) and divided by all requests it served.
   const before = pid ? [cpuUs(pid), cpuUs(pid, true)] : null
   const machine = machineCpuUs()
-  const r = await load(url, { ...body, stream }, rate ? OPEN_CONNECTIONS : c, seconds, warmup, key, rate)
+  const r = await load(
+    url,
+    { ...body, stream },
+    { concurrency: rate ? OPEN_CONNECTIONS : c, seconds, warmup, key, rate },
+  )
   const m = machineCpuUs()
   const served = r.requests * (1 + warmup / seconds)
   const cpu = before ? (cpuUs(pid) - before[0]) / served : null
@@ -116,15 +123,16 @@ const want = o.targets.split(',')
 for (const mode of o.modes.split(',')) {
   const body = { messages, max_tokens: tokens, stream: mode === 'stream' }
   if (want.includes('raw-proxy'))
-    await load(`${raw.info.base_url}/v1/chat/completions`, { ...body, model: 'bench' }, 16, Number(o.settle), 0)
+    await load(
+      `${raw.info.base_url}/v1/chat/completions`,
+      { ...body, model: 'bench' },
+      { concurrency: 16, seconds: Number(o.settle), warmup: 0 },
+    )
   if (want.includes('gateway'))
     await load(
       `${gw.info.base_url}/v1/chat/completions`,
       { ...body, model: 'svc/bench@1' },
-      16,
-      Number(o.settle),
-      0,
-      key,
+      { concurrency: 16, seconds: Number(o.settle), warmup: 0, key },
     )
 }
 /** Rounds of the raw proxy and the gateway in turn, at `c` connections or (`rate`) in an open loop. */
@@ -134,28 +142,18 @@ async function rounds(c, stream, rate = 0) {
       runs.push({
         round,
         ...(await measure(
-          'raw-proxy',
-          raw.child.pid,
-          `${raw.info.base_url}/v1/chat/completions`,
+          { name: 'raw-proxy', pid: raw.child.pid, url: `${raw.info.base_url}/v1/chat/completions` },
           { model: 'bench', messages, max_tokens: tokens },
-          c,
-          stream,
-          undefined,
-          rate,
+          { c, stream, rate },
         )),
       })
     if (want.includes('gateway'))
       runs.push({
         round,
         ...(await measure(
-          'gateway',
-          gw.child.pid,
-          `${gw.info.base_url}/v1/chat/completions`,
+          { name: 'gateway', pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions`, key },
           { model: 'svc/bench@1', messages, max_tokens: tokens },
-          c,
-          stream,
-          key,
-          rate,
+          { c, stream, rate },
         )),
       })
   }
@@ -167,12 +165,9 @@ for (const mode of o.modes.split(',')) {
       runs.push({
         round: 1,
         ...(await measure(
-          'upstream',
-          null,
-          `${sim.info.base_url}/chat/completions`,
+          { name: 'upstream', pid: null, url: `${sim.info.base_url}/chat/completions` },
           { model: 'bench', messages, max_tokens: tokens },
-          c,
-          stream,
+          { c, stream },
         )),
       })
     await rounds(c, stream)
@@ -229,52 +224,14 @@ for (const r of runs) {
   rows.push(row)
 }
 
-let soak = null
-if (Number(o.soak) > 0) {
-  const samples = []
-  const warmup = 5
-  // Sampled from the end of the load generator's warm-up: the heap's state when the soak begins is the previous
-  // figures' (another mode, another concurrency), not this load's.
-  let timer
-  const begin = setTimeout(
-    () => (timer = setInterval(() => samples.push(+rssMb(gw.child.pid).toFixed(1)), 1000)),
-    warmup * 1000,
-  )
-  const r = await load(
-    `${gw.info.base_url}/v1/chat/completions`,
-    { model: 'svc/bench@1', messages, max_tokens: tokens },
-    64,
-    Number(o.soak),
-    warmup,
-    key,
-  )
-  clearTimeout(begin)
-  clearInterval(timer)
-  // V8's heap grows in a sawtooth (tens of MB between major collections): compare whole thirds of the run, and their
-  // floors (RSS just after a collection), rather than single samples.
-  const third = Math.max(1, Math.floor(samples.length / 3))
-  const first = samples.slice(0, third)
-  const last = samples.slice(-third)
-  const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length
-  const sixths = (xs) =>
-    Array.from({ length: 6 }, (_, i) =>
-      xs.slice(Math.floor((i * xs.length) / 6), Math.floor(((i + 1) * xs.length) / 6)),
-    ).filter((p) => p.length > 0)
-  soak = {
-    seconds: Number(o.soak),
-    requests: r.requests,
-    rps: r.rps,
-    rss_mb_mean_first_third: +mean(first).toFixed(1),
-    rss_mb_mean_last_third: +mean(last).toFixed(1),
-    growth_mean: mean(last) / mean(first) - 1,
-    rss_mb_floor_first_third: Math.min(...first),
-    rss_mb_floor_last_third: Math.min(...last),
-    growth_floor: Math.min(...last) / Math.min(...first) - 1,
-    // A leak raises the floor part after part; the collector's rhythm moves the peaks and the means, not the floors.
-    rss_mb_floor_by_sixth: sixths(samples).map((xs) => Math.min(...xs)),
-    samples,
-  }
-}
+const soak =
+  Number(o.soak) > 0
+    ? await soakRun(
+        { pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions`, key },
+        { model: 'svc/bench@1', messages, max_tokens: tokens },
+        Number(o.soak),
+      )
+    : null
 
 const ratios = []
 for (const r of rows.filter((x) => x.target === 'gateway')) {

@@ -208,7 +208,7 @@ export async function benchGateway(root, dir, upstreamUrl, accounts = 1) {
  * Runs bench/loadgen.mjs (its own process) and resolves with its JSON figures: a closed loop of `concurrency`
  * connections, or with `rate` > 0 an open loop sending `rate` requests a second over up to `concurrency` connections.
  */
-export function load(url, body, concurrency, seconds, warmup, key, rate = 0) {
+export function load(url, body, { concurrency, seconds, warmup = 0, key, rate = 0 }) {
   const args = [
     new URL('./loadgen.mjs', import.meta.url).pathname,
     url,

@@ -69,7 +69,12 @@ const body = (t) => ({ model: t.model, messages: MESSAGES, max_tokens: Number(o.
 /** The collector's work over one closed loop of `t`, from the lines its trace gained meanwhile. */
 async function round(t) {
   const mark = readFileSync(t.out, 'utf8').length
-  const r = await load(t.url, body(t), Number(o.concurrency), Number(o.seconds), 0, t.key)
+  const r = await load(t.url, body(t), {
+    concurrency: Number(o.concurrency),
+    seconds: Number(o.seconds),
+    warmup: 0,
+    key: t.key,
+  })
   const lines = readFileSync(t.out, 'utf8')
     .slice(mark)
     .split('\n')
@@ -91,7 +96,7 @@ async function round(t) {
 }
 
 // Warm-up: each target through the mode once before any figure is taken.
-for (const t of targets) await load(t.url, body(t), 16, 3, 0, t.key)
+for (const t of targets) await load(t.url, body(t), { concurrency: 16, seconds: 3, warmup: 0, key: t.key })
 for (let i = 0; i < Number(o.rounds); i++)
   for (const t of i % 2 ? [...targets].reverse() : targets) t.rounds.push(await round(t))
 

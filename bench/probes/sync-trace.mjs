@@ -133,14 +133,12 @@ const { config, key } = await benchGateway('.', dir, sim.info.base_url, Number(o
 const gw = await startGateway(config)
 const pid = gw.child.pid
 const body = { model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' }
-const running = load(
-  `${gw.info.base_url}/v1/chat/completions`,
-  body,
-  Number(o.concurrency),
-  Number(o.seconds),
-  Number(o.warmup),
+const running = load(`${gw.info.base_url}/v1/chat/completions`, body, {
+  concurrency: Number(o.concurrency),
+  seconds: Number(o.seconds),
+  warmup: Number(o.warmup),
   key,
-)
+})
 await sleep((Number(o.warmup) + 1) * 1000)
 if (o['pool-nice'] !== undefined) {
   const syncers = [

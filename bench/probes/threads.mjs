@@ -42,15 +42,15 @@ const c = Number(o.concurrency)
 const seconds = Number(o.seconds)
 
 const rawUrl = `${raw.info.base_url}/v1/chat/completions`
-await load(rawUrl, body, c, 4, 1)
+await load(rawUrl, body, { concurrency: c, seconds: 4, warmup: 1 })
 const rawBefore = cpuUs(raw.child.pid)
-const rawRun = await load(rawUrl, body, c, seconds, 0)
+const rawRun = await load(rawUrl, body, { concurrency: c, seconds, warmup: 0 })
 const rawPerReq = (cpuUs(raw.child.pid) - rawBefore) / rawRun.requests
 
 const url = `${gw.info.base_url}/v1/chat/completions`
-await load(url, body, c, 4, 1, key)
+await load(url, body, { concurrency: c, seconds: 4, warmup: 1, key })
 const before = threads(gw.child.pid)
-const run = await load(url, body, c, seconds, 0, key)
+const run = await load(url, body, { concurrency: c, seconds, warmup: 0, key })
 const after = threads(gw.child.pid)
 
 const rows = []

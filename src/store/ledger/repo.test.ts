@@ -9,6 +9,8 @@ import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../..
 const usage = (requestId: string, accountId: number, cost: bigint) =>
   usageRecord(requestId, accountId, cost, { upstreamPromptTokens: 9, upstreamCompletionTokens: 5 })
 
+const HOLD = { keyId: 'key_1', model: 'svc/atlas@1', owner: 'i1', now: 1000 }
+
 describe.each(STORE_KINDS)('ledger on %s', (kind) => {
   let f: StoreFixture | undefined
   let store: Store
@@ -26,16 +28,7 @@ describe.each(STORE_KINDS)('ledger on %s', (kind) => {
   afterAll(() => closeFixture(f))
 
   const hold = (requestId: string, amount: bigint, expiresAt = 10_000) =>
-    store.ledger.hold({
-      requestId,
-      accountId: user,
-      keyId: 'key_1',
-      model: 'svc/atlas@1',
-      amount,
-      owner: 'i1',
-      now: 1000,
-      expiresAt,
-    })
+    store.ledger.hold({ ...HOLD, requestId, accountId: user, amount, expiresAt })
 
   it('holds within min(balance, cap) and refuses beyond it', async () => {
     expect(await hold('r1', 500n)).toEqual({ ok: true })
