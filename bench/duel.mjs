@@ -6,8 +6,8 @@
 // per-slice ratios this/base, and in how many slices this checkout was faster. Usage: npm run bench:duel -- --base <git
 // ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 4] [--node-args="--flag …"] (node flags
 // for this checkout's gateways only: a duel of runtime flags against --base HEAD) [--env="NAME=value …"] (environment
-// added to this checkout's gateways only, as --node-args) [--accounts 32] (each gateway's requests spread over that
-// many funded accounts, in turn)
+// added to this checkout's gateways only, as --node-args) [--config='{"metrics":false}'] (config fields given to this
+// checkout's gateways only) [--accounts 32] (each gateway's requests spread over that many funded accounts, in turn)
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -34,6 +34,7 @@ const o = benchOptions(import.meta.url, {
   processes: { type: 'string', default: '4' },
   'node-args': { type: 'string', default: '' },
   env: { type: 'string', default: '' },
+  config: { type: 'string', default: '{}' },
   accounts: { type: 'string', default: '1' },
 })
 if (!o.base) usageError(import.meta.url, '--base <git ref> is required: the build to measure this checkout against')
@@ -43,10 +44,11 @@ const stores = []
 process.on('exit', () => stores.forEach((dir) => rmSync(dir, { recursive: true, force: true })))
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', o.tokens])
 /** A fresh gateway process of the build in `root`, over a fresh store. */
-async function gateway(root, nodeArgs = [], env = {}) {
+async function gateway(root, { nodeArgs = [], env = {}, config: extra = {} } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'svc-duel-'))
   stores.push(dir)
-  const { config, key } = await benchGateway(root, dir, sim.info.base_url, Number(o.accounts))
+  const accounts = Number(o.accounts)
+  const { config, key } = await benchGateway(root, dir, sim.info.base_url, { accounts, config: extra })
   const gw = await startGateway(config, { root, nodeArgs, env })
   return { child: gw.child, key, pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions` }
 }
@@ -61,9 +63,11 @@ const thisEnv = Object.fromEntries(
       return [kv.slice(0, eq), kv.slice(eq + 1)]
     }),
 )
+const thisConfig = JSON.parse(o.config)
 const thisExtras = [
   ...(thisArgs.length ? [`node ${thisArgs.join(' ')} after its own flags`] : []),
   ...(o.env ? [`env ${o.env}`] : []),
+  ...(o.config !== '{}' ? [`config ${o.config}`] : []),
 ]
 const builds = [
   { name: `base ${o.base}`, root: base, slices: [] },
@@ -72,6 +76,7 @@ const builds = [
     root: '.',
     nodeArgs: thisArgs,
     env: thisEnv,
+    config: thisConfig,
     slices: [],
   },
 ]
@@ -86,7 +91,7 @@ const perProcess = Math.ceil(Number(o.slices) / processes)
 for (let p = 0; p < processes; p++) {
   const order = p % 2 ? [builds[1], builds[0]] : builds
   const live = new Map()
-  for (const b of order) live.set(b, await gateway(b.root, b.nodeArgs, b.env))
+  for (const b of order) live.set(b, await gateway(b.root, b))
   for (const b of order)
     await load(live.get(b).url, body, { concurrency: c, seconds: 3, warmup: 0, key: live.get(b).key })
   for (let i = 0; i < perProcess; i++) {

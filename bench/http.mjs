@@ -104,7 +104,7 @@ const sim = await start([
 ])
 const raw = await start(['bench/raw-proxy.mjs', sim.info.base_url])
 const dir = mkdtempSync(join(tmpdir(), 'svc-bench-'))
-const { config, key, cli } = await benchGateway('.', dir, sim.info.base_url, Number(o.accounts))
+const { config, key, cli } = await benchGateway('.', dir, sim.info.base_url, { accounts: Number(o.accounts) })
 const wallet = BENCH_WALLET
 const profileDir = join('bench', 'results', 'profiles')
 if (o.profile) mkdirSync(profileDir, { recursive: true })

@@ -130,7 +130,7 @@ export const benchWallet = (i) => (i === 0 ? BENCH_WALLET : `0x${(0xb00000 + i).
  * through that CLI; more through the build's own store code in this process (three CLI runs per wallet would take
  * minutes), before any gateway opens the store.
  */
-export async function benchGateway(root, dir, upstreamUrl, accounts = 1) {
+export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, config: extra = {} } = {}) {
   const config = join(dir, 'config.json')
   writeFileSync(
     config,
@@ -172,6 +172,7 @@ export async function benchGateway(root, dir, upstreamUrl, accounts = 1) {
         },
       ],
       tuning: { settleIntervalMs: 0 },
+      ...extra,
     }),
   )
   const cli = (...args) =>

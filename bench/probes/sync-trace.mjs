@@ -129,7 +129,7 @@ function syncs(events, pid) {
 // Before any process of the benchmark runs.
 const floor = syncFloor(dir)
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', o.tokens])
-const { config, key } = await benchGateway('.', dir, sim.info.base_url, Number(o.accounts))
+const { config, key } = await benchGateway('.', dir, sim.info.base_url, { accounts: Number(o.accounts) })
 const gw = await startGateway(config)
 const pid = gw.child.pid
 const body = { model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.tokens), stream: o.mode === 'stream' }

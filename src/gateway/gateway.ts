@@ -74,8 +74,9 @@ export class Gateway {
       health: this.health,
       held: () => store.ledger.heldNow(),
       unsettled: () => store.settlement.unsettled(),
+      recording: config.metrics !== false,
     })
-    store.ledger.observeCommits(this.metrics.ledgerCommit)
+    if (this.metrics.recording) store.ledger.observeCommits(this.metrics.ledgerCommit)
     this.keys = new KeyVerifier(store, this.tuning.keyCacheMs, this.now)
     this.usage = new UsageQueries(store.usage, store.refusals, this.now)
     this.refusals = new RefusalCounter(store.refusals, (err) => this.log('refusal counts not written', err))

@@ -27,6 +27,8 @@ export interface MetricsSources {
   held: () => Promise<HeldNow>
   /** Captured charges not yet paid to their payees; asked once a scrape. */
   unsettled: () => Promise<bigint>
+  /** False when nothing serves the metrics (config `"metrics": false`): requests and commits are not observed. */
+  recording: boolean
 }
 
 /**
@@ -49,7 +51,10 @@ export class GatewayMetrics {
   private readonly settled: Counter
   private readonly models = new Map<string, ModelSeries>()
 
+  readonly recording: boolean
+
   constructor(sources: MetricsSources) {
+    this.recording = sources.recording
     const registers = [this.registry]
     collectDefaultMetrics({ register: this.registry })
     const labels = <L extends string>(name: string, help: string, labelNames: L[]) => ({
@@ -124,6 +129,7 @@ export class GatewayMetrics {
 
   /** One finished chat request: its outcome, times, tokens and charge. */
   observe(trace: RequestTrace, totalMs: number): void {
+    if (!this.recording) return
     const m = this.ofModel(trace.model ?? 'none')
     this.requests.labels(m.model, trace.provider ?? 'none', trace.outcome ?? 'unknown').inc()
     m.duration.observe(totalMs / 1000)
@@ -140,6 +146,7 @@ export class GatewayMetrics {
 
   /** One commit of the hot ledger. */
   readonly ledgerCommit = (ops: number, ms: number): void => {
+    if (!this.recording) return
     this.commitTime.observe(ms / 1000)
     this.groupSize.observe(ops)
   }

@@ -65,6 +65,8 @@ export interface Market {
 
 export interface MarketOptions {
   store?: StoreKind
+  /** How the gateway reaches its store, when not straight (a proxy in between); a fresh store of `store` kind. */
+  reach?: (storeUrl: string) => string
   tuning?: Config['tuning']
   sim?: SimOptions
   /** Deposit and cap of the test account, in base units. */
@@ -171,7 +173,7 @@ export async function startMarket(opts: MarketOptions = {}): Promise<Market> {
   const storeUrl = freshStoreUrl(opts.store ?? 'sqlite')
   const config = marketConfig(sims, storeUrl, opts.tuning)
   opts.edit?.(config)
-  const store = await openStore(storeUrl)
+  const store = await openStore(opts.reach ? opts.reach(storeUrl) : storeUrl)
   const server = await startServer(config, {
     store,
     log: opts.log ?? (() => {}),
