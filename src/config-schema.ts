@@ -139,6 +139,13 @@ export const ConfigSchema = Closed({
   cortex: Type.Optional(Closed({ candidates: Type.Array(Type.String()) })),
   managed: Type.Optional(ManagedConfig),
   tuning: Type.Optional(TuningConfig),
+  limits: Type.Optional(
+    Closed({
+      /** Where per-key rates are counted across gateway processes (`redis://host:port`); else in the store. */
+      redis: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+      onRedisDown: Type.Optional(Type.Union([Type.Literal('open'), Type.Literal('closed')])),
+    }),
+  ),
   metrics: Type.Optional(
     Type.Union([
       Type.Literal(false),

@@ -3,6 +3,7 @@ import { checksumAddress, hasValidChecksum, isEvmAddress } from './address.js'
 import { generateKey } from '../auth/keys.js'
 import type { Store } from '../store/store.js'
 import type { Account } from '../store/accounts.js'
+import { NO_LIMITS, type RateLimits } from '../store/keys.js'
 import { formatUsdc } from '../money/usdc.js'
 
 /** Account operations shared by the CLI, the portal and the demo. Wallets are stored EIP-55 checksummed. */
@@ -55,21 +56,42 @@ export async function issueKey({
   name: raw,
   now = Date.now(),
   maxLive = Infinity,
+  limits = NO_LIMITS,
 }: {
   store: Store
   accountId: number
   name: string
   now?: number
   maxLive?: number
+  limits?: RateLimits
 }): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
-  const problem = keyNameProblem(raw)
+  const problem = keyNameProblem(raw) ?? rateLimitsProblem(limits)
   if (problem) throw new OperationError(problem)
   const name = raw.trim()
   const k = generateKey()
-  const live = await store.keys.insert({ id: k.id, accountId, hash: k.hash, prefix: k.prefix, name, now }, maxLive)
+  const row = { id: k.id, accountId, hash: k.hash, prefix: k.prefix, name, now, limits }
+  const live = await store.keys.insert(row, maxLive)
   if (live >= maxLive)
     throw new OperationError(`This account has ${live} live keys, the most allowed; revoke one first.`)
   return { id: k.id, key: k.key, prefix: k.prefix, name, createdAt: now }
+}
+
+/** The most requests or tokens a minute a key's limit may name. */
+export const MAX_RATE = 1_000_000_000
+
+/** Why rate limits cannot be set, or null: each is none, or a whole number from 1 to MAX_RATE. */
+export function rateLimitsProblem(limits: RateLimits): string | null {
+  for (const [name, v] of [['rpm', limits.rpm] as const, ['tpm', limits.tpm] as const])
+    if (v !== null && (!Number.isInteger(v) || v < 1 || v > MAX_RATE))
+      return `${name} must be a whole number from 1 to ${MAX_RATE}, or none`
+  return null
+}
+
+/** Sets the rate limits of one of the account's live keys. */
+export async function setKeyLimits(store: Store, accountId: number, keyId: string, limits: RateLimits): Promise<void> {
+  const problem = rateLimitsProblem(limits)
+  if (problem) throw new OperationError(problem)
+  if (!(await store.keys.setLimits(accountId, keyId, limits))) throw new OperationError(`no live key ${keyId}`)
 }
 
 /** Largest balance or cap an account may hold: 10^9 USDC (10^15 base units), so that sums over thousands of

@@ -1,3 +1,4 @@
+import type { OutgoingHttpHeaders } from 'node:http'
 import type { FastifyReply } from 'fastify'
 import type { FinishReason, ReplySvc, ToolCall, Usage } from '../protocol/chat.js'
 import { ERROR_TABLE, type ErrorCode } from '../protocol/errors.js'
@@ -258,6 +259,8 @@ export class SseReply implements StreamSink {
     this.started = true
     this.reply.hijack()
     this.reply.raw.writeHead(200, {
+      // Those set on the reply before it was hijacked (CORS, a limited key's rate headers).
+      ...(this.reply.getHeaders() as OutgoingHttpHeaders),
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
       'x-accel-buffering': 'no',

@@ -17,6 +17,8 @@ import { InstanceLifecycle, newInstanceId } from './lifecycle.js'
 import { ChatPipeline } from './pipeline.js'
 import { Idempotency } from './idempotency.js'
 import { RefusalCounter } from './refusal-counter.js'
+import { RateGate } from '../limits/rate-gate.js'
+import { RedisRates } from '../limits/redis-rates.js'
 
 /** How often the counts of refusals before admission are added to the store. */
 const REFUSAL_FLUSH_MS = 1_000
@@ -42,6 +44,8 @@ export class Gateway {
   readonly lifecycle: InstanceLifecycle
   readonly usage: UsageQueries
   readonly refusals: RefusalCounter
+  /** Per-key limits of requests and tokens a minute. */
+  readonly rates: RateGate
   readonly now: () => number
   readonly log: (msg: string, err?: unknown) => void
   readonly logger: Logger
@@ -80,6 +84,13 @@ export class Gateway {
     this.keys = new KeyVerifier(store, this.tuning.keyCacheMs, this.now)
     this.usage = new UsageQueries(store.usage, store.refusals, this.now)
     this.refusals = new RefusalCounter(store.refusals, (err) => this.log('refusal counts not written', err))
+    this.rates = new RateGate({
+      counter: config.limits?.redis ? new RedisRates(config.limits.redis) : store.keyRates,
+      onDown: config.limits?.onRedisDown ?? 'open',
+      now: this.now,
+      log: this.log,
+      unchecked: (policy) => this.metrics.rateUnchecked(policy),
+    })
     const holdTtlMs = this.tuning.holdTtlSeconds * 1000
     this.lifecycle = new InstanceLifecycle({
       store,
@@ -133,6 +144,7 @@ export class Gateway {
       holdTtlMs: gw.tuning.holdTtlSeconds * 1000,
       now: gw.now,
       log: gw.log,
+      rates: gw.rates,
     })
     await gw.lifecycle.start()
     gw.refusals.start(REFUSAL_FLUSH_MS)
@@ -163,6 +175,7 @@ export class Gateway {
     await this.refusals.stop().catch((err) => this.log('refusal counts not written', err))
     await this.lifecycle.stop().catch(() => {})
     await this.catalog.close()
+    await this.rates.close()
   }
 }
 

@@ -3,6 +3,7 @@ import { readFileSync, readlinkSync } from 'node:fs'
 import { hostname } from 'node:os'
 import type { Store } from '../store/store.js'
 import type { InFlight, Instance } from '../store/instances.js'
+import { minuteOf } from '../limits/counter.js'
 
 const HEARTBEAT_MS = 2_000
 const STALE_MS = 15_000
@@ -194,6 +195,7 @@ export class InstanceLifecycle {
     // The requests of those instances that were in flight keep a usage record (`cut_off`).
     await this.store.inFlight.cutOffUnregistered(now)
     await this.store.idempotency.prune(now)
+    await this.store.keyRates.prune(minuteOf(now) - 1)
     return released
   }
 

@@ -26,6 +26,8 @@ import type { RequestTrace } from './trace.js'
 import { splitFee } from '../money/usdc.js'
 import type { RefusalCounter } from './refusal-counter.js'
 import { prepare, type Prepared } from './prepare.js'
+import { settleRate, takeRate } from './rate-stage.js'
+import type { RateGate } from '../limits/rate-gate.js'
 
 /** A stream's sink as the pipeline sees it: whether its status line went out decides how a failure is told. */
 export interface OpenedStream extends StreamSink {
@@ -46,6 +48,8 @@ export interface ChatCall {
   idempotencyKey?: string
   /** Filled in as the request goes: for its access line and metrics. */
   trace: RequestTrace
+  /** Headers every reply to the request carries from here on (a limited key's rate headers). */
+  headers?: (h: Record<string, string>) => void
 }
 
 /** How a chat request ended, for the route to encode. */
@@ -74,6 +78,8 @@ export interface PipelineDeps {
   holdTtlMs: number
   now: () => number
   log: (msg: string, err?: unknown) => void
+  /** Per-key rate limits. */
+  rates?: RateGate
 }
 
 /**
@@ -118,8 +124,13 @@ export class ChatPipeline {
       this.countRefusal(ctx, prepared, 'no_capacity')
       return refused(ctx, noCapacityBeforeWork(this.deps.charge, prepared))
     }
+    const rate = await takeRate(this.deps.rates, ctx.caller, prepared, call.headers)
+    if (isApiError(rate)) return refused(ctx, rate)
     const admitted = await this.admit(ctx, prepared)
-    if (isApiError(admitted)) return refused(ctx, admitted)
+    if (isApiError(admitted)) {
+      settleRate(rate, prepared, undefined)
+      return refused(ctx, admitted)
+    }
     // Its hold's lease is extended while it is served; a hold its request leaves open (a failed release) expires.
     this.deps.lifecycle.admitted({
       requestId: ctx.requestId,
@@ -130,16 +141,14 @@ export class ChatPipeline {
       promptTokens: prepared.inputTokens,
       createdAt: ctx.startedAt,
     })
+    let finished: Finished | undefined
     try {
       const stream = prepared.stream ? call.openStream(admitted) : undefined
-      return {
-        kind: 'finished',
-        request: admitted,
-        finished: await this.serve(admitted, stream),
-        ...(stream ? { stream } : {}),
-      }
+      finished = await this.serve(admitted, stream)
+      return { kind: 'finished', request: admitted, finished, ...(stream ? { stream } : {}) }
     } finally {
       this.deps.lifecycle.released(ctx.requestId)
+      settleRate(rate, prepared, finished)
     }
   }
 

@@ -49,6 +49,7 @@ export class GatewayMetrics {
   private readonly groupSize: Histogram
   private readonly batches: Counter<'outcome'>
   private readonly settled: Counter
+  private readonly unchecked: Counter<'policy'>
   private readonly models = new Map<string, ModelSeries>()
 
   readonly recording: boolean
@@ -93,6 +94,11 @@ export class GatewayMetrics {
       ]),
     )
     this.settled = new Counter(labels('svc_settled_usdc_total', 'USDC paid out by settled batches', []))
+    this.unchecked = new Counter(
+      labels('svc_rate_limits_unchecked_total', 'Requests of limited keys the rate counter could not check', [
+        'policy',
+      ]),
+    )
     new Gauge({
       ...labels('svc_unsettled_usdc', 'USDC captured and not yet paid out by a settled batch', []),
       async collect() {
@@ -149,6 +155,11 @@ export class GatewayMetrics {
     if (!this.recording) return
     this.commitTime.observe(ms / 1000)
     this.groupSize.observe(ops)
+  }
+
+  /** A limited key's request admitted (`open`) or refused (`closed`) while its rate counter was unreachable. */
+  rateUnchecked(policy: 'open' | 'closed'): void {
+    this.unchecked.labels(policy).inc()
   }
 
   /** One settlement pass that ran. */

@@ -5,6 +5,8 @@ export const ERROR_TABLE = {
   account_suspended: { status: 403, type: 'permission_error' },
   model_not_found: { status: 404, type: 'invalid_request_error' },
   insufficient_quota: { status: 402, type: 'insufficient_quota' },
+  // A key's own limits of requests or tokens a minute (svc key create --rpm/--tpm): OpenAI's code and status.
+  rate_limit_exceeded: { status: 429, type: 'requests' },
   provider_output_invalid: { status: 502, type: 'api_error' },
   no_capacity: { status: 503, type: 'api_error' },
   stream_interrupted: { status: 502, type: 'api_error' },

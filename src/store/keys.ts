@@ -3,6 +3,14 @@ import type { Database } from './schema.js'
 import type { StoreDialect } from './dialect.js'
 import { num, numOrNull } from './ints.js'
 
+/** A key's rate limits: requests and tokens a minute; null where it has none. */
+export interface RateLimits {
+  rpm: number | null
+  tpm: number | null
+}
+
+export const NO_LIMITS: RateLimits = { rpm: null, tpm: null }
+
 export interface ApiKey {
   id: string
   accountId: number
@@ -11,6 +19,7 @@ export interface ApiKey {
   createdAt: number
   lastUsedAt: number | null
   revokedAt: number | null
+  limits: RateLimits
 }
 
 export interface KeyOwner {
@@ -19,6 +28,7 @@ export interface KeyOwner {
   address: string
   accountStatus: 'active' | 'suspended'
   revoked: boolean
+  limits: RateLimits
 }
 
 export class KeyRepo {
@@ -33,7 +43,7 @@ export class KeyRepo {
    * transaction holds the write lock), so creations at the same time cannot pass the bound together.
    */
   async insert(
-    k: { id: string; accountId: number; hash: string; prefix: string; name: string; now: number },
+    k: { id: string; accountId: number; hash: string; prefix: string; name: string; now: number; limits?: RateLimits },
     maxLive = Infinity,
   ): Promise<number> {
     return this.db.transaction().execute(async (trx) => {
@@ -60,6 +70,8 @@ export class KeyRepo {
           created_at: BigInt(k.now),
           last_used_at: null,
           revoked_at: null,
+          rpm: k.limits?.rpm ?? null,
+          tpm: k.limits?.tpm ?? null,
         })
         .execute()
       return live
@@ -77,6 +89,8 @@ export class KeyRepo {
         'api_keys.revoked_at as revokedAt',
         'accounts.status as status',
         'accounts.address as address',
+        'api_keys.rpm as rpm',
+        'api_keys.tpm as tpm',
       ])
       .where('api_keys.hash', '=', hash)
       .executeTakeFirst()
@@ -87,6 +101,7 @@ export class KeyRepo {
       address: r.address,
       accountStatus: r.status,
       revoked: r.revokedAt !== null,
+      limits: { rpm: r.rpm, tpm: r.tpm },
     }
   }
 
@@ -106,7 +121,21 @@ export class KeyRepo {
       createdAt: num(r.created_at),
       lastUsedAt: numOrNull(r.last_used_at),
       revokedAt: numOrNull(r.revoked_at),
+      limits: { rpm: r.rpm, tpm: r.tpm },
     }))
+  }
+
+  /** Sets the rate limits of one of the account's live keys (null: none); false when it has no such key. */
+  async setLimits(accountId: number, keyId: string, limits: RateLimits): Promise<boolean> {
+    const r = await this.db
+      .updateTable('api_keys')
+      .set({ rpm: limits.rpm, tpm: limits.tpm })
+      .where('id', '=', keyId)
+      .where('account_id', '=', accountId)
+      .where('revoked_at', 'is', null)
+      .returning('id')
+      .executeTakeFirst()
+    return r !== undefined
   }
 
   /** Revokes one of the account's keys; false when it has no such live key. */

@@ -27,6 +27,18 @@ export interface ApiKeysTable {
   created_at: bigint
   last_used_at: bigint | null
   revoked_at: bigint | null
+  /** Requests a minute the key may make; null: no limit. */
+  rpm: number | null
+  /** Tokens a minute (a request's maximum at admission, its count once it ends); null: no limit. */
+  tpm: number | null
+}
+
+/** A rate-limited key's counts in one minute, where the config names no Redis. */
+export interface KeyRatesTable {
+  key_id: string
+  minute: bigint
+  requests: number
+  tokens: bigint
 }
 
 export type Book = 'available' | 'held' | 'pending'
@@ -204,6 +216,7 @@ export interface Database {
   chain_wallets: ChainWalletsTable
   idempotency: IdempotencyTable
   refusal_counts: RefusalCountsTable
+  key_rates: KeyRatesTable
   requests_in_flight: RequestsInFlightTable
 }
 

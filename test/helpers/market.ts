@@ -78,6 +78,8 @@ export interface MarketOptions {
   user?: string
   /** The gateway's log lines (default: dropped). */
   log?: (msg: string, err?: unknown) => void
+  /** The gateway's clock (default: Date.now). */
+  now?: () => number
   /** Structured log lines (access lines): silent by default. */
   logger?: import('../../src/ops/log.js').Logger
 }
@@ -177,6 +179,7 @@ export async function startMarket(opts: MarketOptions = {}): Promise<Market> {
   const server = await startServer(config, {
     store,
     log: opts.log ?? (() => {}),
+    ...(opts.now ? { now: opts.now } : {}),
     ...(opts.logger ? { logger: opts.logger } : {}),
     ...(opts.portal ? { portal: opts.portal } : {}),
   })

@@ -37,6 +37,7 @@ export function chatRoutes(app: FastifyInstance, { pipeline, tuning, keyCheck, i
         requestId: req.id,
         cancel,
         gone: () => reply.raw.destroyed,
+        headers: (h) => void reply.headers(h),
         ...(typeof idempotencyKey === 'string' ? { idempotencyKey } : {}),
         openStream: (r) =>
           new SseReply({

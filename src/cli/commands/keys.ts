@@ -1,23 +1,47 @@
-import type { Command } from 'commander'
-import { issueKey, OperationError, requireAccount } from '../../accounts/operations.js'
+import { InvalidArgumentError, type Command } from 'commander'
+import { issueKey, OperationError, requireAccount, setKeyLimits } from '../../accounts/operations.js'
+import type { RateLimits } from '../../store/keys.js'
 import { action, common, emit, withStore, type CommonOptions } from '../context.js'
 
 interface KeyOptions extends CommonOptions {
   wallet: string
   name: string
   id?: string
+  rpm?: number | null
+  tpm?: number | null
 }
+
+/** A limit option's value: a whole number, or `none`. */
+function rate(name: string) {
+  return (text: string): number | null => {
+    if (text === 'none') return null
+    if (!/^\d+$/.test(text)) throw new InvalidArgumentError(`${name} takes a whole number of a minute, or none`)
+    return Number(text)
+  }
+}
+
+/** The --rpm and --tpm options of key create and key update. */
+function withLimits(c: Command): Command {
+  return c
+    .option('--rpm <n>', 'requests a minute the key may make (none: no limit)', rate('--rpm'))
+    .option('--tpm <n>', 'tokens a minute (prompt and max_tokens when admitted, as billed once done)', rate('--tpm'))
+}
+
+const limitsOf = (opts: KeyOptions): RateLimits => ({ rpm: opts.rpm ?? null, tpm: opts.tpm ?? null })
+const shown = (v: number | null) => (v === null ? 'none' : String(v))
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
 
-/** `svc key create|list|revoke`. */
+/** `svc key create|list|update|revoke`. */
 export function keyCommands(program: Command): void {
   const key = program.command('key').description('API keys of an account')
   common(
-    key
-      .command('create')
-      .requiredOption('--wallet <address>', 'wallet address')
-      .option('--name <name>', 'a label', 'default'),
+    withLimits(
+      key
+        .command('create')
+        .requiredOption('--wallet <address>', 'wallet address')
+        .option('--name <name>', 'a label', 'default'),
+    ),
   )
     .description('create a key; it is printed once and stored only as a hash')
     .action(
@@ -26,11 +50,10 @@ export function keyCommands(program: Command): void {
           const a = await requireAccount(store, opts.wallet)
           if (a.status !== 'active')
             throw new OperationError(`${a.address} is suspended; resume it before creating keys`)
-          const k = await issueKey({ store, accountId: a.id, name: opts.name })
-          emit(opts, { id: k.id, api_key: k.key, prefix: k.prefix, name: k.name, wallet: a.address }, [
-            `${k.key}`,
-            `(key ${k.id} "${k.name}" for ${a.address}; shown once, store it now)`,
-          ])
+          const limits = limitsOf(opts)
+          const k = await issueKey({ store, accountId: a.id, name: opts.name, limits })
+          const data = { id: k.id, api_key: k.key, prefix: k.prefix, name: k.name, wallet: a.address, ...limits }
+          emit(opts, data, [`${k.key}`, `(key ${k.id} "${k.name}" for ${a.address}; shown once, store it now)`])
         }),
       ),
     )
@@ -48,6 +71,8 @@ export function keyCommands(program: Command): void {
             created: iso(k.createdAt),
             last_used: iso(k.lastUsedAt),
             revoked: iso(k.revokedAt),
+            rpm: k.limits.rpm,
+            tpm: k.limits.tpm,
           }))
           emit(
             opts,
@@ -55,10 +80,34 @@ export function keyCommands(program: Command): void {
             data.length
               ? data.map(
                   (k) =>
-                    `${k.id}  ${k.prefix.padEnd(18)} ${k.name.padEnd(12)} created ${k.created}  last used ${k.last_used ?? 'never'}${k.revoked ? `  REVOKED ${k.revoked}` : ''}`,
+                    `${k.id}  ${k.prefix.padEnd(18)} ${k.name.padEnd(12)} created ${k.created}  last used ${k.last_used ?? 'never'}  rpm ${shown(k.rpm)} tpm ${shown(k.tpm)}${k.revoked ? `  REVOKED ${k.revoked}` : ''}`,
                 )
               : `no keys for ${a.address}`,
           )
+        }),
+      ),
+    )
+  common(
+    withLimits(
+      key
+        .command('update')
+        .requiredOption('--wallet <address>', 'wallet address')
+        .requiredOption('--id <key_id>', 'key id from svc key list'),
+    ),
+  )
+    .description("change a key's limits (--rpm, --tpm; none removes one); gateways apply it within keyCacheMs")
+    .action(
+      action(async (opts: KeyOptions) =>
+        withStore(opts, async (store) => {
+          const a = await requireAccount(store, opts.wallet)
+          const current = (await store.keys.list(a.id)).find((k) => k.id === opts.id && k.revokedAt === null)
+          if (!current) throw new OperationError(`no live key ${opts.id} for ${a.address}`)
+          const limits = {
+            rpm: opts.rpm === undefined ? current.limits.rpm : opts.rpm,
+            tpm: opts.tpm === undefined ? current.limits.tpm : opts.tpm,
+          }
+          await setKeyLimits(store, a.id, opts.id!, limits)
+          emit(opts, { id: opts.id, ...limits }, `${opts.id}: rpm ${shown(limits.rpm)}, tpm ${shown(limits.tpm)}`)
         }),
       ),
     )

@@ -1,0 +1,30 @@
+import type { RateLimits } from '../store/keys.js'
+
+/** A key's counts in one minute. */
+export interface RateCount {
+  requests: number
+  tokens: number
+}
+
+/** What a counter answered: the request counted (`taken`), or not, and the minute's counts either way. */
+export interface RateAnswer {
+  taken: boolean
+  count: RateCount
+}
+
+/**
+ * Counts each limited key's requests and tokens per minute (UTC, from the epoch), shared by every gateway process of
+ * the store: Redis when the config names one, else the store itself. `take` is atomic: of requests at once from any
+ * process, exactly as many as the limits leave are counted.
+ */
+export interface RateCounter {
+  /** Counts a request of `tokens` in the key's `minute` unless that would pass one of `limits`. */
+  take(keyId: string, minute: number, limits: RateLimits, tokens: number): Promise<RateAnswer>
+  /** Adds `delta` tokens (negative: gives back) to the key's count in `minute`, when that minute is still counted. */
+  correct(keyId: string, minute: number, delta: number): Promise<void>
+  close(): Promise<void>
+}
+
+export const MINUTE_MS = 60_000
+
+export const minuteOf = (now: number) => Math.floor(now / MINUTE_MS)

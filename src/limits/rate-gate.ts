@@ -1,0 +1,119 @@
+import { apiError, type ApiError } from '../protocol/errors.js'
+import type { RateLimits } from '../store/keys.js'
+import { MINUTE_MS, minuteOf, type RateCount, type RateCounter } from './counter.js'
+
+/** What a gateway does when its rate counter (Redis) cannot be reached: admit unchecked, or refuse with 503. */
+export type OnCounterDown = 'open' | 'closed'
+
+/** A request counted against its key's limits: the minute it was counted in, and its tokens. */
+export interface RateTaken {
+  minute: number
+  tokens: number
+}
+
+/** A rate check: the headers every reply of the key carries, and the request's count, or its refusal. */
+export interface RateCheck {
+  headers: Record<string, string>
+  /** Absent when it went unchecked (the counter down, `onDown` open) or was refused. */
+  taken?: RateTaken
+  error?: ApiError
+}
+
+export interface RateGateDeps {
+  counter: RateCounter
+  onDown: OnCounterDown
+  now: () => number
+  /** Told when the counter stops and starts answering again. */
+  log: (msg: string, err?: unknown) => void
+  /** Told of each request admitted or refused without a rate check. */
+  unchecked: (policy: OnCounterDown) => void
+}
+
+/**
+ * Per-key limits of requests and tokens a minute. A request counts its maximum tokens when admitted (`take`) and is
+ * corrected to what it was billed when it ends (`settle`). Refusals are 429 `rate_limit_exceeded` with Retry-After and
+ * OpenAI's `x-ratelimit-*` headers, which every reply of a limited key carries.
+ */
+export class RateGate {
+  private down = false
+
+  constructor(private readonly deps: RateGateDeps) {}
+
+  /** Counts a request of `tokens` for the key, or refuses it. */
+  async take(keyId: string, limits: RateLimits, tokens: number): Promise<RateCheck> {
+    const now = this.deps.now()
+    const minute = minuteOf(now)
+    let answer
+    try {
+      answer = await this.deps.counter.take(keyId, minute, limits, tokens)
+    } catch (err) {
+      return this.counterDown(err)
+    }
+    if (this.down) {
+      this.down = false
+      this.deps.log('rate limits: the counter answers again')
+    }
+    const resetS = Math.max(1, Math.ceil(((minute + 1) * MINUTE_MS - now) / 1000))
+    const headers = rateHeaders(limits, answer.count, resetS)
+    if (answer.taken) return { headers, taken: { minute, tokens } }
+    return { headers, error: refusal(limits, answer.count, tokens, resetS) }
+  }
+
+  /** The request ended having been billed `used` tokens: its count is corrected (off the request path). */
+  settle(keyId: string, taken: RateTaken, used: number): void {
+    if (used === taken.tokens) return
+    this.deps.counter
+      .correct(keyId, taken.minute, used - taken.tokens)
+      .catch((err) => this.deps.log('rate limits: a token count was not corrected', err))
+  }
+
+  /** Closes the counter's connection (Redis); the store's closes with the store. */
+  async close(): Promise<void> {
+    await this.deps.counter.close()
+  }
+
+  private counterDown(err: unknown): RateCheck {
+    if (!this.down) {
+      this.down = true
+      this.deps.log(
+        `rate limits: the counter does not answer; requests are ${this.deps.onDown === 'open' ? 'admitted unchecked' : 'refused'}`,
+        err,
+      )
+    }
+    this.deps.unchecked(this.deps.onDown)
+    if (this.deps.onDown === 'open') return { headers: {} }
+    const error = apiError('no_capacity', "This key's rate limits cannot be checked right now; retry shortly.", {
+      retryAfter: 1,
+    })
+    return { headers: {}, error }
+  }
+}
+
+function refusal(limits: RateLimits, count: RateCount, tokens: number, resetS: number): ApiError {
+  const { rpm, tpm } = limits
+  const why =
+    rpm !== null && count.requests + 1 > rpm
+      ? `${rpm} request${rpm === 1 ? '' : 's'} a minute`
+      : tpm !== null && tokens > tpm
+        ? `${tpm} tokens a minute, and this request may take ${tokens} (its prompt and max_tokens)`
+        : `${tpm} tokens a minute (${count.tokens} counted this minute; this request may take ${tokens})`
+  return apiError('rate_limit_exceeded', `This key's rate limit is ${why}. Retry after ${resetS} s.`, {
+    retryAfter: resetS,
+  })
+}
+
+/** OpenAI's rate-limit headers for the limits the key has. */
+export function rateHeaders(limits: RateLimits, count: RateCount, resetS: number): Record<string, string> {
+  const h: Record<string, string> = {}
+  if (limits.rpm !== null) {
+    h['x-ratelimit-limit-requests'] = String(limits.rpm)
+    h['x-ratelimit-remaining-requests'] = String(Math.max(0, limits.rpm - count.requests))
+    h['x-ratelimit-reset-requests'] = `${resetS}s`
+  }
+  if (limits.tpm !== null) {
+    h['x-ratelimit-limit-tokens'] = String(limits.tpm)
+    h['x-ratelimit-remaining-tokens'] = String(Math.max(0, limits.tpm - count.tokens))
+    h['x-ratelimit-reset-tokens'] = `${resetS}s`
+  }
+  return h
+}
