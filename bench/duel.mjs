@@ -7,7 +7,8 @@
 // ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 4] [--node-args="--flag …"] (node flags
 // for this checkout's gateways only: a duel of runtime flags against --base HEAD) [--env="NAME=value …"] (environment
 // added to this checkout's gateways only, as --node-args) [--config='{"metrics":false}'] (config fields given to this
-// checkout's gateways only) [--accounts 32] (each gateway's requests spread over that many funded accounts, in turn)
+// checkout's gateways only) [--key-limits='{"rpm":1000000,"tpm":1000000000}'] (this checkout's keys limited, to
+// duel limits against none) [--accounts 32] (each gateway's requests spread over that many funded accounts, in turn)
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -35,6 +36,7 @@ const o = benchOptions(import.meta.url, {
   'node-args': { type: 'string', default: '' },
   env: { type: 'string', default: '' },
   config: { type: 'string', default: '{}' },
+  'key-limits': { type: 'string' },
   accounts: { type: 'string', default: '1' },
 })
 if (!o.base) usageError(import.meta.url, '--base <git ref> is required: the build to measure this checkout against')
@@ -44,11 +46,11 @@ const stores = []
 process.on('exit', () => stores.forEach((dir) => rmSync(dir, { recursive: true, force: true })))
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', o.tokens])
 /** A fresh gateway process of the build in `root`, over a fresh store. */
-async function gateway(root, { nodeArgs = [], env = {}, config: extra = {} } = {}) {
+async function gateway(root, { nodeArgs = [], env = {}, config: extra = {}, limits } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'svc-duel-'))
   stores.push(dir)
   const accounts = Number(o.accounts)
-  const { config, key } = await benchGateway(root, dir, sim.info.base_url, { accounts, config: extra })
+  const { config, key } = await benchGateway(root, dir, sim.info.base_url, { accounts, config: extra, limits })
   const gw = await startGateway(config, { root, nodeArgs, env })
   return { child: gw.child, key, pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions` }
 }
@@ -68,6 +70,7 @@ const thisExtras = [
   ...(thisArgs.length ? [`node ${thisArgs.join(' ')} after its own flags`] : []),
   ...(o.env ? [`env ${o.env}`] : []),
   ...(o.config !== '{}' ? [`config ${o.config}`] : []),
+  ...(o['key-limits'] ? [`key limits ${o['key-limits']}`] : []),
 ]
 const builds = [
   { name: `base ${o.base}`, root: base, slices: [] },
@@ -77,6 +80,7 @@ const builds = [
     nodeArgs: thisArgs,
     env: thisEnv,
     config: thisConfig,
+    ...(o['key-limits'] ? { limits: JSON.parse(o['key-limits']) } : {}),
     slices: [],
   },
 ]

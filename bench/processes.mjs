@@ -130,7 +130,7 @@ export const benchWallet = (i) => (i === 0 ? BENCH_WALLET : `0x${(0xb00000 + i).
  * through that CLI; more through the build's own store code in this process (three CLI runs per wallet would take
  * minutes), before any gateway opens the store.
  */
-export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, config: extra = {} } = {}) {
+export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, config: extra = {}, limits } = {}) {
   const config = join(dir, 'config.json')
   writeFileSync(
     config,
@@ -185,7 +185,8 @@ export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, confi
   if (accounts === 1) {
     cli('deposit', '--wallet', BENCH_WALLET, '--amount', '1000000')
     cli('approve', '--wallet', BENCH_WALLET, '--amount', '1000000')
-    return { config, key: cli('key', 'create', '--wallet', BENCH_WALLET).api_key, cli }
+    const limited = limits ? ['--rpm', String(limits.rpm), '--tpm', String(limits.tpm)] : []
+    return { config, key: cli('key', 'create', '--wallet', BENCH_WALLET, ...limited).api_key, cli }
   }
   const build = (path) => import(pathToFileURL(resolve(root, 'dist', path)).href)
   const { openStore } = await build('store/open.js')
@@ -197,7 +198,9 @@ export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, confi
       const { account } = await ops.openAccount(store, benchWallet(i))
       await ops.depositTo(store, account.id, 10n ** 12n)
       await ops.approveCap(store, account.id, 10n ** 12n)
-      keys.push((await ops.issueKey({ store, accountId: account.id, name: 'bench' })).key)
+      keys.push(
+        (await ops.issueKey({ store, accountId: account.id, name: 'bench', ...(limits ? { limits } : {}) })).key,
+      )
     }
   } finally {
     await store.close()

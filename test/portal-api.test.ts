@@ -49,6 +49,8 @@ describe('keys', () => {
       created: k.created,
       last_used: null,
       revoked: null,
+      rpm: null,
+      tpm: null,
     })
     expect(JSON.stringify(list)).not.toContain(k.api_key)
   })

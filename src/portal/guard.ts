@@ -46,7 +46,10 @@ export function guardPortalApi(api: FastifyInstance, sessions: Sessions, configu
       return sendError(reply, apiError('csrf_failed', `Refused a ${req.method} from another origin${here}.`))
     }
     // Cross-site forms cannot send JSON, so this also keeps sign-in itself from being posted by another site.
-    if (req.method === 'POST' && !/^application\/json\b/i.test(req.headers['content-type'] ?? '')) {
+    if (
+      (req.method === 'POST' || req.method === 'PATCH') &&
+      !/^application\/json\b/i.test(req.headers['content-type'] ?? '')
+    ) {
       return sendError(
         reply,
         apiError('csrf_failed', 'Portal API requests that change state must send Content-Type: application/json.'),

@@ -101,7 +101,7 @@ export class KeyRepo {
       address: r.address,
       accountStatus: r.status,
       revoked: r.revokedAt !== null,
-      limits: { rpm: r.rpm, tpm: r.tpm },
+      limits: { rpm: numOrNull(r.rpm), tpm: numOrNull(r.tpm) },
     }
   }
 
@@ -121,7 +121,7 @@ export class KeyRepo {
       createdAt: num(r.created_at),
       lastUsedAt: numOrNull(r.last_used_at),
       revokedAt: numOrNull(r.revoked_at),
-      limits: { rpm: r.rpm, tpm: r.tpm },
+      limits: { rpm: numOrNull(r.rpm), tpm: numOrNull(r.tpm) },
     }))
   }
 

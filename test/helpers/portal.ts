@@ -97,7 +97,12 @@ export async function signIn(url: string, account: PrivateKeyAccount): Promise<P
 }
 
 /** `why`: what the message must match, and the param it must name when it names one. */
-export async function expectError(res: Response, status: number, code: string, why?: RegExp | [RegExp, string]) {
+export async function expectError(
+  res: Response,
+  status: number,
+  code: string,
+  why?: RegExp | readonly [RegExp, string],
+) {
   const [message, param] = Array.isArray(why) ? why : [why, null]
   expect(res.status).toBe(status)
   expect(res.headers.get('x-request-id')).toMatch(/^req_/)

@@ -1,20 +1,20 @@
 import { InvalidArgumentError, type Command } from 'commander'
 import { issueKey, OperationError, requireAccount, setKeyLimits } from '../../accounts/operations.js'
-import type { RateLimits } from '../../store/keys.js'
+import { NO_LIMITS, type RateLimits } from '../../store/keys.js'
 import { action, common, emit, withStore, type CommonOptions } from '../context.js'
 
 interface KeyOptions extends CommonOptions {
   wallet: string
   name: string
   id?: string
-  rpm?: number | null
-  tpm?: number | null
+  rpm?: number | 'none'
+  tpm?: number | 'none'
 }
 
-/** A limit option's value: a whole number, or `none`. */
+/** A limit option's value: a whole number, or `none` (commander takes a parsed null for no value). */
 function rate(name: string) {
-  return (text: string): number | null => {
-    if (text === 'none') return null
+  return (text: string): number | 'none' => {
+    if (text === 'none') return 'none'
     if (!/^\d+$/.test(text)) throw new InvalidArgumentError(`${name} takes a whole number of a minute, or none`)
     return Number(text)
   }
@@ -27,7 +27,13 @@ function withLimits(c: Command): Command {
     .option('--tpm <n>', 'tokens a minute (prompt and max_tokens when admitted, as billed once done)', rate('--tpm'))
 }
 
-const limitsOf = (opts: KeyOptions): RateLimits => ({ rpm: opts.rpm ?? null, tpm: opts.tpm ?? null })
+/** A limit as given (`none`: no limit), else `current`. */
+const given = (v: number | 'none' | undefined, current: number | null) =>
+  v === undefined ? current : v === 'none' ? null : v
+const limitsOf = (opts: KeyOptions, current = NO_LIMITS): RateLimits => ({
+  rpm: given(opts.rpm, current.rpm),
+  tpm: given(opts.tpm, current.tpm),
+})
 const shown = (v: number | null) => (v === null ? 'none' : String(v))
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
@@ -102,10 +108,7 @@ export function keyCommands(program: Command): void {
           const a = await requireAccount(store, opts.wallet)
           const current = (await store.keys.list(a.id)).find((k) => k.id === opts.id && k.revokedAt === null)
           if (!current) throw new OperationError(`no live key ${opts.id} for ${a.address}`)
-          const limits = {
-            rpm: opts.rpm === undefined ? current.limits.rpm : opts.rpm,
-            tpm: opts.tpm === undefined ? current.limits.tpm : opts.tpm,
-          }
+          const limits = limitsOf(opts, current.limits)
           await setKeyLimits(store, a.id, opts.id!, limits)
           emit(opts, { id: opts.id, ...limits }, `${opts.id}: rpm ${shown(limits.rpm)}, tpm ${shown(limits.tpm)}`)
         }),

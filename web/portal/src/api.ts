@@ -23,7 +23,7 @@ export function setCsrf(token: string | null): void {
   csrf = token
 }
 
-export async function api<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+export async function api<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' }
   if (body !== undefined) headers['content-type'] = 'application/json'
   if (method !== 'GET' && csrf) headers['x-csrf-token'] = csrf
@@ -81,6 +81,9 @@ export interface ApiKey {
   created: number
   last_used: number | null
   revoked: number | null
+  /** Requests and tokens a minute the key may use; null: no limit. */
+  rpm: number | null
+  tpm: number | null
 }
 export interface NewKey extends ApiKey {
   api_key: string

@@ -25,7 +25,7 @@ export async function keysPage(app: App, root: HTMLElement): Promise<void> {
         h(
           'tr',
           {},
-          ['Prefix', 'Name', 'Created', 'Last used', ''].map((t) => h('th', {}, t)),
+          ['Prefix', 'Name', 'Limits a minute', 'Created', 'Last used', ''].map((t) => h('th', {}, t)),
         ),
       ),
       h(
@@ -37,6 +37,7 @@ export async function keysPage(app: App, root: HTMLElement): Promise<void> {
             { 'data-key-id': k.id, class: k.revoked ? 'revoked' : '' },
             h('td', {}, h('code', {}, k.prefix)),
             h('td', {}, k.name),
+            h('td', { class: 'limits' }, limitsText(k)),
             h('td', {}, when(k.created)),
             h('td', {}, when(k.last_used)),
             h(
@@ -44,20 +45,58 @@ export async function keysPage(app: App, root: HTMLElement): Promise<void> {
               { class: 'actions' },
               k.revoked
                 ? h('span', { class: 'badge' }, `revoked ${when(k.revoked)}`)
-                : h(
-                    'button',
-                    {
-                      class: 'danger',
-                      'aria-label': `Revoke ${k.name} (${k.prefix})`,
-                      onclick: () => confirmRevoke(k),
-                    },
-                    'Revoke',
-                  ),
+                : [
+                    h(
+                      'button',
+                      { 'aria-label': `Limits of ${k.name} (${k.prefix})`, onclick: () => editLimits(k) },
+                      'Limits',
+                    ),
+                    h(
+                      'button',
+                      {
+                        class: 'danger',
+                        'aria-label': `Revoke ${k.name} (${k.prefix})`,
+                        onclick: () => confirmRevoke(k),
+                      },
+                      'Revoke',
+                    ),
+                  ],
             ),
           ),
         ),
       ),
     )
+  }
+
+  function editLimits(k: ApiKey): void {
+    const form = h(
+      'form',
+      { method: 'dialog' },
+      h('h2', { id: 'limits-title' }, `Limits of “${k.name}”`),
+      h('p', { class: 'muted' }, 'Per minute, across every gateway. Leave a field empty for no limit.'),
+      limitField('rpm', 'Requests a minute', k.rpm),
+      limitField('tpm', 'Tokens a minute', k.tpm),
+      h(
+        'div',
+        { class: 'row' },
+        h('button', { value: 'cancel', formnovalidate: true }, 'Cancel'),
+        h('button', { value: 'save', class: 'primary' }, 'Save limits'),
+      ),
+    )
+    const dialog = h('dialog', { class: 'confirm', 'aria-labelledby': 'limits-title' }, form)
+    dialog.addEventListener('close', async () => {
+      dialog.remove()
+      if (dialog.returnValue !== 'save') return
+      try {
+        await api('PATCH', `/keys/${encodeURIComponent(k.id)}`, limitsFrom(fieldsOf(form)))
+        mount(status, notice('ok', `Limits of ${k.prefix} (${k.name}) saved.`))
+        await refresh()
+      } catch (err) {
+        app.fail(err, status)
+      }
+    })
+    document.body.appendChild(dialog)
+    dialog.showModal()
   }
 
   function confirmRevoke(k: ApiKey): void {
@@ -181,4 +220,20 @@ export async function keysPage(app: App, root: HTMLElement): Promise<void> {
     status,
     table,
   )
+}
+
+function limitsText(k: ApiKey): string {
+  if (k.rpm === null && k.tpm === null) return 'none'
+  return [k.rpm !== null ? `${k.rpm} requests` : '', k.tpm !== null ? `${k.tpm} tokens` : ''].filter(Boolean).join(', ')
+}
+
+function limitField(name: 'rpm' | 'tpm', label: string, value: number | null): HTMLElement {
+  const input = h('input', { name, type: 'number', min: 1, step: 1, value: value ?? '', placeholder: 'no limit' })
+  return h('label', {}, `${label} `, input)
+}
+
+/** The form's limits: an empty field is no limit. */
+function limitsFrom(fields: Record<string, string>): { rpm: number | null; tpm: number | null } {
+  const of = (v: string | undefined) => (v === undefined || v.trim() === '' ? null : Number(v))
+  return { rpm: of(fields.rpm), tpm: of(fields.tpm) }
 }
