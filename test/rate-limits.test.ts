@@ -83,6 +83,13 @@ describe.each(['redis', 'store'] as const)(
       expect(next.status).toBe(200)
       expect(next.headers.get('x-ratelimit-remaining-requests')).toBe('9')
       await next.json()
+      // What the key used this minute, beside the account's other keys.
+      const auth = { authorization: `Bearer ${key}` }
+      const limits = await (await fetch(`${second.url}/v1/usage/keys`, { headers: auth })).json()
+      const mine = limits.data.find((k: { rpm: number | null }) => k.rpm === 10)
+      expect(mine).toMatchObject({ rpm: 10, tpm: null, this_minute: { requests: 1, tokens: expect.any(Number) } })
+      expect(mine.this_minute.resets_at).toBe((Math.floor(clock / 60_000) + 1) * 60)
+      expect(limits.data.find((k: { rpm: number | null }) => k.rpm === null)).toMatchObject({ this_minute: null })
     })
 
     it('counts tokens at their maximum when admitted and as billed once done, streamed too', async () => {

@@ -16,6 +16,7 @@ import { chatRoutes } from './routes/chat.js'
 import { internalError } from '../gateway/pipeline.js'
 import { modelRoutes } from './routes/models.js'
 import { usageRoutes } from './routes/usage.js'
+import { keyLimitsOf } from '../limits/key-limits.js'
 
 /** The largest request body of the API (/v1); the portal's API takes less (`PORTAL_BODY_LIMIT`). */
 export const BODY_LIMIT = 4 * 1024 * 1024
@@ -158,7 +159,8 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   const intake = new Intake({ perAccount, bodyBytes, bodyLimit: BODY_LIMIT })
   modelRoutes(app, gw, gw.now)
   chatRoutes(app, { pipeline: gw.pipeline, tuning: gw.tuning, keyCheck: keyCheck(gw.keys, intake), intake })
-  usageRoutes(app, gw.usage, keyCheck(gw.keys))
+  const keyLimits = (accountId: number) => keyLimitsOf(gw.store.keys, gw.rates, accountId)
+  usageRoutes(app, { usage: gw.usage, keyLimits }, keyCheck(gw.keys))
   for (const plugin of plugins) await plugin(app, gw)
   return app
 }

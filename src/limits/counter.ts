@@ -20,6 +20,8 @@ export interface RateAnswer {
 export interface RateCounter {
   /** Counts a request of `tokens` in the key's `minute` unless that would pass one of `limits`. */
   take(keyId: string, minute: number, limits: RateLimits, tokens: number): Promise<RateAnswer>
+  /** The key's counts in `minute`, without counting anything. */
+  peek(keyId: string, minute: number): Promise<RateCount>
   /** Adds `delta` tokens (negative: gives back) to the key's count in `minute`, when that minute is still counted. */
   correct(keyId: string, minute: number, delta: number): Promise<void>
   close(): Promise<void>

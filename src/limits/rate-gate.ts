@@ -2,6 +2,9 @@ import { apiError, type ApiError } from '../protocol/errors.js'
 import type { RateLimits } from '../store/keys.js'
 import { MINUTE_MS, minuteOf, type RateCount, type RateCounter } from './counter.js'
 
+/** How often token corrections are written. */
+const CORRECT_MS = 250
+
 /** What a gateway does when its rate counter (Redis) cannot be reached: admit unchecked, or refuse with 503. */
 export type OnCounterDown = 'open' | 'closed'
 
@@ -36,8 +39,14 @@ export interface RateGateDeps {
  */
 export class RateGate {
   private down = false
+  /** Token corrections not yet written, by key and minute: written together each CORRECT_MS (a write each, not one a request). */
+  private corrections = new Map<string, { keyId: string; minute: number; delta: number }>()
+  private readonly timer: NodeJS.Timeout
 
-  constructor(private readonly deps: RateGateDeps) {}
+  constructor(private readonly deps: RateGateDeps) {
+    this.timer = setInterval(() => void this.flush(), CORRECT_MS)
+    this.timer.unref()
+  }
 
   /** Counts a request of `tokens` for the key, or refuses it. */
   async take(keyId: string, limits: RateLimits, tokens: number): Promise<RateCheck> {
@@ -59,16 +68,43 @@ export class RateGate {
     return { headers, error: refusal(limits, answer.count, tokens, resetS) }
   }
 
-  /** The request ended having been billed `used` tokens: its count is corrected (off the request path). */
+  /**
+   * The request ended having been billed `used` tokens: its count is corrected within CORRECT_MS. Until then the key
+   * is counted its maximum: a correction only gives tokens back.
+   */
   settle(keyId: string, taken: RateTaken, used: number): void {
     if (used === taken.tokens) return
-    this.deps.counter
-      .correct(keyId, taken.minute, used - taken.tokens)
-      .catch((err) => this.deps.log('rate limits: a token count was not corrected', err))
+    const at = `${keyId}\0${taken.minute}`
+    const c = this.corrections.get(at)
+    if (c) c.delta += used - taken.tokens
+    else this.corrections.set(at, { keyId, minute: taken.minute, delta: used - taken.tokens })
+  }
+
+  /** Writes the corrections gathered since the last flush. */
+  async flush(): Promise<void> {
+    if (this.corrections.size === 0) return
+    const due = [...this.corrections.values()]
+    this.corrections = new Map()
+    for (const c of due)
+      await this.deps.counter
+        .correct(c.keyId, c.minute, c.delta)
+        .catch((err) => this.deps.log('rate limits: a token count was not corrected', err))
+  }
+
+  /** The key's counts this minute and when they reset (seconds since the epoch); null when the counter is down. */
+  async current(keyId: string): Promise<{ count: RateCount; resets: number } | null> {
+    const minute = minuteOf(this.deps.now())
+    try {
+      return { count: await this.deps.counter.peek(keyId, minute), resets: ((minute + 1) * MINUTE_MS) / 1000 }
+    } catch {
+      return null
+    }
   }
 
   /** Closes the counter's connection (Redis); the store's closes with the store. */
   async close(): Promise<void> {
+    clearInterval(this.timer)
+    await this.flush()
     await this.deps.counter.close()
   }
 

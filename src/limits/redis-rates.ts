@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis'
 import type { RateLimits } from '../store/keys.js'
-import type { RateAnswer, RateCounter } from './counter.js'
+import type { RateAnswer, RateCount, RateCounter } from './counter.js'
 
 /** A limited key's counts of one minute: a hash of requests (`r`) and tokens (`t`), gone two minutes after. */
 const TAKE = `
@@ -34,6 +34,8 @@ export class RedisRates implements RateCounter {
     const redis = new Redis(url, {
       lazyConnect: false,
       enableOfflineQueue: false,
+      // Commands of one turn of the event loop go out in one write.
+      enableAutoPipelining: true,
       maxRetriesPerRequest: 0,
       commandTimeout: COMMAND_TIMEOUT_MS,
       retryStrategy: (times) => Math.min(times * 200, 2_000),
@@ -53,6 +55,11 @@ export class RedisRates implements RateCounter {
       tokens,
     )
     return { taken: taken === 1, count: { requests, tokens: counted } }
+  }
+
+  async peek(keyId: string, minute: number): Promise<RateCount> {
+    const [r, t] = await this.redis.hmget(keyOf(keyId, minute), 'r', 't')
+    return { requests: Number(r ?? 0), tokens: Number(t ?? 0) }
   }
 
   async correct(keyId: string, minute: number, delta: number): Promise<void> {

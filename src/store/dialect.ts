@@ -2,6 +2,7 @@ import type { Kysely, Transaction, TransactionBuilder } from 'kysely'
 import type { Database } from './schema.js'
 import type { UsageFilter, UsageSummary } from './usage.js'
 import type { PayeeSums } from './settlement.js'
+import type { KeyRatesRepo } from './key-rates.js'
 
 /**
  * The database a store is kept in, by name: what `migrate` and the migrations (which keep their own checks) are told.
@@ -65,5 +66,7 @@ export interface Lock {
 export interface Backend {
   /** A lock held across processes until released; null when another holder has it. */
   tryLock(name: string): Promise<Lock | null>
+  /** Per-key rate counts (`key_rates`) as this database keeps them fastest. */
+  keyRates(db: Kysely<Database>): KeyRatesRepo
   close(): Promise<void>
 }

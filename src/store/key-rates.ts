@@ -1,36 +1,59 @@
-import { sql, type Kysely } from 'kysely'
+import { CompiledQuery, type Kysely } from 'kysely'
 import type { Database } from './schema.js'
 import type { RateLimits } from './keys.js'
 import { num } from './ints.js'
-import type { RateAnswer, RateCounter } from '../limits/counter.js'
+import type { RateAnswer, RateCount, RateCounter } from '../limits/counter.js'
+
+const N = 'CAST(? AS BIGINT)'
+
+/**
+ * One conditional upsert: the key's minute counted only when its limits (-1: none) leave room, in any number of
+ * processes at once. Every number is cast: Postgres would compare two untyped parameters as text. `takeValues` fills it.
+ */
+export const TAKE_SQL = `INSERT INTO key_rates (key_id, minute, requests, tokens)
+  SELECT ?, ${N}, 1, ${N} WHERE ${N} <> 0 AND (${N} < 0 OR ${N} <= ${N})
+  ON CONFLICT (key_id, minute) DO UPDATE SET
+    requests = key_rates.requests + 1, tokens = key_rates.tokens + excluded.tokens
+  WHERE (${N} < 0 OR key_rates.requests + 1 <= ${N}) AND (${N} < 0 OR key_rates.tokens + excluded.tokens <= ${N})
+  RETURNING requests, tokens`
+
+/** The values of TAKE_SQL's parameters, in order. */
+export function takeValues(keyId: string, minute: number, limits: RateLimits, tokens: number): (string | number)[] {
+  const rpm = limits.rpm ?? -1
+  const tpm = limits.tpm ?? -1
+  return [keyId, minute, tokens, rpm, tpm, tokens, tpm, rpm, rpm, tpm, tpm]
+}
 
 /** Per-key counts per minute in the store (`key_rates`): the rate counter where the config names no Redis. */
 export class KeyRatesRepo implements RateCounter {
-  constructor(private readonly db: Kysely<Database>) {}
+  private readonly take$: string
 
-  /** One conditional upsert: a row counted only when the limits leave room, in any number of processes at once. */
+  /** `numbered`: parameters as `$1, $2 …` (Postgres) rather than `?`. */
+  constructor(
+    private readonly db: Kysely<Database>,
+    numbered = false,
+  ) {
+    let n = 0
+    this.take$ = numbered ? TAKE_SQL.replaceAll('?', () => `$${++n}`) : TAKE_SQL
+  }
+
   async take(keyId: string, minute: number, limits: RateLimits, tokens: number): Promise<RateAnswer> {
-    const rpm = limits.rpm ?? -1
-    const tpm = limits.tpm ?? -1
-    // Every number is cast: Postgres would compare two untyped parameters as text.
-    const n = (v: number) => sql`CAST(${v} AS BIGINT)`
-    const counted = await sql<{ requests: number | bigint; tokens: number | bigint }>`
-      INSERT INTO key_rates (key_id, minute, requests, tokens)
-      SELECT ${keyId}, ${n(minute)}, 1, ${n(tokens)} WHERE ${n(rpm)} <> 0 AND (${n(tpm)} < 0 OR ${n(tokens)} <= ${n(tpm)})
-      ON CONFLICT (key_id, minute) DO UPDATE SET
-        requests = key_rates.requests + 1, tokens = key_rates.tokens + excluded.tokens
-      WHERE (${n(rpm)} < 0 OR key_rates.requests + 1 <= ${n(rpm)})
-        AND (${n(tpm)} < 0 OR key_rates.tokens + excluded.tokens <= ${n(tpm)})
-      RETURNING requests, tokens`.execute(this.db)
+    const counted = await this.db.executeQuery<{ requests: number | bigint; tokens: number | bigint }>(
+      CompiledQuery.raw(this.take$, takeValues(keyId, minute, limits, tokens)),
+    )
     const row = counted.rows[0]
     if (row) return { taken: true, count: { requests: num(row.requests), tokens: num(row.tokens) } }
-    const now = await this.db
+    return { taken: false, count: await this.peek(keyId, minute) }
+  }
+
+  async peek(keyId: string, minute: number): Promise<RateCount> {
+    const row = await this.db
       .selectFrom('key_rates')
       .select(['requests', 'tokens'])
       .where('key_id', '=', keyId)
       .where('minute', '=', BigInt(minute))
       .executeTakeFirst()
-    return { taken: false, count: { requests: num(now?.requests ?? 0), tokens: num(now?.tokens ?? 0n) } }
+    return { requests: num(row?.requests ?? 0), tokens: num(row?.tokens ?? 0n) }
   }
 
   async correct(keyId: string, minute: number, delta: number): Promise<void> {

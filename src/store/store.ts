@@ -14,7 +14,7 @@ import { pendingMigrations } from './migrate.js'
 import { IdempotencyRepo } from './idempotency.js'
 import { InFlightRepo } from './instances.js'
 import { RefusalRepo } from './refusals.js'
-import { KeyRatesRepo } from './key-rates.js'
+import type { KeyRatesRepo } from './key-rates.js'
 
 /** The single source of truth for accounts, keys, balances, holds, usage and settlement. All SQL lives below here. */
 export class Store {
@@ -48,7 +48,7 @@ export class Store {
     this.idempotency = new IdempotencyRepo(db)
     this.inFlight = new InFlightRepo(db)
     this.refusals = new RefusalRepo(db)
-    this.keyRates = new KeyRatesRepo(db)
+    this.keyRates = backend.keyRates(db)
   }
 
   /** What keeps this store from serving: unreachable, or migrations it has not run. Empty when it is ready. */

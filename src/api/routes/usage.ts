@@ -7,8 +7,18 @@ import { callerOf, type KeyCheck } from '../caller.js'
 const MAX_LIMIT = 100
 const DEFAULT_LIMIT = 20
 
-/** GET /v1/usage (newest first, paginated) and GET /v1/usage/{request_id}, for the key's owner. */
-export function usageRoutes(app: FastifyInstance, usage: UsageQueries, onRequest: KeyCheck): void {
+/** The account's live keys, their limits and what each used this minute (`GET /v1/usage/keys`). */
+export type KeyLimits = (accountId: number) => Promise<unknown>
+
+/**
+ * GET /v1/usage (newest first, paginated), /v1/usage/refusals, /v1/usage/keys and /v1/usage/{request_id}, for the
+ * key's owner.
+ */
+export function usageRoutes(
+  app: FastifyInstance,
+  { usage, keyLimits }: { usage: UsageQueries; keyLimits: KeyLimits },
+  onRequest: KeyCheck,
+): void {
   app.get<{ Querystring: Record<string, string | undefined> }>('/v1/usage', { onRequest }, async (req, reply) => {
     const page = await usage.page(callerOf(req).accountId, {
       query: req.query,
@@ -26,6 +36,8 @@ export function usageRoutes(app: FastifyInstance, usage: UsageQueries, onRequest
       return isApiError(counts) ? sendError(reply, counts) : counts
     },
   )
+
+  app.get('/v1/usage/keys', { onRequest }, async (req) => keyLimits(callerOf(req).accountId))
 
   app.get<{ Params: { id: string } }>('/v1/usage/:id', { onRequest }, async (req, reply) => {
     const record = await usage.record(callerOf(req).accountId, req.params.id)

@@ -3,6 +3,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely'
 import { ConfigError } from '../../config.js'
 import type { Database } from '../schema.js'
 import type { Backend, Lock } from '../dialect.js'
+import { KeyRatesRepo } from '../key-rates.js'
 
 const INT8 = 20
 const CONNECT_TIMEOUT_MS = 10_000
@@ -52,6 +53,7 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
   if (schema) await createSchema(db, schema)
   const backend: Backend = {
+    keyRates: (kysely) => new KeyRatesRepo(kysely, true),
     async tryLock(name: string): Promise<Lock | null> {
       const client = await pool.connect()
       // The lock lives as long as its session: a connection lost while held is logged, and the release finds it gone.

@@ -5,6 +5,7 @@ import { Kysely } from 'kysely'
 import { PatientSqliteDialect } from './patient-dialect.js'
 import type { Database } from '../schema.js'
 import type { Backend, Lock } from '../dialect.js'
+import { SqliteKeyRates } from './key-rates.js'
 import { Checkpointer } from './checkpointer.js'
 import { createRequire } from 'node:module'
 
@@ -70,6 +71,7 @@ export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): Sqlite
     close: async () => {
       await checkpointer?.stop()
     },
+    keyRates: (kysely) => new SqliteKeyRates(raw, kysely),
   }
   const db = new Kysely<Database>({ dialect: new PatientSqliteDialect({ database: raw }) })
   return { db, backend, raw, ...(checkpointer ? { file: { path: file, checkpointer, walLimitBytes } } : {}) }
