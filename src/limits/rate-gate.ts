@@ -39,7 +39,7 @@ export interface RateGateDeps {
  */
 export class RateGate {
   private down = false
-  /** Token corrections not yet written, by key and minute: written together each CORRECT_MS (a write each, not one a request). */
+  /** Token corrections not yet written, by key and minute: written together each CORRECT_MS. */
   private corrections = new Map<string, { keyId: string; minute: number; delta: number }>()
   private readonly timer: NodeJS.Timeout
 

@@ -8,7 +8,7 @@ const N = 'CAST(? AS BIGINT)'
 
 /**
  * One conditional upsert: the key's minute counted only when its limits (-1: none) leave room, in any number of
- * processes at once. Every number is cast: Postgres would compare two untyped parameters as text. `takeValues` fills it.
+ * processes at once. Every number is cast: Postgres would compare untyped parameters as text. `takeValues` fills it.
  */
 export const TAKE_SQL = `INSERT INTO key_rates (key_id, minute, requests, tokens)
   SELECT ?, ${N}, 1, ${N} WHERE ${N} <> 0 AND (${N} < 0 OR ${N} <= ${N})
