@@ -18,8 +18,8 @@ const MAX_CACHED_LENGTH = 16_383
 const cache = new Map<string, number>()
 /**
  * The cached texts in the order they came, oldest at `oldest`: the next to leave. A Map's first key is no substitute:
- * its iterator steps over the slots of every entry deleted since the table was last rebuilt, about a microsecond a
- * lookup at this size.
+ * its iterator steps over the slots of every entry deleted since the table was last rebuilt, slow at this size
+ * (docs/performance.md §6).
  */
 const order: (string | undefined)[] = new Array<string | undefined>(CACHE_LIMIT)
 let oldest = 0
