@@ -82,13 +82,13 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
     },
   })
 
-  // `Expect: 100-continue` (HTTP/1.1; Node raises this only then): Node would invite the body before any check. The
-  // /v1 routes that take a key invite it once the key is known (a stranger gets its 401 without uploading up to
-  // 4 MiB, `keyCheck`); others at once.
   // Connections cost a file descriptor each, and one sending a large body slowly holds what it sent: they are bounded,
   // and past the bound the oldest that sent nothing yet makes room for a new one.
   boundConnections(app.server, { max: gw.tuning.maxConnections, headTimeoutMs: gw.tuning.headTimeoutMs })
 
+  // `Expect: 100-continue` (HTTP/1.1; Node raises this only then): Node would invite the body before any check. The
+  // /v1 routes that take a key invite it once the key is known (a stranger gets its 401 without uploading up to
+  // 4 MiB, `keyCheck`); others at once.
   app.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     if (isApi(req.url ?? '')) awaitingContinue.add(req)
     else res.writeContinue()

@@ -28,10 +28,9 @@ export type KeyCheck = (req: FastifyRequest, reply: FastifyReply, done: HookHand
 export const awaitingContinue = new WeakSet<IncomingMessage>()
 
 /**
- * The key check of /v1 routes, as an onRequest hook. It runs before the body is read, so a missing or unknown key is
- * refused without parsing (up to 4 MiB of) JSON for a stranger; `intake`, for chat, takes the request in there too.
- * A callback hook, not an async one: a cached key (nearly every request) is answered in the same call, without a
- * promise and a turn of the hook runner.
+ * The key check of /v1 routes, an onRequest hook run before the body is read: a missing or unknown key is refused
+ * without parsing (up to 4 MiB of) JSON for a stranger; `intake`, for chat, takes the request in there too. A callback
+ * hook: a cached key (nearly every request) is answered in the same call, without a promise and a hook runner's turn.
  */
 export function keyCheck(keys: KeyVerifier, intake?: Intake): KeyCheck {
   return (req, reply, done) => {

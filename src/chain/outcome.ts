@@ -49,10 +49,9 @@ export function landedFromReceipt(receipt: TransactionReceipt, key: Hex): Landed
 }
 
 /**
- * Finds the transaction that executed a batch id and its outcome; null when none did. Where is the contract's state
- * (`executedAt`), which every node keeps; the outcome is only in logs, which a pruned node forgets. So it is taken
- * from what was seen when the batch was mined while that block is still the chain's, else from whichever of the
- * logs, the transaction's receipt or the block's receipts the node still has; OutcomeUnknown when none.
+ * Finds the transaction that executed a batch id and its outcome; null when none did. OutcomeUnknown when the node no
+ * longer has the outcome: it is taken from what was seen when the batch was mined while that block is still the
+ * chain's, else from the logs, the transaction's receipt or the block's receipts (docs/architecture.md §15.34).
  */
 export async function findExecuted(
   client: PublicClient,

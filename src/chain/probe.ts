@@ -2,10 +2,9 @@ import { BaseError, ContractFunctionRevertedError, type Address, type PublicClie
 import { usdcAbi } from './contracts.js'
 
 /**
- * Questions to the token, asked as calls from the settler's address (eth_call: nothing is sent). The settler reports a
- * payer whose transfers failed without saying why; these tell a payer's funds apart from what no funding can mend: a
- * payee the token will not credit (the zero address; on Circle's USDC a blocklisted one, or everyone while paused), or
- * a payer whose tokens it will not move.
+ * Questions to the token, eth_calls from the settler's address (nothing is sent). Of a payer whose transfers failed
+ * (the settler says not why) they tell its funds apart from what no funding mends: a payee the token will not credit
+ * (the zero address; on Circle's USDC a blocklisted one, or all while paused), or a payer whose tokens it won't move.
  */
 export class TokenProbe {
   constructor(

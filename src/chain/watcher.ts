@@ -23,10 +23,9 @@ const MAX_LOG_RANGE = 2_000n
 const READ_CHUNK = 250
 
 /**
- * Keeps each payer's ledger balance and cap in step with their wallet, as blocks arrive (never on the request
- * path): on a new block it reads the wallets that token events touched, accounts never read, and accounts a
- * settled batch changed, then lets the store bring each account to chain minus owed. Admission stays a store
- * operation on those cached values.
+ * Keeps each payer's ledger balance and cap in step with their wallet as blocks arrive, never on the request path: on a
+ * block it reads the wallets token events touched, accounts never read and accounts a settled batch changed, and the
+ * store brings each account to chain minus owed. Admission stays a store operation on those cached values.
  */
 export class ChainWatcher {
   private last: bigint | undefined

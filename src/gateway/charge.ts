@@ -217,11 +217,9 @@ export class CaptureInDoubt extends Error {
 }
 
 /**
- * After a failure of its request's charge, released (nothing charged) or not: whether a capture in doubt had
- * landed, in which case its reply is delivered as charged. A release that found the hold closed leaves the capture or
- * a sweep as what closed it, and one that failed leaves it unknown; the request's record says which (only the capture
- * writes it completed, with its cost; a sweep writes it abandoned). Read twice before giving up: the connection that
- * lost one answer may have lost the next.
+ * After its request's charge failed, released (nothing charged) or not: the reply to deliver as charged when a capture
+ * in doubt had landed, else undefined. The request's record tells (the capture alone writes it completed, with its
+ * cost); it is read twice before giving up (docs/architecture.md §15.28).
  */
 export async function landed(
   usage: UsageRepo,

@@ -41,12 +41,9 @@ function pidAlive(pid: number): boolean {
 }
 
 /**
- * Which registered instances are gone, judged by this instance's clock: a peer's heartbeat that has not moved for
- * STALE_MS since this instance first saw its value, or a dead (or reused) process id on this host. Peers write their
- * heartbeats with their own clocks, so the value itself says nothing here: a clock running ahead made a live peer
- * look stale at once, and one running minutes behind made it look long dead at first sight (its holds released at
- * every sweep, under every new id it took). A peer on another host that died before this instance started is found
- * 15 s after it starts.
+ * Which registered instances are gone, by this instance's clock: a peer whose heartbeat value has not changed for
+ * STALE_MS since this instance first saw it, or a dead (or reused) process id on this host (docs/architecture.md
+ * §15.26). A peer on another host that died before this instance started is found STALE_MS after it starts.
  */
 export class HeartbeatWatch {
   /** Each peer's last heartbeat value, and when (by this clock) it was first seen. */
@@ -84,10 +81,9 @@ export interface LifecycleOptions {
 }
 
 /**
- * The gateway's presence in the store: registers, heartbeats, extends the leases of the holds of requests it is
- * serving, and releases the holds of instances that died (a restart after kill -9 frees them at once) and of any hold
- * past its expiry. A hold its request left open (its release failed with the store) is no longer extended, so it
- * expires and the sweep releases it.
+ * The gateway's presence in the store: registers, heartbeats, extends the leases of its requests' holds while it serves
+ * them, releases the holds of dead instances (a restart after kill -9 frees them at once) and any hold past its expiry.
+ * A hold its request left open (its release failed with the store) is no longer extended: it expires and is swept.
  */
 export class InstanceLifecycle {
   readonly host = hostIdentity()

@@ -31,10 +31,9 @@ export interface Prepared {
 }
 
 /**
- * Validates, meters and plans a chat request (docs/interface.md §4.1, docs/architecture.md §3, §5). Bad input yields an
- * ApiError, never an exception. A long prompt is counted over several turns of the event loop (`countInput`): its
- * outcome then comes as a promise, which rejects with `CountAbandoned` once `abandoned` says no one waits for it any
- * more.
+ * Validates, meters and plans a chat request (docs/interface.md §4.1, docs/architecture.md §3, §5); bad input yields an
+ * ApiError, never an exception. A long prompt is counted over several event-loop turns (`countInput`): the outcome is
+ * then a promise, which rejects with `CountAbandoned` once `abandoned` says no one waits for it any more.
  */
 export function prepare(
   body: unknown,

@@ -132,10 +132,9 @@ export class TextCount {
   }
 
   /**
-   * The stretch the split reads next, from `at`: the rest of the text when it is at most SEGMENT_UNITS long, else up
-   * to the first place past half of that where a text can be cut without changing its pre-tokens (`CUT`), else (no
-   * such place: 8 Ki letters or marks in a row, or digits, line ends or punctuation without a space) SEGMENT_UNITS
-   * long, never between a surrogate pair's halves.
+   * The stretch the split reads next, from `at`: the rest of the text when at most SEGMENT_UNITS long, else up to the
+   * first place past half of that where a cut keeps the pre-tokens (`CUT`), else (no such place: docs/architecture.md
+   * §15.9) SEGMENT_UNITS long, never between a surrogate pair's halves.
    */
   private segmentFrom(at: number): void {
     const { text } = this

@@ -18,8 +18,8 @@ const MAX_CACHED_LENGTH = 16_383
 const cache = new Map<string, number>()
 /**
  * The cached texts in the order they came, oldest at `oldest`: the next to leave. A Map's first key is no substitute:
- * its iterator steps over the slots of every entry deleted since the table was last rebuilt, about a microsecond a
- * lookup at this size.
+ * its iterator steps over the slots of every entry deleted since the table was last rebuilt, slow at this size
+ * (docs/performance.md §6).
  */
 const order: (string | undefined)[] = new Array<string | undefined>(CACHE_LIMIT)
 let oldest = 0
@@ -93,10 +93,9 @@ export const COUNT_TURN_UNITS = 32_768
 const COUNT_CHUNK_UNITS = 2048
 
 /**
- * Input tokens of a request: messages, definitions (tools and a response schema, as their JSON), and reply priming.
- * Counting stops once the count passes `stopAbove` (the largest context that could take the request): the count is
- * then only known to be more than that. An input longer than COUNT_AT_ONCE_UNITS is counted over several turns of the
- * event loop, and its count comes as a promise.
+ * Input tokens of a request: messages, definitions (tools and a response schema, as their JSON) and reply priming. Past
+ * `stopAbove` (the largest context that could take the request) counting stops: the count is then only known to be
+ * more. An input longer than COUNT_AT_ONCE_UNITS is counted over several event-loop turns: its count is a promise.
  */
 export function countInput(
   messages: readonly MeteredMessage[],

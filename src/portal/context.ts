@@ -51,10 +51,9 @@ export interface PortalOrigin {
 const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]'])
 
 /**
- * Where this portal is, for sign-in messages: `portal.origin` when configured; otherwise this machine as the request
- * reached it over plain http, by the Host it names when that is this machine itself (a loopback name, or the address
- * the connection reached, on its port), else by that address. Never a Host or X-Forwarded-Host the client chose: a
- * phishing site's server could name its own host, and its visitors would sign messages for it without a warning.
+ * Where this portal is, for sign-in messages: `portal.origin` when configured; else this machine as reached over plain
+ * http, by the Host named when that is this machine (a loopback name, or the address the connection reached, on its
+ * port), else by that address. Never a Host or X-Forwarded-Host the client chose (docs/architecture.md §15.33).
  */
 export function portalOrigin(configured: URL | undefined, req: FastifyRequest): PortalOrigin {
   if (configured) return { host: configured.host, origin: configured.origin }

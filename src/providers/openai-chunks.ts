@@ -138,13 +138,9 @@ const JSON_STRING_BODY = String.raw`[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-f
 const PLAIN = String.raw`"[^"\\\x00-\x1f]*"`
 
 /**
- * The whole text of a content chunk in the usual key order (OpenAI's, and that of most compatible servers), its one
- * group the content's JSON string body:
- * `{"id":…,"object":"chat.completion.chunk","created":…,"model":…,["service_tier":…,]["system_fingerprint":…,]
- * "choices":[{"index":0,"delta":{["role":"assistant",]"content":…},["logprobs":null,]"finish_reason":null}]
- * [,"usage":null][,"obfuscation":…]}`, without whitespace. Every text it matches is valid JSON that `chunkEvents` reads
- * as content alone, so the envelope is checked as fully as by a parse; any other text (another order, spaces, more
- * fields) takes the parse. Unanchored, for `ChunkStream`.
+ * The whole text of a content chunk in the usual key order, without whitespace (its shape: docs/architecture.md
+ * §15.30), its one group the content's JSON string body. All it matches is valid JSON that `chunkEvents` reads as
+ * content alone; any other text (another order, spaces, more fields) takes the parse. Unanchored, for `ChunkStream`.
  */
 export const CONTENT_CHUNK_SOURCE =
   String.raw`\{"id":${PLAIN},"object":"chat\.completion\.chunk","created":(?:0|[1-9]\d*),"model":${PLAIN},(?:"service_tier":${PLAIN},)?(?:"system_fingerprint":(?:${PLAIN}|null),)?` +

@@ -87,9 +87,8 @@ export class OpenAICompatibleProvider implements Provider {
     }
     /**
      * A stream's events arrived: from the first on, it may go no longer than idleTimeoutMs without more of the reply,
-     * counted from when its consumer asks for more (`resumed`). Bytes that make no event (comments, empty deltas) and
-     * events that add nothing to it (usage, finish reasons, a call's id or name again) do not count, so an upstream
-     * cannot hold the request, its hold and its offer's slot for ever with pings: the reply is bounded (max_tokens).
+     * counted from when its consumer asks for more (`resumed`). Bytes that make no event and events that add nothing to
+     * the reply do not count (docs/architecture.md §15.32).
      */
     const flow = {
       hold: () => {

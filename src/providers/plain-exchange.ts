@@ -23,12 +23,9 @@ export interface PlainRequest {
 }
 
 /**
- * One plain (non-stream) POST through undici's dispatcher, its reply gathered whole: no body stream and no async
- * resource per request, cheaper than `request()` and `body.text()` (docs/architecture.md §15.2). Rejects on a
- * connection failure or undici's timeouts, and when `cancel` fires (a request still queued for a connection is
- * refused at once and dropped when it reaches one). Only the first `limits.errorBytes` of a non-200 body are kept,
- * and a non-200 reply cut short resolves with what arrived; a 200 past `limits.replyBytes` rejects with
- * `ReplyTooLarge`.
+ * One plain POST through undici's dispatcher, its reply gathered whole (docs/architecture.md §15.2). Rejects on a
+ * failed connection, undici's timeouts, or `cancel` (at once, even while queued). A non-200 keeps its first
+ * `limits.errorBytes` and resolves if cut short; a 200 past `limits.replyBytes` rejects with `ReplyTooLarge`.
  */
 export function plainExchange(
   pool: Dispatcher,

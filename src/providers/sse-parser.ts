@@ -14,8 +14,7 @@ export class SseParser {
   /**
    * Next LF and next CR at or after where each was last searched from; -1 none to the buffer's end; -2 not searched
    * since the buffer changed. Each kind is searched for again only once a line has passed the one found, so no stretch
-   * of a read is searched twice: searched at every line, the kind a stream does not use (CR in most, LF in some) would
-   * be looked for to the buffer's end once per line, quadratic in the read.
+   * of a read is searched twice (docs/architecture.md §15.31).
    */
   private lf = -2
   private cr = -2

@@ -72,10 +72,9 @@ export async function openBuilt(db: Kysely<Database>, id?: string): Promise<void
 }
 
 /**
- * The request ids of the charges the next batch takes, read in one snapshot. Charges of accounts in debt wait until
- * the debt is covered (collecting them again would only fail again). With `maxLegs`, whole payers are taken in order
- * while their legs (one per payee, one for the fee) fit; a payer that fits in no batch alone is split by payee, so no
- * batch ever has more than `maxLegs` legs.
+ * The request ids of the charges the next batch takes, read in one snapshot; those of accounts in debt wait until it is
+ * covered (collected again, they would fail again). With `maxLegs`, whole payers are taken in order while their legs
+ * (one per payee, one for the fee) fit; a payer with more legs alone is split by payee, so no batch ever has more.
  */
 async function dueIds(db: Kysely<Database>, feeAccountId: number, limits: BatchLimits): Promise<string[]> {
   return db

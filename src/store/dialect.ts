@@ -10,10 +10,9 @@ import type { KeyRatesRepo } from './key-rates.js'
 export type Dialect = 'sqlite' | 'postgres'
 
 /**
- * What the shared repositories do differently on each database, as Kysely's `DialectAdapter` is to its query builder.
- * Each dialect folder provides one (`sqlite/dialect.ts`, `postgres/dialect.ts`); `openStore` hands it to the
- * repositories, which call it where they would otherwise ask which database they are on. What each method runs is what
- * the repositories ran inline before, statement for statement.
+ * What the shared repositories do differently on each database, as Kysely's `DialectAdapter` is to its query builder:
+ * one per dialect folder, handed by `openStore` to the repositories, which call it where they would ask which database
+ * they are on. Each method runs what the repositories ran inline before, statement for statement.
  */
 export interface StoreDialect {
   readonly name: Dialect

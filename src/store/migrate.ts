@@ -71,10 +71,9 @@ export async function migrate(db: Kysely<unknown>, dialect: Dialect, through?: s
 }
 
 /**
- * The database as Kysely's migrator sees it on Postgres, its introspection kept to the connection's schema. Kysely's
- * own looks for the migration tables by reading the columns of every schema of the database, a query that fails
- * ("schema … does not exist") whenever another schema is dropped while it runs: another store's, or a test run's
- * cleanup.
+ * The database as Kysely's migrator sees it on Postgres, its introspection kept to the connection's schema: Kysely's
+ * own reads the columns of every schema, and fails ("schema … does not exist") whenever another schema is dropped
+ * while it runs (another store's, or a test run's cleanup).
  */
 function withinSchema(db: Kysely<unknown>): Kysely<unknown> {
   const introspection = {

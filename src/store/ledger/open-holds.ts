@@ -1,10 +1,9 @@
 import type { HoldRequest } from './types.js'
 
 /**
- * The holds this gateway instance admitted and has not closed. In the store an open hold is only counted, in the
- * instance's `owner_holds` row for its account (docs/ledger-written-once.md); its details are here until its request
- * closes and writes its one row. The hot ledger changes this map only once the transaction that held or closed a hold
- * has committed.
+ * The holds this gateway instance admitted and has not closed. The store only counts an open hold, in the instance's
+ * `owner_holds` row for its account (docs/ledger-written-once.md); its details are here until its request closes and
+ * writes its one row. The hot ledger changes this map only once the hold's or close's transaction has committed.
  */
 export class OpenHolds {
   private readonly holds = new Map<string, HoldRequest>()

@@ -129,11 +129,9 @@ export class LedgerRepo {
   }
 
   /**
-   * An instance that stops: releases what it still holds (holds whose close failed), leaving its counters dead. A
-   * hold that committed while this ran (a request still in flight as the server closed) made a live counter the
-   * release did not see: it stays, and its request's close, or else a sweep of unregistered owners, releases it.
-   * The dead counters stay until this store's ledger has closed (`forgetRetired`): deleted sooner, a later hold of
-   * the instance would make a live counter in their place, and the close of a hold released here would take from it.
+   * An instance that stops: releases what it still holds (holds whose close failed) and marks its counters dead, kept
+   * until this store's ledger has closed (`forgetRetired`). A hold committed meanwhile (a request in flight as the
+   * server closed) stays: its close, or else a sweep of unregistered owners, releases it (docs/architecture.md §15.27).
    */
   async retire(owner: string, now: number): Promise<number> {
     this.retired.add(owner)
@@ -157,10 +155,9 @@ export class LedgerRepo {
   }
 
   /**
-   * Lowers an instance's counter on an account to what it still holds there (`to`, read once both rows are locked),
-   * returning the rest to the account's `held`; `dead` marks the counter as never holding again. How many holds it let
-   * go. Used for a gone instance (to nothing, dead) and for a recount of a live one (to its memory, `Recount`). Account
-   * row first, as the hot ledger. On Postgres a lock wait is bounded: the recounted counter's holds wait for it.
+   * Lowers an instance's counter on an account to what it still holds there (`to`, read once both rows are locked), the
+   * rest back to the account's `held`; `dead` marks it as never holding again. Returns how many holds it let go. For a
+   * gone instance (to nothing, dead) and a live one's recount (to its memory, `Recount`): docs/architecture.md §15.27.
    */
   private lowerCounter(
     owner: string,

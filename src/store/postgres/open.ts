@@ -95,10 +95,9 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
 }
 
 /**
- * An advisory lock's key. Advisory locks belong to the whole database: a store in a schema of its own (`?schema=`:
- * another marketplace, a test run) names its locks within that schema, so that it does not take another's settler or
- * watcher. A store without one keeps the name alone, the key every earlier version took, so gateways of two versions
- * in a rolling upgrade still exclude each other.
+ * An advisory lock's key: named within the store's schema when it has one of its own (`?schema=`), so that it never
+ * takes another schema's settler or watcher; the name alone without one, as every earlier version took it
+ * (docs/architecture.md §15.29).
  */
 function lockName(schema: string | null, name: string): string {
   return schema ? `${schema}:${name}` : name

@@ -120,10 +120,9 @@ export class Checkpointer {
   }
 
   /**
-   * Called before the ledger's next group of writes (none of the ledger's are under way then). When the last
-   * checkpoint found the WAL past its limit, the worker checkpoints what is left while the ledger holds its writes
-   * (the store's other writes are not held: they only make the tail longer), so that the next group starts the WAL
-   * over and SQLite truncates the file to journal_size_limit. At most once per checkpoint report.
+   * Called before the ledger's next group of writes (none of its writes under way). When the last checkpoint found the
+   * WAL past its limit, the worker checkpoints the tail while the ledger (alone) holds its writes, so the next group
+   * starts the WAL over (docs/architecture.md §15.18). At most once per checkpoint report.
    */
   async beforeWrite(): Promise<void> {
     if (!this.resetDue || this.gone) return
