@@ -56,7 +56,7 @@ describe('the plain content path', () => {
 /** The bytes a client receives from an SseReply fed `reads` (each read's texts in one turn) with fingerprint `fp`. */
 async function received(reads: string[][], fp: string): Promise<Buffer> {
   const server = createServer((_req, res: ServerResponse) => {
-    const reply = { raw: res, hijack: () => reply, elapsedTime: 0 } as unknown as FastifyReply
+    const reply = { raw: res, hijack: () => reply, getHeaders: () => ({}), elapsedTime: 0 } as unknown as FastifyReply
     const sse = new SseReply({
       reply,
       identity,
