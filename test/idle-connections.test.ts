@@ -32,8 +32,12 @@ describe('idle connections from one address', () => {
       // The flood goes on: reopened connections take slots again, and new clients are still served.
       for (let i = 0; i < 512; i++) idle.push((await open(m.url)).on('error', () => {}))
       expect(await served()).toBeLessThan(1_000)
-      // Most of the flood was closed to make room; the rest time out as they send no request head.
-      await expect.poll(() => idle.filter((s) => !s.destroyed).length, { timeout: 20_000, interval: 250 }).toBe(0)
+      // Most of the flood was closed to make room; the rest time out as they send no request head. Counted on the
+      // server: a loaded machine may complete handshakes its accept queue then drops, which the client still holds.
+      const serverHolds = () =>
+        new Promise<number>((resolve) => m.server.app.server.getConnections((_e, n) => resolve(n)))
+      // What is left is this test's own keep-alive connections, which sent requests.
+      await expect.poll(serverHolds, { timeout: 20_000, interval: 250 }).toBeLessThanOrEqual(2)
     } finally {
       for (const s of idle) s.destroy()
     }
