@@ -126,23 +126,24 @@ export class KeyRepo {
   }
 
   /** Sets the rate limits of one of the account's live keys (null: none); false when it has no such key. */
-  async setLimits(accountId: number, keyId: string, limits: RateLimits): Promise<boolean> {
-    const r = await this.db
-      .updateTable('api_keys')
-      .set({ rpm: limits.rpm, tpm: limits.tpm })
-      .where('id', '=', keyId)
-      .where('account_id', '=', accountId)
-      .where('revoked_at', 'is', null)
-      .returning('id')
-      .executeTakeFirst()
-    return r !== undefined
+  setLimits(accountId: number, keyId: string, limits: RateLimits): Promise<boolean> {
+    return this.updateLive(accountId, keyId, { rpm: limits.rpm, tpm: limits.tpm })
   }
 
   /** Revokes one of the account's keys; false when it has no such live key. */
-  async revoke(accountId: number, keyId: string, now: number): Promise<boolean> {
+  revoke(accountId: number, keyId: string, now: number): Promise<boolean> {
+    return this.updateLive(accountId, keyId, { revoked_at: BigInt(now) })
+  }
+
+  /** Changes one of the account's live keys; false when it has no such key. */
+  private async updateLive(
+    accountId: number,
+    keyId: string,
+    set: { rpm?: number | null; tpm?: number | null; revoked_at?: bigint },
+  ): Promise<boolean> {
     const r = await this.db
       .updateTable('api_keys')
-      .set({ revoked_at: BigInt(now) })
+      .set(set)
       .where('id', '=', keyId)
       .where('account_id', '=', accountId)
       .where('revoked_at', 'is', null)
