@@ -3,7 +3,8 @@ import { checksumAddress, hasValidChecksum, isEvmAddress } from './address.js'
 import { generateKey } from '../auth/keys.js'
 import type { Store } from '../store/store.js'
 import type { Account } from '../store/accounts.js'
-import { NO_LIMITS, type RateLimits } from '../store/keys.js'
+import { NO_LIMITS, type KeyLimits } from '../store/keys.js'
+import { LIMIT_RESETS } from '../limits/period.js'
 import { formatUsdc } from '../money/usdc.js'
 
 /** Account operations shared by the CLI, the portal and the demo. Wallets are stored EIP-55 checksummed. */
@@ -63,9 +64,9 @@ export async function issueKey({
   name: string
   now?: number
   maxLive?: number
-  limits?: RateLimits
+  limits?: KeyLimits
 }): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
-  const problem = keyNameProblem(raw) ?? rateLimitsProblem(limits)
+  const problem = keyNameProblem(raw) ?? keyLimitsProblem(limits)
   if (problem) throw new OperationError(problem)
   const name = raw.trim()
   const k = generateKey()
@@ -79,17 +80,25 @@ export async function issueKey({
 /** The most requests or tokens a minute a key's limit may name. */
 export const MAX_RATE = 1_000_000_000
 
-/** Why rate limits cannot be set, or null: each is none, or a whole number from 1 to MAX_RATE. */
-export function rateLimitsProblem(limits: RateLimits): string | null {
+/**
+ * Why limits cannot be set, or null: each rate is none or a whole number from 1 to MAX_RATE; a spend limit is more
+ * than 0 and at most MAX_AMOUNT, with a reset of LIMIT_RESETS.
+ */
+export function keyLimitsProblem(limits: KeyLimits): string | null {
   for (const [name, v] of [['rpm', limits.rpm] as const, ['tpm', limits.tpm] as const])
     if (v !== null && (!Number.isInteger(v) || v < 1 || v > MAX_RATE))
       return `${name} must be a whole number from 1 to ${MAX_RATE}, or none`
+  const { spend } = limits
+  if (spend && (spend.limit <= 0n || spend.limit > MAX_AMOUNT))
+    return `a spend limit must be more than 0 and at most ${formatUsdc(MAX_AMOUNT)} USDC, or none`
+  if (spend && !LIMIT_RESETS.includes(spend.reset))
+    return `a spend limit resets ${LIMIT_RESETS.join(', ')}; not ${String(spend.reset)}`
   return null
 }
 
-/** Sets the rate limits of one of the account's live keys. */
-export async function setKeyLimits(store: Store, accountId: number, keyId: string, limits: RateLimits): Promise<void> {
-  const problem = rateLimitsProblem(limits)
+/** Sets the limits of one of the account's live keys. */
+export async function setKeyLimits(store: Store, accountId: number, keyId: string, limits: KeyLimits): Promise<void> {
+  const problem = keyLimitsProblem(limits)
   if (problem) throw new OperationError(problem)
   if (!(await store.keys.setLimits(accountId, keyId, limits))) throw new OperationError(`no live key ${keyId}`)
 }

@@ -1,4 +1,5 @@
 import type { RateLimits } from '../store/keys.js'
+import type { SpendLimit } from '../limits/period.js'
 
 /** Who sends a request: the API key's id and its owner's account. */
 export interface Caller {
@@ -7,4 +8,6 @@ export interface Caller {
   address: string
   /** The key's rate limits, when it has any. */
   limits?: RateLimits
+  /** The key's spend limit, when it has one. */
+  spend?: SpendLimit
 }

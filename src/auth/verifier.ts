@@ -63,13 +63,14 @@ export class KeyVerifier {
     if (owner.accountStatus !== 'active')
       return apiError('account_suspended', 'This account is suspended; its keys cannot make requests.')
     this.touched.add(owner.keyId)
-    const { rpm, tpm } = owner.limits
+    const { rpm, tpm, spend } = owner.limits
     const limited = rpm !== null || tpm !== null
     return {
       keyId: owner.keyId,
       accountId: owner.accountId,
       address: owner.address,
       ...(limited ? { limits: owner.limits } : {}),
+      ...(spend ? { spend } : {}),
     }
   }
 

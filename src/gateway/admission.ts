@@ -4,7 +4,8 @@ import { spendableOf, type Account } from '../store/accounts.js'
 import type { AccountRepo } from '../store/accounts.js'
 import type { LedgerRepo } from '../store/ledger/repo.js'
 import { MAX_STORED } from '../store/chain.js'
-import { refusalOf } from '../store/ledger/types.js'
+import { refusalOf, type KeySpend } from '../store/ledger/types.js'
+import { periodEnd, spentNow } from '../limits/period.js'
 import type { Prepared } from './prepare.js'
 import type { RequestContext } from './context.js'
 
@@ -48,6 +49,7 @@ export async function admit(
           owner: opts.owner,
           now: opts.now,
           expiresAt: opts.now + opts.holdTtlMs,
+          ...(caller.spend ? { spendReset: caller.spend.reset } : {}),
         })
   if (result.ok) return { amount }
   if (result.reason === 'suspended')
@@ -56,6 +58,8 @@ export async function admit(
       'This account is suspended; its keys cannot make requests. Nothing was charged.',
     )
   if (result.reason === 'missing') return apiError('invalid_api_key', 'The account behind this key no longer exists.')
+  if (result.reason === 'key_limit')
+    return apiError('insufficient_quota', keyLimitMessage(amount, result.key, opts.now))
   return apiError('insufficient_quota', refusalMessage(p, amount, result.account!, result.reason === 'in_debt'))
 }
 
@@ -72,4 +76,20 @@ function refusalMessage(p: Prepared, amount: bigint, a: Account, inDebt: boolean
   if (inDebt)
     return `${head} The account owes ${formatUsdc(a.debt)} USDC that settlement could not collect; cover it (restore the balance and the approval) before new requests. Nothing was charged.`
   return `${head} Lower ${field}, deposit USDC, or raise the approved spending cap. Nothing was charged.`
+}
+
+const PERIOD = { daily: 'a day', weekly: 'a week', monthly: 'a month', none: 'in all' } as const
+
+/** Why a key's spend limit refused a request: the limit, what the period spent and holds, and when it resets. */
+function keyLimitMessage(amount: bigint, k: KeySpend, now: number): string {
+  const spent = spentNow(k, now)
+  const ends = periodEnd(k.reset, now)
+  const limit = k.limit === null ? 'limit' : `limit of ${formatUsdc(k.limit)} USDC ${PERIOD[k.reset]}`
+  const resets =
+    ends === null ? 'It does not reset: raise it' : `It resets at ${new Date(ends).toISOString()}; raise it`
+  return (
+    `This request could cost up to ${formatUsdc(amount)} USDC, more than this key's spend ${limit} leaves: ` +
+    `${formatUsdc(spent)} USDC spent and ${formatUsdc(k.periodHeld)} USDC held by requests in flight this period. ` +
+    `${resets} on the key, or lower max_tokens. Nothing was charged.`
+  )
 }

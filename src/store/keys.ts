@@ -1,7 +1,8 @@
 import type { Kysely } from 'kysely'
 import type { Database } from './schema.js'
 import type { StoreDialect } from './dialect.js'
-import { num, numOrNull } from './ints.js'
+import { big, bigOrNull, num, numOrNull } from './ints.js'
+import { periodStart, type LimitReset, type SpendLimit } from '../limits/period.js'
 
 /** A key's rate limits: requests and tokens a minute; null where it has none. */
 export interface RateLimits {
@@ -9,7 +10,22 @@ export interface RateLimits {
   tpm: number | null
 }
 
-export const NO_LIMITS: RateLimits = { rpm: null, tpm: null }
+/** All of a key's limits: its rates, and what it may spend in a period (null: no spend limit). */
+export interface KeyLimits extends RateLimits {
+  spend: SpendLimit | null
+}
+
+export const NO_LIMITS: KeyLimits = { rpm: null, tpm: null, spend: null }
+
+/** A key's limits from its row. */
+function limitsOf(r: { rpm: unknown; tpm: unknown; spend_limit: unknown; limit_reset: string }): KeyLimits {
+  const limit = bigOrNull(r.spend_limit)
+  return {
+    rpm: numOrNull(r.rpm),
+    tpm: numOrNull(r.tpm),
+    spend: limit === null ? null : { limit, reset: r.limit_reset as LimitReset },
+  }
+}
 
 export interface ApiKey {
   id: string
@@ -19,7 +35,7 @@ export interface ApiKey {
   createdAt: number
   lastUsedAt: number | null
   revokedAt: number | null
-  limits: RateLimits
+  limits: KeyLimits
 }
 
 export interface KeyOwner {
@@ -28,7 +44,7 @@ export interface KeyOwner {
   address: string
   accountStatus: 'active' | 'suspended'
   revoked: boolean
-  limits: RateLimits
+  limits: KeyLimits
 }
 
 export class KeyRepo {
@@ -43,7 +59,7 @@ export class KeyRepo {
    * transaction holds the write lock), so creations at the same time cannot pass the bound together.
    */
   async insert(
-    k: { id: string; accountId: number; hash: string; prefix: string; name: string; now: number; limits?: RateLimits },
+    k: { id: string; accountId: number; hash: string; prefix: string; name: string; now: number; limits?: KeyLimits },
     maxLive = Infinity,
   ): Promise<number> {
     return this.db.transaction().execute(async (trx) => {
@@ -72,6 +88,9 @@ export class KeyRepo {
           revoked_at: null,
           rpm: k.limits?.rpm ?? null,
           tpm: k.limits?.tpm ?? null,
+          spend_limit: k.limits?.spend?.limit ?? null,
+          limit_reset: k.limits?.spend?.reset ?? 'none',
+          period_start: BigInt(periodStart(k.limits?.spend?.reset ?? 'none', k.now)),
         })
         .execute()
       return live
@@ -91,6 +110,8 @@ export class KeyRepo {
         'accounts.address as address',
         'api_keys.rpm as rpm',
         'api_keys.tpm as tpm',
+        'api_keys.spend_limit as spend_limit',
+        'api_keys.limit_reset as limit_reset',
       ])
       .where('api_keys.hash', '=', hash)
       .executeTakeFirst()
@@ -101,7 +122,7 @@ export class KeyRepo {
       address: r.address,
       accountStatus: r.status,
       revoked: r.revokedAt !== null,
-      limits: { rpm: numOrNull(r.rpm), tpm: numOrNull(r.tpm) },
+      limits: limitsOf(r),
     }
   }
 
@@ -121,13 +142,52 @@ export class KeyRepo {
       createdAt: num(r.created_at),
       lastUsedAt: numOrNull(r.last_used_at),
       revokedAt: numOrNull(r.revoked_at),
-      limits: { rpm: numOrNull(r.rpm), tpm: numOrNull(r.tpm) },
+      limits: limitsOf(r),
     }))
   }
 
-  /** Sets the rate limits of one of the account's live keys (null: none); false when it has no such key. */
-  setLimits(accountId: number, keyId: string, limits: RateLimits): Promise<boolean> {
-    return this.updateLive(accountId, keyId, { rpm: limits.rpm, tpm: limits.tpm })
+  /**
+   * Sets the limits of one of the account's live keys (null: none); false when it has no such key. A spend limit set
+   * anew, or with another reset, starts from what the key's requests were charged in the period that holds `now`.
+   */
+  setLimits(accountId: number, keyId: string, limits: KeyLimits, now = Date.now()): Promise<boolean> {
+    const { spend } = limits
+    return this.db.transaction().execute(async (trx) => {
+      const row = await this.dialect
+        .forUpdate(
+          trx
+            .selectFrom('api_keys')
+            .select(['spend_limit', 'limit_reset'])
+            .where('id', '=', keyId)
+            .where('account_id', '=', accountId)
+            .where('revoked_at', 'is', null),
+        )
+        .executeTakeFirst()
+      if (!row) return false
+      const recount = spend !== null && (row.spend_limit === null || row.limit_reset !== spend.reset)
+      const start = recount ? periodStart(spend.reset, now) : 0
+      const spent = recount
+        ? await trx
+            .selectFrom('holds')
+            .select((eb) => eb.fn.coalesce(eb.fn.sum<bigint>('cost'), eb.val(0n)).as('spent'))
+            .where('key_id', '=', keyId)
+            .where('status', '=', 'captured')
+            .where('closed_at', '>=', BigInt(start))
+            .executeTakeFirstOrThrow()
+        : undefined
+      await trx
+        .updateTable('api_keys')
+        .set({
+          rpm: limits.rpm,
+          tpm: limits.tpm,
+          spend_limit: spend?.limit ?? null,
+          limit_reset: spend?.reset ?? 'none',
+          ...(spent ? { period_start: BigInt(start), period_spent: big(spent.spent) } : {}),
+        })
+        .where('id', '=', keyId)
+        .execute()
+      return true
+    })
   }
 
   /** Revokes one of the account's keys; false when it has no such live key. */
@@ -139,7 +199,7 @@ export class KeyRepo {
   private async updateLive(
     accountId: number,
     keyId: string,
-    set: { rpm?: number | null; tpm?: number | null; revoked_at?: bigint },
+    set: { revoked_at: bigint },
   ): Promise<boolean> {
     const r = await this.db
       .updateTable('api_keys')

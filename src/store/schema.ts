@@ -31,6 +31,25 @@ export interface ApiKeysTable {
   rpm: number | null
   /** Tokens a minute (a request's maximum at admission, its count once it ends); null: no limit. */
   tpm: number | null
+  /** What the key may spend in a period, in base units; null: no limit. */
+  spend_limit: bigint | null
+  limit_reset: Generated<LimitReset>
+  /** The start of the period `period_spent` counts (epoch ms; 0 for a limit that never resets). */
+  period_start: Generated<bigint>
+  /** What the key's requests closed in the period were charged (counted for a key with a spend limit). */
+  period_spent: Generated<bigint>
+  /** What the key's open holds hold, whatever period they began in (counted for a key with a spend limit). */
+  period_held: Generated<bigint>
+}
+
+/** When a key's spend limit starts over: never, or at each UTC day, week (Monday) or month. */
+export type LimitReset = 'none' | 'daily' | 'weekly' | 'monthly'
+
+/** A gateway instance's open holds of a key with a spend limit (as `owner_holds` for its account). */
+export interface KeyHoldsTable {
+  owner: string
+  key_id: string
+  held: bigint
 }
 
 /** A rate-limited key's counts in one minute, where the config names no Redis. */
@@ -217,6 +236,7 @@ export interface Database {
   idempotency: IdempotencyTable
   refusal_counts: RefusalCountsTable
   key_rates: KeyRatesTable
+  key_holds: KeyHoldsTable
   requests_in_flight: RequestsInFlightTable
 }
 

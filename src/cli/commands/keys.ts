@@ -1,40 +1,13 @@
-import { InvalidArgumentError, type Command } from 'commander'
+import type { Command } from 'commander'
 import { issueKey, OperationError, requireAccount, setKeyLimits } from '../../accounts/operations.js'
-import { NO_LIMITS, type RateLimits } from '../../store/keys.js'
+import { limitsLine, limitsOf, limitsView, withLimits, type LimitOptions } from './key-limits.js'
 import { action, common, emit, withStore, type CommonOptions } from '../context.js'
 
-interface KeyOptions extends CommonOptions {
+interface KeyOptions extends CommonOptions, LimitOptions {
   wallet: string
   name: string
   id?: string
-  rpm?: number | 'none'
-  tpm?: number | 'none'
 }
-
-/** A limit option's value: a whole number, or `none` (commander takes a parsed null for no value). */
-function rate(name: string) {
-  return (text: string): number | 'none' => {
-    if (text === 'none') return 'none'
-    if (!/^\d+$/.test(text)) throw new InvalidArgumentError(`${name} takes a whole number of a minute, or none`)
-    return Number(text)
-  }
-}
-
-/** The --rpm and --tpm options of key create and key update. */
-function withLimits(c: Command): Command {
-  return c
-    .option('--rpm <n>', 'requests a minute the key may make (none: no limit)', rate('--rpm'))
-    .option('--tpm <n>', 'tokens a minute (prompt and max_tokens when admitted, as billed once done)', rate('--tpm'))
-}
-
-/** A limit as given (`none`: no limit), else `current`. */
-const given = (v: number | 'none' | undefined, current: number | null) =>
-  v === undefined ? current : v === 'none' ? null : v
-const limitsOf = (opts: KeyOptions, current = NO_LIMITS): RateLimits => ({
-  rpm: given(opts.rpm, current.rpm),
-  tpm: given(opts.tpm, current.tpm),
-})
-const shown = (v: number | null) => (v === null ? 'none' : String(v))
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
 
@@ -58,7 +31,14 @@ export function keyCommands(program: Command): void {
             throw new OperationError(`${a.address} is suspended; resume it before creating keys`)
           const limits = limitsOf(opts)
           const k = await issueKey({ store, accountId: a.id, name: opts.name, limits })
-          const data = { id: k.id, api_key: k.key, prefix: k.prefix, name: k.name, wallet: a.address, ...limits }
+          const data = {
+            id: k.id,
+            api_key: k.key,
+            prefix: k.prefix,
+            name: k.name,
+            wallet: a.address,
+            ...limitsView(limits),
+          }
           emit(opts, data, [`${k.key}`, `(key ${k.id} "${k.name}" for ${a.address}; shown once, store it now)`])
         }),
       ),
@@ -77,16 +57,15 @@ export function keyCommands(program: Command): void {
             created: iso(k.createdAt),
             last_used: iso(k.lastUsedAt),
             revoked: iso(k.revokedAt),
-            rpm: k.limits.rpm,
-            tpm: k.limits.tpm,
+            ...limitsView(k.limits),
           }))
           emit(
             opts,
             { wallet: a.address, keys: data },
             data.length
               ? data.map(
-                  (k) =>
-                    `${k.id}  ${k.prefix.padEnd(18)} ${k.name.padEnd(12)} created ${k.created}  last used ${k.last_used ?? 'never'}  rpm ${shown(k.rpm)} tpm ${shown(k.tpm)}${k.revoked ? `  REVOKED ${k.revoked}` : ''}`,
+                  (k, i) =>
+                    `${k.id}  ${k.prefix.padEnd(18)} ${k.name.padEnd(12)} created ${k.created}  last used ${k.last_used ?? 'never'}  ${limitsLine(keys[i]!.limits)}${k.revoked ? `  REVOKED ${k.revoked}` : ''}`,
                 )
               : `no keys for ${a.address}`,
           )
@@ -101,7 +80,9 @@ export function keyCommands(program: Command): void {
         .requiredOption('--id <key_id>', 'key id from svc key list'),
     ),
   )
-    .description("change a key's limits (--rpm, --tpm; none removes one); gateways apply it within keyCacheMs")
+    .description(
+      "change a key's limits (--rpm, --tpm, --limit, --limit-reset; none removes one); gateways apply it within keyCacheMs",
+    )
     .action(
       action(async (opts: KeyOptions) =>
         withStore(opts, async (store) => {
@@ -110,7 +91,7 @@ export function keyCommands(program: Command): void {
           if (!current) throw new OperationError(`no live key ${opts.id} for ${a.address}`)
           const limits = limitsOf(opts, current.limits)
           await setKeyLimits(store, a.id, opts.id!, limits)
-          emit(opts, { id: opts.id, ...limits }, `${opts.id}: rpm ${shown(limits.rpm)}, tpm ${shown(limits.tpm)}`)
+          emit(opts, { id: opts.id, ...limitsView(limits) }, `${opts.id}: ${limitsLine(limits)}`)
         }),
       ),
     )

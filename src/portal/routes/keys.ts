@@ -1,8 +1,9 @@
 import type { FastifyInstance } from 'fastify'
-import { apiError, clipped, isApiError, type ApiError } from '../../protocol/errors.js'
+import { apiError, clipped, isApiError } from '../../protocol/errors.js'
 import { sendError } from '../../api/errors.js'
-import { issueKey, keyNameProblem, OperationError, rateLimitsProblem } from '../../accounts/operations.js'
-import { NO_LIMITS, type ApiKey, type RateLimits } from '../../store/keys.js'
+import { issueKey, keyNameProblem, OperationError } from '../../accounts/operations.js'
+import { NO_LIMITS, type ApiKey } from '../../store/keys.js'
+import { limitsFromBody, limitsJson, type LimitsBody } from './key-limits-body.js'
 import { sessionOf } from '../guard.js'
 import { accountOf, seconds, type PortalContext } from '../context.js'
 
@@ -18,25 +19,8 @@ function keyView(k: ApiKey) {
     created: seconds(k.createdAt),
     last_used: seconds(k.lastUsedAt),
     revoked: seconds(k.revokedAt),
-    rpm: k.limits.rpm,
-    tpm: k.limits.tpm,
+    ...limitsJson(k.limits),
   }
-}
-
-/** A request body's rate limits: each absent (as `current`), null (none) or a whole number; or what is wrong. */
-function limitsOf(body: { rpm?: unknown; tpm?: unknown } | undefined, current: RateLimits): RateLimits | ApiError {
-  const out = { ...current }
-  for (const name of ['rpm', 'tpm'] as const) {
-    const v = body?.[name]
-    if (v === undefined) continue
-    if (v !== null && !Number.isInteger(v))
-      return apiError('feature_not_supported', `${name} must be a whole number of a minute, or null for none.`, {
-        param: name,
-      })
-    out[name] = v as number | null
-  }
-  const problem = rateLimitsProblem(out)
-  return problem ? apiError('feature_not_supported', `${problem}.`, { param: null }) : out
 }
 
 /** The signed-in account's API keys: list, create (the secret is in this one response only), revoke. */
@@ -50,12 +34,12 @@ export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
     return { object: 'list', data: keys.map(keyView) }
   })
 
-  api.post<{ Body: { name?: unknown; rpm?: unknown; tpm?: unknown } | undefined }>('/keys', async (req, reply) => {
+  api.post<{ Body: ({ name?: unknown } & LimitsBody) | undefined }>('/keys', async (req, reply) => {
     const session = sessionOf(req)
     const name = typeof req.body?.name === 'string' ? req.body.name : ''
     const problem = keyNameProblem(name)
     if (problem) return sendError(reply, apiError('feature_not_supported', `${problem}.`, { param: 'name' }))
-    const limits = limitsOf(req.body, NO_LIMITS)
+    const limits = limitsFromBody(req.body, NO_LIMITS)
     if (isApiError(limits)) return sendError(reply, limits)
     const account = await accountOf(ctx, session.accountId)
     if (account.status !== 'active')
@@ -77,25 +61,22 @@ export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
       created: seconds(k.createdAt),
       last_used: null,
       revoked: null,
-      ...limits,
+      ...limitsJson(limits),
     })
   })
 
-  api.patch<{ Params: { id: string }; Body: { rpm?: unknown; tpm?: unknown } | undefined }>(
-    '/keys/:id',
-    async (req, reply) => {
-      const session = sessionOf(req)
-      const key = (await store.keys.list(session.accountId)).find((k) => k.id === req.params.id && !k.revokedAt)
-      if (!key) return sendError(reply, noLiveKey(req.params.id))
-      const limits = limitsOf(req.body, key.limits)
-      if (isApiError(limits)) return sendError(reply, limits)
-      if (!(await store.keys.setLimits(session.accountId, key.id, limits)))
-        return sendError(reply, noLiveKey(req.params.id))
-      // Cached verifications carry the old limits for up to keyCacheMs in this process.
-      verifier.invalidate()
-      return keyView({ ...key, limits })
-    },
-  )
+  api.patch<{ Params: { id: string }; Body: LimitsBody | undefined }>('/keys/:id', async (req, reply) => {
+    const session = sessionOf(req)
+    const key = (await store.keys.list(session.accountId)).find((k) => k.id === req.params.id && !k.revokedAt)
+    if (!key) return sendError(reply, noLiveKey(req.params.id))
+    const limits = limitsFromBody(req.body, key.limits)
+    if (isApiError(limits)) return sendError(reply, limits)
+    if (!(await store.keys.setLimits(session.accountId, key.id, limits)))
+      return sendError(reply, noLiveKey(req.params.id))
+    // Cached verifications carry the old limits for up to keyCacheMs in this process.
+    verifier.invalidate()
+    return keyView({ ...key, limits })
+  })
 
   api.delete<{ Params: { id: string } }>('/keys/:id', async (req, reply) => {
     const session = sessionOf(req)

@@ -1,4 +1,5 @@
 import type { HoldRequest } from './types.js'
+import type { Left } from './lower-counter.js'
 
 /**
  * The holds this gateway instance admitted and has not closed. The store only counts an open hold, in the instance's
@@ -33,15 +34,17 @@ export class OpenHolds {
     return [...this.holds.values()].filter((h) => h.expiresAt < now)
   }
 
-  /** What this instance holds under one of its counters (an owner id it held as, on an account). */
-  counted(owner: string, accountId: number): { held: bigint; open: number } {
+  /** What this instance holds under one of its counters (an owner id it held as, on an account), and per key. */
+  counted(owner: string, accountId: number): Left {
     let held = 0n
     let open = 0
+    const keys = new Map<string, bigint>()
     for (const h of this.holds.values()) {
       if (h.owner !== owner || h.accountId !== accountId) continue
       held += h.amount
       open++
+      if (h.spendReset) keys.set(h.keyId, (keys.get(h.keyId) ?? 0n) + h.amount)
     }
-    return { held, open }
+    return { held, open, keys }
   }
 }

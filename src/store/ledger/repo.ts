@@ -6,13 +6,11 @@ import { auditIn, openHoldsIn, type LedgerAudit } from './audit.js'
 import type { Outcome, UsageRecord } from '../usage.js'
 import type { CaptureRequest, CommitObserver, HoldRequest, HoldResult, HotLedger } from './types.js'
 import { MAX_STORED } from '../chain.js'
+import { lowerCounter, NOTHING_LEFT } from './lower-counter.js'
 
 export type { CaptureRequest, HoldRequest, HoldResult } from './types.js'
 
 export type { LedgerAudit } from './audit.js'
-
-/** Longest a statement of `lowerCounter` waits on Postgres (for a row lock, mostly). */
-const LOWER_TIMEOUT_MS = 5_000
 
 type OpenHolds = SelectQueryBuilder<
   Database,
@@ -79,7 +77,7 @@ export class LedgerRepo {
     // After the expired holds: their releases settle closes in doubt, which a recount waits for.
     const lost =
       (await this.hot.settleDoubts?.((c) =>
-        this.lowerCounter(c.owner, c.accountId, () => this.hot.open.counted(c.owner, c.accountId), false),
+        lowerCounter(this.db, this.dialect, { ...c, dead: false }, () => this.hot.open.counted(c.owner, c.accountId)),
       )) ?? 0
     return own.filter(Boolean).length + rows + lost
   }
@@ -100,7 +98,12 @@ export class LedgerRepo {
       .execute()
     let released = 0
     for (const c of counters)
-      released += await this.lowerCounter(c.owner, num(c.account_id), () => ({ held: 0n, open: 0 }), true)
+      released += await lowerCounter(
+        this.db,
+        this.dialect,
+        { owner: c.owner, accountId: num(c.account_id), dead: true },
+        () => NOTHING_LEFT,
+      )
     return released + (await this.sweepRows(now, 'abandoned', (q) => q.where('owner', 'in', owners)))
   }
 
@@ -152,47 +155,6 @@ export class LedgerRepo {
       .where('dead', '=', 1)
       .execute()
     this.retired.clear()
-  }
-
-  /**
-   * Lowers an instance's counter on an account to what it still holds there (`to`, read once both rows are locked), the
-   * rest back to the account's `held`; `dead` marks it as never holding again. Returns how many holds it let go. For a
-   * gone instance (to nothing, dead) and a live one's recount (to its memory, `Recount`): docs/architecture.md §15.27.
-   */
-  private lowerCounter(
-    owner: string,
-    accountId: number,
-    to: () => { held: bigint; open: number },
-    dead: boolean,
-  ): Promise<number> {
-    return this.db.transaction().execute(async (trx) => {
-      await this.dialect.boundStatements(trx, LOWER_TIMEOUT_MS)
-      await this.dialect.forUpdate(trx.selectFrom('accounts').select('id').where('id', '=', accountId)).execute()
-      const c = await this.dialect
-        .forUpdate(
-          trx
-            .selectFrom('owner_holds')
-            .select(['held', 'open'])
-            .where('owner', '=', owner)
-            .where('account_id', '=', accountId)
-            .where('dead', '=', 0),
-        )
-        .executeTakeFirst()
-      const left = to()
-      if (!c || (big(c.held) <= left.held && !dead)) return 0
-      await trx
-        .updateTable('accounts')
-        .set((eb) => ({ held: eb('held', '-', big(c.held) - left.held) }))
-        .where('id', '=', accountId)
-        .execute()
-      await trx
-        .updateTable('owner_holds')
-        .set({ held: left.held, open: left.open, dead: dead ? 1 : 0 })
-        .where('owner', '=', owner)
-        .where('account_id', '=', accountId)
-        .execute()
-      return Math.max(0, num(c.open) - left.open)
-    })
   }
 
   /**

@@ -1,6 +1,7 @@
 import type { Account } from '../accounts.js'
 import { usageRow, type UsageRecord } from '../usage.js'
 import type { OpenHolds } from './open-holds.js'
+import type { LimitReset } from '../../limits/period.js'
 
 export interface HoldRequest {
   requestId: string
@@ -11,10 +12,23 @@ export interface HoldRequest {
   owner: string
   now: number
   expiresAt: number
+  /** The key has a spend limit that starts over at this reset: the hold counts against it (`api_keys.period_held`). */
+  spendReset?: LimitReset
+}
+
+/** A key's spend limit and counters, as a refusal of its spend limit reads them. */
+export interface KeySpend {
+  limit: bigint | null
+  reset: LimitReset
+  periodStart: number
+  periodSpent: bigint
+  periodHeld: bigint
 }
 
 export type HoldResult =
-  { ok: true } | { ok: false; reason: 'insufficient' | 'suspended' | 'in_debt' | 'missing'; account?: Account }
+  | { ok: true }
+  | { ok: false; reason: 'insufficient' | 'suspended' | 'in_debt' | 'missing'; account?: Account }
+  | { ok: false; reason: 'key_limit'; key: KeySpend }
 
 export interface CaptureRequest {
   requestId: string

@@ -4,6 +4,8 @@ import { usageRow, type UsageRecord } from '../usage.js'
 import { USAGE_ON_HOLDS } from '../migrations/009_records_written_once.js'
 import { OpenHolds } from '../ledger/open-holds.js'
 import { Recount } from './recount.js'
+import { closeKeyCtes, closeKeyValues, holdCountingKey } from './key-spend.js'
+import { KEY_SPEND_ROW, toKeySpend } from '../ledger/key-spend.js'
 import {
   CloseUnanswered,
   capturedClose,
@@ -49,7 +51,7 @@ const RECORD_PARAMS = (from: number) =>
  * postings too (the `postings` view derives them, migration 010). Nothing is written when a sweep released the hold
  * first.
  */
-const CLOSE = `
+const closeSql = (keyCtes = '') => `
 WITH lk AS (
   SELECT id FROM accounts WHERE id = $2::bigint FOR UPDATE
 ), o AS (
@@ -62,8 +64,12 @@ WITH lk AS (
   FROM o WHERE accounts.id = o.account_id
 ), r AS (
   INSERT INTO holds (${RECORD_COLUMNS}) SELECT ${RECORD_PARAMS(5)} FROM o
-)
+)${keyCtes}
 SELECT count(*)::int AS ok FROM o`
+
+const CLOSE = closeSql()
+/** The close of a hold its key's spend limit counted: the key's CTEs' parameters follow the row's. */
+const CLOSE_KEY = closeSql(closeKeyCtes(5 + RECORD_COLUMNS.split(',').length))
 
 /** A hold of an older version, still a row: released by the sweeps. $1 request, $2 now, then the usage columns. */
 const RELEASE_ROW = `
@@ -108,21 +114,38 @@ export class PostgresHotLedger implements HotLedger {
   }
 
   async hold(h: HoldRequest): Promise<HoldResult> {
-    let ok: boolean
+    let by: 'held' | 'account' | 'key'
     try {
-      ok = await this.doubts.on(h, async () => {
-        const held = await this.one('svc_hold', HOLD, [h.owner, h.accountId, h.amount])
-        if (held) this.open.add(h)
-        return held
+      by = await this.doubts.on(h, async () => {
+        const r = h.spendReset
+          ? await this.holdCountingKey(h)
+          : (await this.one('svc_hold', HOLD, [h.owner, h.accountId, h.amount])) || 'account'
+        if (r === true) this.open.add(h)
+        return r === true ? 'held' : r
       })
     } catch (err) {
       // It may have committed, its answer lost: the counter is recounted at the next sweep (`Recount`).
       this.doubts.holdFailed(h)
       throw err
     }
-    if (ok) return { ok: true }
+    if (by === 'held') return { ok: true }
+    if (by === 'key') {
+      const k = await this.pool.query(`${KEY_SPEND_ROW} WHERE id = $1`, [h.keyId])
+      if (k.rows[0]) return { ok: false, reason: 'key_limit', key: toKeySpend(k.rows[0]) }
+    }
     const r = await this.pool.query('SELECT * FROM accounts WHERE id = $1', [h.accountId])
     return refusalOf(r.rows[0] && toAccount(r.rows[0]))
+  }
+
+  /**
+   * A hold of a key with a spend limit: its own transaction, committed only when the key admits it too. True when
+   * held, else what refused it.
+   */
+  private async holdCountingKey(h: HoldRequest): Promise<true | 'account' | 'key'> {
+    const startedAt = performance.now()
+    const r = await holdCountingKey(this.pool, h, param)
+    this.onCommit(1, performance.now() - startedAt)
+    return r.ok || (r.account ? 'key' : 'account')
   }
 
   /**
@@ -136,13 +159,10 @@ export class PostgresHotLedger implements HotLedger {
       if (!this.open.get(h.requestId)) return false
       this.open.remove(h.requestId)
       try {
-        const closed = await this.one('svc_close', CLOSE, [
-          h.owner,
-          h.accountId,
-          h.amount,
-          c.cost,
-          ...recordValues(h, c),
-        ])
+        const values = [h.owner, h.accountId, h.amount, c.cost, ...recordValues(h, c)]
+        const closed = h.spendReset
+          ? await this.one('svc_close_key', CLOSE_KEY, [...values, ...closeKeyValues(h, c.closedAt, c.cost)])
+          : await this.one('svc_close', CLOSE, values)
         if (!closed) await this.commit('svc_record', RECORD, recordValues(h, sweptClose(c)))
         this.doubts.closeFailed(h, h.requestId, false)
         return closed

@@ -6,6 +6,8 @@ import { isBusyError } from './patient-dialect.js'
 import { usageRow, type UsageRecord } from '../usage.js'
 import { USAGE_ON_HOLDS } from '../migrations/009_records_written_once.js'
 import type { OpenHolds } from '../ledger/open-holds.js'
+import { sqliteKeySpend } from './key-spend-ops.js'
+import { byCounter, sum, wholeOrEach, type Item } from './group-sets.js'
 import {
   capturedClose,
   overCapture,
@@ -33,45 +35,6 @@ export type LedgerOp =
   | { kind: 'record'; usage: UsageRecord }
 
 export type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown }
-
-/** A hold or a close of one operation of the group: its place in the group and its request's hold. */
-interface Item<T> {
-  at: number
-  hold: HoldRequest
-  then: T
-}
-
-/** Items by the counters they move: this instance's `owner_holds` row for an account, and that account's row. */
-function byCounter<T>(items: Item<T>[]): Item<T>[][] {
-  const sets = new Map<string, Item<T>[]>()
-  for (const item of items) {
-    const key = `${item.hold.accountId}\0${item.hold.owner}`
-    const set = sets.get(key)
-    if (set) set.push(item)
-    else sets.set(key, [item])
-  }
-  return [...sets.values()]
-}
-
-const sum = (items: Item<unknown>[]) => items.reduce((total, i) => total + i.hold.amount, 0n)
-
-/**
- * The whole set when `passes` writes it at once, or else the members it writes one after another (`failed` told of
- * each of the others as it fails); one write per member when the set is one.
- */
-function wholeOrEach<T>(
-  set: Item<T>[],
-  passes: (items: Item<T>[]) => boolean,
-  failed?: (item: Item<T>) => void,
-): Item<T>[] {
-  if (passes(set)) return set
-  const passed: Item<T>[] = []
-  for (const item of set) {
-    if (set.length > 1 && passes([item])) passed.push(item)
-    else failed?.(item)
-  }
-  return passed
-}
 
 /**
  * A request's hold, capture and release as prepared statements, many run in ONE immediate transaction (group commit).
@@ -112,6 +75,8 @@ export function sqliteLedgerOps(
     ),
   }
 
+  const keys = sqliteKeySpend(raw)
+
   /** The group's changes to `open`, applied once it commits; requests closed in the group, so none closes twice. */
   let staged: (() => void)[] = []
   let closing = new Set<string>()
@@ -122,15 +87,27 @@ export function sqliteLedgerOps(
     return refusalOf(row && toAccount(row))
   }
 
-  /** Admits a set of holds on one account, all at once or else one by one (refusing the rest); the holds admitted. */
+  /**
+   * Admits a set of holds on one account, all at once or else one by one (refusing the rest); the holds admitted. A
+   * hold of a key with a spend limit is counted against it first, and out again when the account refuses it.
+   */
   const admit = (set: Item<void>[], results: unknown[]): Item<void>[] => {
     const { accountId } = set[0]!.hold
+    const within = set.filter(({ at, hold }) => {
+      if (!hold.spendReset || keys.hold(hold)) return true
+      results[at] = keys.refusal(hold.keyId)
+      return false
+    })
     // A sum past what the store can hold (each hold is within it) could never be covered, and could not be bound.
     const admits = (items: Item<void>[]) => {
       const all = sum(items)
       return all <= MAX_STORED && s.hold.run(all, accountId, all, all).changes === 1
     }
-    return wholeOrEach(set, admits, (item) => (results[item.at] = refusal(accountId)))
+    const refuse = ({ at, hold }: Item<void>) => {
+      results[at] = refusal(accountId)
+      if (hold.spendReset) keys.unhold(hold)
+    }
+    return within.length === 0 ? [] : wholeOrEach(within, admits, refuse)
   }
 
   /** Admits the group's holds, a set per account at a time, and counts those admitted in this instance's counter. */
@@ -141,6 +118,7 @@ export function sqliteLedgerOps(
       const { owner, accountId } = admitted[0]!.hold
       s.owned.run(owner, accountId, sum(admitted), admitted.length)
       for (const { at, hold } of admitted) {
+        if (hold.spendReset) keys.held(hold)
         results[at] = { ok: true }
         staged.push(() => open.add(hold))
       }
@@ -167,7 +145,10 @@ export function sqliteLedgerOps(
       if (taken.length === 0) continue
       const cost = taken.reduce((total, i) => total + i.then.cost, 0n)
       s.closeAccount.run(cost, sum(taken), cost, cost, taken[0]!.hold.accountId)
-      for (const item of taken) held.add(item)
+      for (const item of taken) {
+        if (item.hold.spendReset) keys.close(item.hold, item.then.closedAt, item.then.cost)
+        held.add(item)
+      }
     }
     return held
   }
