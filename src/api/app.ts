@@ -159,7 +159,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   const intake = new Intake({ perAccount, bodyBytes, bodyLimit: BODY_LIMIT })
   modelRoutes(app, gw, gw.now)
   chatRoutes(app, { pipeline: gw.pipeline, tuning: gw.tuning, keyCheck: keyCheck(gw.keys, intake), intake })
-  const keyLimits = (accountId: number) => keyLimitsOf(gw.store.keys, gw.rates, accountId)
+  const keyLimits = (accountId: number) => keyLimitsOf(gw.store.keys, gw.rates, accountId, gw.now())
   usageRoutes(app, { usage: gw.usage, keyLimits }, keyCheck(gw.keys))
   for (const plugin of plugins) await plugin(app, gw)
   return app

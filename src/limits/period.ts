@@ -36,9 +36,6 @@ export function periodEnd(reset: LimitReset, now: number): number | null {
 }
 
 /** What a key has spent in the period that holds `now`, from its counters (spent counts only in its own period). */
-export function spentNow(
-  k: { reset: LimitReset; periodStart: number; periodSpent: bigint },
-  now: number,
-): bigint {
+export function spentNow(k: { reset: LimitReset; periodStart: number; periodSpent: bigint }, now: number): bigint {
   return k.periodStart >= periodStart(k.reset, now) ? k.periodSpent : 0n
 }

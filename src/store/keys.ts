@@ -36,6 +36,8 @@ export interface ApiKey {
   lastUsedAt: number | null
   revokedAt: number | null
   limits: KeyLimits
+  /** The key's spend counters (kept while it has a spend limit): `spentNow` tells what the period that holds now spent. */
+  period: { start: number; spent: bigint; held: bigint }
 }
 
 export interface KeyOwner {
@@ -143,6 +145,7 @@ export class KeyRepo {
       lastUsedAt: numOrNull(r.last_used_at),
       revokedAt: numOrNull(r.revoked_at),
       limits: limitsOf(r),
+      period: { start: num(r.period_start), spent: big(r.period_spent), held: big(r.period_held) },
     }))
   }
 

@@ -1,6 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander'
 import { NO_LIMITS, type KeyLimits } from '../../store/keys.js'
 import { formatUsdc, parseUsdc } from '../../money/usdc.js'
+export { limitsView } from '../../limits/key-limits.js'
 import { LIMIT_RESETS, type LimitReset } from '../../limits/period.js'
 import { OperationError } from '../../accounts/operations.js'
 
@@ -56,16 +57,6 @@ export function limitsOf(opts: LimitOptions, current: KeyLimits = NO_LIMITS): Ke
     rpm: given(opts.rpm, current.rpm),
     tpm: given(opts.tpm, current.tpm),
     spend: limit === null ? null : { limit, reset: opts.limitReset ?? current.spend?.reset ?? 'none' },
-  }
-}
-
-/** A key's limits as `--json` prints them (USDC as a decimal string). */
-export function limitsView(l: KeyLimits) {
-  return {
-    rpm: l.rpm,
-    tpm: l.tpm,
-    spend_limit: l.spend && formatUsdc(l.spend.limit),
-    limit_reset: l.spend?.reset ?? null,
   }
 }
 

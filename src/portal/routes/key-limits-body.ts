@@ -1,6 +1,6 @@
 import { apiError, type ApiError } from '../../protocol/errors.js'
 import { keyLimitsProblem } from '../../accounts/operations.js'
-import { formatUsdc, parseUsdc } from '../../money/usdc.js'
+import { parseUsdc } from '../../money/usdc.js'
 import { LIMIT_RESETS, type LimitReset } from '../../limits/period.js'
 import type { KeyLimits } from '../../store/keys.js'
 
@@ -40,14 +40,4 @@ export function limitsFromBody(body: LimitsBody | undefined, current: KeyLimits)
       : { limit: spendLimit, reset: (reset as LimitReset | undefined) ?? current.spend?.reset ?? 'none' }
   const problem = keyLimitsProblem(out)
   return problem ? apiError('feature_not_supported', `${problem}.`, { param: null }) : out
-}
-
-/** A key's limits as the portal's API shows them. */
-export function limitsJson(l: KeyLimits) {
-  return {
-    rpm: l.rpm,
-    tpm: l.tpm,
-    spend_limit: l.spend && formatUsdc(l.spend.limit),
-    limit_reset: l.spend?.reset ?? null,
-  }
 }

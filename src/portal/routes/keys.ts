@@ -3,14 +3,15 @@ import { apiError, clipped, isApiError } from '../../protocol/errors.js'
 import { sendError } from '../../api/errors.js'
 import { issueKey, keyNameProblem, OperationError } from '../../accounts/operations.js'
 import { NO_LIMITS, type ApiKey } from '../../store/keys.js'
-import { limitsFromBody, limitsJson, type LimitsBody } from './key-limits-body.js'
+import { limitsFromBody, type LimitsBody } from './key-limits-body.js'
+import { limitsView, spendView } from '../../limits/key-limits.js'
 import { sessionOf } from '../guard.js'
 import { accountOf, seconds, type PortalContext } from '../context.js'
 
 /** Live keys per account: enough for any real use, a bound on what a session can create. */
 const MAX_LIVE_KEYS = 50
 
-function keyView(k: ApiKey) {
+function keyView(k: ApiKey, now: number) {
   return {
     object: 'api_key',
     id: k.id,
@@ -19,7 +20,8 @@ function keyView(k: ApiKey) {
     created: seconds(k.createdAt),
     last_used: seconds(k.lastUsedAt),
     revoked: seconds(k.revokedAt),
-    ...limitsJson(k.limits),
+    ...spendView(k, now),
+    ...limitsView(k.limits),
   }
 }
 
@@ -31,7 +33,7 @@ export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
     // Last-used times are batched in memory; write them so the list is current.
     await verifier.flushLastUsed()
     const keys = await store.keys.list(sessionOf(req).accountId)
-    return { object: 'list', data: keys.map(keyView) }
+    return { object: 'list', data: keys.map((k) => keyView(k, now())) }
   })
 
   api.post<{ Body: ({ name?: unknown } & LimitsBody) | undefined }>('/keys', async (req, reply) => {
@@ -61,7 +63,7 @@ export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
       created: seconds(k.createdAt),
       last_used: null,
       revoked: null,
-      ...limitsJson(limits),
+      ...limitsView(limits),
     })
   })
 
@@ -75,7 +77,7 @@ export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
       return sendError(reply, noLiveKey(req.params.id))
     // Cached verifications carry the old limits for up to keyCacheMs in this process.
     verifier.invalidate()
-    return keyView({ ...key, limits })
+    return keyView({ ...key, limits }, now())
   })
 
   api.delete<{ Params: { id: string } }>('/keys/:id', async (req, reply) => {
