@@ -126,6 +126,22 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
       expect(await page.locator('svg.chart rect.bar').count()).toBe(14)
       await page.screenshot({ path: screenshotPath('portal-4-usage'), fullPage: true })
 
+      // Limits: a daily spend limit below what the key spent today refuses its next request with 402.
+      await page.getByRole('link', { name: 'API keys' }).click()
+      await page
+        .locator('tr', { hasText: 'browser test' })
+        .getByRole('button', { name: /^Limits of/ })
+        .click()
+      await page.getByLabel('Spend limit (USDC)').fill('0.000001')
+      await page.getByLabel('Spend limit period (UTC)').selectOption('daily')
+      await page.getByRole('button', { name: 'Save limits' }).click()
+      const limits = page.locator('tr', { hasText: 'browser test' }).locator('td.limits')
+      await limits.filter({ hasText: '0.000001 USDC a day' }).waitFor()
+      expect(await limits.textContent()).toContain(`${reply.svc.cost_usdc} spent`)
+      const over = await chat(m.url, key, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'more' }] })
+      expect(over.status).toBe(402)
+      expect((await over.json()).error.message).toMatch(/spend limit of 0.000001 USDC a day/)
+
       // Revoke, with confirmation; the key is refused at once.
       await page.getByRole('link', { name: 'API keys' }).click()
       await page.locator('tr', { hasText: 'browser test' }).getByRole('button', { name: 'Revoke' }).click()

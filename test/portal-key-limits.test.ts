@@ -42,13 +42,40 @@ describe('key limits on the portal', () => {
     await free.json()
   })
 
-  it('refuses limits that are not whole numbers, and another account’s key', async () => {
+  it('sets a spend limit that resets, shows what the key spent in its period, and removes it', async () => {
+    const created = await c.call('POST', '/keys', { name: 'bot', spend_limit: '2.5', limit_reset: 'weekly' })
+    const k = await created.json()
+    expect(k).toMatchObject({ rpm: null, spend_limit: '2.500000', limit_reset: 'weekly' })
+    const reply = await chat(m.url, k.api_key, body)
+    expect(reply.status).toBe(200)
+    const cost = (await reply.json()).svc.cost_usdc
+    const listed = (await (await c.call('GET', '/keys')).json()).data.find((x: { id: string }) => x.id === k.id)
+    expect(listed.this_period).toMatchObject({ spent_usdc: cost, held_usdc: '0.000000' })
+    expect(new Date(listed.this_period.resets_at * 1000).getUTCDay()).toBe(1)
+    // Raised: the period's spend is kept; another reset: counted again from the requests of that period.
+    const raised = await (await c.call('PATCH', `/keys/${k.id}`, { spend_limit: '3' })).json()
+    expect(raised).toMatchObject({ spend_limit: '3.000000', limit_reset: 'weekly', this_period: { spent_usdc: cost } })
+    const daily = await (await c.call('PATCH', `/keys/${k.id}`, { limit_reset: 'daily' })).json()
+    expect(daily).toMatchObject({ spend_limit: '3.000000', limit_reset: 'daily', this_period: { spent_usdc: cost } })
+    const removed = await (await c.call('PATCH', `/keys/${k.id}`, { spend_limit: null })).json()
+    expect(removed).toMatchObject({ spend_limit: null, limit_reset: null, this_period: null })
+  })
+
+  it('refuses limits that are not whole numbers or USDC, and another account’s key', async () => {
     const k = await (await c.call('POST', '/keys', { name: 'k' })).json()
     for (const [bad, why] of [
       [{ rpm: 0 }, /rpm must be a whole number from 1/],
       [{ rpm: 1.5 }, [/rpm must be a whole number/, 'rpm']],
       [{ tpm: '10' }, [/tpm must be a whole number/, 'tpm']],
       [{ rpm: -3 }, /rpm must be a whole number from 1/],
+      [{ spend_limit: 5 }, [/spend_limit must be USDC as a decimal string/, 'spend_limit']],
+      [{ spend_limit: '1.0000001' }, [/spend_limit must be USDC/, 'spend_limit']],
+      [{ spend_limit: '0' }, /spend limit must be more than 0/],
+      [
+        { spend_limit: '1', limit_reset: 'hourly' },
+        [/limit_reset must be one of none, daily, weekly, monthly/, 'limit_reset'],
+      ],
+      [{ limit_reset: 'daily' }, [/limit_reset needs a spend_limit/, 'limit_reset']],
     ] as const)
       await expectError(await c.call('PATCH', `/keys/${k.id}`, bad), 400, 'feature_not_supported', why)
     await expectError(await c.call('POST', '/keys', { name: 'x', tpm: 0 }), 400, 'feature_not_supported', /tpm/)

@@ -77,7 +77,8 @@ export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
       return sendError(reply, noLiveKey(req.params.id))
     // Cached verifications carry the old limits for up to keyCacheMs in this process.
     verifier.invalidate()
-    return keyView({ ...key, limits }, now())
+    const changed = (await store.keys.list(session.accountId)).find((k) => k.id === key.id)
+    return keyView(changed ?? { ...key, limits }, now())
   })
 
   api.delete<{ Params: { id: string } }>('/keys/:id', async (req, reply) => {

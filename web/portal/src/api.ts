@@ -84,6 +84,11 @@ export interface ApiKey {
   /** Requests and tokens a minute the key may use; null: no limit. */
   rpm: number | null
   tpm: number | null
+  /** USDC the key may spend in a period (decimal string), when the period starts over; null: no spend limit. */
+  spend_limit: string | null
+  limit_reset: 'none' | 'daily' | 'weekly' | 'monthly' | null
+  /** What the key spent and holds in its current period, and when it resets (epoch s; null: never). */
+  this_period: { spent_usdc: string; held_usdc: string; remaining_usdc: string; resets_at: number | null } | null
 }
 export interface NewKey extends ApiKey {
   api_key: string

@@ -25,7 +25,7 @@ export async function keysPage(app: App, root: HTMLElement): Promise<void> {
         h(
           'tr',
           {},
-          ['Prefix', 'Name', 'Limits a minute', 'Created', 'Last used', ''].map((t) => h('th', {}, t)),
+          ['Prefix', 'Name', 'Limits', 'Created', 'Last used', ''].map((t) => h('th', {}, t)),
         ),
       ),
       h(
@@ -73,9 +73,10 @@ export async function keysPage(app: App, root: HTMLElement): Promise<void> {
       'form',
       { method: 'dialog' },
       h('h2', { id: 'limits-title' }, `Limits of “${k.name}”`),
-      h('p', { class: 'muted' }, 'Per minute, across every gateway. Leave a field empty for no limit.'),
+      h('p', { class: 'muted' }, 'Across every gateway. Leave a field empty for no limit.'),
       limitField('rpm', 'Requests a minute', k.rpm),
       limitField('tpm', 'Tokens a minute', k.tpm),
+      spendFields(k),
       h(
         'div',
         { class: 'row' },
@@ -222,9 +223,19 @@ export async function keysPage(app: App, root: HTMLElement): Promise<void> {
   )
 }
 
+const RESETS = { none: 'in all', daily: 'a day', weekly: 'a week', monthly: 'a month' } as const
+
 function limitsText(k: ApiKey): string {
-  if (k.rpm === null && k.tpm === null) return 'none'
-  return [k.rpm !== null ? `${k.rpm} requests` : '', k.tpm !== null ? `${k.tpm} tokens` : ''].filter(Boolean).join(', ')
+  const rates = [k.rpm !== null ? `${k.rpm} requests` : '', k.tpm !== null ? `${k.tpm} tokens` : '']
+    .filter(Boolean)
+    .join(', ')
+  const spend =
+    k.spend_limit !== null && k.this_period
+      ? `${k.spend_limit} USDC ${RESETS[k.limit_reset ?? 'none']} (${k.this_period.spent_usdc} spent` +
+        (k.this_period.resets_at === null ? ')' : `, resets ${when(k.this_period.resets_at)})`)
+      : ''
+  const parts = [rates && `${rates} a minute`, spend].filter(Boolean)
+  return parts.length ? parts.join('; ') : 'none'
 }
 
 function limitField(name: 'rpm' | 'tpm', label: string, value: number | null): HTMLElement {
@@ -232,8 +243,33 @@ function limitField(name: 'rpm' | 'tpm', label: string, value: number | null): H
   return h('label', {}, `${label} `, input)
 }
 
+/** The spend limit (USDC) and when it starts over (UTC). */
+function spendFields(k: ApiKey): HTMLElement[] {
+  const limit = h('input', {
+    name: 'spend_limit',
+    inputmode: 'decimal',
+    pattern: '\\d+(\\.\\d{1,6})?',
+    value: k.spend_limit ?? '',
+    placeholder: 'no limit',
+  })
+  const reset = h(
+    'select',
+    { name: 'limit_reset' },
+    (['none', 'daily', 'weekly', 'monthly'] as const).map((r) =>
+      h('option', { value: r, selected: r === (k.limit_reset ?? 'none') }, `resets ${r}`),
+    ),
+  )
+  return [h('label', {}, 'Spend limit (USDC) ', limit), h('label', {}, 'Spend limit period (UTC) ', reset)]
+}
+
 /** The form's limits: an empty field is no limit. */
-function limitsFrom(fields: Record<string, string>): { rpm: number | null; tpm: number | null } {
+function limitsFrom(fields: Record<string, string>) {
   const of = (v: string | undefined) => (v === undefined || v.trim() === '' ? null : Number(v))
-  return { rpm: of(fields.rpm), tpm: of(fields.tpm) }
+  const spend = fields.spend_limit?.trim() ? fields.spend_limit.trim() : null
+  return {
+    rpm: of(fields.rpm),
+    tpm: of(fields.tpm),
+    spend_limit: spend,
+    ...(spend === null ? {} : { limit_reset: fields.limit_reset ?? 'none' }),
+  }
 }
