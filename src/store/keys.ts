@@ -36,7 +36,7 @@ export interface ApiKey {
   lastUsedAt: number | null
   revokedAt: number | null
   limits: KeyLimits
-  /** The key's spend counters (kept while it has a spend limit): `spentNow` tells what the period that holds now spent. */
+  /** Spend counters (kept while the key has a spend limit): `spentNow` tells what the period that holds now spent. */
   period: { start: number; spent: bigint; held: bigint }
 }
 
@@ -199,11 +199,7 @@ export class KeyRepo {
   }
 
   /** Changes one of the account's live keys; false when it has no such key. */
-  private async updateLive(
-    accountId: number,
-    keyId: string,
-    set: { revoked_at: bigint },
-  ): Promise<boolean> {
+  private async updateLive(accountId: number, keyId: string, set: { revoked_at: bigint }): Promise<boolean> {
     const r = await this.db
       .updateTable('api_keys')
       .set(set)
