@@ -7,8 +7,9 @@
 // ref> [--mode plain|stream --concurrency 16 --slices 16 --slice 2 --processes 4] [--node-args="--flag …"] (node flags
 // for this checkout's gateways only: a duel of runtime flags against --base HEAD) [--env="NAME=value …"] (environment
 // added to this checkout's gateways only, as --node-args) [--config='{"metrics":false}'] (config fields given to this
-// checkout's gateways only) [--key-limits='{"rpm":1000000,"tpm":1000000000}'] (this checkout's keys limited, to
-// duel limits against none) [--accounts 32] (each gateway's requests spread over that many funded accounts, in turn)
+// checkout's gateways only) [--key-limits='{"rpm":1000000,"limit":"1000000","limit_reset":"daily"}'] (this checkout's
+// keys limited, with `svc key create`'s options: rpm, tpm, limit, limit_reset; to duel limits against none)
+// [--accounts 32] (each gateway's requests spread over that many funded accounts, in turn)
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'

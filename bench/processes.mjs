@@ -185,12 +185,18 @@ export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, confi
   if (accounts === 1) {
     cli('deposit', '--wallet', BENCH_WALLET, '--amount', '1000000')
     cli('approve', '--wallet', BENCH_WALLET, '--amount', '1000000')
-    const limited = limits ? ['--rpm', String(limits.rpm), '--tpm', String(limits.tpm)] : []
+    const limited = Object.entries(limits ?? {}).flatMap(([name, v]) => [`--${name.replace('_', '-')}`, String(v)])
     return { config, key: cli('key', 'create', '--wallet', BENCH_WALLET, ...limited).api_key, cli }
   }
   const build = (path) => import(pathToFileURL(resolve(root, 'dist', path)).href)
   const { openStore } = await build('store/open.js')
   const ops = await build('accounts/operations.js')
+  const { parseUsdc } = await build('money/usdc.js')
+  const keyLimits = limits && {
+    rpm: limits.rpm ?? null,
+    tpm: limits.tpm ?? null,
+    spend: limits.limit ? { limit: parseUsdc(String(limits.limit)), reset: limits.limit_reset ?? 'none' } : null,
+  }
   const store = await openStore(`sqlite:${join(dir, 'svc.db')}`)
   const keys = []
   try {
@@ -199,7 +205,14 @@ export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, confi
       await ops.depositTo(store, account.id, 10n ** 12n)
       await ops.approveCap(store, account.id, 10n ** 12n)
       keys.push(
-        (await ops.issueKey({ store, accountId: account.id, name: 'bench', ...(limits ? { limits } : {}) })).key,
+        (
+          await ops.issueKey({
+            store,
+            accountId: account.id,
+            name: 'bench',
+            ...(keyLimits ? { limits: keyLimits } : {}),
+          })
+        ).key,
       )
     }
   } finally {
