@@ -5,6 +5,7 @@ import { USAGE_ON_HOLDS } from '../migrations/009_records_written_once.js'
 import { OpenHolds } from '../ledger/open-holds.js'
 import { Recount } from './recount.js'
 import { closeKeyCtes, closeKeyValues, holdCountingKey } from './key-spend.js'
+import { LedgerGroups, type Closed } from './ledger-groups.js'
 import { KEY_SPEND_ROW, toKeySpend } from '../ledger/key-spend.js'
 import {
   CloseUnanswered,
@@ -96,7 +97,15 @@ export class PostgresHotLedger implements HotLedger {
   readonly open = new OpenHolds()
   private readonly doubts = new Recount()
 
-  constructor(private readonly pool: pg.Pool) {}
+  private readonly groups: LedgerGroups
+
+  constructor(private readonly pool: pg.Pool) {
+    const singles = {
+      hold: (h: HoldRequest) => this.one('svc_hold', HOLD, [h.owner, h.accountId, h.amount]),
+      close: (h: HoldRequest, c: Close) => this.closeOne(h, c),
+    }
+    this.groups = new LedgerGroups(pool, singles, (ops, ms) => this.onCommit(ops, ms))
+  }
 
   onCommit: CommitObserver = () => {}
 
@@ -117,9 +126,7 @@ export class PostgresHotLedger implements HotLedger {
     let by: 'held' | 'account' | 'key'
     try {
       by = await this.doubts.on(h, async () => {
-        const r = h.spendReset
-          ? await this.holdCountingKey(h)
-          : (await this.one('svc_hold', HOLD, [h.owner, h.accountId, h.amount])) || 'account'
+        const r = h.spendReset ? await this.holdCountingKey(h) : (await this.groups.hold(h)) || 'account'
         if (r === true) this.open.add(h)
         return r === true ? 'held' : r
       })
@@ -159,18 +166,11 @@ export class PostgresHotLedger implements HotLedger {
       if (!this.open.get(h.requestId)) return false
       this.open.remove(h.requestId)
       try {
-        const values = [h.owner, h.accountId, h.amount, c.cost, ...recordValues(h, c)]
-        const closed = h.spendReset
-          ? await this.one('svc_close_key', CLOSE_KEY, [...values, ...closeKeyValues(h, c.closedAt, c.cost)])
-          : await this.one('svc_close', CLOSE, values)
-        if (!closed) await this.commit('svc_record', RECORD, recordValues(h, sweptClose(c)))
+        // A close of a key-limited hold moves its key's counters too: its own statement.
+        const r = h.spendReset ? await this.closeOne(h, c) : await this.groups.close(h, c)
         this.doubts.closeFailed(h, h.requestId, false)
-        return closed
+        return r === 1
       } catch (err) {
-        if ((err as { code?: string }).code === UNIQUE_VIOLATION) {
-          this.doubts.closeFailed(h, h.requestId, false)
-          return false
-        }
         this.open.add(h)
         this.doubts.closeFailed(h, h.requestId)
         // The server's own refusal of the statement is an answer: it did not commit. Anything else (the connection
@@ -178,6 +178,22 @@ export class PostgresHotLedger implements HotLedger {
         throw err instanceof pg.DatabaseError ? err : new CloseUnanswered(h.requestId, err)
       }
     })
+  }
+
+  /** A close in its own statement; the request's row already there (an earlier close committed) is -1. */
+  private async closeOne(h: HoldRequest, c: Close): Promise<Closed> {
+    const values = [h.owner, h.accountId, h.amount, c.cost, ...recordValues(h, c)]
+    try {
+      const closed = h.spendReset
+        ? await this.one('svc_close_key', CLOSE_KEY, [...values, ...closeKeyValues(h, c.closedAt, c.cost)])
+        : await this.one('svc_close', CLOSE, values)
+      if (closed) return 1
+      await this.commit('svc_record', RECORD, recordValues(h, sweptClose(c)))
+      return 0
+    } catch (err) {
+      if ((err as { code?: string }).code === UNIQUE_VIOLATION) return -1
+      throw err
+    }
   }
 
   async capture(c: CaptureRequest): Promise<boolean> {
@@ -210,8 +226,10 @@ export class PostgresHotLedger implements HotLedger {
     return this.doubts.settle(recount)
   }
 
-  /** Each operation is one statement its caller awaits: nothing is queued here, and the pool ends what runs. */
-  async close(): Promise<void> {}
+  /** Resolves once every hold and close asked for was answered (callers stop first); the pool ends after it. */
+  close(): Promise<void> {
+    return this.groups.drained()
+  }
 }
 
 function param(v: unknown): unknown {

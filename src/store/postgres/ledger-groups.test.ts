@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { postgresReachable } from '../../../test/helpers/stores.js'
+import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
+import type { HoldRequest } from '../ledger/types.js'
+
+/** The Postgres hot ledger's group commit: many requests' holds and closes in one call, each as exact as alone. */
+describe('ledger groups on postgres', () => {
+  let f: StoreFixture | undefined
+  const commits: number[] = []
+
+  beforeAll(async (ctx) => {
+    if (!(await postgresReachable())) return ctx.skip()
+    f = await openFixture('postgres')
+    f.store.ledger.observeCommits((ops) => commits.push(ops))
+  })
+  afterAll(() => closeFixture(f))
+
+  const hold = (requestId: string, accountId: number, amount: bigint): HoldRequest => ({
+    requestId,
+    accountId,
+    keyId: 'k',
+    model: 'm',
+    amount,
+    owner: 'i1',
+    now: 1000,
+    expiresAt: 90_000,
+  })
+
+  it('admits exactly what one account can pay of holds at once, and captures them exactly, in groups', async () => {
+    const { store, user, other, payee, fees } = f!
+    for (const id of [user, other]) {
+      await store.accounts.deposit({ id, amount: 200n, ref: `dep_${id}`, now: 1000 })
+      await store.accounts.approve(id, 200n)
+    }
+    // 60 holds of 10 over two accounts that can each pay 20 of them.
+    const asked = Array.from({ length: 60 }, (_, i) => hold(`r${i}`, i % 2 ? user : other, 10n))
+    const results = await Promise.all(asked.map((h) => store.ledger.hold(h)))
+    const admitted = asked.filter((_, i) => results[i]!.ok)
+    expect(admitted.filter((h) => h.accountId === user)).toHaveLength(20)
+    expect(admitted.filter((h) => h.accountId === other)).toHaveLength(20)
+    for (const r of results.filter((r) => !r.ok)) expect(r).toMatchObject({ reason: 'insufficient' })
+    expect(Math.max(...commits)).toBeGreaterThan(1)
+    expect((await store.accounts.byId(user))!.held).toBe(200n)
+    // Their captures at once: each charged once, the rest of its hold released.
+    const captured = await Promise.all(
+      admitted.map((h, i) =>
+        store.ledger.capture({
+          requestId: h.requestId,
+          cost: BigInt(i % 7),
+          payeeId: payee,
+          fee: 0n,
+          feeAccountId: fees,
+          now: 2000,
+          usage: usageRecord(h.requestId, h.accountId, BigInt(i % 7)),
+        }),
+      ),
+    )
+    expect(captured.every(Boolean)).toBe(true)
+    const charged = (accountId: number) =>
+      admitted.reduce((sum, h, i) => sum + (h.accountId === accountId ? BigInt(i % 7) : 0n), 0n)
+    for (const id of [user, other])
+      expect(await store.accounts.byId(id)).toMatchObject({ held: 0n, balance: 200n - charged(id) })
+    expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+  })
+
+  it('runs each operation of a group the server refused alone: only the bad one fails', async () => {
+    const { store, user, payee, fees } = f!
+    const asked = Array.from({ length: 8 }, (_, i) => hold(`b${i}`, user, 1n))
+    expect((await Promise.all(asked.map((h) => store.ledger.hold(h)))).every((r) => r.ok)).toBe(true)
+    // A model name Postgres cannot store (a NUL byte) fails its row, in a group and alone.
+    const closes = asked.map((h, i) =>
+      store.ledger.capture({
+        requestId: h.requestId,
+        cost: 1n,
+        payeeId: payee,
+        fee: 0n,
+        feeAccountId: fees,
+        now: 3000,
+        usage: { ...usageRecord(h.requestId, user, 1n), ...(i === 3 ? { servedModel: 'bad\u0000model' } : {}) },
+      }),
+    )
+    const settled = await Promise.allSettled(closes)
+    expect(settled.filter((s) => s.status === 'rejected')).toHaveLength(1)
+    expect(settled[3]!.status).toBe('rejected')
+    expect(settled.filter((s) => s.status === 'fulfilled' && s.value === true)).toHaveLength(7)
+    // The failed close left its hold open and counted; its release closes it.
+    expect(await store.ledger.release('b3', 3001, usageRecord('b3', user, 0n))).toBe(true)
+    expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+  })
+})
