@@ -124,11 +124,11 @@ export const BENCH_WALLET = '0x00000000000000000000000000000000000000b0'
 export const benchWallet = (i) => (i === 0 ? BENCH_WALLET : `0x${(0xb00000 + i).toString(16).padStart(40, '0')}`)
 
 /**
- * Writes a gateway config in `dir` (SQLite file store, local rail, one provider: the simulated upstream at
- * `upstreamUrl`), funds `accounts` bench wallets, and returns the config's path, their API keys (comma-separated, one
- * per account), and a function running the CLI of the build in `root` against the config. One wallet is funded
- * through that CLI; more through the build's own store code in this process (three CLI runs per wallet would take
- * minutes), before any gateway opens the store.
+ * Writes a gateway config in `dir` (SQLite file store unless `config` names another, local rail, one provider: the
+ * simulated upstream at `upstreamUrl`), funds `accounts` bench wallets, and returns the config's path, their API keys
+ * (comma-separated, one per account), and a function running the CLI of the build in `root` against the config. One
+ * wallet is funded through that CLI; more through the build's own store code in this process (three CLI runs per
+ * wallet would take minutes), before any gateway opens the store.
  */
 export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, config: extra = {}, limits } = {}) {
   const config = join(dir, 'config.json')
@@ -197,7 +197,7 @@ export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, confi
     tpm: limits.tpm ?? null,
     spend: limits.limit ? { limit: parseUsdc(String(limits.limit)), reset: limits.limit_reset ?? 'none' } : null,
   }
-  const store = await openStore(`sqlite:${join(dir, 'svc.db')}`)
+  const store = await openStore(extra.store ?? `sqlite:${join(dir, 'svc.db')}`)
   const keys = []
   try {
     for (let i = 0; i < accounts; i++) {
