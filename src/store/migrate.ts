@@ -41,8 +41,11 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '018_ledger_groups': m018,
 }
 
-/** Migrates to the latest schema, or only as far as `through` (a migration's name: tests that build an older store). */
-export async function migrate(db: Kysely<unknown>, dialect: Dialect, through?: string): Promise<void> {
+/**
+ * Migrates to the latest schema, or only as far as `through` (a migration's name: tests that build an older store);
+ * the names of the migrations it ran, in order (none when the schema was current).
+ */
+export async function migrate(db: Kysely<unknown>, dialect: Dialect, through?: string): Promise<string[]> {
   const migrations: Record<string, Migration> = {}
   for (const [name, m] of Object.entries(MIGRATIONS)) migrations[name] = { up: (d) => m.up(d, dialect) }
   // Without a schema, Kysely looks for its migration tables in every schema of the database and, finding
@@ -72,7 +75,11 @@ export async function migrate(db: Kysely<unknown>, dialect: Dialect, through?: s
     const failed = results?.find((r) => r.status === 'Error')?.migrationName
     throw new Error(failed ? `migration ${failed} failed: ${message}` : `migrating the store failed: ${message}`)
   }
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName)
 }
+
+/** The name of the last migration this svc has: the schema a store it opens is brought to. */
+export const LATEST_MIGRATION = Object.keys(MIGRATIONS).at(-1)!
 
 /**
  * The database as Kysely's migrator sees it on Postgres, its introspection kept to the connection's schema: Kysely's

@@ -17,6 +17,8 @@ export interface StoreOptions {
   walLimitBytes?: number
   /** SQLite: how the WAL is synced (default `fs.fdatasync` and `fs.fdatasyncSync`; tests inject theirs). */
   sync?: SyncWays
+  /** Told the migrations the open ran (none when the schema was current). */
+  migrated?: (names: string[]) => void
 }
 
 /** Opens the store named by a `sqlite:` or `postgres://` URL, migrated and with the system accounts present. */
@@ -24,11 +26,11 @@ export async function openStore(url: string, now: () => number = Date.now, opts:
   let store: Store
   if (url.startsWith('sqlite:')) {
     const h = openSqlite(url, opts.walLimitBytes)
-    await migrated(h.db, sqliteDialect, () => h.backend.close())
+    opts.migrated?.(await migrated(h.db, sqliteDialect, () => h.backend.close()))
     store = new Store(h.db, sqliteDialect, h.backend, new SqliteHotLedger(h.raw, h.db, h.file, opts.sync))
   } else if (/^postgres(ql)?:\/\//.test(url)) {
     const h = await openPostgres(url)
-    await migrated(h.db, postgresDialect, () => h.backend.close())
+    opts.migrated?.(await migrated(h.db, postgresDialect, () => h.backend.close()))
     store = new Store(h.db, postgresDialect, h.backend, new PostgresHotLedger(h.pool))
   } else {
     throw new Error(`store must be sqlite:<path> or a postgres:// URL, got ${url}`)
@@ -42,9 +44,13 @@ export async function openStore(url: string, now: () => number = Date.now, opts:
   return store
 }
 
-async function migrated(db: Kysely<Database>, dialect: StoreDialect, closeBackend: () => Promise<void>): Promise<void> {
+async function migrated(
+  db: Kysely<Database>,
+  dialect: StoreDialect,
+  closeBackend: () => Promise<void>,
+): Promise<string[]> {
   try {
-    await migrate(db as unknown as Kysely<unknown>, dialect.name)
+    return await migrate(db as unknown as Kysely<unknown>, dialect.name)
   } catch (err) {
     await db.destroy()
     await closeBackend()
