@@ -56,6 +56,7 @@ const body = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'spend 
 describe.each<[StoreKind, number]>([
   ['sqlite', 1],
   ['postgres', 2],
+  ['postgres', 3],
 ])('concurrent admission on %s through %i gateway process(es)', (kind, processes) => {
   let sims: Sims
   let storeUrl: string

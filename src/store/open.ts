@@ -26,11 +26,13 @@ export async function openStore(url: string, now: () => number = Date.now, opts:
   let store: Store
   if (url.startsWith('sqlite:')) {
     const h = openSqlite(url, opts.walLimitBytes)
-    opts.migrated?.(await migrated(h.db, sqliteDialect, () => h.backend.close()))
+    const ran = await migrated(h.db, sqliteDialect, () => h.backend.close())
+    opts.migrated?.(ran)
     store = new Store(h.db, sqliteDialect, h.backend, new SqliteHotLedger(h.raw, h.db, h.file, opts.sync))
   } else if (/^postgres(ql)?:\/\//.test(url)) {
     const h = await openPostgres(url)
-    opts.migrated?.(await migrated(h.db, postgresDialect, () => h.backend.close()))
+    const ran = await migrated(h.db, postgresDialect, () => h.backend.close())
+    opts.migrated?.(ran)
     store = new Store(h.db, postgresDialect, h.backend, new PostgresHotLedger(h.pool))
   } else {
     throw new Error(`store must be sqlite:<path> or a postgres:// URL, got ${url}`)
