@@ -47,8 +47,17 @@ describe('stopping the gateway', () => {
     await new Promise<void>((resolve) =>
       late.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n', () => resolve()),
     )
+    // A load balancer's health check on a connection it keeps open.
+    const probe = connect(Number(new URL(m.url).port), '127.0.0.1')
+    let probed = ''
+    probe.setEncoding('utf8').on('data', (d: string) => (probed += d))
+    await new Promise((resolve) => probe.once('connect', resolve))
     const stopping = m.server.close()
     await new Promise((resolve) => setTimeout(resolve, 100))
+    probe.write('GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n')
+    await expect.poll(() => probed).toMatch(/^HTTP\/1.1 503 /)
+    await expect.poll(() => probed).toContain('is stopping and takes no new requests')
+    probe.destroy()
     late.write(
       `Authorization: Bearer ${m.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
     )
