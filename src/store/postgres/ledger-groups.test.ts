@@ -63,6 +63,33 @@ describe('ledger groups on postgres', () => {
     expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
   })
 
+  it('writes as swept, in a group, the closes of holds a sweep released first', async () => {
+    const { store, other, payee, fees } = f!
+    const asked = Array.from({ length: 6 }, (_, i) => ({ ...hold(`s${i}`, other, 1n), owner: 'i2' }))
+    expect((await Promise.all(asked.map((h) => store.ledger.hold(h)))).every((r) => r.ok)).toBe(true)
+    // Taken for dead: its counter on the account is released and marked dead.
+    expect(await store.ledger.releaseOwnedBy(['i2'], 2500)).toBe(6)
+    commits.length = 0
+    const closed = await Promise.all(
+      asked.map((h) =>
+        store.ledger.capture({
+          requestId: h.requestId,
+          cost: 1n,
+          payeeId: payee,
+          fee: 0n,
+          feeAccountId: fees,
+          now: 2600,
+          usage: usageRecord(h.requestId, other, 1n),
+        }),
+      ),
+    )
+    expect(closed).toEqual(asked.map(() => false))
+    expect(Math.max(...commits)).toBeGreaterThan(1)
+    for (const h of asked)
+      expect(await store.usage.get(other, h.requestId)).toMatchObject({ outcome: 'abandoned', cost: 0n })
+    expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+  })
+
   it('runs each operation of a group the server refused alone: only the bad one fails', async () => {
     const { store, user, payee, fees } = f!
     const asked = Array.from({ length: 8 }, (_, i) => hold(`b${i}`, user, 1n))
