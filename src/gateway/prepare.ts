@@ -6,6 +6,7 @@ import type { Catalog, CortexModel } from '../routing/catalog.js'
 import type { ModelConfig } from '../config-schema.js'
 import type { Health } from '../routing/health.js'
 import { planCortex, planNamed, type Candidate, type RoutePlan } from '../routing/route.js'
+import { preferencesOf, refusedByPreferences, type Preferences } from '../routing/preferences.js'
 import type { UpstreamRequest } from '../providers/types.js'
 import { contextViolation, effectiveMax, fitViolation, type Needs } from './fit.js'
 import { knownFormat, normalizeMessages, upstreamBodyJson, type NormalizedMessages } from './normalize.js'
@@ -57,6 +58,14 @@ export function prepare(
       { param: 'model' },
     )
   }
+  const prefs = preferencesOf(request.provider)
+  if (isApiError(prefs)) return prefs
+  const excluded = refusedByPreferences(
+    catalog,
+    { model: request.model, ids: named ? [named.id] : cortex!.candidates, vendor: !named },
+    prefs,
+  )
+  if (excluded) return excluded
   const messages = normalizeMessages(request.messages)
   if (isApiError(messages)) return messages
   // Malformed tool options are the request's fault on any model: refused here, never routed around by cortex.
@@ -68,7 +77,7 @@ export function prepare(
       ? JSON.stringify(knownFormat(request.response_format).json_schema)
       : ''
   const toolsJson = request.tools?.length ? JSON.stringify(request.tools) : undefined
-  const read: Read = { request, messages, toolsJson, named, cortex }
+  const read: Read = { request, messages, toolsJson, named, cortex, prefs }
   const inputTokens = countInput(
     messages.metered,
     (toolsJson ?? '') + schema,
@@ -87,11 +96,12 @@ interface Read {
   toolsJson: string | undefined
   named: ModelConfig | undefined
   cortex: CortexModel | undefined
+  prefs: Preferences | undefined
 }
 
 /** Bounds and plans a checked request of `inputTokens`, or refuses it as unfit for its model. */
 function planned(
-  { request, messages, toolsJson, named, cortex }: Read,
+  { request, messages, toolsJson, named, cortex, prefs }: Read,
   inputTokens: number,
   catalog: Catalog,
   health: Health,
@@ -114,10 +124,10 @@ function planned(
       stream: needs.stream,
       maxTokens,
     }
-    plan = planNamed({ catalog, health, inputTokens, model: named, request: upstream })
+    plan = planNamed({ catalog, health, inputTokens, model: named, request: upstream, prefs })
   } else {
     const body = { bodyJson: upstreamBodyJson(request, messages.upstream, toolsJson), stream: needs.stream }
-    const planned = cortexPlan({ catalog, health, cortex: cortex!, request, needs, body })
+    const planned = cortexPlan({ catalog, health, cortex: cortex!, request, needs, body, prefs })
     if (isApiError(planned)) return planned
     ;({ plan, maxTokens } = planned)
   }
@@ -154,6 +164,7 @@ function cortexPlan({
   request,
   needs,
   body,
+  prefs,
 }: {
   catalog: Catalog
   health: Health
@@ -161,6 +172,7 @@ function cortexPlan({
   request: ChatRequest
   needs: Needs
   body: UpstreamRequest
+  prefs: Preferences | undefined
 }): { plan: RoutePlan; maxTokens: number } | ApiError {
   const listed = { ...body, maxTokens: needs.requestedMax ?? cortex.capabilities.maxOutputTokens }
   const vendorModel = {
@@ -193,7 +205,7 @@ function cortexPlan({
   }
   if (whole.length === 0 && short.length === 0 && !vendor) return vendorUnfit ?? unfit!
   return {
-    plan: planCortex({ catalog, health, inputTokens: needs.inputTokens, fitting: [...whole, ...short], vendor }),
+    plan: planCortex({ catalog, health, inputTokens: needs.inputTokens, fitting: [...whole, ...short], vendor, prefs }),
     maxTokens,
   }
 }

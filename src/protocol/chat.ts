@@ -71,6 +71,23 @@ export const ResponseFormat = Type.Union([
   }),
 ])
 
+/** Most addresses a provider preference may list. */
+const MAX_LISTED = 64
+const Addresses = Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: MAX_LISTED }))
+/** USDC per million tokens: a number or a decimal string. */
+const PricePerMtok = Type.Optional(Type.Union([Type.Number({ minimum: 0 }), Type.String({ maxLength: 32 })]))
+
+/** Per-request routing preferences among a model's providers (OpenRouter's `provider` object, in part). */
+export const ProviderPreferences = Type.Object({
+  order: Addresses,
+  only: Addresses,
+  ignore: Addresses,
+  sort: Type.Optional(Type.Union([Type.Literal('price'), Type.Literal('latency'), Type.Literal('throughput')])),
+  max_price: Type.Optional(Type.Object({ prompt: PricePerMtok, completion: PricePerMtok })),
+  allow_fallbacks: Type.Optional(Type.Boolean()),
+})
+export type ProviderPreferences = Static<typeof ProviderPreferences>
+
 export const ChatRequest = Type.Object({
   model: Type.String(),
   messages: Type.Array(Message, { minItems: 1 }),
@@ -102,6 +119,7 @@ export const ChatRequest = Type.Object({
   tool_choice: Type.Optional(ToolChoice),
   parallel_tool_calls: Nullable(Type.Boolean()),
   response_format: Nullable(ResponseFormat),
+  provider: Nullable(ProviderPreferences),
 })
 export type ChatRequest = Static<typeof ChatRequest>
 

@@ -187,8 +187,18 @@ async function attempt(
     health = 'success'
     return { kind: 'delivered', reply }
   } finally {
-    ctx.health.release(offer.key, health, firstEventMs)
+    ctx.health.release(offer.key, health, firstEventMs, throughputOf(upstreamUsage, ctx.now() - started, firstEventMs))
   }
+}
+
+/** Output tokens a second after the first event, from the usage the upstream reported; undefined without one. */
+function throughputOf(
+  usage: Produced['upstreamUsage'],
+  tookMs: number,
+  firstEventMs: number | undefined,
+): number | undefined {
+  if (!usage?.completionTokens || firstEventMs === undefined) return undefined
+  return (usage.completionTokens * 1000) / Math.max(1, tookMs - firstEventMs)
 }
 
 /** What an attempt's first events say of its provider: reached, unless no connection could be made. */

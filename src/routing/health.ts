@@ -10,6 +10,8 @@ interface OfferState {
   probing: boolean
   inflight: number
   latencyMs: number
+  /** Output tokens a second after the first event, averaged over successful attempts that reported usage. */
+  tokensPerSecond: number
 }
 
 export interface HealthOptions {
@@ -23,6 +25,9 @@ export interface HealthOptions {
 
 const LATENCY_WEIGHT = 0.2
 
+/** A moving average's next value: the first sample as it is, then each weighted LATENCY_WEIGHT. */
+const averaged = (avg: number, sample: number) => (avg === 0 ? sample : avg + LATENCY_WEIGHT * (sample - avg))
+
 export class Health {
   private readonly states = new Map<string, OfferState>()
 
@@ -34,7 +39,7 @@ export class Health {
   private state(key: string): OfferState {
     let s = this.states.get(key)
     if (!s) {
-      s = { failures: 0, openUntil: 0, probing: false, inflight: 0, latencyMs: 0 }
+      s = { failures: 0, openUntil: 0, probing: false, inflight: 0, latencyMs: 0, tokensPerSecond: 0 }
       this.states.set(key, s)
     }
     return s
@@ -68,8 +73,16 @@ export class Health {
     return true
   }
 
-  /** Returns the slot and records the outcome of the attempt. */
-  release(key: string, outcome: 'success' | 'failure' | 'neutral', latencyMs?: number): void {
+  /** Measured output tokens a second (0 until a successful attempt reported its usage). */
+  throughput(key: string): number {
+    return this.states.get(key)?.tokensPerSecond ?? 0
+  }
+
+  /**
+   * Returns the slot and records the outcome of the attempt, with its time to the first event and the output tokens a
+   * second after it, when known.
+   */
+  release(key: string, outcome: 'success' | 'failure' | 'neutral', latencyMs?: number, tokensPerSecond?: number): void {
     const s = this.state(key)
     s.inflight--
     const wasProbe = s.probing && s.failures >= this.opts.failures
@@ -77,8 +90,8 @@ export class Health {
     if (outcome === 'success') {
       if (s.failures >= this.opts.failures) this.opts.onChange?.(key, 'closed')
       s.failures = 0
-      if (latencyMs !== undefined)
-        s.latencyMs = s.latencyMs === 0 ? latencyMs : s.latencyMs + LATENCY_WEIGHT * (latencyMs - s.latencyMs)
+      if (latencyMs !== undefined) s.latencyMs = averaged(s.latencyMs, latencyMs)
+      if (tokensPerSecond !== undefined) s.tokensPerSecond = averaged(s.tokensPerSecond, tokensPerSecond)
     } else if (outcome === 'failure') {
       s.failures++
       if (s.failures >= this.opts.failures || wasProbe) {

@@ -4,6 +4,7 @@ import type { CallPolicy, ToolRules } from '../tools/assemble.js'
 import type { Catalog, Offer } from './catalog.js'
 import type { Health } from './health.js'
 import { rankOffers } from './plan.js'
+import { allowedOffers, preferredOrder, type Preferences } from './preferences.js'
 import { tryOffers, type Attempt, type AttemptContext, type BoundRequest, type Produced } from './failover.js'
 
 /**
@@ -44,15 +45,21 @@ export function planNamed({
   inputTokens,
   model,
   request,
+  prefs,
 }: {
   catalog: Catalog
   health: Health
   inputTokens: number
   model: ModelConfig
   request: BoundRequest
+  prefs?: Preferences
 }): RoutePlan {
-  const all = catalog.offers.get(model.id) ?? []
-  const offers = rankOffers(all, health, { inputTokens, maxOutputTokens: request.maxTokens })
+  const all = allowedOffers(catalog.offers.get(model.id) ?? [], prefs).offers
+  const offers = preferredOrder(
+    rankOffers(all, health, { inputTokens, maxOutputTokens: request.maxTokens }),
+    prefs,
+    health,
+  )
   return {
     cortex: false,
     targets: [{ model, offers, request }],
@@ -71,25 +78,26 @@ export function planCortex({
   inputTokens,
   fitting,
   vendor,
+  prefs,
 }: {
   catalog: Catalog
   health: Health
   inputTokens: number
   fitting: readonly Candidate[]
   vendor: BoundRequest | undefined
+  prefs?: Preferences
 }): RoutePlan {
+  const allowed = (id: string) => allowedOffers(catalog.offers.get(id) ?? [], prefs).offers
   const targets = fitting.map(({ model, request }) => {
-    const offers = rankOffers(catalog.offers.get(model.id) ?? [], health, {
-      inputTokens,
-      maxOutputTokens: request.maxTokens,
-    })
-    return { model, offers, request }
+    const ranked = rankOffers(allowed(model.id), health, { inputTokens, maxOutputTokens: request.maxTokens })
+    return { model, offers: preferredOrder(ranked, prefs, health), request }
   })
   const offers = targets.flatMap((t) => t.offers)
-  const managed = vendor && catalog.managed ? { offer: catalog.managed, request: vendor } : undefined
+  const vendorAllowed = catalog.managed && allowedOffers([catalog.managed], prefs).offers.length > 0
+  const managed = vendor && vendorAllowed ? { offer: catalog.managed!, request: vendor } : undefined
   if (managed) offers.push(managed.offer)
   // Candidates that do not fit this request cannot serve it whatever their breakers say.
-  const allKeys = fitting.flatMap(({ model }) => (catalog.offers.get(model.id) ?? []).map((o) => o.key))
+  const allKeys = fitting.flatMap(({ model }) => allowed(model.id).map((o) => o.key))
   if (managed) allKeys.push(managed.offer.key)
   return { cortex: true, targets, ...(managed ? { managed } : {}), ceiling: ceilingOf(offers), allKeys }
 }
