@@ -1,3 +1,5 @@
+import { OfferStats } from './offer-stats.js'
+
 /**
  * Per-offer health: a circuit breaker, a latency average and the in-flight count (per process, docs/architecture.md
  * §11).
@@ -30,11 +32,15 @@ const averaged = (avg: number, sample: number) => (avg === 0 ? sample : avg + LA
 
 export class Health {
   private readonly states = new Map<string, OfferState>()
+  /** What each offer's attempts measured: uptime, time to first token, throughput (GET /v1/models/{id}/endpoints). */
+  readonly stats: OfferStats
 
   constructor(
     private readonly opts: HealthOptions,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.stats = new OfferStats(now)
+  }
 
   private state(key: string): OfferState {
     let s = this.states.get(key)
@@ -85,6 +91,7 @@ export class Health {
   release(key: string, outcome: 'success' | 'failure' | 'neutral', latencyMs?: number, tokensPerSecond?: number): void {
     const s = this.state(key)
     s.inflight--
+    if (outcome !== 'neutral') this.stats.record(key, outcome === 'success', latencyMs, tokensPerSecond)
     const wasProbe = s.probing && s.failures >= this.opts.failures
     s.probing = false
     if (outcome === 'success') {

@@ -6,6 +6,7 @@ import type { Health } from '../../routing/health.js'
 import { lowestLive } from '../../routing/plan.js'
 import { ceilingOf } from '../../routing/route.js'
 import type { Catalog, Offer } from '../../routing/catalog.js'
+import { endpointsOf } from './endpoints.js'
 
 /** What the model list reads: the catalog, and the offers' health for live prices. */
 export interface ModelSource {
@@ -90,6 +91,12 @@ export function modelRoutes(app: FastifyInstance, source: ModelSource, now: () =
           status: 404,
         }),
       )
+    // A model's endpoints: its offers with their measured latency, throughput and uptime.
+    const endpoints = id.endsWith('/endpoints') ? endpointsOf(source, id.slice(0, -'/endpoints'.length)) : undefined
+    if (endpoints) {
+      reply.header('content-type', 'application/json; charset=utf-8')
+      return JSON.stringify(endpoints)
+    }
     const model = modelList(source, created).data.find((m) => m.id === id)
     if (!model)
       return sendError(
