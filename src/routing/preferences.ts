@@ -108,7 +108,7 @@ export function excludedError(model: string, why: string): ApiError {
   return apiError(
     'no_capacity',
     `No provider of ${model} is left by the request's provider preferences: ${why}. ` +
-      'Change or drop the preference (the svc object of a reply names the provider that served it).',
+      `GET /v1/models/${model}/endpoints lists its providers; change or drop the preference.`,
     { retryAfter: 5 },
   )
 }
