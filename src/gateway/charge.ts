@@ -160,7 +160,7 @@ function chargeOf(
   const cost = minBig(priceOf(reply.offer.prices, usage.prompt_tokens, usage.completion_tokens), r.hold)
   const managed = reply.offer.managed
   const { fee } = managed ? { fee: 0n } : splitFee(cost, s.feeBps)
-  const payeeId = managed ? s.accounts.vendor : s.accounts.payees.get(reply.offer.provider)
+  const payeeId = managed ? s.accounts.vendor : (reply.offer.payeeId ?? s.accounts.payees.get(reply.offer.provider))
   if (payeeId === undefined) throw new Error(`no account for provider ${reply.offer.provider}`)
   const capture: CaptureRequest = {
     requestId: r.requestId,

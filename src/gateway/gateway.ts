@@ -22,6 +22,8 @@ import { RedisRates } from '../limits/redis-rates.js'
 
 /** How often the counts of refusals before admission are added to the store. */
 const REFUSAL_FLUSH_MS = 1_000
+/** How often the store's live offers are read: a provider's change reaches every gateway within it (and a read). */
+const OFFERS_READ_MS = 2_000
 
 export interface GatewayOptions {
   now?: () => number
@@ -53,6 +55,7 @@ export class Gateway {
   private chargeDeps!: ChargeDeps
   private chatPipeline!: ChatPipeline
   private flushTimer: NodeJS.Timeout | undefined
+  private offersTimer: NodeJS.Timeout | undefined
   /** The server is stopping: requests in flight finish, new ones are refused (503, retry). */
   stopping = false
 
@@ -147,12 +150,23 @@ export class Gateway {
       rates: gw.rates,
     })
     await gw.lifecycle.start()
+    await gw.readOffers()
+    gw.offersTimer = setInterval(
+      () => void gw.readOffers().catch((err) => gw.log('offers not read', err)),
+      OFFERS_READ_MS,
+    )
+    gw.offersTimer.unref()
     gw.refusals.start(REFUSAL_FLUSH_MS)
     // Not awaited: a provider that cannot be reached is logged, and the gateway serves the others meanwhile.
     void probeProviders(config, gw.reachability)
     gw.flushTimer = setInterval(() => gw.keys.flushLastUsed().catch((err) => gw.log('key flush failed', err)), 5_000)
     gw.flushTimer.unref()
     return gw
+  }
+
+  /** Routes to the providers' live offers in the store, beside the config's. */
+  async readOffers(): Promise<void> {
+    if (this.catalog.applyLive(await this.store.providers.liveOffers())) this.log('offers: the live offers changed')
   }
 
   /** The life of a chat request, from its body to its charge. */
@@ -171,6 +185,7 @@ export class Gateway {
 
   async close(): Promise<void> {
     if (this.flushTimer) clearInterval(this.flushTimer)
+    if (this.offersTimer) clearInterval(this.offersTimer)
     await this.keys.flushLastUsed().catch(() => {})
     await this.refusals.stop().catch((err) => this.log('refusal counts not written', err))
     await this.lifecycle.stop().catch(() => {})

@@ -8,6 +8,7 @@ import { keyRoutes } from './routes/keys.js'
 import { walletRoutes } from './routes/wallet.js'
 import { usageRoutes } from './routes/usage.js'
 import { providerRoutes } from './routes/provider.js'
+import { providerOfferRoutes } from './routes/provider-offers.js'
 import { DEFAULT_WEB_ROOT, staticRoutes } from './static.js'
 
 export interface PortalOptions {
@@ -47,6 +48,7 @@ export function portalPlugin(opts: PortalOptions = {}): AppPlugin {
         walletRoutes(api, ctx)
         usageRoutes(api, ctx)
         providerRoutes(api, ctx)
+        providerOfferRoutes(api, ctx)
       },
       { prefix: '/portal/api' },
     )

@@ -3,6 +3,7 @@ import { CORTEX_MODEL_ID, type Capabilities, type ToolContract } from '../protoc
 import type { Prices } from '../money/usdc.js'
 import type { Provider } from '../providers/types.js'
 import { checksumAddress } from '../accounts/address.js'
+import type { LiveOffer } from '../store/providers.js'
 
 /** One provider's offer of one model: where to send requests, at what price, how many at once. */
 export interface Offer {
@@ -18,6 +19,8 @@ export interface Offer {
   /** `<bundle>:<profile>` of the provider. */
   fingerprint: string
   managed: boolean
+  /** The account paid for it, for an offer kept in the store (a config offer's is found by its address). */
+  payeeId?: number
 }
 
 /** The routing model as listed: candidates and their most conservative capabilities. */
@@ -37,8 +40,16 @@ export class Catalog {
   readonly managedContext: number = Infinity
   readonly cortex: CortexModel | undefined
   private readonly upstreams: Provider[] = []
+  /** The config's offers by model: the seed that the store's live offers are added to. */
+  private readonly seed = new Map<string, Offer[]>()
+  /** Clients of the store's endpoints, by base URL and key; kept until the catalog closes (requests may use them). */
+  private readonly liveUpstreams = new Map<string, Provider>()
+  private liveSignature = ''
 
-  constructor(config: Config, makeUpstream: (baseUrl: string, apiKey: string | undefined) => Provider) {
+  constructor(
+    config: Config,
+    private readonly makeUpstream: (baseUrl: string, apiKey: string | undefined) => Provider,
+  ) {
     for (const m of config.models) {
       this.models.set(m.id, m)
       this.offers.set(m.id, [])
@@ -61,6 +72,7 @@ export class Catalog {
         })
       }
     }
+    for (const [id, offers] of this.offers) this.seed.set(id, [...offers])
     if (config.managed) {
       const m = config.managed
       const upstream = makeUpstream(m.baseUrl, m.apiKey)
@@ -86,12 +98,54 @@ export class Catalog {
       )
   }
 
+  /**
+   * Routes to the store's live offers beside the config's (a store offer of the same provider and model takes the
+   * config's place); offers of models this gateway does not list are left out. True when they changed. Requests already
+   * routed keep the offers they were planned with.
+   */
+  applyLive(live: readonly LiveOffer[]): boolean {
+    const signature = JSON.stringify(live, (_k, v) => (typeof v === 'bigint' ? v.toString() : v))
+    if (signature === this.liveSignature) return false
+    this.liveSignature = signature
+    const next = new Map([...this.seed].map(([id, offers]) => [id, [...offers]]))
+    for (const l of live) {
+      const offers = next.get(l.model)
+      if (!offers) continue
+      const address = checksumAddress(l.address)
+      const key = `${address}|${l.model}`
+      const at = offers.findIndex((o) => o.key === key)
+      const offer: Offer = {
+        key,
+        modelId: l.model,
+        provider: address,
+        upstream: this.liveUpstream(l.baseUrl, l.apiKey),
+        upstreamModel: l.upstreamModel,
+        prices: { input: l.inputPrice, output: l.outputPrice },
+        maxConcurrency: l.maxConcurrency,
+        fingerprint: `${l.bundle}:${l.profile}`,
+        managed: false,
+        payeeId: l.accountId,
+      }
+      if (at >= 0) offers[at] = offer
+      else offers.push(offer)
+    }
+    for (const [id, offers] of next) this.offers.set(id, offers)
+    return true
+  }
+
+  private liveUpstream(baseUrl: string, apiKey: string | null): Provider {
+    const key = `${baseUrl}\0${apiKey ?? ''}`
+    let upstream = this.liveUpstreams.get(key)
+    if (!upstream) this.liveUpstreams.set(key, (upstream = this.makeUpstream(baseUrl, apiKey ?? undefined)))
+    return upstream
+  }
+
   isCortex(id: string): boolean {
     return id === CORTEX_MODEL_ID && this.cortex !== undefined
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.upstreams.map((u) => u.close()))
+    await Promise.all([...this.upstreams, ...this.liveUpstreams.values()].map((u) => u.close()))
   }
 }
 

@@ -18,6 +18,7 @@ import * as m015 from './migrations/015_requests_in_flight.js'
 import * as m016 from './migrations/016_key_limits.js'
 import * as m017 from './migrations/017_key_spend_limits.js'
 import * as m018 from './migrations/018_ledger_groups.js'
+import * as m019 from './migrations/019_provider_offers.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -39,6 +40,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '016_key_limits': m016,
   '017_key_spend_limits': m017,
   '018_ledger_groups': m018,
+  '019_provider_offers': m019,
 }
 
 /**

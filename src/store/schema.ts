@@ -237,6 +237,8 @@ export interface Database {
   refusal_counts: RefusalCountsTable
   key_rates: KeyRatesTable
   key_holds: KeyHoldsTable
+  provider_endpoints: ProviderEndpointsTable
+  provider_offers: ProviderOffersTable
   requests_in_flight: RequestsInFlightTable
 }
 
@@ -270,4 +272,29 @@ export interface RefusalCountsTable {
   code: string
   minute: bigint
   count: bigint
+}
+
+/** A provider's OpenAI-compatible endpoint; `api_key` is sent upstream and never shown back. */
+export interface ProviderEndpointsTable {
+  id: string
+  account_id: number
+  base_url: string
+  api_key: string | null
+  bundle: string
+  profile: string
+  status: 'live' | 'withdrawn'
+  created_at: bigint
+  updated_at: bigint
+}
+
+/** An endpoint's offer of a model: prices in base units per million tokens. */
+export interface ProviderOffersTable {
+  endpoint_id: string
+  model: string
+  upstream_model: string
+  input_price: bigint
+  output_price: bigint
+  max_concurrency: number
+  status: 'live' | 'paused' | 'withdrawn'
+  updated_at: bigint
 }

@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely'
 import type { Database } from './schema.js'
 import type { Backend, Lock, StoreDialect } from './dialect.js'
 import { AccountRepo } from './accounts.js'
+import { ProviderRepo } from './providers.js'
 import { KeyRepo } from './keys.js'
 import { LedgerRepo } from './ledger/repo.js'
 import { UsageRepo } from './usage.js'
@@ -20,6 +21,7 @@ import type { KeyRatesRepo } from './key-rates.js'
 export class Store {
   readonly accounts: AccountRepo
   readonly keys: KeyRepo
+  readonly providers: ProviderRepo
   readonly ledger: LedgerRepo
   readonly usage: UsageRepo
   readonly settlement: SettlementRepo
@@ -39,6 +41,7 @@ export class Store {
   ) {
     this.accounts = new AccountRepo(db)
     this.keys = new KeyRepo(db, dialect)
+    this.providers = new ProviderRepo(db)
     this.ledger = new LedgerRepo(db, hot, dialect)
     this.usage = new UsageRepo(db, dialect)
     this.settlement = new SettlementRepo(db, dialect)

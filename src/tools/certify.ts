@@ -77,6 +77,36 @@ export async function certify(opts: CertifyOptions): Promise<Certification> {
   }
 }
 
+/**
+ * The probe an endpoint passes before its offers go live: it answers a chat completion plain and streamed and, when the
+ * model has tools, makes a valid tool call plain and streamed. Null when it passes, else why not.
+ */
+export async function probeEndpoint(opts: CertifyOptions & { tools: boolean }): Promise<string | null> {
+  const timeoutMs = opts.timeoutMs ?? 15_000
+  const upstream =
+    opts.upstream ??
+    new OpenAICompatibleProvider(opts.baseUrl, opts.apiKey, {
+      firstByteTimeoutMs: timeoutMs,
+      replyTimeoutMs: timeoutMs,
+      idleTimeoutMs: timeoutMs,
+    })
+  const send: Send = (body, stream) => exchange(upstream, opts.model, body, stream)
+  const hello = { messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 }
+  try {
+    for (const stream of [false, true]) {
+      const x = await send(hello, stream)
+      if (!x.ok) return `it did not answer a ${stream ? 'streamed' : 'plain'} chat completion: ${x.detail}`
+      if (opts.tools) {
+        const call = await toolChoiceProbe(send, 'required', stream)
+        if (!call.passed) return `it made no valid tool call ${stream ? 'streamed' : 'plain'}: ${call.detail}`
+      }
+    }
+    return null
+  } finally {
+    if (!opts.upstream) await upstream.close()
+  }
+}
+
 async function runSuite(send: Send, opts: CertifyOptions): Promise<ProbeResult[]> {
   const results: ProbeResult[] = []
   const run = async (name: string, probe: Promise<ProbeOutcome>) => {
