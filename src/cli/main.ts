@@ -10,6 +10,7 @@ import { usageCommands } from './commands/usage.js'
 import { chainCommands } from './commands/chain.js'
 import { certifyCommand } from './commands/certify.js'
 import { migrateCommand } from './commands/migrate.js'
+import { providerCommands } from './commands/providers.js'
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string }
 const program = new Command()
@@ -27,6 +28,7 @@ usageCommands(program)
 chainCommands(program)
 certifyCommand(program)
 migrateCommand(program)
+providerCommands(program)
 // A usage mistake is one line and a pointer to that command's own help.
 const pointToHelp = (cmd: Command, name: string): void => {
   for (const sub of cmd.commands) {

@@ -1,0 +1,151 @@
+import type { Command } from 'commander'
+import { normalizeWallet, OperationError, requireAccount } from '../../accounts/operations.js'
+import { addEndpoint, offerFields, setOffer } from '../../accounts/provider-offers.js'
+import { formatUsdc } from '../../money/usdc.js'
+import type { Endpoint } from '../../store/providers.js'
+import { action, common, emit, withStore, wholeOption, type CommonOptions } from '../context.js'
+
+interface ProviderOptions extends CommonOptions {
+  wallet: string
+  id?: string
+  endpoint?: string
+  baseUrl?: string
+  apiKeyEnv?: string
+  bundle?: string
+  profile?: string
+  model?: string
+  upstreamModel?: string
+  inputPrice?: string
+  outputPrice?: string
+  maxConcurrency?: string
+}
+
+const view = (e: Endpoint) => ({
+  id: e.id,
+  base_url: e.baseUrl,
+  bundle: e.bundle,
+  profile: e.profile,
+  status: e.status,
+  offers: e.offers.map((o) => ({
+    model: o.model,
+    upstream_model: o.upstreamModel,
+    input_price_per_mtok: formatUsdc(o.inputPrice),
+    output_price_per_mtok: formatUsdc(o.outputPrice),
+    max_concurrency: o.maxConcurrency,
+    status: o.status,
+  })),
+})
+
+const lines = (e: ReturnType<typeof view>) => [
+  `${e.id}  ${e.status.padEnd(9)} ${e.base_url}  (${e.bundle}:${e.profile})`,
+  ...e.offers.map(
+    (o) =>
+      `  ${o.model.padEnd(16)} ${o.status.padEnd(9)} as ${o.upstream_model}: ${o.input_price_per_mtok} in, ` +
+      `${o.output_price_per_mtok} out USDC/Mtok, ${o.max_concurrency} at once`,
+  ),
+]
+
+/** `svc provider endpoint add|list|remove`, `svc provider offer set|pause|resume|withdraw`: for a provider wallet. */
+export function providerCommands(program: Command): void {
+  const provider = program.command('provider').description("a provider wallet's endpoints and offers, live")
+  const endpoint = provider.command('endpoint').description('OpenAI-compatible endpoints of a provider')
+  const offer = provider.command('offer').description('what an endpoint serves, at what price')
+  const wallet = (c: Command) => common(c.requiredOption('--wallet <address>', 'the provider wallet'))
+
+  wallet(endpoint.command('add'))
+    .requiredOption('--base-url <url>', 'its OpenAI-compatible API, ending in /v1')
+    .option('--api-key-env <name>', 'environment variable holding the key it takes (stored, never shown)')
+    .requiredOption('--bundle <name>', 'serving software, for system_fingerprint (e.g. vllm-0.6)')
+    .requiredOption('--profile <name>', 'its configuration, for system_fingerprint')
+    .description('register an endpoint; its offers go live with `svc provider offer set`')
+    .action(
+      action(async (o: ProviderOptions) =>
+        withStore(
+          o,
+          async (store) => {
+            const apiKey = o.apiKeyEnv ? process.env[o.apiKeyEnv] : undefined
+            if (o.apiKeyEnv && !apiKey) throw new OperationError(`${o.apiKeyEnv} is not set`)
+            const { account } = await store.accounts.ensure(normalizeWallet(o.wallet), 'provider', Date.now())
+            const e = { accountId: account.id, baseUrl: o.baseUrl!, bundle: o.bundle!, profile: o.profile! }
+            const id = await addEndpoint(store, { ...e, apiKey: apiKey ?? null, now: Date.now() })
+            emit(o, { id, wallet: account.address, base_url: o.baseUrl }, `${id} (${o.baseUrl})`)
+          },
+          { create: true },
+        ),
+      ),
+    )
+
+  wallet(endpoint.command('list'))
+    .description("a provider's endpoints and their offers")
+    .action(
+      action(async (o: ProviderOptions) =>
+        withStore(o, async (store) => {
+          const a = await requireAccount(store, o.wallet)
+          const data = (await store.providers.endpoints(a.id)).map(view)
+          emit(o, { wallet: a.address, endpoints: data }, data.length ? data.flatMap(lines) : 'no endpoints')
+        }),
+      ),
+    )
+
+  wallet(endpoint.command('remove'))
+    .requiredOption('--id <endpoint_id>', 'from svc provider endpoint list')
+    .description('withdraw an endpoint and its offers (requests in flight finish, charged and paid)')
+    .action(
+      action(async (o: ProviderOptions) =>
+        withStore(o, async (store) => {
+          const a = await requireAccount(store, o.wallet)
+          if (!(await store.providers.withdrawEndpoint(a.id, o.id!, Date.now())))
+            throw new OperationError(`no live endpoint ${o.id} of ${a.address}`)
+          emit(o, { id: o.id, status: 'withdrawn' }, `withdrew ${o.id}`)
+        }),
+      ),
+    )
+
+  wallet(offer.command('set'))
+    .requiredOption('--endpoint <id>', 'the endpoint that serves it')
+    .requiredOption('--model <id>', 'a model of this marketplace (svc/…@…)')
+    .option('--upstream-model <name>', 'the name the endpoint knows it by (default: the model id)')
+    .requiredOption('--input-price <usdc>', 'USDC per million input tokens')
+    .requiredOption('--output-price <usdc>', 'USDC per million output tokens')
+    .option('--max-concurrency <n>', 'requests at once', '64')
+    .description('offer a model at a price, live once the endpoint passes its probe (or reprice it)')
+    .action(
+      action(async (o: ProviderOptions) =>
+        withStore(o, async (store, config) => {
+          const a = await requireAccount(store, o.wallet)
+          const fields = offerFields({
+            model: o.model!,
+            upstreamModel: o.upstreamModel,
+            inputPrice: o.inputPrice!,
+            outputPrice: o.outputPrice!,
+            maxConcurrency: wholeOption('--max-concurrency', o.maxConcurrency!, 4096),
+          })
+          const models = new Map(config.models.map((m) => [m.id, m]))
+          await setOffer(store, { accountId: a.id, endpointId: o.endpoint!, models, now: Date.now() }, fields)
+          emit(o, { endpoint_id: o.endpoint, model: o.model, status: 'live' }, `${o.model} on ${o.endpoint}: live`)
+        }),
+      ),
+    )
+
+  for (const [name, status] of [
+    ['pause', 'paused'],
+    ['resume', 'live'],
+    ['withdraw', 'withdrawn'],
+  ] as const) {
+    wallet(offer.command(name))
+      .requiredOption('--endpoint <id>', 'the endpoint that serves it')
+      .requiredOption('--model <id>', 'the model')
+      .description(`${name} an offer (gateways see it within seconds; requests in flight finish)`)
+      .action(
+        action(async (o: ProviderOptions) =>
+          withStore(o, async (store) => {
+            const a = await requireAccount(store, o.wallet)
+            const at = { endpointId: o.endpoint!, model: o.model! }
+            if (!(await store.providers.setOfferStatus(a.id, at, status, Date.now())))
+              throw new OperationError(`no offer of ${o.model} on a live endpoint ${o.endpoint} of ${a.address}`)
+            emit(o, { endpoint_id: o.endpoint, model: o.model, status }, `${o.model} on ${o.endpoint}: ${status}`)
+          }),
+        ),
+      )
+  }
+}
