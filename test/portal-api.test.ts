@@ -51,6 +51,9 @@ describe('keys', () => {
       revoked: null,
       rpm: null,
       tpm: null,
+      spend_limit: null,
+      limit_reset: null,
+      this_period: null,
     })
     expect(JSON.stringify(list)).not.toContain(k.api_key)
   })

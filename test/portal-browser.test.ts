@@ -4,6 +4,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { chat, startMarket, type Market } from './helpers/market.js'
 import { hasChromium, injectWallet, launchChromium, portalWebRoot, screenshotPath } from './helpers/browser.js'
 import { signIn } from './helpers/portal.js'
+import { SimulatedProvider } from '../src/providers/simulated/server.js'
 
 /** The portal in Chromium: a wallet signs in, makes and uses a key, sees its money and usage; accounts stay apart. */
 describe.skipIf(!hasChromium)('portal in Chromium', () => {
@@ -269,6 +270,46 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
       expect(errors).toEqual([])
     } finally {
       await context.close()
+    }
+  })
+
+  it('lets a new wallet register an endpoint, offer a model that then serves requests, pause it and withdraw it', async () => {
+    const sim = await SimulatedProvider.start()
+    const carol = privateKeyToAccount(generatePrivateKey())
+    const { context, page, errors } = await open()
+    try {
+      await injectWallet(context, carol, CHAIN)
+      await signInWithWallet(page)
+      await page.getByRole('link', { name: 'Provider' }).click()
+      await page.getByText('This wallet serves no model yet').waitFor()
+      await page.getByLabel('Base URL').fill(sim.url)
+      await page.getByLabel('Bundle').fill('vllm-0.7')
+      await page.getByLabel('Profile').fill('sim')
+      await page.getByRole('button', { name: 'Register endpoint' }).click()
+      await page.locator('tr[data-endpoint-id]').waitFor()
+      await page.locator('select[name="model"]').selectOption('svc/atlas@1')
+      await page.getByLabel('Upstream model').fill('atlas')
+      await page.getByLabel('Input USDC/Mtok').fill('0.01')
+      await page.getByLabel('Output USDC/Mtok').fill('0.02')
+      await page.getByRole('button', { name: 'Offer model' }).click()
+      const offer = page.locator('tr.offer', { hasText: 'svc/atlas@1' })
+      await offer.getByText('live').waitFor()
+      await page.screenshot({ path: screenshotPath('portal-8-provider-endpoints'), fullPage: true })
+      const ask = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'who serves?' }], max_tokens: 8 }
+      await expect
+        .poll(async () => (await (await chat(m.url, m.key, ask)).json()).svc.provider, { timeout: 5_000 })
+        .toBe(carol.address)
+      await offer.getByRole('button', { name: /^pause/ }).click()
+      await offer.getByText('paused').waitFor()
+      await expect
+        .poll(async () => (await (await chat(m.url, m.key, ask)).json()).svc.provider, { timeout: 5_000 })
+        .not.toBe(carol.address)
+      await page.getByRole('button', { name: /^Withdraw endpoint/ }).click()
+      await page.locator('tr.revoked[data-endpoint-id]').waitFor()
+      expect(errors).toEqual([])
+    } finally {
+      await context.close()
+      await sim.close()
     }
   })
 })

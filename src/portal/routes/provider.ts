@@ -13,7 +13,7 @@ export function providerRoutes(api: FastifyInstance, ctx: PortalContext): void {
 
   api.get('/provider', async (req, reply) => {
     const account = await accountOf(ctx, sessionOf(req).accountId)
-    if (!isProvider(ctx, account)) {
+    if (!isProvider(ctx, account) && (await store.providers.endpoints(account.id)).length === 0) {
       return sendError(
         reply,
         apiError('feature_not_supported', 'This wallet is not a provider of this marketplace.', {

@@ -160,3 +160,21 @@ export interface ProviderView {
     tx_hash: string | null
   }[]
 }
+
+export interface EndpointOfferView {
+  model: string
+  upstream_model: string
+  input_price_per_mtok: string
+  output_price_per_mtok: string
+  max_concurrency: number
+  status: 'live' | 'paused' | 'withdrawn'
+}
+export interface EndpointView {
+  id: string
+  base_url: string
+  bundle: string
+  profile: string
+  status: 'live' | 'withdrawn'
+  created: number
+  offers: EndpointOfferView[]
+}

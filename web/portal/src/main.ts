@@ -19,11 +19,11 @@ export interface App {
 
 type Page = (app: App, root: HTMLElement) => Promise<void>
 
-const PAGES: Record<string, { title: string; render: Page; providerOnly?: boolean }> = {
+const PAGES: Record<string, { title: string; render: Page }> = {
   keys: { title: 'API keys', render: keysPage },
   wallet: { title: 'Wallet', render: walletPage },
   usage: { title: 'Usage', render: usagePage },
-  provider: { title: 'Provider', render: providerPage, providerOnly: true },
+  provider: { title: 'Provider', render: providerPage },
 }
 
 const root = document.getElementById('app')!
@@ -60,7 +60,7 @@ function shell(config: PortalConfig, session: Session): void {
       else mount(where, notice('error', describe(err)))
     },
   }
-  const visible = Object.entries(PAGES).filter(([, p]) => !p.providerOnly || session.provider)
+  const visible = Object.entries(PAGES)
   const nav = h(
     'nav',
     { 'aria-label': 'Portal sections' },

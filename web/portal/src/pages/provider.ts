@@ -1,11 +1,33 @@
-import { api, type ProviderView } from '../api.js'
+import { api, ApiError, type ProviderView } from '../api.js'
+import { endpointsSection } from './provider-endpoints.js'
 import { h, mount } from '../dom.js'
 import { count, perMtok, usd, when } from '../format.js'
 import type { App } from '../main.js'
 
-/** For provider wallets: offers as routed now, requests served, earned, and payouts settled and pending. */
-export async function providerPage(_app: App, root: HTMLElement): Promise<void> {
-  const p = await api<ProviderView>('GET', '/provider')
+/**
+ * For provider wallets: offers as routed now, requests served, earned, and payouts settled and pending; for every
+ * wallet, its endpoints and offers, to serve models.
+ */
+export async function providerPage(app: App, root: HTMLElement): Promise<void> {
+  const summary = h('div', {})
+  const render = async () => {
+    const p = await api<ProviderView>('GET', '/provider').catch((err: unknown) => {
+      if (err instanceof ApiError && err.status === 404) return null
+      throw err
+    })
+    if (p) mount(summary, ...summaryOf(p))
+    else
+      mount(
+        summary,
+        h('p', { class: 'lead' }, 'This wallet serves no model yet: register an endpoint, then offer a model.'),
+      )
+  }
+  await render()
+  mount(root, summary, await endpointsSection(app, render))
+}
+
+/** What a provider wallet served, earned and was paid, and its offers as routed now. */
+function summaryOf(p: ProviderView): HTMLElement[] {
   const stat = (label: string, value: string, id: string) =>
     h(
       'div',
@@ -13,8 +35,7 @@ export async function providerPage(_app: App, root: HTMLElement): Promise<void> 
       h('div', { class: 'label' }, label),
       h('div', { class: 'amount' }, value),
     )
-  mount(
-    root,
+  return [
     h(
       'div',
       { class: 'figures' },
@@ -25,7 +46,7 @@ export async function providerPage(_app: App, root: HTMLElement): Promise<void> 
     ),
     h('h2', {}, 'Offers'),
     p.offers.length === 0
-      ? h('p', { class: 'muted' }, "This wallet has no offers in the gateway's config.")
+      ? h('p', { class: 'muted' }, 'This wallet has no live offers.')
       : h(
           'table',
           {},
@@ -90,5 +111,5 @@ export async function providerPage(_app: App, root: HTMLElement): Promise<void> 
             ),
           ),
         ),
-  )
+  ]
 }
