@@ -48,6 +48,7 @@ describe.each(STORE_KINDS)('key spend limits in the ledger on %s', (kind) => {
     await store.accounts.approve(user, 10_000n)
     await addKey('key_a', 100n)
     await addKey('key_b', 50_000n)
+    await addKey('key_c', 1_000n)
   })
   afterAll(() => closeFixture(f))
 
@@ -88,5 +89,19 @@ describe.each(STORE_KINDS)('key spend limits in the ledger on %s', (kind) => {
     expect(await capture('d2', 150n)).toBe(true)
     expect(await spendOf('key_b')).toMatchObject({ spent: 150n, held: 0n })
     expect(await store.ledger.audit()).toMatchObject({ unbalanced: [], inconsistent: [] })
+  })
+
+  it("counts a close whose hold was admitted under another reset in the key's current period, wiping nothing", async () => {
+    expect(await hold('c1', 'key_c', 100n, { now: DAY + 10 })).toEqual({ ok: true })
+    expect(await capture('c1', 50n, DAY + 20)).toBe(true)
+    expect(await spendOf('key_c')).toMatchObject({ start: DAY, spent: 50n })
+    expect(await hold('c2', 'key_c', 100n, { now: DAY + 30 })).toEqual({ ok: true })
+    // Made monthly while c2 runs: the month (from 1970-01-01) spent 50 so far.
+    const monthly = { rpm: null, tpm: null, spend: { limit: 1_000n, reset: 'monthly' as const } }
+    expect(await store.keys.setLimits(user, 'key_c', monthly, DAY + 40)).toBe(true)
+    expect(await spendOf('key_c')).toMatchObject({ start: 0, spent: 50n })
+    // c2 closes with the daily reset it was admitted under: its charge adds to the month's spend.
+    expect(await capture('c2', 30n, DAY + 50)).toBe(true)
+    expect(await spendOf('key_c')).toMatchObject({ start: 0, spent: 80n, held: 0n })
   })
 })

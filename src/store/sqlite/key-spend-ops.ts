@@ -33,7 +33,7 @@ export function sqliteKeySpend(raw: BetterSqlite3.Database) {
   return {
     /** Counts the hold against its key's limit; false when the limit does not leave room for it. */
     hold(h: HoldRequest): boolean {
-      return s.hold.run(only(keyValues(h, h.now), 'key', 'amount', 'period')).changes === 1
+      return s.hold.run(only(keyValues(h, h.now), 'key', 'amount', 'period', 'reset')).changes === 1
     },
     /** Takes out a hold `hold` counted, its account having refused it. */
     unhold(h: HoldRequest): void {
@@ -46,7 +46,7 @@ export function sqliteKeySpend(raw: BetterSqlite3.Database) {
     /** Closes a counted hold at `now`, its charge `cost`. */
     close(h: HoldRequest, now: number, cost: bigint): void {
       const v = keyValues(h, now, cost)
-      s.close.run(only(v, 'key', 'amount', 'cost', 'period'))
+      s.close.run(only(v, 'key', 'amount', 'cost', 'period', 'reset'))
       s.unheld.run(only(v, 'owner', 'key', 'amount'))
     },
     /** The refusal of a hold its key's limit left no room for. */
