@@ -24,9 +24,6 @@ export const KEY_CLOSE = `UPDATE api_keys SET period_held = GREATEST(period_held
   period_spent = ${spentIn} + :cost, period_start = ${startAt}
   WHERE id = :key`
 
-/** A hold the key counted that its account then refused, in the same transaction: out again. */
-export const KEY_UNHOLD = `UPDATE api_keys SET period_held = GREATEST(period_held - :amount, 0) WHERE id = :key`
-
 /** The instance's counter of the key's open holds (`key_holds`), as `owner_holds` is the account's. */
 export const KEY_HELD = `INSERT INTO key_holds (owner, key_id, held) VALUES (:owner, :key, :amount)
   ON CONFLICT (owner, key_id) DO UPDATE SET held = key_holds.held + excluded.held`

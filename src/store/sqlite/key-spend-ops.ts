@@ -1,14 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3'
-import {
-  KEY_CLOSE,
-  KEY_HELD,
-  KEY_HOLD,
-  KEY_SPEND_ROW,
-  KEY_UNHELD,
-  KEY_UNHOLD,
-  keyValues,
-  toKeySpend,
-} from '../ledger/key-spend.js'
+import { KEY_CLOSE, KEY_HELD, KEY_HOLD, KEY_SPEND_ROW, KEY_UNHELD, keyValues, toKeySpend } from '../ledger/key-spend.js'
 import type { HoldRequest, HoldResult } from '../ledger/types.js'
 
 /** SQLite names GREATEST `max`. */
@@ -16,13 +7,12 @@ const sqlite = (sql: string) => sql.replaceAll('GREATEST(', 'max(')
 
 /**
  * The spend-limit writes of keys with a limit, as prepared statements a hot-ledger group runs inside its transaction:
- * a hold counted against its key before its account's, taken out again when the account refuses it, and a close.
+ * a hold counted against its key once its account admitted it, and a close.
  */
 export function sqliteKeySpend(raw: BetterSqlite3.Database) {
   const p = (sql: string) => raw.prepare(sqlite(sql))
   const s = {
     hold: p(KEY_HOLD),
-    unhold: p(KEY_UNHOLD),
     close: p(KEY_CLOSE),
     held: p(KEY_HELD),
     unheld: p(KEY_UNHELD),
@@ -34,10 +24,6 @@ export function sqliteKeySpend(raw: BetterSqlite3.Database) {
     /** Counts the hold against its key's limit; false when the limit does not leave room for it. */
     hold(h: HoldRequest): boolean {
       return s.hold.run(only(keyValues(h, h.now), 'key', 'amount', 'period', 'reset')).changes === 1
-    },
-    /** Takes out a hold `hold` counted, its account having refused it. */
-    unhold(h: HoldRequest): void {
-      s.unhold.run(only(keyValues(h, h.now), 'key', 'amount'))
     },
     /** Counts the admitted hold in this instance's counter of the key. */
     held(h: HoldRequest): void {

@@ -89,25 +89,23 @@ export function sqliteLedgerOps(
 
   /**
    * Admits a set of holds on one account, all at once or else one by one (refusing the rest); the holds admitted. A
-   * hold of a key with a spend limit is counted against it first, and out again when the account refuses it.
+   * hold of a key with a spend limit is then counted against its key, and out of the account again when the key has no
+   * room for it (as on Postgres, where the key's write follows the account's).
    */
   const admit = (set: Item<void>[], results: unknown[]): Item<void>[] => {
     const { accountId } = set[0]!.hold
-    const within = set.filter(({ at, hold }) => {
-      if (!hold.spendReset || keys.hold(hold)) return true
-      results[at] = keys.refusal(hold.keyId)
-      return false
-    })
     // A sum past what the store can hold (each hold is within it) could never be covered, and could not be bound.
     const admits = (items: Item<void>[]) => {
       const all = sum(items)
       return all <= MAX_STORED && s.hold.run(all, accountId, all, all).changes === 1
     }
-    const refuse = ({ at, hold }: Item<void>) => {
-      results[at] = refusal(accountId)
-      if (hold.spendReset) keys.unhold(hold)
-    }
-    return within.length === 0 ? [] : wholeOrEach(within, admits, refuse)
+    const held = wholeOrEach(set, admits, ({ at }) => (results[at] = refusal(accountId)))
+    return held.filter(({ at, hold }) => {
+      if (!hold.spendReset || keys.hold(hold)) return true
+      s.releaseAccount.run(hold.amount, accountId)
+      results[at] = keys.refusal(hold.keyId)
+      return false
+    })
   }
 
   /** Admits the group's holds, a set per account at a time, and counts those admitted in this instance's counter. */
