@@ -188,6 +188,8 @@ export class SettlementRepo {
           .where('batch_id', '=', batchId)
           .where('payer_id', 'in', failed)
           .groupBy('payer_id')
+          // Accounts locked in ascending order, as the hot ledger's groups lock theirs: the two cannot deadlock.
+          .orderBy('payer_id')
           .execute()
         for (const o of owed)
           await trx

@@ -58,7 +58,7 @@ BEGIN
   r_closed := array_fill(0, ARRAY[coalesce(array_length(c_accounts, 1), 0)]);
   r_held := array_fill(false, ARRAY[coalesce(array_length(h_accounts, 1), 0)]);
   -- Every account of the group, locked in ascending order before any write, as a statement of one locks its one.
-  PERFORM 1 FROM accounts WHERE id = ANY (c_accounts || h_accounts) ORDER BY id FOR UPDATE;
+  PERFORM 1 FROM accounts WHERE id = ANY (c_accounts || h_accounts) ORDER BY id FOR NO KEY UPDATE;
   FOR v_acct, v_idx, v_amount, v_k IN
     SELECT t.a, array_agg(t.n), sum(t.m), count(*) FROM unnest(c_accounts, c_amounts) WITH ORDINALITY AS t(a, m, n)
     GROUP BY t.a ORDER BY t.a

@@ -54,7 +54,7 @@ const RECORD_PARAMS = (from: number) =>
  */
 const closeSql = (keyCtes = '') => `
 WITH lk AS (
-  SELECT id FROM accounts WHERE id = $2::bigint FOR UPDATE
+  SELECT id FROM accounts WHERE id = $2::bigint FOR NO KEY UPDATE
 ), o AS (
   UPDATE owner_holds SET held = held - $3::bigint, open = open - 1 FROM lk
   WHERE owner = $1::text AND account_id = lk.id AND held >= $3::bigint AND open > 0
@@ -126,7 +126,9 @@ export class PostgresHotLedger implements HotLedger {
     let by: 'held' | 'account' | 'key'
     try {
       by = await this.doubts.on(h, async () => {
-        const r = h.spendReset ? await this.holdCountingKey(h) : (await this.groups.hold(h)) || 'account'
+        const r = h.spendReset
+          ? await this.groups.settled(this.holdCountingKey(h))
+          : (await this.groups.hold(h)) || 'account'
         if (r === true) this.open.add(h)
         return r === true ? 'held' : r
       })
@@ -167,7 +169,7 @@ export class PostgresHotLedger implements HotLedger {
       this.open.remove(h.requestId)
       try {
         // A close of a key-limited hold moves its key's counters too: its own statement.
-        const r = h.spendReset ? await this.closeOne(h, c) : await this.groups.close(h, c)
+        const r = h.spendReset ? await this.groups.settled(this.closeOne(h, c)) : await this.groups.close(h, c)
         this.doubts.closeFailed(h, h.requestId, false)
         return r === 1
       } catch (err) {

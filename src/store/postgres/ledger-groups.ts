@@ -59,7 +59,8 @@ export class LedgerGroups {
     if (this.unsettled > 0) await new Promise<void>((resolve) => this.idle.push(resolve))
   }
 
-  private settled<T>(answer: Promise<T>): Promise<T> {
+  /** Counts an operation run outside the groups (a statement of its own) among those `drained` waits for. */
+  settled<T>(answer: Promise<T>): Promise<T> {
     this.unsettled++
     return answer.finally(() => {
       if (--this.unsettled === 0) for (const done of this.idle.splice(0)) done()
@@ -102,14 +103,18 @@ export class LedgerGroups {
     try {
       r = await this.pool.query({ name: 'svc_ledger_group', text: GROUP, values: groupValues(closes, holds) })
     } catch (err) {
-      if (err instanceof pg.DatabaseError) return void (await Promise.all(group.map((op) => this.alone(op))))
+      if (refused(err)) return void (await Promise.all(group.map((op) => this.alone(op))))
       for (const op of group) op.reject(err)
       return
     }
-    this.committed(group.length, performance.now() - startedAt)
     const { closed, held } = r.rows[0]!
     closes.forEach((op, i) => op.resolve(closed[i] as Closed))
     holds.forEach((op, i) => op.resolve(held[i]!))
+    try {
+      this.committed(group.length, performance.now() - startedAt)
+    } catch {
+      // An observer's failure (metrics) is not the group's: its operations are answered.
+    }
   }
 
   /** One operation through its statement of one. */
@@ -121,6 +126,14 @@ export class LedgerGroups {
       op.reject(err)
     }
   }
+}
+
+/**
+ * Whether the server refused the group, so that it did not commit: an error of the database's own, but not the end
+ * of the session (an administrator's termination, a shutdown: class 57P, or any FATAL), which may come after a commit.
+ */
+function refused(err: unknown): boolean {
+  return err instanceof pg.DatabaseError && err.severity !== 'FATAL' && !err.code?.startsWith('57P')
 }
 
 type Closing = Extract<Op, { kind: 'close' }>
