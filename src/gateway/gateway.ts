@@ -166,8 +166,13 @@ export class Gateway {
 
   /** Routes to the providers' live offers in the store, beside the config's. */
   async readOffers(): Promise<void> {
-    if (this.catalog.applyLive(await this.store.providers.liveOffers())) this.log('offers: the live offers changed')
+    const live = await this.store.providers.liveOffers()
+    const first = !this.offersRead
+    this.offersRead = true
+    if (this.catalog.applyLive(live) && !first) this.log(`offers: the store's live offers changed (${live.length} now)`)
   }
+
+  private offersRead = false
 
   /** The life of a chat request, from its body to its charge. */
   get pipeline(): ChatPipeline {
