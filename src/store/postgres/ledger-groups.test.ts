@@ -90,6 +90,41 @@ describe('ledger groups on postgres', () => {
     expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
   })
 
+  it('leaves a close whose row is already written to that row, in a group, and puts its counts back', async () => {
+    const { store, user, payee, fees } = f!
+    const asked = Array.from({ length: 3 }, (_, i) => ({ ...hold(`d${i}`, user, 5n), owner: 'i3' }))
+    expect((await Promise.all(asked.map((h) => store.ledger.hold(h)))).every((r) => r.ok)).toBe(true)
+    const before = (await store.accounts.byId(user))!
+    // d1's row is there already, as when an earlier close of it committed and its answer was lost.
+    await store.ledger.record(usageRecord('d1', user, 0n))
+    commits.length = 0
+    const closed = await Promise.all(
+      asked.map((h) =>
+        store.ledger.capture({
+          requestId: h.requestId,
+          cost: 2n,
+          payeeId: payee,
+          fee: 0n,
+          feeAccountId: fees,
+          now: 2700,
+          usage: usageRecord(h.requestId, user, 2n),
+        }),
+      ),
+    )
+    expect(closed).toEqual([true, false, true])
+    expect(Math.max(...commits)).toBeGreaterThan(1)
+    // Charged twice, not three times; d1's hold stays counted (its earlier close, here none, would have taken it).
+    expect(await store.accounts.byId(user)).toMatchObject({ balance: before.balance - 4n, held: before.held - 10n })
+    const counter = await store.db
+      .selectFrom('owner_holds')
+      .select(['held', 'open'])
+      .where('owner', '=', 'i3')
+      .executeTakeFirstOrThrow()
+    expect({ held: BigInt(counter.held), open: Number(counter.open) }).toEqual({ held: 5n, open: 1 })
+    expect((await store.usage.get(user, 'd1'))!.cost).toBe(0n)
+    expect(await store.ledger.releaseOwnedBy(['i3'], 2800)).toBe(1)
+  })
+
   it('runs each operation of a group the server refused alone: only the bad one fails', async () => {
     const { store, user, payee, fees } = f!
     const asked = Array.from({ length: 8 }, (_, i) => hold(`b${i}`, user, 1n))
