@@ -5,17 +5,12 @@ import { join } from 'node:path'
 import { SimulatedProvider } from '../src/providers/simulated/server.js'
 import { openStore } from '../src/store/open.js'
 import { depositTo, issueKey, openAccount } from '../src/accounts/operations.js'
-import { marketConfig, addressOf, type Market } from './helpers/market.js'
+import { chat, marketConfig, addressOf, type Market } from './helpers/market.js'
 import { checkInvariants } from './helpers/money.js'
 import { daemon, type Daemon, LISTENING, listeningLine } from './helpers/cli.js'
 import { dropSchema, freshStoreUrl, postgresReachable } from './helpers/stores.js'
 
-const ask = (url: string, key: string, body: unknown) =>
-  fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  })
+const ask = chat
 
 const body = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'tell a long story' }], max_tokens: 60 }
 

@@ -7,19 +7,14 @@ import { openStore } from '../src/store/open.js'
 import type { Store } from '../src/store/store.js'
 import { depositTo, issueKey, openAccount } from '../src/accounts/operations.js'
 import { formatUsdc } from '../src/money/usdc.js'
-import { marketConfig, addressOf, type Market } from './helpers/market.js'
+import { chat, marketConfig, addressOf, type Market } from './helpers/market.js'
 import { checkInvariants, maxCostFor } from './helpers/money.js'
 import { daemon, type Daemon, LISTENING, listeningLine } from './helpers/cli.js'
 import { dropSchema, freshStoreUrl, postgresReachable, type StoreKind } from './helpers/stores.js'
 
 type Sims = Market['sims']
 
-const ask = (url: string, key: string, body: unknown) =>
-  fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  })
+const ask = chat
 
 const N = 6
 const body = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'spend the key' }], max_tokens: 40 }

@@ -1,7 +1,7 @@
 import type { ModelConfig } from '../config-schema.js'
 import type { Store } from '../store/store.js'
-import type { OfferFields } from '../store/providers.js'
-import { parseUsdc } from '../money/usdc.js'
+import type { Endpoint, OfferFields } from '../store/providers.js'
+import { formatUsdc, parseUsdc } from '../money/usdc.js'
 import { probeEndpoint } from '../tools/certify.js'
 import { OperationError } from './operations.js'
 
@@ -86,4 +86,23 @@ export async function setOffer(
   if (why) throw new OperationError(`the endpoint ${endpoint.baseUrl} failed its probe for ${offer.model}: ${why}`)
   if (!(await store.providers.setOffer(at.accountId, at.endpointId, offer, at.now)))
     throw new OperationError(`no live endpoint ${at.endpointId} of this wallet`)
+}
+
+/** An endpoint and its offers as the portal's API and `svc provider --json` show them (never its API key). */
+export function endpointView(e: Endpoint) {
+  return {
+    id: e.id,
+    base_url: e.baseUrl,
+    bundle: e.bundle,
+    profile: e.profile,
+    status: e.status,
+    offers: e.offers.map((o) => ({
+      model: o.model,
+      upstream_model: o.upstreamModel,
+      input_price_per_mtok: formatUsdc(o.inputPrice),
+      output_price_per_mtok: formatUsdc(o.outputPrice),
+      max_concurrency: o.maxConcurrency,
+      status: o.status,
+    })),
+  }
 }

@@ -55,14 +55,7 @@ export class CertifyError extends Error {}
 
 /** Runs the probe suite against an OpenAI-compatible upstream and derives the tool_contract it earned. */
 export async function certify(opts: CertifyOptions): Promise<Certification> {
-  const timeoutMs = opts.timeoutMs ?? 60_000
-  const upstream =
-    opts.upstream ??
-    new OpenAICompatibleProvider(opts.baseUrl, opts.apiKey, {
-      firstByteTimeoutMs: timeoutMs,
-      replyTimeoutMs: timeoutMs,
-      idleTimeoutMs: timeoutMs,
-    })
+  const upstream = upstreamOf(opts, 60_000)
   const send: Send = (body, stream) => exchange(upstream, opts.model, body, stream)
   try {
     const hello = await send({ messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 }, false)
@@ -82,14 +75,7 @@ export async function certify(opts: CertifyOptions): Promise<Certification> {
  * model has tools, makes a valid tool call plain and streamed. Null when it passes, else why not.
  */
 export async function probeEndpoint(opts: CertifyOptions & { tools: boolean }): Promise<string | null> {
-  const timeoutMs = opts.timeoutMs ?? 15_000
-  const upstream =
-    opts.upstream ??
-    new OpenAICompatibleProvider(opts.baseUrl, opts.apiKey, {
-      firstByteTimeoutMs: timeoutMs,
-      replyTimeoutMs: timeoutMs,
-      idleTimeoutMs: timeoutMs,
-    })
+  const upstream = upstreamOf(opts, 15_000)
   const send: Send = (body, stream) => exchange(upstream, opts.model, body, stream)
   const hello = { messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 }
   try {
@@ -105,6 +91,17 @@ export async function probeEndpoint(opts: CertifyOptions & { tools: boolean }): 
   } finally {
     if (!opts.upstream) await upstream.close()
   }
+}
+
+/** The upstream under test: the injected one, or the gateway's own adapter with every timeout `opts.timeoutMs`. */
+function upstreamOf(opts: CertifyOptions, defaultTimeoutMs: number): Provider {
+  const timeoutMs = opts.timeoutMs ?? defaultTimeoutMs
+  if (opts.upstream) return opts.upstream
+  return new OpenAICompatibleProvider(opts.baseUrl, opts.apiKey, {
+    firstByteTimeoutMs: timeoutMs,
+    replyTimeoutMs: timeoutMs,
+    idleTimeoutMs: timeoutMs,
+  })
 }
 
 async function runSuite(send: Send, opts: CertifyOptions): Promise<ProbeResult[]> {

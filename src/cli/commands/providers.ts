@@ -1,8 +1,6 @@
 import type { Command } from 'commander'
 import { normalizeWallet, OperationError, requireAccount } from '../../accounts/operations.js'
-import { addEndpoint, offerFields, setOffer } from '../../accounts/provider-offers.js'
-import { formatUsdc } from '../../money/usdc.js'
-import type { Endpoint } from '../../store/providers.js'
+import { addEndpoint, endpointView, offerFields, setOffer } from '../../accounts/provider-offers.js'
 import { action, common, emit, withStore, wholeOption, type CommonOptions } from '../context.js'
 
 interface ProviderOptions extends CommonOptions {
@@ -20,21 +18,7 @@ interface ProviderOptions extends CommonOptions {
   maxConcurrency?: string
 }
 
-const view = (e: Endpoint) => ({
-  id: e.id,
-  base_url: e.baseUrl,
-  bundle: e.bundle,
-  profile: e.profile,
-  status: e.status,
-  offers: e.offers.map((o) => ({
-    model: o.model,
-    upstream_model: o.upstreamModel,
-    input_price_per_mtok: formatUsdc(o.inputPrice),
-    output_price_per_mtok: formatUsdc(o.outputPrice),
-    max_concurrency: o.maxConcurrency,
-    status: o.status,
-  })),
-})
+const view = endpointView
 
 const lines = (e: ReturnType<typeof view>) => [
   `${e.id}  ${e.status.padEnd(9)} ${e.base_url}  (${e.bundle}:${e.profile})`,

@@ -2,8 +2,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import { apiError } from '../../protocol/errors.js'
 import { sendError } from '../../api/errors.js'
 import { OperationError } from '../../accounts/operations.js'
-import { addEndpoint, offerFields, setOffer } from '../../accounts/provider-offers.js'
-import { formatUsdc } from '../../money/usdc.js'
+import { addEndpoint, endpointView, offerFields, setOffer } from '../../accounts/provider-offers.js'
 import type { Endpoint } from '../../store/providers.js'
 import { sessionOf } from '../guard.js'
 import { seconds, type PortalContext } from '../context.js'
@@ -12,24 +11,8 @@ type Body = Record<string, unknown> | undefined
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined)
 
-function endpointView(e: Endpoint) {
-  return {
-    object: 'endpoint',
-    id: e.id,
-    base_url: e.baseUrl,
-    bundle: e.bundle,
-    profile: e.profile,
-    status: e.status,
-    created: seconds(e.createdAt),
-    offers: e.offers.map((o) => ({
-      model: o.model,
-      upstream_model: o.upstreamModel,
-      input_price_per_mtok: formatUsdc(o.inputPrice),
-      output_price_per_mtok: formatUsdc(o.outputPrice),
-      max_concurrency: o.maxConcurrency,
-      status: o.status,
-    })),
-  }
+function endpointJson(e: Endpoint) {
+  return { object: 'endpoint', ...endpointView(e), created: seconds(e.createdAt) }
 }
 
 /** Runs an operation, answering its OperationError as 400 feature_not_supported with its words. */
@@ -53,7 +36,7 @@ const noEndpoint = (id: string) =>
  */
 export function providerOfferRoutes(api: FastifyInstance, ctx: PortalContext): void {
   const { store, now } = ctx
-  const list = async (accountId: number) => (await store.providers.endpoints(accountId)).map(endpointView)
+  const list = async (accountId: number) => (await store.providers.endpoints(accountId)).map(endpointJson)
 
   api.get('/provider/endpoints', async (req) => ({ object: 'list', data: await list(sessionOf(req).accountId) }))
 

@@ -26,8 +26,19 @@ describe('ledger groups on postgres', () => {
     expiresAt: 90_000,
   })
 
+  const capture = (h: HoldRequest, cost: bigint, now: number, usage = usageRecord(h.requestId, h.accountId, cost)) =>
+    f!.store.ledger.capture({
+      requestId: h.requestId,
+      cost,
+      payeeId: f!.payee,
+      fee: 0n,
+      feeAccountId: f!.fees,
+      now,
+      usage,
+    })
+
   it('admits exactly what one account can pay of holds at once, and captures them exactly, in groups', async () => {
-    const { store, user, other, payee, fees } = f!
+    const { store, user, other } = f!
     for (const id of [user, other]) {
       await store.accounts.deposit({ id, amount: 200n, ref: `dep_${id}`, now: 1000 })
       await store.accounts.approve(id, 200n)
@@ -42,19 +53,7 @@ describe('ledger groups on postgres', () => {
     expect(Math.max(...commits)).toBeGreaterThan(1)
     expect((await store.accounts.byId(user))!.held).toBe(200n)
     // Their captures at once: each charged once, the rest of its hold released.
-    const captured = await Promise.all(
-      admitted.map((h, i) =>
-        store.ledger.capture({
-          requestId: h.requestId,
-          cost: BigInt(i % 7),
-          payeeId: payee,
-          fee: 0n,
-          feeAccountId: fees,
-          now: 2000,
-          usage: usageRecord(h.requestId, h.accountId, BigInt(i % 7)),
-        }),
-      ),
-    )
+    const captured = await Promise.all(admitted.map((h, i) => capture(h, BigInt(i % 7), 2000)))
     expect(captured.every(Boolean)).toBe(true)
     const charged = (accountId: number) =>
       admitted.reduce((sum, h, i) => sum + (h.accountId === accountId ? BigInt(i % 7) : 0n), 0n)
@@ -64,25 +63,13 @@ describe('ledger groups on postgres', () => {
   })
 
   it('writes as swept, in a group, the closes of holds a sweep released first', async () => {
-    const { store, other, payee, fees } = f!
+    const { store, other } = f!
     const asked = Array.from({ length: 6 }, (_, i) => ({ ...hold(`s${i}`, other, 1n), owner: 'i2' }))
     expect((await Promise.all(asked.map((h) => store.ledger.hold(h)))).every((r) => r.ok)).toBe(true)
     // Taken for dead: its counter on the account is released and marked dead.
     expect(await store.ledger.releaseOwnedBy(['i2'], 2500)).toBe(6)
     commits.length = 0
-    const closed = await Promise.all(
-      asked.map((h) =>
-        store.ledger.capture({
-          requestId: h.requestId,
-          cost: 1n,
-          payeeId: payee,
-          fee: 0n,
-          feeAccountId: fees,
-          now: 2600,
-          usage: usageRecord(h.requestId, other, 1n),
-        }),
-      ),
-    )
+    const closed = await Promise.all(asked.map((h) => capture(h, 1n, 2600)))
     expect(closed).toEqual(asked.map(() => false))
     expect(Math.max(...commits)).toBeGreaterThan(1)
     for (const h of asked)
@@ -91,26 +78,14 @@ describe('ledger groups on postgres', () => {
   })
 
   it('leaves a close whose row is already written to that row, in a group, and puts its counts back', async () => {
-    const { store, user, payee, fees } = f!
+    const { store, user } = f!
     const asked = Array.from({ length: 3 }, (_, i) => ({ ...hold(`d${i}`, user, 5n), owner: 'i3' }))
     expect((await Promise.all(asked.map((h) => store.ledger.hold(h)))).every((r) => r.ok)).toBe(true)
     const before = (await store.accounts.byId(user))!
     // d1's row is there already, as when an earlier close of it committed and its answer was lost.
     await store.ledger.record(usageRecord('d1', user, 0n))
     commits.length = 0
-    const closed = await Promise.all(
-      asked.map((h) =>
-        store.ledger.capture({
-          requestId: h.requestId,
-          cost: 2n,
-          payeeId: payee,
-          fee: 0n,
-          feeAccountId: fees,
-          now: 2700,
-          usage: usageRecord(h.requestId, user, 2n),
-        }),
-      ),
-    )
+    const closed = await Promise.all(asked.map((h) => capture(h, 2n, 2700)))
     expect(closed).toEqual([true, false, true])
     expect(Math.max(...commits)).toBeGreaterThan(1)
     // Charged twice, not three times; d1's hold stays counted (its earlier close, here none, would have taken it).
@@ -126,19 +101,14 @@ describe('ledger groups on postgres', () => {
   })
 
   it('runs each operation of a group the server refused alone: only the bad one fails', async () => {
-    const { store, user, payee, fees } = f!
+    const { store, user } = f!
     const asked = Array.from({ length: 8 }, (_, i) => hold(`b${i}`, user, 1n))
     expect((await Promise.all(asked.map((h) => store.ledger.hold(h)))).every((r) => r.ok)).toBe(true)
     // A model name Postgres cannot store (a NUL byte) fails its row, in a group and alone.
     const closes = asked.map((h, i) =>
-      store.ledger.capture({
-        requestId: h.requestId,
-        cost: 1n,
-        payeeId: payee,
-        fee: 0n,
-        feeAccountId: fees,
-        now: 3000,
-        usage: { ...usageRecord(h.requestId, user, 1n), ...(i === 3 ? { servedModel: 'bad\u0000model' } : {}) },
+      capture(h, 1n, 3000, {
+        ...usageRecord(h.requestId, user, 1n),
+        ...(i === 3 ? { servedModel: 'bad\u0000model' } : {}),
       }),
     )
     const settled = await Promise.allSettled(closes)
