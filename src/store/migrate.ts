@@ -16,6 +16,7 @@ import * as m013 from './migrations/013_idempotency.js'
 import * as m014 from './migrations/014_refusal_counts.js'
 import * as m015 from './migrations/015_requests_in_flight.js'
 import * as m016 from './migrations/016_key_limits.js'
+import * as m017 from './migrations/017_kept_responses.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -35,6 +36,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '014_refusal_counts': m014,
   '015_requests_in_flight': m015,
   '016_key_limits': m016,
+  '017_kept_responses': m017,
 }
 
 /** Migrates to the latest schema, or only as far as `through` (a migration's name: tests that build an older store). */
