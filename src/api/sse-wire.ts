@@ -23,7 +23,7 @@ export class SseWire {
   private keepAlive: NodeJS.Timeout | undefined
 
   protected readonly reply: FastifyReply
-  private readonly requestId: string
+  protected readonly requestId: string
   /** Longest `drained()` waits before the client is taken as gone (its connection is closed). */
   private readonly stallTimeoutMs: number
 

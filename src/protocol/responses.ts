@@ -20,7 +20,9 @@ export const ResponsesRequest = Type.Object({
   temperature: Nullable(Type.Number({ minimum: 0, maximum: 2 })),
   top_p: Nullable(Type.Number({ minimum: 0, maximum: 1 })),
   tools: Nullable(Type.Array(Tool, { maxItems: 128 })),
-  tool_choice: Nullable(Type.Union([Type.String(), Type.Object({ type: Type.String() }, { additionalProperties: true })])),
+  tool_choice: Nullable(
+    Type.Union([Type.String(), Type.Object({ type: Type.String() }, { additionalProperties: true })]),
+  ),
   parallel_tool_calls: Nullable(Type.Boolean()),
   stream: Nullable(Type.Boolean()),
   text: Nullable(Type.Object({ format: Type.Optional(Item) }, { additionalProperties: true })),

@@ -52,7 +52,12 @@ export class ResponseMemory {
   }
 
   /** Keeps a delivered response: its conversation (without instructions) and output under their ids. */
-  async keep(keyId: string, requestId: string, conversation: readonly InputItem[], output: OutputItem[]): Promise<void> {
+  async keep(
+    keyId: string,
+    requestId: string,
+    conversation: readonly InputItem[],
+    output: OutputItem[],
+  ): Promise<void> {
     const outputs = output.map(inputOf)
     const entries: KeptEntry[] = [{ id: responseId(requestId), body: JSON.stringify([...conversation, ...outputs]) }]
     output.forEach((item, i) => entries.push({ id: item.id, body: JSON.stringify(outputs[i]) }))

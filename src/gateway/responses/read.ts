@@ -36,7 +36,8 @@ export async function readResponses(
   }
   const r = body
   const sent: { item: SentItem; origin: string }[] = []
-  if (typeof r.input === 'string') sent.push({ item: { type: 'message', role: 'user', content: r.input }, origin: 'input' })
+  if (typeof r.input === 'string')
+    sent.push({ item: { type: 'message', role: 'user', content: r.input }, origin: 'input' })
   else
     for (const [i, raw] of r.input.entries()) {
       const item = readItem(raw, `input[${i}]`)
