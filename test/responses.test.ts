@@ -163,6 +163,26 @@ describe('what the Responses API refuses', () => {
     expect(ref.headers.get('x-request-id')).toMatch(/^req_/)
   })
 
+  it('metadata as chat completions bound it, naming the field', async () => {
+    const many = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v']))
+    const err = await refusal(client.responses.create({ model: 'svc/atlas@1', input: 'hi', metadata: many }))
+    expect(err).toMatchObject({ status: 400, code: 'feature_not_supported', param: 'metadata' })
+  })
+
+  it("references past one statement's reach are all resolved", async () => {
+    const kept = await client.responses.create({ model: 'svc/atlas@1', input: 'hi', max_output_tokens: 3 })
+    const ref = { type: 'item_reference' as const, id: kept.output[0]!.id! }
+    const r = await client.responses.create({
+      model: 'svc/atlas@1',
+      input: [...Array.from({ length: 600 }, () => ref), { role: 'user', content: 'and?' }],
+      max_output_tokens: 3,
+    })
+    expect(r.status).toBe('incomplete')
+    const sent = m.sims.atlasCheap.requests.at(-1)!.messages as { role: string; content: string }[]
+    expect(sent).toHaveLength(601)
+    expect(sent[599]).toEqual({ role: 'assistant', content: kept.output_text })
+  })
+
   it('kept items are per key: another key of the same account cannot read them', async () => {
     const kept = await client.responses.create({ model: 'svc/atlas@1', input: 'hi' })
     const { issueKey } = await import('../src/accounts/operations.js')

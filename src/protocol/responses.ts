@@ -26,7 +26,8 @@ export const ResponsesRequest = Type.Object({
   parallel_tool_calls: Nullable(Type.Boolean()),
   stream: Nullable(Type.Boolean()),
   text: Nullable(Type.Object({ format: Type.Optional(Item) }, { additionalProperties: true })),
-  metadata: Nullable(Type.Record(Type.String(), Type.String())),
+  // Checked as the chat request's metadata, which bounds its pairs before its schema reads them.
+  metadata: Nullable(Type.Object({}, { additionalProperties: true })),
   store: Nullable(Type.Boolean()),
   user: Nullable(Type.String()),
 })

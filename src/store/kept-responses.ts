@@ -4,6 +4,9 @@ import type { Database } from './schema.js'
 /** How long a response's conversation and output items are kept for `previous_response_id` and `item_reference`. */
 export const RESPONSE_RETENTION_MS = 24 * 60 * 60 * 1000
 
+/** Ids read in one statement. */
+const READ_SLICE = 500
+
 /** One kept entry: a response's conversation under its id, or an output item under its id; `body` is its JSON. */
 export interface KeptEntry {
   id: string
@@ -28,15 +31,17 @@ export class KeptResponseRepo {
   /** The bodies of the key's entries among `ids` still within their retention, by id. */
   async read(keyId: string, ids: string[], now: number): Promise<Map<string, string>> {
     const found = new Map<string, string>()
-    if (ids.length === 0) return found
-    const rows = await this.db
-      .selectFrom('kept_responses')
-      .select(['item_id', 'body'])
-      .where('key_id', '=', keyId)
-      .where('item_id', 'in', ids)
-      .where('created_at', '>=', BigInt(now - RESPONSE_RETENTION_MS))
-      .execute()
-    for (const r of rows) found.set(r.item_id, r.body)
+    // In slices: a long conversation's references stay within what one statement may bind.
+    for (let i = 0; i < ids.length; i += READ_SLICE) {
+      const rows = await this.db
+        .selectFrom('kept_responses')
+        .select(['item_id', 'body'])
+        .where('key_id', '=', keyId)
+        .where('item_id', 'in', ids.slice(i, i + READ_SLICE))
+        .where('created_at', '>=', BigInt(now - RESPONSE_RETENTION_MS))
+        .execute()
+      for (const r of rows) found.set(r.item_id, r.body)
+    }
     return found
   }
 

@@ -65,7 +65,7 @@ export function echoOf(r: ResponsesRequest): ResponseEcho {
     text: { format: r.text?.format ?? { type: 'text' } },
     tool_choice: r.tool_choice ?? 'auto',
     tools: r.tools ?? [],
-    metadata: r.metadata ?? {},
+    metadata: (r.metadata ?? {}) as Record<string, string>,
     store: r.store !== false,
   }
 }
