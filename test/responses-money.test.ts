@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import OpenAI from 'openai'
+import { createOpenAI } from '@ai-sdk/openai'
+import { streamText } from 'ai'
 import { parseUsdc } from '../src/money/usdc.js'
 import { chat, P, startMarket, type Market } from './helpers/market.js'
 import { resetSims, snapshot, WEATHER, WEATHER_ARGS } from './helpers/tools.js'
@@ -162,6 +164,21 @@ describe('a stream that fails', () => {
     expect((await snapshot(m)).balance).toBe(before.balance)
     const [usage] = await m.store.usage.list(m.accountId, { limit: 1 })
     expect(usage).toMatchObject({ outcome: 'stream_interrupted', cost: 0n })
+  })
+
+  it('read by the openai SDK stream helper (no unknown event) and the AI SDK: failed, not finished', async () => {
+    m.sims.atlasCheap.setFault({ kind: 'break-after', chunks: 2 })
+    const stream = client.responses.stream({ model: 'svc/atlas@1', input: 'Tell me a story' })
+    const types: string[] = []
+    for await (const e of stream) types.push(e.type)
+    const final = await stream.finalResponse()
+    expect(types.at(-1)).toBe('response.failed')
+    expect(final.status).toBe('failed')
+    expect(final.error).toMatchObject({ code: 'stream_interrupted' })
+    const openai = createOpenAI({ baseURL: `${m.url}/v1`, apiKey: m.key })
+    const r = streamText({ model: openai('svc/atlas@1'), prompt: 'Tell me a story' })
+    expect(await r.finishReason).not.toBe('stop')
+    expect(await r.text).toBe(final.output_text)
   })
 
   it('an invalid tool call from every provider: provider_output_invalid, as chat completions answer it', async () => {
