@@ -191,3 +191,35 @@ describe('a stream that fails', () => {
     expect((await res.json()).error).toMatchObject({ code: 'provider_output_invalid', type: 'api_error' })
   })
 })
+
+describe('keeping for 24 hours', () => {
+  it('a kept response is found within its retention, refused past it, and deleted by the sweep', async () => {
+    let offset = 0
+    const mk = await startMarket({ now: () => Date.now() + offset })
+    try {
+      const c = new OpenAI({ baseURL: `${mk.url}/v1`, apiKey: mk.key, maxRetries: 0 })
+      const first = await c.responses.create({ model: 'svc/atlas@1', input: 'hi', max_output_tokens: 5 })
+      offset = 23 * 3_600_000
+      await mk.server.gateway.lifecycle.sweep()
+      const next = await c.responses.create({ model: 'svc/atlas@1', previous_response_id: first.id, input: 'more' })
+      expect(next.previous_response_id).toBe(first.id)
+      offset = 25 * 3_600_000
+      const late = await c.responses
+        .create({ model: 'svc/atlas@1', previous_response_id: first.id, input: 'more' })
+        .catch((e) => e)
+      expect(late).toMatchObject({ status: 400, param: 'previous_response_id' })
+      await mk.server.gateway.lifecycle.sweep()
+      // Read at the time they were kept, the first response's rows are gone; the second's, 2 hours old, stay.
+      const ids = [first.id, first.output[0]!.id!, next.id]
+      const kept = await mk.store.keptResponses.read(await keyIdOf(mk), ids, Date.now())
+      expect([...kept.keys()]).toEqual([next.id])
+    } finally {
+      await mk.close()
+    }
+  })
+})
+
+async function keyIdOf(mk: Market): Promise<string> {
+  const [u] = await mk.store.usage.list(mk.accountId, { limit: 1 })
+  return u!.keyId
+}
