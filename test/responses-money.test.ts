@@ -137,6 +137,19 @@ describe('one request life for both APIs', () => {
     expect(b).toEqual(a)
     expect(a.object).toBe('response')
     expect(before.balance - (await snapshot(m)).balance).toBe(parseUsdc(a.svc.cost_usdc))
+    // The same key on chat completions is another request's body: refused, never a replay of the response.
+    const chatRetry = await chat(
+      m.url,
+      m.key,
+      { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'once' }] },
+      {
+        'idempotency-key': 'resp-once',
+      },
+    )
+    expect(chatRetry.status).toBe(409)
+    // And a Responses body that differs only in what the chat request does not carry (store) is another body too.
+    const stored = await responses({ ...body, store: false }, { 'idempotency-key': 'resp-once' })
+    expect(stored.status).toBe(409)
   })
 })
 

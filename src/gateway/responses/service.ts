@@ -42,8 +42,8 @@ export class ResponsesService {
     const result: ResponsesResult = await this.pipeline.chat({
       ...call,
       body: read.chat,
-      // Apart from chat completions' keys: a retry of one API never replays the other's reply.
-      ...(call.idempotencyKey !== undefined ? { idempotencyKey: `responses:${call.idempotencyKey}` } : {}),
+      // A retry repeats the Responses body: the same key on chat completions is another body, never a replay.
+      keyedBody: call.body,
       openStream: (r) => call.openStream(r, got),
     })
     const refusal = result.kind === 'refused' ? result : result.kind === 'finished' ? result.finished : undefined
