@@ -13,6 +13,7 @@ import { boundConnections } from './connection-slots.js'
 import { observeRequests } from './observe.js'
 import { healthRoutes } from './routes/health.js'
 import { chatRoutes } from './routes/chat.js'
+import { responsesRoutes } from './routes/responses.js'
 import { internalError } from '../gateway/pipeline.js'
 import { modelRoutes } from './routes/models.js'
 import { usageRoutes } from './routes/usage.js'
@@ -158,7 +159,9 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   const { maxRequestsPerAccount: perAccount, maxBodyBytesInFlight: bodyBytes } = gw.tuning
   const intake = new Intake({ perAccount, bodyBytes, bodyLimit: BODY_LIMIT })
   modelRoutes(app, gw, gw.now)
-  chatRoutes(app, { pipeline: gw.pipeline, tuning: gw.tuning, keyCheck: keyCheck(gw.keys, intake), intake })
+  const chatKeyCheck = keyCheck(gw.keys, intake)
+  chatRoutes(app, { pipeline: gw.pipeline, tuning: gw.tuning, keyCheck: chatKeyCheck, intake })
+  responsesRoutes(app, { responses: gw.responses, tuning: gw.tuning, keyCheck: chatKeyCheck, intake })
   const keyLimits = (accountId: number) => keyLimitsOf(gw.store.keys, gw.rates, accountId, gw.now())
   usageRoutes(app, { usage: gw.usage, keyLimits }, keyCheck(gw.keys))
   for (const plugin of plugins) await plugin(app, gw)

@@ -1,10 +1,8 @@
-import type { OutgoingHttpHeaders } from 'node:http'
-import type { FastifyReply } from 'fastify'
 import type { FinishReason, ReplySvc, ToolCall, Usage } from '../protocol/chat.js'
 import { ERROR_TABLE, type ErrorCode } from '../protocol/errors.js'
 import type { Offer } from '../routing/catalog.js'
 import type { Produced, StreamSink } from '../routing/failover.js'
-import type { Cancel } from '../providers/cancel.js'
+import { SseWire, type SseWireOptions } from './sse-wire.js'
 
 export interface ChunkIdentity {
   id: string
@@ -12,21 +10,14 @@ export interface ChunkIdentity {
   model: string
 }
 
-/** What a stream's reply is built from: its response, its chunks' identity, and its timing. */
-export interface SseReplyOptions {
-  reply: FastifyReply
+/** What a stream's reply is built from: its wire, its chunks' identity, and the fingerprint of who serves. */
+export interface SseReplyOptions extends SseWireOptions {
   identity: ChunkIdentity
-  requestId: string
   /** The system_fingerprint of the offer that serves. */
   fingerprint: (offer: Offer) => string
-  keepAliveMs: number
-  stallTimeoutMs: number
-  /** Told when the stream's first byte goes out. */
-  onFirstByte?: () => void
 }
 
 export const DONE = 'data: [DONE]\n\n'
-export const KEEP_ALIVE = ': keep-alive\n\n'
 
 /**
  * Whether `text` is ASCII with nothing JSON escapes (no control character, quote or backslash): its JSON string is
@@ -111,42 +102,20 @@ export class ChunkEncoder {
   }
 }
 
-/**
- * A streamed reply on the wire. Headers go out when the reply commits to an offer (its first content) or
- * when a keep-alive is due, so that failures before that can still be plain HTTP errors.
- */
-export class SseReply implements StreamSink {
+/** A streamed chat completion: chunks of the one encoder, the role chunk when the reply commits to an offer. */
+export class SseReply extends SseWire implements StreamSink {
   readonly encoder: ChunkEncoder
   private committedTo: Offer | undefined
-  private started = false
-  private keepAlive: NodeJS.Timeout | undefined
-
-  private readonly reply: FastifyReply
-  private readonly requestId: string
   private readonly fingerprintOf: (offer: Offer) => string
-  /** Longest `drained()` waits before the client is taken as gone (its connection is closed). */
-  private readonly stallTimeoutMs: number
 
-  private readonly onFirstByte: (() => void) | undefined
-
-  constructor({ reply, identity, requestId, fingerprint, keepAliveMs, stallTimeoutMs, onFirstByte }: SseReplyOptions) {
-    this.reply = reply
-    this.onFirstByte = onFirstByte
-    this.requestId = requestId
-    this.fingerprintOf = fingerprint
-    this.stallTimeoutMs = stallTimeoutMs
-    this.encoder = new ChunkEncoder(identity)
-    this.keepAlive = setInterval(() => this.write(KEEP_ALIVE, true), keepAliveMs)
-    this.keepAlive.unref()
+  constructor(options: SseReplyOptions) {
+    super(options)
+    this.fingerprintOf = options.fingerprint
+    this.encoder = new ChunkEncoder(options.identity)
   }
 
   get committed(): boolean {
     return this.committedTo !== undefined
-  }
-
-  /** Whether the status line went out: after that, errors can only be chunks. */
-  get headersSent(): boolean {
-    return this.started
   }
 
   /**
@@ -184,90 +153,5 @@ export class SseReply implements StreamSink {
     const plain = isPlainAscii(text)
     // Log probabilities are the upstream's JSON: not known to be ASCII.
     this.write(this.encoder.content(text, plain, logprobs), plain && this.encoder.ascii && !logprobs)
-  }
-
-  /**
-   * Node holds what the socket could not take yet: past its high-water mark the client is behind. What was joined for
-   * this turn's write (`pending`) is not counted; it is at most one upstream read.
-   */
-  get backlogged(): boolean {
-    return this.reply.raw.writableNeedDrain
-  }
-
-  drained(cancel: Cancel): Promise<void> {
-    const raw = this.reply.raw
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(stalled)
-        raw.off('drain', done)
-        raw.off('close', done)
-        cancel.off('abort', done)
-        resolve()
-      }
-      // Its closing ends the wait, and (its request's cancel) the request: it pays for what it was sent.
-      const stalled = setTimeout(() => raw.destroy(), this.stallTimeoutMs)
-      raw.on('drain', done)
-      raw.on('close', done)
-      cancel.on('abort', done)
-      if (raw.destroyed || cancel.aborted) done()
-    })
-  }
-
-  /**
-   * Events produced in one turn (those parsed from one upstream read) are joined and written once: one HTTP chunk
-   * and one syscall, where a write per event would cost a chunk header, a stream call and an iovec each.
-   * `ascii`: the caller knows `text` is all ASCII (see `flush`).
-   */
-  write(text: string, ascii = false): void {
-    if (!this.started) this.start()
-    if (this.pending === '') {
-      process.nextTick(this.flush)
-      this.pendingAscii = true
-    }
-    this.pending += text
-    this.pendingAscii &&= ascii
-  }
-
-  private pending = ''
-  /** Every character written into `pending` since the last flush is ASCII. */
-  private pendingAscii = true
-  private readonly flush = () => {
-    const text = this.pending
-    this.pending = ''
-    const raw = this.reply.raw
-    // ASCII text is its own UTF-8. Written as latin1, node takes its length as it is and copies its characters; as
-    // UTF-8 it flattens the joined text and scans it for its length, then encodes it.
-    // The status line and headers, when they go out with it, are ASCII too (fixed names, the gateway's request id).
-    if (text !== '' && !raw.destroyed && !raw.writableEnded) raw.write(text, this.pendingAscii ? 'latin1' : 'utf8')
-  }
-
-  end(text = ''): void {
-    this.stopKeepAlive()
-    if (!this.started) this.start()
-    const raw = this.reply.raw
-    const rest = this.pending + text
-    this.pending = ''
-    if (!raw.destroyed && !raw.writableEnded) raw.end(rest)
-  }
-
-  stopKeepAlive(): void {
-    if (this.keepAlive) clearInterval(this.keepAlive)
-    this.keepAlive = undefined
-  }
-
-  private start(): void {
-    this.started = true
-    this.reply.hijack()
-    this.reply.raw.writeHead(200, {
-      // Those set on the reply before it was hijacked (CORS, a limited key's rate headers).
-      ...(this.reply.getHeaders() as OutgoingHttpHeaders),
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache',
-      'x-accel-buffering': 'no',
-      'x-request-id': this.requestId,
-      // The gateway's time until the stream's first byte (the upstream's share is known only at its end).
-      'server-timing': `gateway;dur=${this.reply.elapsedTime.toFixed(1)}`,
-    })
-    this.onFirstByte?.()
   }
 }

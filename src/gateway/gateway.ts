@@ -15,6 +15,8 @@ import { checksumAddress } from '../accounts/address.js'
 import type { ChargeDeps } from './charge.js'
 import { InstanceLifecycle, newInstanceId } from './lifecycle.js'
 import { ChatPipeline } from './pipeline.js'
+import { ResponsesService } from './responses/service.js'
+import { ResponseMemory } from './responses/memory.js'
 import { Idempotency } from './idempotency.js'
 import { RefusalCounter } from './refusal-counter.js'
 import { RateGate } from '../limits/rate-gate.js'
@@ -54,6 +56,7 @@ export class Gateway {
   readonly metrics: GatewayMetrics
   private chargeDeps!: ChargeDeps
   private chatPipeline!: ChatPipeline
+  private responsesService!: ResponsesService
   private flushTimer: NodeJS.Timeout | undefined
   private offersTimer: NodeJS.Timeout | undefined
   /** The server is stopping: requests in flight finish, new ones are refused (503, retry). */
@@ -149,6 +152,7 @@ export class Gateway {
       log: gw.log,
       rates: gw.rates,
     })
+    gw.responsesService = new ResponsesService(gw.chatPipeline, new ResponseMemory(store.keptResponses, gw.now), gw.log)
     await gw.lifecycle.start()
     await gw.readOffers()
     gw.offersTimer = setInterval(
@@ -177,6 +181,11 @@ export class Gateway {
   /** The life of a chat request, from its body to its charge. */
   get pipeline(): ChatPipeline {
     return this.chatPipeline
+  }
+
+  /** The Responses API over the same life. */
+  get responses(): ResponsesService {
+    return this.responsesService
   }
 
   get accounts(): ChargeDeps['accounts'] {

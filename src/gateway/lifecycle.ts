@@ -191,6 +191,7 @@ export class InstanceLifecycle {
     // The requests of those instances that were in flight keep a usage record (`cut_off`).
     await this.store.inFlight.cutOffUnregistered(now)
     await this.store.idempotency.prune(now)
+    await this.store.keptResponses.prune(now)
     await this.store.keyRates.prune(minuteOf(now) - 1)
     return released
   }

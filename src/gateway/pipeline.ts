@@ -44,8 +44,9 @@ export interface ChatCall {
   gone: () => boolean
   /** Opens the stream's sink once the request is admitted (a streamed request only). */
   openStream: (r: Admitted) => OpenedStream
-  /** The `Idempotency-Key` header, when sent. */
+  /** The `Idempotency-Key` header, when sent; its retry must repeat `keyedBody` (the body as the client sent it). */
   idempotencyKey?: string
+  keyedBody?: unknown
   /** Filled in as the request goes: for its access line and metrics. */
   trace: RequestTrace
   /** Headers every reply to the request carries from here on (a limited key's rate headers). */
@@ -95,7 +96,8 @@ export class ChatPipeline {
 
   async chat(call: ChatCall): Promise<ChatResult> {
     if (call.idempotencyKey === undefined) return this.serveChat(call)
-    const idem = await this.deps.idempotency.begin(call.caller, call.idempotencyKey, call.body, call.requestId)
+    const keyed = call.keyedBody ?? call.body
+    const idem = await this.deps.idempotency.begin(call.caller, call.idempotencyKey, keyed, call.requestId)
     if (idem.kind !== 'run') return idem
     let result: ChatResult | undefined
     try {

@@ -185,6 +185,11 @@ export function validateChatRequest(raw: unknown): ChatRequest | ApiError {
   }
   const found = firstError(checked)
   if (!found) return apiError('feature_not_supported', 'The request body is not a valid chat completion request.')
+  return schemaRefusal(found)
+}
+
+/** A schema's error as the client is told it: feature_not_supported naming the field. */
+export function schemaRefusal(found: ValueError): ApiError {
   const first = withinNullable(found)
   // The path names a client's keys (of logit_bias, metadata): a hostile one as long as the body.
   const param = clipped(jsonPointerToPath(first.path))

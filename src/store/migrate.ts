@@ -19,6 +19,7 @@ import * as m016 from './migrations/016_key_limits.js'
 import * as m017 from './migrations/017_key_spend_limits.js'
 import * as m018 from './migrations/018_ledger_groups.js'
 import * as m019 from './migrations/019_provider_offers.js'
+import * as m020 from './migrations/020_kept_responses.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -41,6 +42,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '017_key_spend_limits': m017,
   '018_ledger_groups': m018,
   '019_provider_offers': m019,
+  '020_kept_responses': m020,
 }
 
 /**

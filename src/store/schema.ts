@@ -240,6 +240,16 @@ export interface Database {
   provider_endpoints: ProviderEndpointsTable
   provider_offers: ProviderOffersTable
   requests_in_flight: RequestsInFlightTable
+  kept_responses: KeptResponsesTable
+}
+
+/** A response's conversation (under its id) or one of its output items, kept for the Responses API. */
+export interface KeptResponsesTable {
+  key_id: string
+  item_id: string
+  /** JSON: the conversation's input items, or the one item. */
+  body: string
+  created_at: bigint
 }
 
 export interface RequestsInFlightTable {

@@ -16,6 +16,7 @@ import { IdempotencyRepo } from './idempotency.js'
 import { InFlightRepo } from './instances.js'
 import { RefusalRepo } from './refusals.js'
 import type { KeyRatesRepo } from './key-rates.js'
+import { KeptResponseRepo } from './kept-responses.js'
 
 /** The single source of truth for accounts, keys, balances, holds, usage and settlement. All SQL lives below here. */
 export class Store {
@@ -32,6 +33,7 @@ export class Store {
   readonly inFlight: InFlightRepo
   readonly refusals: RefusalRepo
   readonly keyRates: KeyRatesRepo
+  readonly keptResponses: KeptResponseRepo
 
   constructor(
     readonly db: Kysely<Database>,
@@ -52,6 +54,7 @@ export class Store {
     this.inFlight = new InFlightRepo(db)
     this.refusals = new RefusalRepo(db)
     this.keyRates = backend.keyRates(db)
+    this.keptResponses = new KeptResponseRepo(db)
   }
 
   /** What keeps this store from serving: unreachable, or migrations it has not run. Empty when it is ready. */

@@ -1,0 +1,59 @@
+import type { Produced } from '../../routing/failover.js'
+import type { Usage } from '../../protocol/chat.js'
+import {
+  callItemId,
+  messageItemId,
+  type InputItem,
+  type OutputItem,
+  type ResponseStatus,
+  type ResponseUsage,
+} from '../../protocol/responses.js'
+
+/** A reply cut by its bound or a filter is incomplete, and says why (as OpenAI's does). */
+export function statusOf(p: Produced): { status: ResponseStatus; incomplete_details: { reason: string } | null } {
+  if (p.finish === 'length') return { status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } }
+  if (p.finish === 'content_filter') return { status: 'incomplete', incomplete_details: { reason: 'content_filter' } }
+  return { status: 'completed', incomplete_details: null }
+}
+
+/** The output items of a delivered reply: its text as a message (unless it is calls only), then each call. */
+export function outputItems(requestId: string, p: Produced): OutputItem[] {
+  const items: OutputItem[] = []
+  if (p.content !== '' || p.toolCalls.length === 0) {
+    items.push({
+      id: messageItemId(requestId),
+      type: 'message',
+      status: p.finish === 'length' ? 'incomplete' : 'completed',
+      role: 'assistant',
+      content: [{ type: 'output_text', text: p.content, annotations: [], logprobs: [] }],
+    })
+  }
+  p.toolCalls.forEach((c, i) =>
+    items.push({
+      id: callItemId(requestId, i),
+      type: 'function_call',
+      status: 'completed',
+      call_id: c.id,
+      name: c.function.name,
+      arguments: c.function.arguments,
+    }),
+  )
+  return items
+}
+
+/** An output item as a later request's input reads it. */
+export function inputOf(item: OutputItem): InputItem {
+  if (item.type === 'function_call')
+    return { type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments }
+  return { type: 'message', role: 'assistant', content: item.content.map((c) => c.text).join('') }
+}
+
+export function responseUsage(u: Usage): ResponseUsage {
+  return {
+    input_tokens: u.prompt_tokens,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: u.completion_tokens,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: u.total_tokens,
+  }
+}
