@@ -9,6 +9,7 @@ import { clientErrorAnswer } from './client-errors.js'
 import { awaitingContinue, keyCheck } from './caller.js'
 import { Intake } from './intake.js'
 import { discardBody } from './discard-body.js'
+import { bodyDigest } from './body-digest.js'
 import { boundConnections } from './connection-slots.js'
 import { observeRequests } from './observe.js'
 import { healthRoutes } from './routes/health.js'
@@ -119,6 +120,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
       e.statusCode = 415
       return done(e, undefined)
     }
+    req.bodySha256 = bodyDigest(body as string)
     // A byte-order mark (Windows editors, PowerShell) is no part of the JSON (RFC 8259 §8.1).
     const text = (body as string).charCodeAt(0) === 0xfeff ? (body as string).slice(1) : (body as string)
     if (text.trim() === '') return done(null, undefined)
@@ -153,6 +155,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   app.decorateRequest('caller', null)
   app.decorateRequest('intake', null)
   app.decorateRequest('trace', null)
+  app.decorateRequest('bodySha256', null)
   observeRequests(app, gw.logger, gw.metrics)
   healthRoutes(app, gw)
   const { maxRequestsPerAccount: perAccount, maxBodyBytesInFlight: bodyBytes } = gw.tuning

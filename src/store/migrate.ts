@@ -17,6 +17,7 @@ import * as m014 from './migrations/014_refusal_counts.js'
 import * as m015 from './migrations/015_requests_in_flight.js'
 import * as m016 from './migrations/016_key_limits.js'
 import * as m017 from './migrations/017_key_spend_limits.js'
+import * as m018 from './migrations/018_receipts.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -37,6 +38,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '015_requests_in_flight': m015,
   '016_key_limits': m016,
   '017_key_spend_limits': m017,
+  '018_receipts': m018,
 }
 
 /** Migrates to the latest schema, or only as far as `through` (a migration's name: tests that build an older store). */

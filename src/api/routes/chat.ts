@@ -33,6 +33,7 @@ export function chatRoutes(app: FastifyInstance, { pipeline, tuning, keyCheck, i
       .chat({
         trace,
         body: req.body,
+        bodySha256: req.bodySha256,
         caller: callerOf(req),
         requestId: req.id,
         cancel,
