@@ -17,6 +17,8 @@ import { chatRoutes } from './routes/chat.js'
 import { internalError } from '../gateway/pipeline.js'
 import { modelRoutes } from './routes/models.js'
 import { usageRoutes } from './routes/usage.js'
+import { receiptRoutes } from './routes/receipts.js'
+import type { ReceiptBook } from '../receipts/book.js'
 import { keyLimitsOf } from '../limits/key-limits.js'
 
 /** The largest request body of the API (/v1); the portal's API takes less (`PORTAL_BODY_LIMIT`). */
@@ -43,7 +45,11 @@ export interface AppPlugin {
 }
 
 /** The HTTP application: one error shape everywhere, a request id on every response. */
-export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<FastifyInstance> {
+export async function buildApp(
+  gw: Gateway,
+  receipts: ReceiptBook,
+  plugins: AppPlugin[] = [],
+): Promise<FastifyInstance> {
   const { requestTimeoutMs } = gw.tuning
   const app = Fastify({
     logger: false,
@@ -163,7 +169,8 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   modelRoutes(app, gw, gw.now)
   chatRoutes(app, { pipeline: gw.pipeline, tuning: gw.tuning, keyCheck: keyCheck(gw.keys, intake), intake })
   const keyLimits = (accountId: number) => keyLimitsOf(gw.store.keys, gw.rates, accountId, gw.now())
-  usageRoutes(app, { usage: gw.usage, keyLimits }, keyCheck(gw.keys))
+  usageRoutes(app, { usage: gw.usage, keyLimits, receipts }, keyCheck(gw.keys))
+  receiptRoutes(app, receipts, keyCheck(gw.keys))
   for (const plugin of plugins) await plugin(app, gw)
   return app
 }

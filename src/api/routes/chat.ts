@@ -9,6 +9,7 @@ import type { ChatPipeline, ChatResult } from '../../gateway/pipeline.js'
 import type { Offer } from '../../routing/catalog.js'
 import { Cancel } from '../../providers/cancel.js'
 import { completionId } from '../../ids/request-id.js'
+import { receiptId } from '../../receipts/typed-data.js'
 import type { Tuning } from '../../config.js'
 import { sendError } from '../errors.js'
 import { DONE, SseReply, type ChunkIdentity } from '../sse.js'
@@ -90,7 +91,12 @@ function identityOf(r: Admitted): ChunkIdentity {
 /** svc object of a delivered reply; the routing description on cortex replies. */
 function svcOf(r: Admitted, d: Delivered): ReplySvc {
   const provider = d.reply.offer.provider
-  const svc: ReplySvc = { cost_usdc: formatUsdc(d.cost), provider, request_id: r.requestId }
+  const svc: ReplySvc = {
+    cost_usdc: formatUsdc(d.cost),
+    provider,
+    request_id: r.requestId,
+    receipt_id: receiptId(r.requestId),
+  }
   if (r.prepared.plan.cortex) {
     const status = routingStatus(d)
     svc.routing = { model: d.servedModel, served_by: provider, vendor_fallback: d.reply.offer.managed, status }
