@@ -9,6 +9,7 @@ import { keyCommands } from './commands/keys.js'
 import { usageCommands } from './commands/usage.js'
 import { chainCommands } from './commands/chain.js'
 import { certifyCommand } from './commands/certify.js'
+import { receiptCommands } from './commands/receipt.js'
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string }
 const program = new Command()
@@ -25,6 +26,7 @@ keyCommands(program)
 usageCommands(program)
 chainCommands(program)
 certifyCommand(program)
+receiptCommands(program)
 // A usage mistake is one line and a pointer to that command's own help.
 const pointToHelp = (cmd: Command, name: string): void => {
   for (const sub of cmd.commands) {
