@@ -26,7 +26,8 @@ const KEY = /^0x[0-9a-fA-F]{64}$/
 
 /**
  * Loads the receipt key from the file or environment variable the config names (SVC_RECEIPT_KEY by default); without
- * either, a key made for this process. The key is never logged: errors name where it was looked for, not what was found.
+ * either, a key made for this process. The key is never logged: errors name where it was looked for, not what was
+ * found.
  */
 export function loadReceiptKey(
   config: Pick<Config, 'receipts'>,

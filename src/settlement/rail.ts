@@ -34,8 +34,9 @@ export interface Rail {
   /** Most transfer legs one batch may carry (a chain transaction has a gas limit); unlimited when absent. */
   readonly maxLegs?: number
   /**
-   * Moves the batch's legs (and, on a chain, records its `receiptsRoot` in the same transaction) and resolves once the rail confirmed them, or with `unknown` when it cannot tell what
-   * became of them. Must be harmless to call again for the same batch (a restart replays open and sent batches).
+   * Moves the batch's legs (and, on a chain, records its `receiptsRoot` in the same transaction) and resolves once the
+   * rail confirmed them, or with `unknown` when it cannot tell what became of them. Must be harmless to call again for
+   * the same batch (a restart replays open and sent batches).
    */
   execute(batch: Batch, legs: Leg[]): Promise<Executed>
   /** Asked before each pass batches: which of the payees with due charges, and which payers, it cannot pay now. */
