@@ -52,7 +52,7 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
         'Set SVC_RECEIPT_KEY or receipts.keyFile (README, "Receipts")',
     )
   const receipts = new ReceiptBook(store.receipts, key, rail.receiptDomain, rail.kind)
-  const app = await buildApp(gateway, receipts, [portalPlugin(opts.portal), ...(opts.plugins ?? [])])
+  const app = await buildApp(gateway, receipts, [portalPlugin(opts.portal, receipts), ...(opts.plugins ?? [])])
   await rail.start?.()
   const settler = new Settler(store, rail, gateway.now)
   settler.onPass = (pass) => reportPass(gateway, pass)

@@ -8,6 +8,8 @@ import { keyRoutes } from './routes/keys.js'
 import { walletRoutes } from './routes/wallet.js'
 import { usageRoutes } from './routes/usage.js'
 import { providerRoutes } from './routes/provider.js'
+import { receiptDownloadRoutes } from './routes/receipts.js'
+import type { ReceiptBook } from '../receipts/book.js'
 import { DEFAULT_WEB_ROOT, staticRoutes } from './static.js'
 
 export interface PortalOptions {
@@ -15,8 +17,11 @@ export interface PortalOptions {
   webRoot?: string
 }
 
-/** The account portal: its page at /portal and its JSON API at /portal/api, behind a wallet sign-in session. */
-export function portalPlugin(opts: PortalOptions = {}): AppPlugin {
+/**
+ * The account portal: its page at /portal and its JSON API at /portal/api, behind a wallet sign-in session. Without a
+ * receipt book it offers no receipt downloads.
+ */
+export function portalPlugin(opts: PortalOptions = {}, receipts?: ReceiptBook): AppPlugin {
   return async (app, gw) => {
     const ctx: PortalContext = {
       store: gw.store,
@@ -47,6 +52,7 @@ export function portalPlugin(opts: PortalOptions = {}): AppPlugin {
         walletRoutes(api, ctx)
         usageRoutes(api, ctx)
         providerRoutes(api, ctx)
+        if (receipts) receiptDownloadRoutes(api, receipts)
       },
       { prefix: '/portal/api' },
     )
