@@ -6,8 +6,8 @@ import type { ReceiptBook } from '../../receipts/book.js'
 import { sessionOf } from '../guard.js'
 
 /**
- * A request's receipt as a file to keep (GET /portal/api/usage/{id}/receipt): the signed receipt, and its proof once its
- * batch is settled (null before), ready for `svc receipt verify`.
+ * A request's receipt as a file to keep (GET /portal/api/usage/{id}/receipt): the signed receipt, and its proof once
+ * its batch is settled (null before), ready for `svc receipt verify`.
  */
 export function receiptDownloadRoutes(api: FastifyInstance, receipts: ReceiptBook): void {
   api.get<{ Params: { id: string } }>('/usage/:id/receipt', async (req, reply) => {
