@@ -1,15 +1,19 @@
-import { describe, expect, it } from 'vitest'
+import { beforeEach, describe, expect, it } from 'vitest'
 import { verifyReceipt } from '../src/receipts/verify.js'
 import { chat, marketPerTest, sseEvents } from './helpers/market.js'
 import { getWithKey, proofOf, receiptOf, signersOf } from './helpers/receipts.js'
+import { STORE_KINDS, postgresReachable } from './helpers/stores.js'
 
 const hello = [{ role: 'user', content: 'Say something.' }]
 
-describe('receipts on the local rail', () => {
+describe.each(STORE_KINDS)('receipts on the local rail, %s store', (kind) => {
   const market = marketPerTest()
+  beforeEach(async (ctx) => {
+    if (kind === 'postgres' && !(await postgresReachable())) ctx.skip()
+  })
 
   it('gives a streamed request a receipt in its svc chunk, and proves it against the root kept in the store', async () => {
-    const m = await market()
+    const m = await market({ store: kind })
     const res = await chat(m.url, m.key, { model: 'svc/atlas@1', messages: hello, stream: true })
     expect(res.status).toBe(200)
     const chunks = (await sseEvents(res)).filter((d) => d !== '[DONE]').map((d) => JSON.parse(d))
@@ -34,7 +38,7 @@ describe('receipts on the local rail', () => {
   })
 
   it('publishes its signer without a key, and answers unknown and unchargeable receipts with spec errors', async () => {
-    const m = await market()
+    const m = await market({ store: kind })
     const signer = await getWithKey(m.url, undefined, '/v1/receipts/signer')
     expect(signer.status).toBe(200)
     expect(signer.body).toMatchObject({ object: 'receipt.signers', rail: 'local' })
