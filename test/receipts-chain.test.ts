@@ -1,10 +1,14 @@
 import { createHash } from 'node:crypto'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { getAddress, parseEventLogs, type Address, type Hex } from 'viem'
 import { usdcAbi } from '../src/chain/contracts.js'
 import { verifyReceipt } from '../src/receipts/verify.js'
 import { chat, P, type Market } from './helpers/market.js'
 import { hasAnvil, hello, newPayer, startChainMarket, USDC, type Chain, type ChainMarket } from './helpers/chain.js'
+import { svc as run } from './helpers/cli.js'
 import { altered, getWithKey, proofOf, receiptOf, signersOf } from './helpers/receipts.js'
 
 describe.skipIf(!hasAnvil)('receipts on chain (anvil)', () => {
@@ -67,6 +71,13 @@ describe.skipIf(!hasAnvil)('receipts on chain (anvil)', () => {
       ['chain', true],
     ])
     expect(verdict).toMatchObject({ ok: true, complete: true })
+    // The same through `svc receipt verify`, from a file of the receipt and its proof, as anyone holding it would.
+    const file = join(mkdtempSync(join(tmpdir(), 'svc-receipt-')), `${svc.receipt_id}.json`)
+    writeFileSync(file, JSON.stringify({ ...signed, proof }))
+    const cli = await run(['receipt', 'verify', file, '--base-url', m.url, '--rpc-url', c.anvil.rpcUrl])
+    expect(cli.code).toBe(0)
+    expect(cli.stdout).toContain(`receipt ${svc.receipt_id}: verified`)
+    expect(cli.stdout).toMatch(new RegExp(`holds +chain: transaction ${proof.tx_hash} \\(block \\d+\\) on chain 31337`))
 
     const other = await newPayer(c, USDC, USDC)
     const changes = {
