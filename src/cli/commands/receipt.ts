@@ -31,7 +31,14 @@ export function receiptCommands(program: Command): void {
         const { verifyReceipt } = await import('../../receipts/verify.js')
         const baseUrl = opts.baseUrl ?? process.env.SVC_BASE_URL
         if (!baseUrl) throw new CliError('--base-url (or SVC_BASE_URL): the gateway whose published signers to check')
-        const parsed = parseReceiptFile(JSON.parse(await readFile(file, 'utf8')))
+        const text = await readFile(file, 'utf8')
+        let json: unknown
+        try {
+          json = JSON.parse(text)
+        } catch {
+          throw new CliError(`${file} is not JSON: save the answer of GET /v1/usage/{id} or the portal's download`)
+        }
+        const parsed = parseReceiptFile(json)
         if (!parsed) throw new CliError(`${file} holds no signed receipt`)
         const notes: string[] = []
         const apiKey = opts.apiKey ?? process.env.SVC_API_KEY
@@ -48,7 +55,10 @@ export function receiptCommands(program: Command): void {
             : undefined
         const verdict = await verifyReceipt({
           signed: parsed.signed,
-          signers: await fetchSigners(baseUrl),
+          signers: await fetchSigners(baseUrl).catch((err: Error) => {
+            const why = (err.cause as Error | undefined)?.message ?? err.message
+            throw new CliError(`cannot read the published signers at ${baseUrl}: ${why}`)
+          }),
           ...(parsed.proof ? { proof: parsed.proof } : {}),
           ...(chain ? { chain } : {}),
         })
