@@ -10,6 +10,7 @@ interface IERC20Like {
 /// the marketplace's operator. Payers approve this contract (an ERC-20 allowance is their spending cap).
 /// A batch id executes at most once. Each payer's legs succeed or fail together: a payer whose allowance or
 /// balance no longer covers their legs is skipped (and reported in an event) while everyone else is settled.
+/// Each batch commits, in the same transaction, to the Merkle root of the signed receipts of the charges it carries.
 contract BatchSettler {
     struct Leg {
         address payer;
@@ -25,6 +26,8 @@ contract BatchSettler {
 
     event BatchSettled(bytes32 indexed batchId, uint256 legs, uint256 paid, uint256 failed);
     event PayerFailed(bytes32 indexed batchId, address indexed payer, uint256 amount);
+    /// @notice The Merkle root of the receipts of the charges the batch carries (docs/architecture.md, "Receipts").
+    event ReceiptsCommitted(bytes32 indexed batchId, bytes32 receiptsRoot);
 
     error NotOperator();
     error NotSelf();
@@ -37,11 +40,13 @@ contract BatchSettler {
         operator = operator_;
     }
 
-    /// @notice Settles the legs of one batch. Legs of one payer must be adjacent (one group per payer).
-    function settle(bytes32 batchId, Leg[] calldata legs) external {
+    /// @notice Settles the legs of one batch and records the root of its receipts. Legs of one payer must be adjacent
+    /// (one group per payer).
+    function settle(bytes32 batchId, bytes32 receiptsRoot, Leg[] calldata legs) external {
         if (msg.sender != operator) revert NotOperator();
         if (executedAt[batchId] != 0) revert BatchAlreadyExecuted(batchId);
         executedAt[batchId] = block.number;
+        emit ReceiptsCommitted(batchId, receiptsRoot);
         uint256 paid;
         uint256 failed;
         uint256 i;

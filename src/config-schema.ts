@@ -117,6 +117,35 @@ const TuningConfig = Closed({
   ),
 })
 
+/** An RFC 3339 date-time (2026-11-29T00:00:00Z). */
+const DATE_TIME = '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}(:\\d{2}(\\.\\d+)?)?(Z|[+-]\\d{2}:\\d{2})$'
+
+/** The receipt signing key and the signers it replaced (docs/architecture.md, "Receipts"). */
+const ReceiptsConfig = Closed({
+  keyFile: Type.Optional(
+    Type.String({ minLength: 1, description: 'file holding the receipt key (0x and 64 hex digits); read at start' }),
+  ),
+  keyEnv: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description: 'environment variable holding the receipt key, when no keyFile (default SVC_RECEIPT_KEY)',
+    }),
+  ),
+  validFrom: Type.Optional(
+    Type.String({ pattern: DATE_TIME, description: 'when the current key began signing (published with it)' }),
+  ),
+  retired: Type.Optional(
+    Type.Array(
+      Closed({
+        address: Type.String({ pattern: '^0x[0-9a-fA-F]{40}$' }),
+        validFrom: Type.String({ pattern: DATE_TIME }),
+        validUntil: Type.String({ pattern: DATE_TIME }),
+      }),
+      { description: 'earlier receipt signers, still published so that the receipts they signed verify' },
+    ),
+  ),
+})
+
 export const ConfigSchema = Closed({
   $schema: Type.Optional(Type.String({ description: 'a JSON Schema for editors; not read' })),
   listen: Type.Optional(
@@ -139,6 +168,7 @@ export const ConfigSchema = Closed({
   cortex: Type.Optional(Closed({ candidates: Type.Array(Type.String()) })),
   managed: Type.Optional(ManagedConfig),
   tuning: Type.Optional(TuningConfig),
+  receipts: Type.Optional(ReceiptsConfig),
   limits: Type.Optional(
     Closed({
       /** Where per-key rates are counted across gateway processes (`redis://host:port`); else in the store. */

@@ -11,12 +11,16 @@ import { Settler, type SettleReport } from './settlement/settler.js'
 import { formatUsdc } from './money/usdc.js'
 import { serveMetrics } from './ops/metrics-server.js'
 import { portalPlugin, type PortalOptions } from './portal/plugin.js'
+import { ReceiptBook } from './receipts/book.js'
+import { loadReceiptKey } from './receipts/key.js'
 
 export interface RunningServer {
   url: string
   app: FastifyInstance
   gateway: Gateway
   store: Store
+  /** Signs and proves the requests' receipts. */
+  receipts: ReceiptBook
   settler: Settler
   rail: Rail
   /** Where `GET /metrics` is served, unless the config turns it off or its port was taken. */
@@ -33,6 +37,8 @@ export interface ServerOptions extends GatewayOptions {
 
 /** Composition root: open the store, start the gateway, build the app, listen. */
 export async function startServer(config: Config, opts: ServerOptions = {}): Promise<RunningServer> {
+  // The receipt key first: a missing or malformed one stops the start before anything opens.
+  const key = loadReceiptKey(config)
   const store = opts.store ?? (await openStore(config.store, opts.now))
   // The rail first: a missing operator key or a wrong chain stops the start before anything runs.
   const rail = await makeRail(config, store, { now: opts.now, log: opts.log }).catch(async (err: unknown) => {
@@ -40,7 +46,13 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
     throw err
   })
   const gateway = await Gateway.start(config, store, opts)
-  const app = await buildApp(gateway, [portalPlugin(opts.portal), ...(opts.plugins ?? [])])
+  if (key.ephemeral)
+    gateway.log(
+      `receipts are signed by ${key.account.address}, a key made for this process: they verify only while it runs. ` +
+        'Set SVC_RECEIPT_KEY or receipts.keyFile (README, "Receipts")',
+    )
+  const receipts = new ReceiptBook(store.receipts, key, rail.receiptDomain, rail.kind)
+  const app = await buildApp(gateway, receipts, [portalPlugin(opts.portal, receipts), ...(opts.plugins ?? [])])
   await rail.start?.()
   const settler = new Settler(store, rail, gateway.now)
   settler.onPass = (pass) => reportPass(gateway, pass)
@@ -60,6 +72,7 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
     app,
     gateway,
     store,
+    receipts,
     settler,
     rail,
     close: once(async () => {

@@ -1,3 +1,4 @@
+import { zeroHash } from 'viem'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Address } from 'viem'
 import { batchKey, settlerAbi, type ChainLeg } from '../src/chain/contracts.js'
@@ -26,7 +27,7 @@ describe.skipIf(!hasAnvil)('settler gas per transfer leg', () => {
       address: c.settler,
       abi: settlerAbi,
       functionName: 'settle',
-      args: [batchKey(`bat_gas_${n++}`), legs],
+      args: [batchKey(`bat_gas_${n++}`), zeroHash, legs],
     })
     const r = await c.client.waitForTransactionReceipt({ hash })
     expect(r.status).toBe('success')

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { BaseError, ContractFunctionRevertedError, type Address } from 'viem'
+import { BaseError, ContractFunctionRevertedError, type Address, zeroHash } from 'viem'
 import { SYSTEM_ACCOUNTS } from '../src/store/accounts.js'
 import { batchKey, settlerAbi } from '../src/chain/contracts.js'
 import { walletFor } from '../src/chain/deploy.js'
@@ -130,7 +130,7 @@ describe.skipIf(!hasAnvil)('settlement on chain (anvil)', () => {
       address: c.settler,
       abi: settlerAbi,
       functionName: 'settle',
-      args: [batchKey(batch!.id), chainLegs],
+      args: [batchKey(batch!.id), zeroHash, chainLegs],
     })
     const err = await replay.then(
       () => null,
@@ -146,7 +146,7 @@ describe.skipIf(!hasAnvil)('settlement on chain (anvil)', () => {
       address: c.settler,
       abi: settlerAbi,
       functionName: 'settle',
-      args: [batchKey(batch!.id), chainLegs],
+      args: [batchKey(batch!.id), zeroHash, chainLegs],
       gas: 300_000n,
     })
     expect((await c.client.waitForTransactionReceipt({ hash })).status).toBe('reverted')
@@ -161,7 +161,7 @@ describe.skipIf(!hasAnvil)('settlement on chain (anvil)', () => {
       address: c.settler,
       abi: settlerAbi,
       functionName: 'settle',
-      args: [batchKey('bat_other'), chainLegs],
+      args: [batchKey('bat_other'), zeroHash, chainLegs],
     })
     await expect(stranger).rejects.toThrow(/NotOperator/)
   })

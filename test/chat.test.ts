@@ -32,6 +32,7 @@ describe('plain chat completion', () => {
       cost_usdc: `0.${String(expected).padStart(6, '0')}`,
       provider: P.atlasCheap,
       request_id: requestId,
+      receipt_id: `rct_${requestId.slice(4)}`,
     })
   })
 })

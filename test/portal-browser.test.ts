@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
@@ -122,6 +123,15 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
       expect(await usageRow.locator('td.cost').textContent()).toBe(`$${reply.svc.cost_usdc}`)
       expect(await usageRow.textContent()).toContain('svc/atlas@1')
       expect(await usageRow.textContent()).toContain('completed')
+      // Its receipt downloads as a file of the signed receipt.
+      const [download] = await Promise.all([
+        page.waitForEvent('download'),
+        usageRow.getByRole('link', { name: 'Receipt' }).click(),
+      ])
+      expect(download.suggestedFilename()).toBe(`${reply.svc.receipt_id}.json`)
+      const saved = JSON.parse(await readFile(await download.path(), 'utf8'))
+      expect(saved.receipt).toMatchObject({ receipt_id: reply.svc.receipt_id, cost: expect.any(String) })
+      expect(saved.signature).toMatch(/^0x[0-9a-f]{130}$/)
       expect(await figure(page, 'cost')).toBe(`$${reply.svc.cost_usdc}`)
       expect(await figure(page, 'requests')).toBe('1')
       expect(await page.locator('svg.chart rect.bar').count()).toBe(14)

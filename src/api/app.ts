@@ -9,6 +9,7 @@ import { clientErrorAnswer } from './client-errors.js'
 import { awaitingContinue, keyCheck } from './caller.js'
 import { Intake } from './intake.js'
 import { discardBody } from './discard-body.js'
+import { bodyDigest } from './body-digest.js'
 import { boundConnections } from './connection-slots.js'
 import { observeRequests } from './observe.js'
 import { healthRoutes } from './routes/health.js'
@@ -17,6 +18,8 @@ import { responsesRoutes } from './routes/responses.js'
 import { internalError } from '../gateway/pipeline.js'
 import { modelRoutes } from './routes/models.js'
 import { usageRoutes } from './routes/usage.js'
+import { receiptRoutes } from './routes/receipts.js'
+import type { ReceiptBook } from '../receipts/book.js'
 import { keyLimitsOf } from '../limits/key-limits.js'
 
 /** The largest request body of the API (/v1); the portal's API takes less (`PORTAL_BODY_LIMIT`). */
@@ -43,7 +46,11 @@ export interface AppPlugin {
 }
 
 /** The HTTP application: one error shape everywhere, a request id on every response. */
-export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<FastifyInstance> {
+export async function buildApp(
+  gw: Gateway,
+  receipts: ReceiptBook,
+  plugins: AppPlugin[] = [],
+): Promise<FastifyInstance> {
   const { requestTimeoutMs } = gw.tuning
   const app = Fastify({
     logger: false,
@@ -120,6 +127,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
       e.statusCode = 415
       return done(e, undefined)
     }
+    req.bodySha256 = bodyDigest(body as string)
     // A byte-order mark (Windows editors, PowerShell) is no part of the JSON (RFC 8259 §8.1).
     const text = (body as string).charCodeAt(0) === 0xfeff ? (body as string).slice(1) : (body as string)
     if (text.trim() === '') return done(null, undefined)
@@ -154,6 +162,7 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   app.decorateRequest('caller', null)
   app.decorateRequest('intake', null)
   app.decorateRequest('trace', null)
+  app.decorateRequest('bodySha256', null)
   observeRequests(app, gw.logger, gw.metrics)
   healthRoutes(app, gw)
   const { maxRequestsPerAccount: perAccount, maxBodyBytesInFlight: bodyBytes } = gw.tuning
@@ -163,7 +172,8 @@ export async function buildApp(gw: Gateway, plugins: AppPlugin[] = []): Promise<
   chatRoutes(app, { pipeline: gw.pipeline, tuning: gw.tuning, keyCheck: chatKeyCheck, intake })
   responsesRoutes(app, { responses: gw.responses, tuning: gw.tuning, keyCheck: chatKeyCheck, intake })
   const keyLimits = (accountId: number) => keyLimitsOf(gw.store.keys, gw.rates, accountId, gw.now())
-  usageRoutes(app, { usage: gw.usage, keyLimits }, keyCheck(gw.keys))
+  usageRoutes(app, { usage: gw.usage, keyLimits, receipts }, keyCheck(gw.keys))
+  receiptRoutes(app, receipts, keyCheck(gw.keys))
   for (const plugin of plugins) await plugin(app, gw)
   return app
 }

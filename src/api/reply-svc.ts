@@ -1,3 +1,4 @@
+import { receiptId } from '../receipts/typed-data.js'
 import type { ReplySvc } from '../protocol/chat.js'
 import { formatUsdc } from '../money/usdc.js'
 import { routingStatus, type Delivered } from '../gateway/charge.js'
@@ -7,7 +8,12 @@ import type { Offer } from '../routing/catalog.js'
 /** svc object of a delivered reply (of either API); the routing description on cortex replies. */
 export function svcOf(r: Admitted, d: Delivered): ReplySvc {
   const provider = d.reply.offer.provider
-  const svc: ReplySvc = { cost_usdc: formatUsdc(d.cost), provider, request_id: r.requestId }
+  const svc: ReplySvc = {
+    cost_usdc: formatUsdc(d.cost),
+    provider,
+    request_id: r.requestId,
+    receipt_id: receiptId(r.requestId),
+  }
   if (r.prepared.plan.cortex) {
     const status = routingStatus(d)
     svc.routing = { model: d.servedModel, served_by: provider, vendor_fallback: d.reply.offer.managed, status }

@@ -1,3 +1,4 @@
+import { receiptId } from '../receipts/typed-data.js'
 import type { Delivered } from '../gateway/charge.js'
 import type { Admitted } from '../gateway/context.js'
 import { outputItems, responseUsage, statusOf } from '../gateway/responses/output.js'
@@ -74,5 +75,10 @@ export function deliveredResponse(
 
 /** The svc object of a failed response: nothing charged; who had begun to answer, when one had. */
 export function failedSvc(requestId: string, provider?: string): FailedSvc {
-  return { cost_usdc: formatUsdc(0n), request_id: requestId, ...(provider !== undefined ? { provider } : {}) }
+  return {
+    cost_usdc: formatUsdc(0n),
+    request_id: requestId,
+    receipt_id: receiptId(requestId),
+    ...(provider !== undefined ? { provider } : {}),
+  }
 }

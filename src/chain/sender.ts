@@ -57,9 +57,17 @@ export class BatchSender {
    * stuck. Where and how it landed is stored as soon as it is seen mined, so that confirming it, then or after a
    * restart, needs only what every node keeps (the contract's state and block headers), not its logs.
    */
-  async settle(batch: { id: string; txHash: string | null; nonce: number | null }, legs: ChainLeg[]): Promise<Landed> {
+  async settle(
+    batch: { id: string; txHash: string | null; nonce: number | null; receiptsRoot: string | null },
+    legs: ChainLeg[],
+  ): Promise<Landed> {
     const key = batchKey(batch.id)
-    const data = encodeFunctionData({ abi: settlerAbi, functionName: 'settle', args: [key, legs] })
+    if (!batch.receiptsRoot) throw new Error(`batch ${batch.id} has no receipts root to commit to`)
+    const data = encodeFunctionData({
+      abi: settlerAbi,
+      functionName: 'settle',
+      args: [key, batch.receiptsRoot as Hex, legs],
+    })
     const seen = (await this.o.store.chain.landed(batch.id)) as Landed | null
     const known = { landed: seen, txHashes: batch.txHash ? [batch.txHash as Hex] : [] }
     const landed =

@@ -11,6 +11,7 @@ import { chainCommands } from './commands/chain.js'
 import { certifyCommand } from './commands/certify.js'
 import { migrateCommand } from './commands/migrate.js'
 import { providerCommands } from './commands/providers.js'
+import { receiptCommands } from './commands/receipt.js'
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string }
 const program = new Command()
@@ -29,6 +30,7 @@ chainCommands(program)
 certifyCommand(program)
 migrateCommand(program)
 providerCommands(program)
+receiptCommands(program)
 // A usage mistake is one line and a pointer to that command's own help.
 const pointToHelp = (cmd: Command, name: string): void => {
   for (const sub of cmd.commands) {

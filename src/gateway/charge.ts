@@ -69,6 +69,7 @@ export function requestUsage(
     outcome,
     latencyMs: now - r.startedAt,
     createdAt: r.startedAt,
+    bodySha256: r.bodySha256 ?? null,
     ...extra,
   }
 }
@@ -174,6 +175,7 @@ function chargeOf(
       provider: reply.offer.provider,
       completionTokens: completion,
       cost,
+      prices: reply.offer.prices,
       upstreamPromptTokens: reply.upstreamUsage?.promptTokens ?? null,
       upstreamCompletionTokens: reply.upstreamUsage?.completionTokens ?? null,
     }),

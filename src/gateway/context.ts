@@ -12,6 +12,8 @@ export interface RequestContext {
   readonly cancel: Cancel
   /** What the request's access line and metrics say of it, filled in as the stages learn it. */
   readonly trace: RequestTrace
+  /** SHA-256 (hex) of the body as received, for the request's receipt (null when the route had none). */
+  readonly bodySha256?: string | null
 }
 
 /** A request past admission: checked, planned, and its maximum cost held. */

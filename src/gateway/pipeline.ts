@@ -37,6 +37,8 @@ export interface OpenedStream extends StreamSink {
 /** One chat request as the route hands it over. */
 export interface ChatCall {
   body: unknown
+  /** SHA-256 (hex) of the body as received, for the request's receipt. */
+  bodySha256?: string | null
   caller: Caller
   requestId: string
   cancel: Cancel
@@ -117,6 +119,7 @@ export class ChatPipeline {
       startedAt: this.deps.now(),
       cancel: call.cancel,
       trace: call.trace,
+      bodySha256: call.bodySha256 ?? null,
     }
     const prepared = await this.prepare(call)
     if (prepared === undefined) return { kind: 'abandoned' }

@@ -9,6 +9,8 @@ import { walletRoutes } from './routes/wallet.js'
 import { usageRoutes } from './routes/usage.js'
 import { providerRoutes } from './routes/provider.js'
 import { providerOfferRoutes } from './routes/provider-offers.js'
+import { receiptDownloadRoutes } from './routes/receipts.js'
+import type { ReceiptBook } from '../receipts/book.js'
 import { DEFAULT_WEB_ROOT, staticRoutes } from './static.js'
 
 export interface PortalOptions {
@@ -16,8 +18,11 @@ export interface PortalOptions {
   webRoot?: string
 }
 
-/** The account portal: its page at /portal and its JSON API at /portal/api, behind a wallet sign-in session. */
-export function portalPlugin(opts: PortalOptions = {}): AppPlugin {
+/**
+ * The account portal: its page at /portal and its JSON API at /portal/api, behind a wallet sign-in session. Without a
+ * receipt book it offers no receipt downloads.
+ */
+export function portalPlugin(opts: PortalOptions = {}, receipts?: ReceiptBook): AppPlugin {
   return async (app, gw) => {
     const ctx: PortalContext = {
       store: gw.store,
@@ -49,6 +54,7 @@ export function portalPlugin(opts: PortalOptions = {}): AppPlugin {
         usageRoutes(api, ctx)
         providerRoutes(api, ctx)
         providerOfferRoutes(api, ctx)
+        if (receipts) receiptDownloadRoutes(api, receipts)
       },
       { prefix: '/portal/api' },
     )

@@ -162,6 +162,8 @@ export interface ReplySvc {
   cost_usdc: string
   provider: string
   request_id: string
+  /** The id of the request's signed receipt (GET /v1/usage/{id}). */
+  receipt_id: string
   routing?: RoutingDescription
 }
 

@@ -1,4 +1,5 @@
-import { getAddress, isAddress, type Address } from 'viem'
+import { getAddress, isAddress, type Address, type TypedDataDomain } from 'viem'
+import { receiptDomain } from '../receipts/typed-data.js'
 import { ConfigError } from '../config.js'
 import type { Store } from '../store/store.js'
 import { SYSTEM_ACCOUNTS } from '../store/accounts.js'
@@ -32,6 +33,7 @@ const NOT_FUNDS = {
 export class EvmRail implements Rail {
   readonly kind = 'evm' as const
   readonly maxLegs: number
+  readonly receiptDomain: TypedDataDomain
   /** Where system accounts are paid on chain: the managed vendor has no wallet of its own. */
   readonly systemPayees: Record<string, Address>
   private readonly addresses = new Map<number, Address>()
@@ -69,6 +71,7 @@ export class EvmRail implements Rail {
     this.probe = probe
     this.log = log
     this.maxLegs = settings.maxLegs
+    this.receiptDomain = receiptDomain({ chainId: settings.chainId, settler: settings.settler })
     const fees = settings.feeAccount ?? sender.operator
     this.systemPayees = { [SYSTEM_ACCOUNTS.fees]: fees, [SYSTEM_ACCOUNTS.vendor]: settings.vendorAccount ?? fees }
   }

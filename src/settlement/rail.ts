@@ -1,4 +1,6 @@
+import type { TypedDataDomain } from 'viem'
 import type { Batch, Leg } from '../store/settlement.js'
+import { receiptDomain } from '../receipts/typed-data.js'
 
 /** What a rail did with a batch. */
 export type Executed =
@@ -27,11 +29,14 @@ export interface Refused {
 /** Where batches of captured charges are paid: the ledger alone, or a chain. */
 export interface Rail {
   readonly kind: 'local' | 'evm'
+  /** The EIP-712 domain its receipts are signed in: the chain and settler contract, or the local rail's. */
+  readonly receiptDomain: TypedDataDomain
   /** Most transfer legs one batch may carry (a chain transaction has a gas limit); unlimited when absent. */
   readonly maxLegs?: number
   /**
-   * Moves the batch's legs and resolves once the rail confirmed them, or with `unknown` when it cannot tell what
-   * became of them. Must be harmless to call again for the same batch (a restart replays open and sent batches).
+   * Moves the batch's legs (and, on a chain, records its `receiptsRoot` in the same transaction) and resolves once the
+   * rail confirmed them, or with `unknown` when it cannot tell what became of them. Must be harmless to call again for
+   * the same batch (a restart replays open and sent batches).
    */
   execute(batch: Batch, legs: Leg[]): Promise<Executed>
   /** Asked before each pass batches: which of the payees with due charges, and which payers, it cannot pay now. */
@@ -47,6 +52,7 @@ export interface Rail {
 /** The local rail: the ledger is the rail; settling a batch only moves payees' pending to available. */
 export class LocalRail implements Rail {
   readonly kind = 'local' as const
+  readonly receiptDomain = receiptDomain()
 
   async execute(): Promise<Executed> {
     return { kind: 'moved', failedPayers: [] }

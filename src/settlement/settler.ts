@@ -2,6 +2,7 @@ import { ulid } from '../ids/request-id.js'
 import type { Store } from '../store/store.js'
 import { SYSTEM_ACCOUNTS } from '../store/accounts.js'
 import type { Rail, Refused } from './rail.js'
+import { commitReceipts } from '../receipts/commit.js'
 
 export const SETTLER_LOCK = 'svc-settler'
 
@@ -67,6 +68,7 @@ export class Settler {
       }
       for (const batch of pending) {
         const legs = await this.store.settlement.legs(batch.id)
+        batch.receiptsRoot = await commitReceipts(this.store.receipts, this.rail.receiptDomain, batch.id)
         const executed = await this.rail.execute(batch, legs)
         // A batch whose outcome is unknown must not hold back those after it: each moves its own charges, and one
         // left open or sent keeps its charges owed (and its payees' pending) until a pass can tell.

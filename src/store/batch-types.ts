@@ -13,6 +13,8 @@ export interface Batch {
   nonce: number | null
   /** Block the batch's transaction was mined in (evm rail). */
   block: bigint | null
+  /** Merkle root of the receipts it carries, once fixed (before it is first sent). */
+  receiptsRoot: string | null
 }
 
 export interface BatchLimits {
@@ -44,7 +46,11 @@ export interface Leg {
   amount: bigint
 }
 
-export function toBatch(r: Omit<Selectable<BatchesTable>, 'block_hash' | 'failed_payers'>): Batch {
+export function toBatch(
+  r: Omit<Selectable<BatchesTable>, 'block_hash' | 'failed_payers' | 'receipts_root'> & {
+    receipts_root?: string | null
+  },
+): Batch {
   return {
     id: r.id,
     status: r.status,
@@ -55,5 +61,6 @@ export function toBatch(r: Omit<Selectable<BatchesTable>, 'block_hash' | 'failed
     txHash: r.tx_hash,
     nonce: numOrNull(r.nonce),
     block: bigOrNull(r.block),
+    receiptsRoot: r.receipts_root ?? null,
   }
 }

@@ -20,6 +20,7 @@ import * as m017 from './migrations/017_key_spend_limits.js'
 import * as m018 from './migrations/018_ledger_groups.js'
 import * as m019 from './migrations/019_provider_offers.js'
 import * as m020 from './migrations/020_kept_responses.js'
+import * as m021 from './migrations/021_receipts.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -43,6 +44,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '018_ledger_groups': m018,
   '019_provider_offers': m019,
   '020_kept_responses': m020,
+  '021_receipts': m021,
 }
 
 /**

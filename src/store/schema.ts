@@ -117,6 +117,11 @@ export interface HoldsTable {
   posted: number
   /** The account its fee went to, when it had one. */
   fee_account_id: number | null
+  /** SHA-256 (hex) of the request body as received; null on rows written before receipts. */
+  body_sha256: string | null
+  /** Prices per million tokens of the offer that served it; null when none did. */
+  input_price: bigint | null
+  output_price: bigint | null
 }
 
 /**
@@ -168,6 +173,16 @@ export interface BatchesTable {
   block_hash: string | null
   /** JSON array of the payer addresses the contract reported failed, as seen when the transaction was mined. */
   failed_payers: string | null
+  /** Merkle root (hex) of the receipts of the charges the batch carries, fixed before it is first sent. */
+  receipts_root: string | null
+}
+
+/** The leaves of a batch's receipts root, in order: one per charge the batch carried when the root was fixed. */
+export interface BatchReceiptsTable {
+  batch_id: string
+  position: number
+  request_id: string
+  leaf: string
 }
 
 /** One transfer of a batch: payer → payee. */
@@ -229,6 +244,7 @@ export interface Database {
   usage: UsageTable
   batches: BatchesTable
   batch_legs: BatchLegsTable
+  batch_receipts: BatchReceiptsTable
   instances: InstancesTable
   portal_nonces: PortalNoncesTable
   portal_sessions: PortalSessionsTable

@@ -54,6 +54,7 @@ export class SettlementRepo {
       txHash: null,
       nonce: null,
       block: null,
+      receiptsRoot: null,
     }
   }
 

@@ -11,6 +11,7 @@ import { InstanceRepo } from './instances.js'
 import type { HotLedger } from './ledger/types.js'
 import { PortalRepo } from './portal.js'
 import { ChainRepo } from './chain.js'
+import { ReceiptsRepo } from './receipts.js'
 import { pendingMigrations } from './migrate.js'
 import { IdempotencyRepo } from './idempotency.js'
 import { InFlightRepo } from './instances.js'
@@ -29,6 +30,7 @@ export class Store {
   readonly instances: InstanceRepo
   readonly portal: PortalRepo
   readonly chain: ChainRepo
+  readonly receipts: ReceiptsRepo
   readonly idempotency: IdempotencyRepo
   readonly inFlight: InFlightRepo
   readonly refusals: RefusalRepo
@@ -50,6 +52,7 @@ export class Store {
     this.instances = new InstanceRepo(db)
     this.portal = new PortalRepo(db)
     this.chain = new ChainRepo(db, dialect)
+    this.receipts = new ReceiptsRepo(db)
     this.idempotency = new IdempotencyRepo(db)
     this.inFlight = new InFlightRepo(db)
     this.refusals = new RefusalRepo(db)

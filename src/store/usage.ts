@@ -33,6 +33,10 @@ export interface UsageRecord {
   outcome: Outcome
   latencyMs: number
   createdAt: number
+  /** SHA-256 (hex) of the request body as received; what its receipt states. */
+  bodySha256?: string | null
+  /** Prices per million tokens of the offer that served it. */
+  prices?: { input: bigint; output: bigint } | null
 }
 
 export function usageRow(u: UsageRecord): Insertable<UsageTable> {

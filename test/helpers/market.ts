@@ -1,5 +1,9 @@
 import { afterEach } from 'vitest'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { getAddress } from 'viem'
+import { generatePrivateKey } from 'viem/accounts'
 import type { Config } from '../../src/config-schema.js'
 import type { ToolContract } from '../../src/protocol/models.js'
 import { SimulatedProvider, type SimOptions } from '../../src/providers/simulated/server.js'
@@ -88,6 +92,16 @@ export interface MarketOptions {
  * The test marketplace: atlas@1 (tools, two providers), tern@2 (limited tools), wren@1 (small context), quill@1 (no
  * streaming), a vendor.
  */
+let receiptKeyFile: string | undefined
+
+/** A receipt key file for this test process's markets (a gateway without one logs that it made its own). */
+function testReceiptKey(): string {
+  if (receiptKeyFile) return receiptKeyFile
+  receiptKeyFile = join(mkdtempSync(join(tmpdir(), 'svc-receipt-')), 'receipt.key')
+  writeFileSync(receiptKeyFile, generatePrivateKey(), { mode: 0o600 })
+  return receiptKeyFile
+}
+
 export function marketConfig(s: Market['sims'], storeUrl: string, tuning?: Config['tuning']): Config {
   const prov = (
     address: string,
@@ -116,6 +130,7 @@ export function marketConfig(s: Market['sims'], storeUrl: string, tuning?: Confi
     store: storeUrl,
     rail: { kind: 'local' },
     metrics: false,
+    receipts: { keyFile: testReceiptKey() },
     feeBps: 500,
     models: [
       {

@@ -25,6 +25,7 @@ export function callOf<S>(
   return {
     trace: (req.trace = newTrace()),
     body: req.body,
+    bodySha256: req.bodySha256,
     caller: callerOf(req),
     requestId: req.id,
     cancel: cancelOnClose(reply),

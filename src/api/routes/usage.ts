@@ -3,6 +3,8 @@ import { apiError, clipped, isApiError } from '../../protocol/errors.js'
 import type { UsageQueries } from '../../usage/query.js'
 import { sendError } from '../errors.js'
 import { callerOf, type KeyCheck } from '../caller.js'
+import type { ReceiptBook } from '../../receipts/book.js'
+import { requestIdOf } from '../../receipts/typed-data.js'
 
 const MAX_LIMIT = 100
 const DEFAULT_LIMIT = 20
@@ -11,12 +13,12 @@ const DEFAULT_LIMIT = 20
 export type KeyLimits = (accountId: number) => Promise<unknown>
 
 /**
- * GET /v1/usage (newest first, paginated), /v1/usage/refusals, /v1/usage/keys and /v1/usage/{request_id}, for the
- * key's owner.
+ * GET /v1/usage (newest first, paginated), /v1/usage/refusals, /v1/usage/keys and /v1/usage/{request_id} (or its
+ * receipt id) with its signed receipt, for the key's owner.
  */
 export function usageRoutes(
   app: FastifyInstance,
-  { usage, keyLimits }: { usage: UsageQueries; keyLimits: KeyLimits },
+  { usage, keyLimits, receipts }: { usage: UsageQueries; keyLimits: KeyLimits; receipts: ReceiptBook },
   onRequest: KeyCheck,
 ): void {
   app.get<{ Querystring: Record<string, string | undefined> }>('/v1/usage', { onRequest }, async (req, reply) => {
@@ -40,8 +42,11 @@ export function usageRoutes(
   app.get('/v1/usage/keys', { onRequest }, async (req) => keyLimits(callerOf(req).accountId))
 
   app.get<{ Params: { id: string } }>('/v1/usage/:id', { onRequest }, async (req, reply) => {
-    const record = await usage.record(callerOf(req).accountId, req.params.id)
-    if (record) return record
+    const { accountId } = callerOf(req)
+    const requestId = requestIdOf(req.params.id)
+    const record = await usage.record(accountId, requestId)
+    // A request cut off by its instance's death has a record but no row yet: its receipt comes with its row.
+    if (record) return { ...record, receipt: (await receipts.signed(accountId, requestId)) ?? null }
     const message = `No usage record ${clipped(req.params.id)} for this account.`
     return sendError(reply, apiError('feature_not_supported', message, { param: 'request_id', status: 404 }))
   })

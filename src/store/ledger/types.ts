@@ -178,7 +178,7 @@ export function sweptClose(c: Close): Close {
 export const RECORD_COLUMNS =
   'request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at, closed_at, cost, payee_id, fee, ' +
   'served_model, provider, stream, prompt_tokens, completion_tokens, upstream_prompt_tokens, upstream_completion_tokens, outcome, latency_ms, ' +
-  'posted, fee_account_id'
+  'posted, fee_account_id, body_sha256, input_price, output_price'
 
 /** A request's row: its hold (none for a refusal: amount 0, no owner) and how it closed. */
 export function recordValues(h: HoldRequest | undefined, c: Close): unknown[] {
@@ -203,6 +203,9 @@ export function recordValues(h: HoldRequest | undefined, c: Close): unknown[] {
     u.latency_ms,
     c.posted ? 1 : 0,
     c.fee ? c.feeAccountId : null,
+    c.usage.bodySha256 ?? null,
+    c.usage.prices?.input ?? null,
+    c.usage.prices?.output ?? null,
   ]
 }
 

@@ -12,7 +12,14 @@ import { RECORD_COLUMNS } from '../ledger/types.js'
  * written); per hold, whether it was admitted.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  if (dialect !== 'postgres') return
+  if (dialect === 'postgres') await createLedgerGroupFunctions(db)
+}
+
+/**
+ * Creates (or replaces) the group's functions with the request row's columns of this version (RECORD_COLUMNS): a
+ * migration that adds columns to the row calls it again.
+ */
+export async function createLedgerGroupFunctions(db: Kysely<unknown>): Promise<void> {
   const cols = RECORD_COLUMNS
   await sql
     .raw(

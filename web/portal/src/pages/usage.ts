@@ -77,6 +77,20 @@ export async function usagePage(app: App, root: HTMLElement): Promise<void> {
         ),
       ),
       h('td', { class: 'muted small', title: u.key_id }, keyName.get(u.key_id) ?? u.key_id),
+      h(
+        'td',
+        {},
+        h(
+          'a',
+          {
+            class: 'receipt',
+            href: `/portal/api/usage/${encodeURIComponent(u.request_id)}/receipt`,
+            download: `${u.request_id.replace(/^req_/, 'rct_')}.json`,
+            title: 'The signed receipt, with its settlement proof once settled (svc receipt verify)',
+          },
+          'Receipt',
+        ),
+      ),
     )
 
   /** The next page of the current generation; one at a time ("Load more" is disabled while one loads). */
@@ -87,7 +101,7 @@ export async function usagePage(app: App, root: HTMLElement): Promise<void> {
       if (mine !== generation) return
       rows.append(...page.data.map(row))
       if (!after && page.data.length === 0)
-        rows.append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No requests match.')))
+        rows.append(h('tr', {}, h('td', { colspan: 9, class: 'muted' }, 'No requests match.')))
       after = page.last_id
       more.hidden = !page.has_more
     } finally {
@@ -151,7 +165,9 @@ export async function usagePage(app: App, root: HTMLElement): Promise<void> {
           h(
             'tr',
             {},
-            ['Time', 'Request id', 'Model', 'Provider', 'Tokens', 'Cost', 'Outcome', 'Key'].map((t) => h('th', {}, t)),
+            ['Time', 'Request id', 'Model', 'Provider', 'Tokens', 'Cost', 'Outcome', 'Key', ''].map((t) =>
+              h('th', {}, t),
+            ),
           ),
         ),
         rows,
