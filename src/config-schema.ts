@@ -115,6 +115,7 @@ const TuningConfig = Closed({
   maxBodyBytesInFlight: Type.Optional(
     Type.Integer({ minimum: 4 * 1024 * 1024, description: 'at least the largest body (4 MiB)' }),
   ),
+  offerProbeIntervalMs: Type.Optional(Type.Integer({ minimum: 0 })),
 })
 
 /** An RFC 3339 date-time (2026-11-29T00:00:00Z). */

@@ -33,6 +33,8 @@ export interface Tuning {
    * refused (503, retry).
    */
   maxBodyBytesInFlight: number
+  /** An offer with no attempt for this long is asked for one token, so its endpoint stats stay current (0: never). */
+  offerProbeIntervalMs: number
 }
 
 export const DEFAULT_TUNING: Tuning = {
@@ -53,6 +55,7 @@ export const DEFAULT_TUNING: Tuning = {
   maxRequestsPerAccount: 64,
   // Four times what one account's bodies can take (maxRequestsPerAccount × 4 MiB).
   maxBodyBytesInFlight: 1024 * 1024 * 1024,
+  offerProbeIntervalMs: 60_000,
 }
 
 export function tuningOf(config: Config): Tuning {

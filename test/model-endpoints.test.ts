@@ -17,7 +17,9 @@ interface Endpoint {
 describe('model endpoints', () => {
   let m: Market
   beforeAll(async () => {
-    m = await startMarket({ tuning: { firstByteTimeoutMs: 2_000, replyTimeoutMs: 5_000, breakerFailures: 50 } })
+    m = await startMarket({
+      tuning: { firstByteTimeoutMs: 2_000, replyTimeoutMs: 5_000, breakerFailures: 50, offerProbeIntervalMs: 0 },
+    })
   })
   afterAll(() => m?.close())
 
@@ -72,6 +74,22 @@ describe('model endpoints', () => {
     expect(of(after, P.atlasDear).ttft_p50_ms!).toBeGreaterThan(of(before, P.atlasDear).ttft_p50_ms! + 100)
     expect(of(after, P.atlasCheap).uptime).toEqual({ '5m': 0.5, '1h': 0.5, '1d': 0.5 })
     expect(of(after, P.atlasDear).uptime['1d']).toBe(1)
+  })
+
+  it('measures idle offers by probing them: uptime and time to first token without traffic', async () => {
+    expect(of(await endpoints('svc/tern@2'), P.tern).uptime['5m']).toBeNull()
+    m.sims.wren.setFault({ kind: 'status-500' })
+    try {
+      expect(await m.server.gateway.probes.probeIdle()).toBeGreaterThanOrEqual(6)
+    } finally {
+      m.sims.wren.setFault({ kind: 'none' })
+    }
+    const tern = of(await endpoints('svc/tern@2'), P.tern)
+    expect(tern.uptime).toEqual({ '5m': 1, '1h': 1, '1d': 1 })
+    expect(tern.ttft_p50_ms).not.toBeNull()
+    expect(of(await endpoints('svc/wren@1'), P.wren).uptime['5m']).toBe(0)
+    // A probe moves no breaker: the faulted provider still serves its next request.
+    expect(of(await endpoints('svc/wren@1'), P.wren).status).toBe('live')
   })
 
   it('lists svc/cortex@1 as its candidates and its vendor', async () => {

@@ -21,6 +21,7 @@ import { Idempotency } from './idempotency.js'
 import { RefusalCounter } from './refusal-counter.js'
 import { RateGate } from '../limits/rate-gate.js'
 import { RedisRates } from '../limits/redis-rates.js'
+import { OfferProbes } from '../routing/offer-probes.js'
 
 /** How often the counts of refusals before admission are added to the store. */
 const REFUSAL_FLUSH_MS = 1_000
@@ -50,6 +51,8 @@ export class Gateway {
   readonly refusals: RefusalCounter
   /** Per-key limits of requests and tokens a minute. */
   readonly rates: RateGate
+  /** Probes of idle offers, for their endpoint stats. */
+  readonly probes: OfferProbes
   readonly now: () => number
   readonly log: (msg: string, err?: unknown) => void
   readonly logger: Logger
@@ -79,6 +82,10 @@ export class Gateway {
     )
     const make = opts.makeUpstream ?? ((url, key, t) => new OpenAICompatibleProvider(url, key, t))
     this.catalog = new Catalog(config, (url, key) => make(url, key, this.tuning))
+    this.probes = new OfferProbes(this.catalog, this.health, {
+      intervalMs: this.tuning.offerProbeIntervalMs,
+      now: this.now,
+    })
     this.metrics = new GatewayMetrics({
       catalog: this.catalog,
       health: this.health,
@@ -160,6 +167,7 @@ export class Gateway {
       OFFERS_READ_MS,
     )
     gw.offersTimer.unref()
+    gw.probes.start()
     gw.refusals.start(REFUSAL_FLUSH_MS)
     // Not awaited: a provider that cannot be reached is logged, and the gateway serves the others meanwhile.
     void probeProviders(config, gw.reachability)
@@ -200,6 +208,7 @@ export class Gateway {
   async close(): Promise<void> {
     if (this.flushTimer) clearInterval(this.flushTimer)
     if (this.offersTimer) clearInterval(this.offersTimer)
+    await this.probes.stop()
     await this.keys.flushLastUsed().catch(() => {})
     await this.refusals.stop().catch((err) => this.log('refusal counts not written', err))
     await this.lifecycle.stop().catch(() => {})

@@ -7,6 +7,8 @@ const HOUR_MS = 3_600_000
 interface Series {
   /** Attempts by minute of the clock (minute number → outcomes), the last day's. */
   minutes: Map<number, { ok: number; failed: number }>
+  /** When the offer was last attempted (or probed). */
+  lastAt: number
   /** The newest samples: when, time to first token (ms), output tokens a second (NaN when unknown). */
   samples: { at: number; ttftMs: number; tps: number }[]
 }
@@ -24,7 +26,8 @@ export class OfferStats {
   record(key: string, ok: boolean, ttftMs?: number, tps?: number): void {
     const now = this.now()
     let s = this.series.get(key)
-    if (!s) this.series.set(key, (s = { minutes: new Map(), samples: [] }))
+    if (!s) this.series.set(key, (s = { minutes: new Map(), lastAt: now, samples: [] }))
+    s.lastAt = now
     const minute = Math.floor(now / MINUTE_MS)
     const bucket = s.minutes.get(minute) ?? { ok: 0, failed: 0 }
     if (ok) bucket.ok++
@@ -36,6 +39,11 @@ export class OfferStats {
       s.samples.push({ at: now, ttftMs, tps: tps ?? NaN })
       if (s.samples.length > SAMPLES) s.samples.shift()
     }
+  }
+
+  /** When the offer was last attempted or probed (epoch ms); 0 if never. */
+  lastAttempt(key: string): number {
+    return this.series.get(key)?.lastAt ?? 0
   }
 
   /** The share of attempts that succeeded over the last `windowMs`; null when there were none. */
