@@ -172,6 +172,8 @@ export function marketConfig(s: Market['sims'], storeUrl: string, tuning?: Confi
       breakerCooldownMs: 2_000,
       keyCacheMs: 0,
       shutdownGraceMs: 100,
+      // No probes of idle offers: tests count what their providers are asked.
+      offerProbeIntervalMs: 0,
       ...tuning,
     },
   }
