@@ -115,9 +115,13 @@ for (let p = 0; p < processes; p++) {
       })
     }
   }
+  // Stopped as an operator would (SIGTERM: nothing is in flight), so that a --node-args profile (--cpu-prof) is written.
   for (const g of live.values()) {
-    g.child.kill('SIGKILL')
-    await new Promise((resolve) => g.child.once('exit', resolve))
+    const exited = new Promise((resolve) => g.child.once('exit', resolve))
+    g.child.kill('SIGTERM')
+    const late = setTimeout(() => g.child.kill('SIGKILL'), 15_000)
+    await exited
+    clearTimeout(late)
   }
 }
 console.log(

@@ -8,6 +8,13 @@ import { refusalOf, type KeySpend } from '../store/ledger/types.js'
 import { periodEnd, spentNow } from '../limits/period.js'
 import type { Prepared } from './prepare.js'
 import type { RequestContext } from './context.js'
+import type { RateAnswer, RateTake } from '../limits/counter.js'
+
+/** A rate take for the hold to count, and what to do with the counter's answer: its refusal, if it refuses. */
+export interface HoldRate {
+  take: RateTake
+  answered: (a: RateAnswer) => ApiError | undefined
+}
 
 /** What admission reads and writes: the accounts (for a refusal's figures) and the ledger's holds. */
 export interface AdmissionStore {
@@ -33,7 +40,7 @@ export async function admit(
   store: AdmissionStore,
   { requestId, caller }: RequestContext,
   p: Prepared,
-  opts: { owner: string; now: number; holdTtlMs: number },
+  opts: { owner: string; now: number; holdTtlMs: number; rate?: HoldRate },
 ): Promise<{ amount: bigint } | ApiError> {
   const amount = maxCostOf(p)
   // A bound no store integer holds (a huge max_tokens on svc/cortex@1) is more than any account can spend.
@@ -50,8 +57,14 @@ export async function admit(
           now: opts.now,
           expiresAt: opts.now + opts.holdTtlMs,
           ...(caller.spend ? { spendReset: caller.spend.reset } : {}),
+          ...(opts.rate ? { rate: opts.rate.take } : {}),
         })
+  const rateRefusal =
+    result.rate && opts.rate?.answered({ taken: result.ok || result.reason !== 'rate_limit', count: result.rate })
+  if (rateRefusal) return rateRefusal
   if (result.ok) return { amount }
+  if (result.reason === 'rate_limit')
+    throw new Error(`${requestId}: a rate refusal of a hold that carried no rate take`)
   if (result.reason === 'suspended')
     return apiError(
       'account_suspended',

@@ -99,6 +99,7 @@ export class Gateway {
     this.refusals = new RefusalCounter(store.refusals, (err) => this.log('refusal counts not written', err))
     this.rates = new RateGate({
       counter: config.limits?.redis ? new RedisRates(config.limits.redis) : store.keyRates,
+      inHold: !config.limits?.redis && store.ledger.countsRates,
       onDown: config.limits?.onRedisDown ?? 'open',
       now: this.now,
       log: this.log,

@@ -26,7 +26,7 @@ import type { RequestTrace } from './trace.js'
 import { splitFee } from '../money/usdc.js'
 import type { RefusalCounter } from './refusal-counter.js'
 import { prepare, type Prepared } from './prepare.js'
-import { settleRate, takeRate } from './rate-stage.js'
+import { RateInHold, settleRate, takeRate } from './rate-stage.js'
 import type { RateGate } from '../limits/rate-gate.js'
 
 /** A stream's sink as the pipeline sees it: whether its status line went out decides how a failure is told. */
@@ -129,9 +129,10 @@ export class ChatPipeline {
       this.countRefusal(ctx, prepared, 'no_capacity')
       return refused(ctx, noCapacityBeforeWork(this.deps.charge, prepared))
     }
-    const rate = await takeRate(this.deps.rates, ctx.caller, prepared, call.headers)
-    if (isApiError(rate)) return refused(ctx, rate)
-    const admitted = await this.admit(ctx, prepared)
+    const taken = await takeRate(this.deps.rates, ctx.caller, prepared, call.headers)
+    if (isApiError(taken)) return refused(ctx, taken)
+    const admitted = await this.admit(ctx, prepared, taken instanceof RateInHold ? taken : undefined)
+    const rate = taken instanceof RateInHold ? taken.counted : taken
     if (isApiError(admitted)) {
       settleRate(rate, prepared, undefined)
       return refused(ctx, admitted)
@@ -168,13 +169,14 @@ export class ChatPipeline {
   }
 
   /** Holds the request's maximum cost, or refuses it; a store that fails is recovered from (its hold released). */
-  private async admit(ctx: RequestContext, prepared: Prepared): Promise<Admitted | ApiError> {
+  private async admit(ctx: RequestContext, prepared: Prepared, rate?: RateInHold): Promise<Admitted | ApiError> {
     let result: Awaited<ReturnType<typeof admit>>
     try {
       result = await admit(this.deps.admission, ctx, prepared, {
         owner: this.deps.lifecycle.id,
         now: ctx.startedAt,
         holdTtlMs: this.deps.holdTtlMs,
+        ...(rate ? { rate } : {}),
       })
     } catch (err) {
       // The hold may have been written before the store failed: release it, or the live instance would keep it.

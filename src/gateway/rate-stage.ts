@@ -3,6 +3,8 @@ import type { Caller } from '../auth/caller.js'
 import type { RateGate, RateTaken } from '../limits/rate-gate.js'
 import type { Finished } from './charge.js'
 import type { Prepared } from './prepare.js'
+import type { HoldRate } from './admission.js'
+import type { RateAnswer, RateTake } from '../limits/counter.js'
 
 /** A request counted against its key's rate limits, to be settled to what it was billed once it ends. */
 export interface CountedRate {
@@ -11,18 +13,45 @@ export interface CountedRate {
   taken: RateTaken
 }
 
+type Headers = ((h: Record<string, string>) => void) | undefined
+
+/**
+ * A take the request's hold counts in its own transaction (`RateGate.inHold`): once the hold has answered, `counted`
+ * is the request's count when the key's limits left room.
+ */
+export class RateInHold implements HoldRate {
+  counted?: CountedRate
+
+  constructor(
+    private readonly gate: RateGate,
+    private readonly keyId: string,
+    readonly take: RateTake,
+    private readonly headers: Headers,
+  ) {}
+
+  readonly answered = (a: RateAnswer): ApiError | undefined => {
+    const check = this.gate.checked(this.take, a)
+    this.headers?.(check.headers)
+    if (check.taken) this.counted = { gate: this.gate, keyId: this.keyId, taken: check.taken }
+    return check.error
+  }
+}
+
 /**
  * Counts a request of a limited key at its maximum tokens (prompt and output bound), passing the key's rate headers to
- * `headers`; its count, its refusal, or undefined (no limits, or unchecked).
+ * `headers`; its count, its refusal, or undefined (no limits, or unchecked). Where the gate counts in holds, the take
+ * is left to the hold.
  */
 export async function takeRate(
   gate: RateGate | undefined,
   caller: Caller,
   prepared: Prepared,
-  headers: ((h: Record<string, string>) => void) | undefined,
-): Promise<CountedRate | ApiError | undefined> {
+  headers: Headers,
+): Promise<CountedRate | RateInHold | ApiError | undefined> {
   if (!gate || !caller.limits) return undefined
-  const check = await gate.take(caller.keyId, caller.limits, prepared.inputTokens + prepared.maxTokens)
+  const tokens = prepared.inputTokens + prepared.maxTokens
+  if (gate.inHold) return new RateInHold(gate, caller.keyId, gate.toTake(caller.limits, tokens), headers)
+  const check = await gate.take(caller.keyId, caller.limits, tokens)
   headers?.(check.headers)
   if (check.error) return check.error
   return check.taken && { gate, keyId: caller.keyId, taken: check.taken }

@@ -6,6 +6,16 @@ export interface RateCount {
   tokens: number
 }
 
+/**
+ * A request to count against its key's limits in `minute`: where the store counts rates in the hold's own transaction
+ * (`HotLedger.countsRates`), the hold carries it.
+ */
+export interface RateTake {
+  minute: number
+  limits: RateLimits
+  tokens: number
+}
+
 /** What a counter answered: the request counted (`taken`), or not, and the minute's counts either way. */
 export interface RateAnswer {
   taken: boolean

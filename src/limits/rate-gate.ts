@@ -1,6 +1,6 @@
 import { apiError, type ApiError } from '../protocol/errors.js'
 import type { RateLimits } from '../store/keys.js'
-import { MINUTE_MS, minuteOf, type RateCount, type RateCounter } from './counter.js'
+import { MINUTE_MS, minuteOf, type RateAnswer, type RateCount, type RateCounter, type RateTake } from './counter.js'
 
 /** How often token corrections are written. */
 const CORRECT_MS = 250
@@ -24,6 +24,11 @@ export interface RateCheck {
 
 export interface RateGateDeps {
   counter: RateCounter
+  /**
+   * The counter is the store's, and its ledger counts each take in the hold's own transaction (`HotLedger.countsRates`):
+   * the pipeline hands the hold a `RateTake` (`toTake`) and reads its answer (`checked`) instead of calling `take`.
+   */
+  inHold?: boolean
   onDown: OnCounterDown
   now: () => number
   /** Told when the counter stops and starts answering again. */
@@ -48,13 +53,17 @@ export class RateGate {
     this.timer.unref()
   }
 
+  /** Whether takes are counted in their holds' transactions (`RateGateDeps.inHold`). */
+  get inHold(): boolean {
+    return this.deps.inHold === true
+  }
+
   /** Counts a request of `tokens` for the key, or refuses it. */
   async take(keyId: string, limits: RateLimits, tokens: number): Promise<RateCheck> {
-    const now = this.deps.now()
-    const minute = minuteOf(now)
+    const take = this.toTake(limits, tokens)
     let answer
     try {
-      answer = await this.deps.counter.take(keyId, minute, limits, tokens)
+      answer = await this.deps.counter.take(keyId, take.minute, limits, tokens)
     } catch (err) {
       return this.counterDown(err)
     }
@@ -62,7 +71,17 @@ export class RateGate {
       this.down = false
       this.deps.log('rate limits: the counter answers again')
     }
-    const resetS = Math.max(1, Math.ceil(((minute + 1) * MINUTE_MS - now) / 1000))
+    return this.checked(take, answer)
+  }
+
+  /** A request of `tokens` to count in the current minute. */
+  toTake(limits: RateLimits, tokens: number): RateTake {
+    return { minute: minuteOf(this.deps.now()), limits, tokens }
+  }
+
+  /** What a counter answered `take`: the key's headers, and the request's count or its refusal. */
+  checked({ minute, limits, tokens }: RateTake, answer: RateAnswer): RateCheck {
+    const resetS = Math.max(1, Math.ceil(((minute + 1) * MINUTE_MS - this.deps.now()) / 1000))
     const headers = rateHeaders(limits, answer.count, resetS)
     if (answer.taken) return { headers, taken: { minute, tokens } }
     return { headers, error: refusal(limits, answer.count, tokens, resetS) }

@@ -7,21 +7,29 @@ import type { RateAnswer, RateCount, RateCounter } from '../limits/counter.js'
 const N = 'CAST(? AS BIGINT)'
 
 /**
- * One conditional upsert: the key's minute counted only when its limits (-1: none) leave room, in any number of
- * processes at once. Every number is cast: Postgres would compare untyped parameters as text. `takeValues` fills it.
+ * One conditional upsert: `requests` requests of `tokens` in all counted in the key's minute only when its limits (-1:
+ * none) leave room for all of them, in any number of processes at once. Every number is cast: Postgres would compare
+ * untyped parameters as text. `takeValues` fills it.
  */
 export const TAKE_SQL = `INSERT INTO key_rates (key_id, minute, requests, tokens)
-  SELECT ?, ${N}, 1, ${N} WHERE ${N} <> 0 AND (${N} < 0 OR ${N} <= ${N})
+  SELECT ?, ${N}, ${N}, ${N} WHERE (${N} < 0 OR ${N} <= ${N}) AND (${N} < 0 OR ${N} <= ${N})
   ON CONFLICT (key_id, minute) DO UPDATE SET
-    requests = key_rates.requests + 1, tokens = key_rates.tokens + excluded.tokens
-  WHERE (${N} < 0 OR key_rates.requests + 1 <= ${N}) AND (${N} < 0 OR key_rates.tokens + excluded.tokens <= ${N})
+    requests = key_rates.requests + excluded.requests, tokens = key_rates.tokens + excluded.tokens
+  WHERE (${N} < 0 OR key_rates.requests + excluded.requests <= ${N})
+    AND (${N} < 0 OR key_rates.tokens + excluded.tokens <= ${N})
   RETURNING requests, tokens`
 
-/** The values of TAKE_SQL's parameters, in order. */
-export function takeValues(keyId: string, minute: number, limits: RateLimits, tokens: number): (string | number)[] {
+/** The values of TAKE_SQL's parameters, in order: one request of `tokens`, or `requests` of `tokens` in all. */
+export function takeValues(
+  keyId: string,
+  minute: number,
+  limits: RateLimits,
+  tokens: number,
+  requests = 1,
+): (string | number)[] {
   const rpm = limits.rpm ?? -1
   const tpm = limits.tpm ?? -1
-  return [keyId, minute, tokens, rpm, tpm, tokens, tpm, rpm, rpm, tpm, tpm]
+  return [keyId, minute, requests, tokens, rpm, requests, rpm, tpm, tokens, tpm, rpm, rpm, tpm, tpm]
 }
 
 /** Per-key counts per minute in the store (`key_rates`): the rate counter where the config names no Redis. */

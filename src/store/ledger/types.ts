@@ -2,6 +2,7 @@ import type { Account } from '../accounts.js'
 import { usageRow, type UsageRecord } from '../usage.js'
 import type { OpenHolds } from './open-holds.js'
 import type { LimitReset } from '../../limits/period.js'
+import type { RateCount, RateTake } from '../../limits/counter.js'
 
 export interface HoldRequest {
   requestId: string
@@ -14,6 +15,11 @@ export interface HoldRequest {
   expiresAt: number
   /** The key has a spend limit that starts over at this reset: the hold counts against it (`api_keys.period_held`). */
   spendReset?: LimitReset
+  /**
+   * Counted against the key's rate limits first, in the hold's transaction (only where the ledger `countsRates`): the
+   * hold is refused (`rate_limit`) when they leave no room, and is counted even when the account then refuses it.
+   */
+  rate?: RateTake
 }
 
 /** A key's spend limit and counters, as a refusal of its spend limit reads them. */
@@ -25,10 +31,15 @@ export interface KeySpend {
   periodHeld: bigint
 }
 
-export type HoldResult =
+export type HoldResult = (
   | { ok: true }
   | { ok: false; reason: 'insufficient' | 'suspended' | 'in_debt' | 'missing'; account?: Account }
   | { ok: false; reason: 'key_limit'; key: KeySpend }
+  | { ok: false; reason: 'rate_limit' }
+) & {
+  /** The key's counts in the take's minute after it, when the hold carried a `rate`. */
+  rate?: RateCount
+}
 
 export interface CaptureRequest {
   requestId: string
@@ -62,6 +73,8 @@ export interface HotLedger {
   readonly open: OpenHolds
   /** Told of each commit: how many operations it carried and how long it took until durable. */
   onCommit: CommitObserver
+  /** Holds count their `rate` in their own transaction; where absent, a hold must carry none. */
+  readonly countsRates?: boolean
   /** Admission: holds `amount` when spendable covers it. */
   hold(h: HoldRequest): Promise<HoldResult>
   /**

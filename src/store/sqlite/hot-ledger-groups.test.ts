@@ -186,6 +186,51 @@ describe('the hot ledger of a SQLite file, a group per turn', () => {
     expect(Number(captured.n)).toBe(201)
   })
 
+  it("counts holds against their key's rate limits in the hold's own transaction, refused ones first", async () => {
+    const s = await open()
+    const tight = (await s.accounts.ensure('0x5555555555555555555555555555555555555555', 'user', 1000)).account.id
+    await s.accounts.deposit({ id: tight, amount: 1000n, ref: 'dep_rated', now: 1000 })
+    await s.accounts.approve(tight, 250n)
+    const rate = { minute: 7, limits: { rpm: 4, tpm: 1000 }, tokens: 100 }
+    const holdOf = (requestId: string, amount: bigint, tokens = 100, minute = 7) =>
+      s.ledger.hold({
+        requestId,
+        accountId: tight,
+        keyId: 'key_rated',
+        model: 'svc/atlas@1',
+        amount,
+        owner: 'i1',
+        now: 1000,
+        expiresAt: 10_000,
+        rate: { ...rate, tokens, minute },
+      })
+    // One turn: the key's 4 requests a minute go to the first four; the third is counted though its account refuses it.
+    const held = await Promise.all(['a', 'b', 'c', 'd', 'e', 'f'].map((id, i) => holdOf(id, i === 2 ? 900n : 100n)))
+    expect(held.map((h) => (h.ok ? 'ok' : h.reason))).toEqual([
+      'ok',
+      'ok',
+      'insufficient',
+      'insufficient',
+      'rate_limit',
+      'rate_limit',
+    ])
+    expect(held.map((h) => h.rate?.requests)).toEqual([1, 2, 3, 4, 4, 4])
+    expect(held[5]!.rate).toEqual({ requests: 4, tokens: 400 })
+    // Refused for its tokens alone in the next minute, counting nothing; the account held only what it admitted.
+    const big = await holdOf('g', 1n, 1001, 8)
+    expect(big).toMatchObject({ ok: false, reason: 'rate_limit', rate: { requests: 0, tokens: 0 } })
+    expect(await s.accounts.byId(tight)).toMatchObject({ held: 200n })
+    expect(await s.keyRates.peek('key_rated', 7)).toEqual({ requests: 4, tokens: 400 })
+    expect(await s.keyRates.peek('key_rated', 8)).toEqual({ requests: 0, tokens: 0 })
+    // A turn the limits have room for is counted in one write; each hold told the counts as if counted alone.
+    const fit = await Promise.all([holdOf('i', 1n, 10, 9), holdOf('j', 1n, 20, 9), holdOf('k', 1n, 30, 9)])
+    expect(fit.map((h) => [h.ok, h.rate])).toEqual([
+      [true, { requests: 1, tokens: 10 }],
+      [true, { requests: 2, tokens: 30 }],
+      [true, { requests: 3, tokens: 60 }],
+    ])
+  })
+
   it('refuses to run a group inside a transaction left open on its connection', async () => {
     const s = await open()
     // Begun outside Kysely's transactions (as a failed rollback would leave one): a group nested in it would be a

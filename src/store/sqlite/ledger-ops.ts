@@ -7,6 +7,7 @@ import { usageRow, type UsageRecord } from '../usage.js'
 import { USAGE_ON_HOLDS } from '../migrations/009_records_written_once.js'
 import type { OpenHolds } from '../ledger/open-holds.js'
 import { sqliteKeySpend } from './key-spend-ops.js'
+import { sqliteRateOps } from './rate-ops.js'
 import { byCounter, sum, wholeOrEach, type Item } from './group-sets.js'
 import {
   capturedClose,
@@ -76,6 +77,7 @@ export function sqliteLedgerOps(
   }
 
   const keys = sqliteKeySpend(raw)
+  const rates = sqliteRateOps(raw)
 
   /** The group's changes to `open`, applied once it commits; requests closed in the group, so none closes twice. */
   let staged: (() => void)[] = []
@@ -108,9 +110,18 @@ export function sqliteLedgerOps(
     })
   }
 
-  /** Admits the group's holds, a set per account at a time, and counts those admitted in this instance's counter. */
+  /**
+   * Admits the group's holds, a set per account at a time, and counts those admitted in this instance's counter. A hold
+   * carrying a rate take is counted against its key's rate limits first, and refused when they leave no room.
+   */
   const holdAll = (holds: Item<void>[], results: unknown[]): void => {
-    for (const set of byCounter(holds)) {
+    const counted = rates.takeAll(holds)
+    const allowed = holds.filter(({ at }) => {
+      const answer = counted.get(at)
+      if (answer && !answer.taken) results[at] = { ok: false, reason: 'rate_limit' }
+      return answer?.taken !== false
+    })
+    for (const set of byCounter(allowed)) {
       const admitted = admit(set, results)
       if (admitted.length === 0) continue
       const { owner, accountId } = admitted[0]!.hold
@@ -121,6 +132,7 @@ export function sqliteLedgerOps(
         staged.push(() => open.add(hold))
       }
     }
+    for (const [at, { count }] of counted) results[at] = { ...(results[at] as HoldResult), rate: count }
   }
 
   /** Takes a set of closes of one account from its counters, all at once or else one by one; the closes that held. */
