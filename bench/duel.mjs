@@ -115,7 +115,8 @@ for (let p = 0; p < processes; p++) {
       })
     }
   }
-  // Stopped as an operator would (SIGTERM: nothing is in flight), so that a --node-args profile (--cpu-prof) is written.
+  // Stopped as an operator would (SIGTERM; nothing is in flight), so that a --node-args profile (--cpu-prof) is
+  // written.
   for (const g of live.values()) {
     const exited = new Promise((resolve) => g.child.once('exit', resolve))
     g.child.kill('SIGTERM')

@@ -2,7 +2,7 @@ import { CompiledQuery, type Kysely } from 'kysely'
 import type { Database } from './schema.js'
 import type { RateLimits } from './keys.js'
 import { num } from './ints.js'
-import type { RateAnswer, RateCount, RateCounter } from '../limits/counter.js'
+import type { RateAnswer, RateCount, RateCounter, RateTake } from '../limits/counter.js'
 
 const N = 'CAST(? AS BIGINT)'
 
@@ -20,13 +20,7 @@ export const TAKE_SQL = `INSERT INTO key_rates (key_id, minute, requests, tokens
   RETURNING requests, tokens`
 
 /** The values of TAKE_SQL's parameters, in order: one request of `tokens`, or `requests` of `tokens` in all. */
-export function takeValues(
-  keyId: string,
-  minute: number,
-  limits: RateLimits,
-  tokens: number,
-  requests = 1,
-): (string | number)[] {
+export function takeValues(keyId: string, { minute, limits, tokens }: RateTake, requests = 1): (string | number)[] {
   const rpm = limits.rpm ?? -1
   const tpm = limits.tpm ?? -1
   return [keyId, minute, requests, tokens, rpm, requests, rpm, tpm, tokens, tpm, rpm, rpm, tpm, tpm]
@@ -47,7 +41,7 @@ export class KeyRatesRepo implements RateCounter {
 
   async take(keyId: string, minute: number, limits: RateLimits, tokens: number): Promise<RateAnswer> {
     const counted = await this.db.executeQuery<{ requests: number | bigint; tokens: number | bigint }>(
-      CompiledQuery.raw(this.take$, takeValues(keyId, minute, limits, tokens)),
+      CompiledQuery.raw(this.take$, takeValues(keyId, { minute, limits, tokens })),
     )
     const row = counted.rows[0]
     if (row) return { taken: true, count: { requests: num(row.requests), tokens: num(row.tokens) } }

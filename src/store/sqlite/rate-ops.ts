@@ -32,10 +32,10 @@ export function sqliteRateOps(raw: BetterSqlite3.Database) {
   const upsert = raw.prepare(TAKE_SQL)
   const read = raw.prepare('SELECT requests, tokens FROM key_rates WHERE key_id = ? AND minute = ?')
   const peek = (keyId: string, minute: number): RateCount => countOf(read.get(keyId, minute) as CountRow)
-  const take = (keyId: string, { minute, limits, tokens }: RateTake): RateAnswer => {
-    const row = upsert.get(...takeValues(keyId, minute, limits, tokens)) as CountRow
+  const take = (keyId: string, rate: RateTake): RateAnswer => {
+    const row = upsert.get(...takeValues(keyId, rate)) as CountRow
     if (row) return { taken: true, count: countOf(row) }
-    return { taken: false, count: peek(keyId, minute) }
+    return { taken: false, count: peek(keyId, rate.minute) }
   }
 
   /**
@@ -46,7 +46,7 @@ export function sqliteRateOps(raw: BetterSqlite3.Database) {
     const { keyId, rate } = set[0]!.hold
     if (set.length > 1) {
       const tokens = set.reduce((all, i) => all + i.hold.rate.tokens, 0)
-      const row = upsert.get(...takeValues(keyId, rate.minute, rate.limits, tokens, set.length)) as CountRow
+      const row = upsert.get(...takeValues(keyId, { ...rate, tokens }, set.length)) as CountRow
       if (row) {
         let { requests, tokens: counted } = countOf(row)
         const answers: RateAnswer[] = new Array<RateAnswer>(set.length)
