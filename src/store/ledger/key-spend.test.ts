@@ -49,6 +49,7 @@ describe.each(STORE_KINDS)('key spend limits in the ledger on %s', (kind) => {
     await addKey('key_a', 100n)
     await addKey('key_b', 50_000n)
     await addKey('key_c', 1_000n)
+    await addKey('key_d', 1_000n)
   })
   afterAll(() => closeFixture(f))
 
@@ -74,6 +75,20 @@ describe.each(STORE_KINDS)('key spend limits in the ledger on %s', (kind) => {
     expect(await hold('a6', 'key_a', 93n, { now: DAY + 6 })).toEqual({ ok: true })
     expect(await store.ledger.release('a6', DAY + 7, usageRecord('a6', user, 0n))).toBe(true)
     expect(await spendOf('key_a')).toMatchObject({ spent: 7n, held: 0n })
+  })
+
+  it('counts holds and closes of one key at once (one group on SQLite) as it would one by one', async () => {
+    const ids = ['e1', 'e2', 'e3', 'e4']
+    expect(await Promise.all(ids.map((id) => hold(id, 'key_d', 250n)))).toEqual(ids.map(() => ({ ok: true })))
+    expect(await spendOf('key_d')).toMatchObject({ spent: 0n, held: 1_000n })
+    const counted = () =>
+      store.db.selectFrom('key_holds').select('held').where('key_id', '=', 'key_d').executeTakeFirstOrThrow()
+    expect(Number((await counted()).held)).toBe(1_000)
+    expect(await hold('e5', 'key_d', 1n)).toMatchObject({ ok: false, reason: 'key_limit' })
+    expect(await Promise.all(ids.map((id, i) => capture(id, BigInt(10 * (i + 1)))))).toEqual([true, true, true, true])
+    expect(await spendOf('key_d')).toMatchObject({ spent: 100n, held: 0n })
+    expect(Number((await counted()).held)).toBe(0)
+    expect(await store.ledger.audit()).toMatchObject({ unbalanced: [], inconsistent: [] })
   })
 
   it("takes a dead instance's holds out of its keys' counters", async () => {

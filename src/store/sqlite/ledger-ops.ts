@@ -102,12 +102,16 @@ export function sqliteLedgerOps(
       return all <= MAX_STORED && s.hold.run(all, accountId, all, all).changes === 1
     }
     const held = wholeOrEach(set, admits, ({ at }) => (results[at] = refusal(accountId)))
-    return held.filter(({ at, hold }) => {
-      if (!hold.spendReset || keys.hold(hold)) return true
-      s.releaseAccount.run(hold.amount, accountId)
-      results[at] = keys.refusal(hold.keyId)
-      return false
-    })
+    const refused = new Set<Item<void>>()
+    keys.holdAll(
+      held.filter((i) => i.hold.spendReset),
+      (item) => {
+        s.releaseAccount.run(item.hold.amount, accountId)
+        results[item.at] = keys.refusal(item.hold.keyId)
+        refused.add(item)
+      },
+    )
+    return refused.size === 0 ? held : held.filter((i) => !refused.has(i))
   }
 
   /**
@@ -126,8 +130,8 @@ export function sqliteLedgerOps(
       if (admitted.length === 0) continue
       const { owner, accountId } = admitted[0]!.hold
       s.owned.run(owner, accountId, sum(admitted), admitted.length)
+      keys.heldAll(admitted.filter((i) => i.hold.spendReset))
       for (const { at, hold } of admitted) {
-        if (hold.spendReset) keys.held(hold)
         results[at] = { ok: true }
         staged.push(() => open.add(hold))
       }
@@ -155,10 +159,8 @@ export function sqliteLedgerOps(
       if (taken.length === 0) continue
       const cost = taken.reduce((total, i) => total + i.then.cost, 0n)
       s.closeAccount.run(cost, sum(taken), cost, cost, taken[0]!.hold.accountId)
-      for (const item of taken) {
-        if (item.hold.spendReset) keys.close(item.hold, item.then.closedAt, item.then.cost)
-        held.add(item)
-      }
+      keys.closeAll(taken.filter((i) => i.hold.spendReset))
+      for (const item of taken) held.add(item)
     }
     return held
   }
