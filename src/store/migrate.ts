@@ -21,6 +21,7 @@ import * as m018 from './migrations/018_ledger_groups.js'
 import * as m019 from './migrations/019_provider_offers.js'
 import * as m020 from './migrations/020_kept_responses.js'
 import * as m021 from './migrations/021_receipts.js'
+import * as m022 from './migrations/022_lean_group_rows.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -45,6 +46,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '019_provider_offers': m019,
   '020_kept_responses': m020,
   '021_receipts': m021,
+  '022_lean_group_rows': m022,
 }
 
 /**

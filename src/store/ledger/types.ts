@@ -187,6 +187,20 @@ export function sweptClose(c: Close): Close {
   }
 }
 
+/**
+ * What a swept close changes in its request's row (`sweptClose`), by column: the Postgres group derives the swept row
+ * from the close's row with these rather than being sent both.
+ */
+export const SWEPT_COLUMNS = {
+  status: 'released',
+  cost: '0',
+  payee_id: null,
+  fee: null,
+  fee_account_id: null,
+  outcome: 'abandoned',
+  posted: 0,
+} as const
+
 /** The columns of a request's one row in `holds`, in the order of `recordValues`, for the dialects' raw statements. */
 export const RECORD_COLUMNS =
   'request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at, closed_at, cost, payee_id, fee, ' +

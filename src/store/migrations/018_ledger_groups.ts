@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
-import { RECORD_COLUMNS } from '../ledger/types.js'
+import { RECORD_COLUMNS, SWEPT_COLUMNS } from '../ledger/types.js'
 
 /**
  * Postgres: `svc_ledger_group`, the hot ledger's group commit (store/postgres/ledger-groups.ts). One call closes and
@@ -17,20 +17,22 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
 
 /**
  * Creates (or replaces) the group's functions with the request row's columns of this version (RECORD_COLUMNS): a
- * migration that adds columns to the row calls it again.
+ * migration that adds columns to the row calls it again. A close whose hold a sweep released first writes its row as
+ * swept: the close's row with SWEPT_COLUMNS.
  */
 export async function createLedgerGroupFunctions(db: Kysely<unknown>): Promise<void> {
   const cols = RECORD_COLUMNS
+  const swept = JSON.stringify(SWEPT_COLUMNS)
   await sql
     .raw(
       `
-CREATE OR REPLACE FUNCTION svc_close_one(p_owner text, p_acct bigint, p_amount bigint, p_cost bigint, p_rec jsonb, p_swept jsonb)
+CREATE OR REPLACE FUNCTION svc_close_one(p_owner text, p_acct bigint, p_amount bigint, p_cost bigint, p_rec jsonb)
 RETURNS int LANGUAGE plpgsql AS $fn$
 BEGIN
   UPDATE owner_holds SET held = held - p_amount, open = open - 1
     WHERE owner = p_owner AND account_id = p_acct AND held >= p_amount AND open > 0;
   IF NOT FOUND THEN
-    INSERT INTO holds (${cols}) SELECT ${cols} FROM jsonb_populate_record(NULL::holds, p_swept)
+    INSERT INTO holds (${cols}) SELECT ${cols} FROM jsonb_populate_record(NULL::holds, p_rec || '${swept}'::jsonb)
       ON CONFLICT (request_id) DO NOTHING;
     RETURN 0;
   END IF;
@@ -49,7 +51,7 @@ $fn$;
 
 CREATE OR REPLACE FUNCTION svc_ledger_group(
   p_owner text,
-  c_accounts bigint[], c_amounts bigint[], c_costs bigint[], c_rows jsonb, c_swept jsonb,
+  c_accounts bigint[], c_amounts bigint[], c_costs bigint[], c_rows jsonb,
   h_accounts bigint[], h_amounts bigint[],
   OUT r_closed int[], OUT r_held boolean[]
 ) LANGUAGE plpgsql AS $fn$
@@ -74,7 +76,7 @@ BEGIN
       WHERE owner = p_owner AND account_id = v_acct AND held >= v_amount AND open >= v_k;
     IF NOT FOUND THEN
       FOREACH i IN ARRAY v_idx LOOP
-        r_closed[i] := svc_close_one(p_owner, v_acct, c_amounts[i], c_costs[i], c_rows -> (i - 1), c_swept -> (i - 1));
+        r_closed[i] := svc_close_one(p_owner, v_acct, c_amounts[i], c_costs[i], c_rows -> (i - 1));
       END LOOP;
       CONTINUE;
     END IF;

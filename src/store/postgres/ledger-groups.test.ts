@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { postgresReachable } from '../../../test/helpers/stores.js'
 import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
-import type { HoldRequest } from '../ledger/types.js'
+import { capturedClose, recordValues, sweptClose, SWEPT_COLUMNS, type HoldRequest } from '../ledger/types.js'
+import { rowJson } from './ledger-groups.js'
 
 /** The Postgres hot ledger's group commit: many requests' holds and closes in one call, each as exact as alone. */
 describe('ledger groups on postgres', () => {
@@ -118,5 +119,22 @@ describe('ledger groups on postgres', () => {
     // The failed close left its hold open and counted; its release closes it.
     expect(await store.ledger.release('b3', 3001, usageRecord('b3', user, 0n))).toBe(true)
     expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+  })
+})
+
+describe("a group's swept rows", () => {
+  it("are the close's rows with SWEPT_COLUMNS, as sweptClose makes them", () => {
+    const h = { requestId: 'r', accountId: 7, keyId: 'k', model: 'm', amount: 90n, owner: 'i', now: 1, expiresAt: 2 }
+    const close = capturedClose({
+      requestId: 'r',
+      cost: 60n,
+      payeeId: 3,
+      fee: 6n,
+      feeAccountId: 4,
+      now: 5,
+      usage: usageRecord('r', 7, 60n),
+    })
+    const swept = rowJson(recordValues(h, sweptClose(close)))
+    expect({ ...rowJson(recordValues(h, close)), ...SWEPT_COLUMNS }).toEqual(swept)
   })
 })
