@@ -23,7 +23,8 @@ describe('a provider that cannot be reached', () => {
     let back: SimulatedProvider | undefined
     try {
       const down = () => lines.filter((l) => l.includes(`provider ${P.tern}: cannot be reached`))
-      await expect.poll(() => down().length).toBe(1)
+      // The start's probe tells it; a loaded machine may take more than the poll's default second to get there.
+      await expect.poll(() => down().length, { timeout: 10_000 }).toBe(1)
       expect(down()[0]).toContain('ECONNREFUSED')
       const msgs = [{ role: 'user', content: 'hi' }]
       for (let i = 0; i < 4; i++) {
