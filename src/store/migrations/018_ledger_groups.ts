@@ -56,20 +56,22 @@ CREATE OR REPLACE FUNCTION svc_ledger_group(
   OUT r_closed int[], OUT r_held boolean[]
 ) LANGUAGE plpgsql AS $fn$
 DECLARE
+  v_closes int := coalesce(array_length(c_accounts, 1), 0);
   v_acct bigint;
   v_idx int[];
   i int;
   v_amount bigint;
   v_cost bigint;
   v_k int;
-  v_dup int[];
+  v_written text[];
 BEGIN
-  r_closed := array_fill(0, ARRAY[coalesce(array_length(c_accounts, 1), 0)]);
+  r_closed := array_fill(0, ARRAY[v_closes]);
   r_held := array_fill(false, ARRAY[coalesce(array_length(h_accounts, 1), 0)]);
   -- Every account of the group, locked in ascending order before any write, as a statement of one locks its one.
   PERFORM 1 FROM accounts WHERE id = ANY (c_accounts || h_accounts) ORDER BY id FOR NO KEY UPDATE;
-  FOR v_acct, v_idx, v_amount, v_k IN
-    SELECT t.a, array_agg(t.n), sum(t.m), count(*) FROM unnest(c_accounts, c_amounts) WITH ORDINALITY AS t(a, m, n)
+  FOR v_acct, v_idx, v_amount, v_cost, v_k IN
+    SELECT t.a, array_agg(t.n ORDER BY t.n), sum(t.m), sum(t.c), count(*)
+    FROM unnest(c_accounts, c_amounts, c_costs) WITH ORDINALITY AS t(a, m, c, n)
     GROUP BY t.a ORDER BY t.a
   LOOP
     UPDATE owner_holds SET held = held - v_amount, open = open - v_k
@@ -80,29 +82,31 @@ BEGIN
       END LOOP;
       CONTINUE;
     END IF;
-    -- Every hold of the set was held: their rows, but for those closed already (their counts go back).
+    -- Every hold of the set was held: their rows (all of the group's when the set is the group's closes).
     WITH ins AS (
       INSERT INTO holds (${cols})
-      SELECT ${cols} FROM jsonb_populate_recordset(NULL::holds, (SELECT jsonb_agg(c_rows -> (j - 1)) FROM unnest(v_idx) AS j))
+      SELECT ${cols} FROM jsonb_populate_recordset(NULL::holds, CASE WHEN v_k = v_closes THEN c_rows
+        ELSE (SELECT jsonb_agg(c_rows -> (j - 1) ORDER BY j) FROM unnest(v_idx) AS j) END)
       ON CONFLICT (request_id) DO NOTHING
       RETURNING request_id
     )
-    SELECT coalesce(array_agg(j), '{}') INTO v_dup FROM unnest(v_idx) AS j
-    WHERE c_rows -> (j - 1) ->> 'request_id' NOT IN (SELECT request_id FROM ins);
-    v_amount := 0;
-    v_cost := 0;
-    FOREACH i IN ARRAY v_idx LOOP
-      IF i = ANY (v_dup) THEN
-        r_closed[i] := -1;
-      ELSE
-        r_closed[i] := 1;
-        v_amount := v_amount + c_amounts[i];
-        v_cost := v_cost + c_costs[i];
-      END IF;
-    END LOOP;
-    IF array_length(v_dup, 1) > 0 THEN
-      UPDATE owner_holds SET held = held + (SELECT sum(c_amounts[j]) FROM unnest(v_dup) AS j), open = open + array_length(v_dup, 1)
-        WHERE owner = p_owner AND account_id = v_acct;
+    SELECT array_agg(request_id) INTO v_written FROM ins;
+    FOREACH i IN ARRAY v_idx LOOP r_closed[i] := 1; END LOOP;
+    IF coalesce(array_length(v_written, 1), 0) < v_k THEN
+      -- Some were closed already (their rows were there): they move nothing, and their counts go back.
+      v_amount := 0;
+      v_cost := 0;
+      v_k := 0;
+      FOREACH i IN ARRAY v_idx LOOP
+        IF (c_rows -> (i - 1) ->> 'request_id') = ANY (v_written) THEN
+          v_amount := v_amount + c_amounts[i];
+          v_cost := v_cost + c_costs[i];
+        ELSE
+          r_closed[i] := -1;
+          UPDATE owner_holds SET held = held + c_amounts[i], open = open + 1
+            WHERE owner = p_owner AND account_id = v_acct;
+        END IF;
+      END LOOP;
     END IF;
     -- cap - c1 - c2 floored at 0 is cap - c1 floored at 0, then - c2 floored at 0: one write for the set.
     UPDATE accounts SET balance = balance - v_cost, held = accounts.held - v_amount,
@@ -117,17 +121,21 @@ BEGIN
       WHERE id = v_acct AND status = 'active' AND debt = 0 AND balance - held >= v_amount AND cap - held >= v_amount;
     IF FOUND THEN
       FOREACH i IN ARRAY v_idx LOOP r_held[i] := true; END LOOP;
+      v_k := array_length(v_idx, 1);
     ELSE
       v_amount := 0;
+      v_k := 0;
       FOREACH i IN ARRAY v_idx LOOP
         UPDATE accounts SET held = held + h_amounts[i]
           WHERE id = v_acct AND status = 'active' AND debt = 0
             AND balance - held >= h_amounts[i] AND cap - held >= h_amounts[i];
         r_held[i] := FOUND;
-        IF FOUND THEN v_amount := v_amount + h_amounts[i]; END IF;
+        IF FOUND THEN
+          v_amount := v_amount + h_amounts[i];
+          v_k := v_k + 1;
+        END IF;
       END LOOP;
     END IF;
-    v_k := (SELECT count(*) FROM unnest(v_idx) AS j WHERE r_held[j]);
     IF v_k > 0 THEN
       INSERT INTO owner_holds (owner, account_id, held, open) VALUES (p_owner, v_acct, v_amount, v_k)
         ON CONFLICT (owner, account_id) DO UPDATE
