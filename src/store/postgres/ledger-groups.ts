@@ -26,8 +26,8 @@ export function rowJson(values: unknown[]): Record<string, unknown> {
 /**
  * The group commit of the Postgres hot ledger: the holds and closes a process asks for while earlier groups run go
  * together in ONE call of `svc_ledger_group` (migration 018), one round trip and one transaction, each with the
- * conditional writes of its statement of one. At most `maxRunning` groups run at once. A lone operation takes its
- * statement of one. A group the server refuses (an error of the database: a dead counter's CHECK, a deadlock) did
+ * conditional writes of its statement of one. At most `maxRunning` groups run at once (one: groups grow with the load
+ * instead). A lone operation takes its statement of one. A group the server refuses (an error of the database: a dead counter's CHECK, a deadlock) did
  * not commit: each of its operations runs again alone, so one operation's failure is its own. A group whose answer
  * was lost fails each of its operations with the error: they may have committed (docs/architecture.md §15.36).
  */
@@ -43,7 +43,7 @@ export class LedgerGroups {
     private readonly pool: pg.Pool,
     private readonly singles: Singles,
     private readonly committed: (ops: number, ms: number) => void,
-    private readonly limits = { maxRunning: 4, maxGroup: 256 },
+    private readonly limits = { maxRunning: 1, maxGroup: 256 },
   ) {}
 
   hold(h: HoldRequest): Promise<boolean> {
