@@ -27,9 +27,10 @@ export function rowJson(values: unknown[]): Record<string, unknown> {
  * The group commit of the Postgres hot ledger: the holds and closes a process asks for while earlier groups run go
  * together in ONE call of `svc_ledger_group` (migration 018), one round trip and one transaction, each with the
  * conditional writes of its statement of one. At most `maxRunning` groups run at once (one: groups grow with the load
- * instead). A lone operation takes its statement of one. A group the server refuses (an error of the database: a dead counter's CHECK, a deadlock) did
- * not commit: each of its operations runs again alone, so one operation's failure is its own. A group whose answer
- * was lost fails each of its operations with the error: they may have committed (docs/architecture.md §15.36).
+ * instead). A lone operation takes its statement of one. A group the server refuses (an error of the database: a dead
+ * counter's CHECK, a deadlock) did not commit: each of its operations runs again alone, so one operation's failure is
+ * its own. A group whose answer was lost fails each of its operations with the error: they may have committed
+ * (docs/architecture.md §15.36).
  */
 export class LedgerGroups {
   private queue: Op[] = []
