@@ -7,16 +7,21 @@ export interface Item<T> {
   then: T
 }
 
-/** Items by the counters they move: this instance's `owner_holds` row for an account, and that account's row. */
-export function byCounter<T>(items: Item<T>[]): Item<T>[][] {
-  const sets = new Map<string, Item<T>[]>()
+/** Items by what one write may move together: items of the same `key`, in the order first seen. */
+export function bySame<T, I extends Item<T>>(items: I[], key: (i: I) => string): I[][] {
+  const sets = new Map<string, I[]>()
   for (const item of items) {
-    const key = `${item.hold.accountId}\0${item.hold.owner}`
-    const set = sets.get(key)
+    const k = key(item)
+    const set = sets.get(k)
     if (set) set.push(item)
-    else sets.set(key, [item])
+    else sets.set(k, [item])
   }
   return [...sets.values()]
+}
+
+/** Items by the counters they move: this instance's `owner_holds` row for an account, and that account's row. */
+export function byCounter<T>(items: Item<T>[]): Item<T>[][] {
+  return bySame(items, (i) => `${i.hold.accountId}\0${i.hold.owner}`)
 }
 
 export const sum = (items: Item<unknown>[]) => items.reduce((total, i) => total + i.hold.amount, 0n)

@@ -2,22 +2,10 @@ import type BetterSqlite3 from 'better-sqlite3'
 import { KEY_CLOSE, KEY_HELD, KEY_HOLD, KEY_SPEND_ROW, KEY_UNHELD, toKeySpend } from '../ledger/key-spend.js'
 import type { Close, HoldResult } from '../ledger/types.js'
 import { periodStart } from '../../limits/period.js'
-import { sum, wholeOrEach, type Item } from './group-sets.js'
+import { bySame, sum, wholeOrEach, type Item } from './group-sets.js'
 
 /** SQLite names GREATEST `max`. */
 const sqlite = (sql: string) => sql.replaceAll('GREATEST(', 'max(')
-
-/** Items by what one write may count together: `key` of each, joined with NUL. */
-function bySame<T>(items: Item<T>[], key: (i: Item<T>) => string): Item<T>[][] {
-  const sets = new Map<string, Item<T>[]>()
-  for (const item of items) {
-    const k = key(item)
-    const set = sets.get(k)
-    if (set) set.push(item)
-    else sets.set(k, [item])
-  }
-  return [...sets.values()]
-}
 
 /** A write of holds of one key counted in the period of `now`, under the reset they were admitted with. */
 const inPeriod = (i: Item<unknown>, now: number) => {

@@ -2,7 +2,7 @@ import type BetterSqlite3 from 'better-sqlite3'
 import { TAKE_SQL, takeValues } from '../key-rates.js'
 import { num } from '../ints.js'
 import type { RateAnswer, RateCount, RateTake } from '../../limits/counter.js'
-import type { Item } from './group-sets.js'
+import { bySame, type Item } from './group-sets.js'
 
 type CountRow = { requests: bigint; tokens: bigint } | undefined
 
@@ -12,17 +12,8 @@ const countOf = (row: CountRow): RateCount => ({ requests: num(row?.requests ?? 
 type Rated = Item<void> & { hold: { rate: RateTake } }
 
 /** Takes of one key, minute and limits: what one write may count together. */
-function byKeyMinute(items: Rated[]): Rated[][] {
-  const sets = new Map<string, Rated[]>()
-  for (const item of items) {
-    const { minute, limits } = item.hold.rate
-    const key = `${item.hold.keyId}\0${minute}\0${limits.rpm}\0${limits.tpm}`
-    const set = sets.get(key)
-    if (set) set.push(item)
-    else sets.set(key, [item])
-  }
-  return [...sets.values()]
-}
+const keyMinute = ({ hold: { keyId, rate } }: Rated) =>
+  `${keyId}\0${rate.minute}\0${rate.limits.rpm}\0${rate.limits.tpm}`
 
 /**
  * The store's per-key rate counts on SQLite as prepared statements: a take (TAKE_SQL's conditional upsert) and a peek.
@@ -68,7 +59,7 @@ export function sqliteRateOps(raw: BetterSqlite3.Database) {
     takeAll(holds: Item<void>[]): Map<number, RateAnswer> {
       const answers = new Map<number, RateAnswer>()
       const rated = holds.filter((i): i is Rated => i.hold.rate !== undefined)
-      for (const set of byKeyMinute(rated)) takeSet(set).forEach((a, n) => answers.set(set[n]!.at, a))
+      for (const set of bySame(rated, keyMinute)) takeSet(set).forEach((a, n) => answers.set(set[n]!.at, a))
       return answers
     },
   }
