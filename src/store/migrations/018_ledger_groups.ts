@@ -51,7 +51,7 @@ $fn$;
 
 CREATE OR REPLACE FUNCTION svc_ledger_group(
   p_owner text,
-  c_accounts bigint[], c_amounts bigint[], c_costs bigint[], c_rows jsonb,
+  c_accounts bigint[], c_amounts bigint[], c_costs bigint[], c_rows json,
   h_accounts bigint[], h_amounts bigint[],
   OUT r_closed int[], OUT r_held boolean[]
 ) LANGUAGE plpgsql AS $fn$
@@ -78,15 +78,15 @@ BEGIN
       WHERE owner = p_owner AND account_id = v_acct AND held >= v_amount AND open >= v_k;
     IF NOT FOUND THEN
       FOREACH i IN ARRAY v_idx LOOP
-        r_closed[i] := svc_close_one(p_owner, v_acct, c_amounts[i], c_costs[i], c_rows -> (i - 1));
+        r_closed[i] := svc_close_one(p_owner, v_acct, c_amounts[i], c_costs[i], (c_rows -> (i - 1))::jsonb);
       END LOOP;
       CONTINUE;
     END IF;
     -- Every hold of the set was held: their rows (all of the group's when the set is the group's closes).
     WITH ins AS (
       INSERT INTO holds (${cols})
-      SELECT ${cols} FROM jsonb_populate_recordset(NULL::holds, CASE WHEN v_k = v_closes THEN c_rows
-        ELSE (SELECT jsonb_agg(c_rows -> (j - 1) ORDER BY j) FROM unnest(v_idx) AS j) END)
+      SELECT ${cols} FROM json_populate_recordset(NULL::holds, CASE WHEN v_k = v_closes THEN c_rows
+        ELSE (SELECT json_agg(c_rows -> (j - 1) ORDER BY j) FROM unnest(v_idx) AS j) END)
       ON CONFLICT (request_id) DO NOTHING
       RETURNING request_id
     )

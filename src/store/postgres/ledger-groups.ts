@@ -16,7 +16,7 @@ type Op =
 
 const COLUMNS = RECORD_COLUMNS.split(',').map((c) => c.trim())
 const GROUP = `SELECT r_closed AS closed, r_held AS held FROM svc_ledger_group($1::text, $2::bigint[], $3::bigint[], $4::bigint[],
-  $5::jsonb, $6::bigint[], $7::bigint[])`
+  $5::json, $6::bigint[], $7::bigint[])`
 
 /** A request's row as `svc_ledger_group` reads it: an object of RECORD_COLUMNS, integers past 2^53 as strings. */
 export function rowJson(values: unknown[]): Record<string, unknown> {
