@@ -97,7 +97,9 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
     // The refusals are counted, not recorded one by one.
     await m.server.gateway.refusals.flush()
     const refused = await m.store.refusals.list(account.id, 0, 10)
-    expect(refused.map((r) => `${r.code}:${r.count}`)).toEqual(['insufficient_quota:4'])
+    // Counted per minute: the four may straddle a minute's end.
+    expect(new Set(refused.map((r) => r.code))).toEqual(new Set(['insufficient_quota']))
+    expect(refused.reduce((n, r) => n + r.count, 0)).toBe(4)
   })
 
   it('holds exactly the maximum cost while serving', async () => {
