@@ -63,6 +63,39 @@ describe('ledger groups on postgres', () => {
     expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
   })
 
+  it("admits an account's holds after its closes of the same group, all at once or one by one", async () => {
+    const { store } = f!
+    const id = (await store.accounts.ensure('0x6666666666666666666666666666666666666666', 'user', 1000)).account.id
+    await store.accounts.deposit({ id, amount: 100n, ref: 'dep_mixed', now: 1000 })
+    await store.accounts.approve(id, 100n)
+    const first = Array.from({ length: 5 }, (_, i) => hold(`m${i}`, id, 20n))
+    expect((await Promise.all(first.map((h) => store.ledger.hold(h)))).every((r) => r.ok)).toBe(true)
+    // One group: five captures of 10 free 50 of what is spendable; of four holds of 20 after them, two fit.
+    commits.length = 0
+    const more = Array.from({ length: 4 }, (_, i) => hold(`n${i}`, id, 20n))
+    const [closed, held] = await Promise.all([
+      Promise.all(first.map((h) => capture(h, 10n, 2000))),
+      Promise.all(more.map((h) => store.ledger.hold(h))),
+    ])
+    expect(commits).toEqual([9])
+    expect(closed.every(Boolean)).toBe(true)
+    expect(held.map((r) => r.ok)).toEqual([true, true, false, false])
+    expect(await store.accounts.byId(id)).toMatchObject({ balance: 50n, held: 40n, cap: 50n })
+    // One group again, the hold fitting after the closes: the account written once for both.
+    commits.length = 0
+    const last = hold('o0', id, 10n)
+    const [again, lastHeld] = await Promise.all([
+      Promise.all(more.slice(0, 2).map((h) => capture(h, 5n, 3000))),
+      store.ledger.hold(last),
+    ])
+    expect(commits).toEqual([3])
+    expect([...again, lastHeld.ok]).toEqual([true, true, true])
+    expect(await store.accounts.byId(id)).toMatchObject({ balance: 40n, held: 10n, cap: 40n })
+    expect(await capture(last, 10n, 4000)).toBe(true)
+    expect(await store.accounts.byId(id)).toMatchObject({ balance: 30n, held: 0n, cap: 30n })
+    expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
+  })
+
   it('writes as swept, in a group, the closes of holds a sweep released first', async () => {
     const { store, other } = f!
     const asked = Array.from({ length: 6 }, (_, i) => ({ ...hold(`s${i}`, other, 1n), owner: 'i2' }))
