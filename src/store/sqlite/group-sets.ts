@@ -8,7 +8,7 @@ export interface Item<T> {
 }
 
 /** Items by what one write may move together: items of the same `key`, in the order first seen. */
-export function bySame<T, I extends Item<T>>(items: I[], key: (i: I) => string): I[][] {
+export function bySame<I extends Item<unknown>>(items: I[], key: (i: I) => string): I[][] {
   const sets = new Map<string, I[]>()
   for (const item of items) {
     const k = key(item)
