@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 
-const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim())
+export const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim())
 const children = []
 process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')))
 

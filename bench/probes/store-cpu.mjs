@@ -7,7 +7,17 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
-import { benchGateway, BENCH_MODEL, cpuUs, load, machineCpuUs, MESSAGES, start, startGateway } from '../processes.mjs'
+import {
+  benchGateway,
+  BENCH_MODEL,
+  cpuUs,
+  TICK_US,
+  load,
+  machineCpuUs,
+  MESSAGES,
+  start,
+  startGateway,
+} from '../processes.mjs'
 import { benchOptions } from '../options.mjs'
 
 const o = benchOptions(import.meta.url, {
@@ -22,6 +32,11 @@ const body = { model: BENCH_MODEL, messages: MESSAGES, max_tokens: Number(o.toke
 const dir = mkdtempSync(join(tmpdir(), 'svc-store-cpu-'))
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
 const schema = `bench_store_cpu_${process.pid}`
+
+/** A process's system (kernel) CPU time so far (µs): its sockets' sends and receives, its syncs. */
+function sysUs(pid) {
+  return Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[12]) * TICK_US
+}
 
 /** CPU so far of every process named `postgres` (µs). */
 function postgresCpuUs() {
@@ -58,7 +73,14 @@ for (const kind of o.stores.split(',')) {
   const target = `${gw.info.base_url}/v1/chat/completions`
   const concurrency = Number(o.concurrency)
   await load(target, body, { concurrency, seconds: 2, key })
-  const [g0, p0, m0, d0] = [cpuUs(gw.child.pid), postgresCpuUs(), machineCpuUs().busy, await databaseCounts()]
+  const [g0, s0, u0, p0, m0, d0] = [
+    cpuUs(gw.child.pid),
+    sysUs(gw.child.pid),
+    cpuUs(sim.child.pid),
+    postgresCpuUs(),
+    machineCpuUs().busy,
+    await databaseCounts(),
+  ]
   const r = await load(target, body, { concurrency, seconds: Number(o.seconds), key })
   const n = r.requests
   // The statistics collector reports within a second or so.
@@ -69,7 +91,9 @@ for (const kind of o.stores.split(',')) {
     store: kind,
     'req/s': Math.round(r.rps),
     'gateway CPU µs/req': Math.round((cpuUs(gw.child.pid) - g0) / n),
+    'of it system': Math.round((sysUs(gw.child.pid) - s0) / n),
     'Postgres CPU µs/req': Math.round((postgresCpuUs() - p0) / n),
+    'upstream CPU µs/req': Math.round((cpuUs(sim.child.pid) - u0) / n),
     'machine CPU µs/req': Math.round((machineCpuUs().busy - m0) / n),
     'transactions/req': per('x'),
     'rows inserted/req': per('i'),
