@@ -1,4 +1,3 @@
-import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { postgresReachable } from '../../../test/helpers/stores.js'
 import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
@@ -133,45 +132,6 @@ describe('ledger groups on postgres', () => {
     expect({ held: BigInt(counter.held), open: Number(counter.open) }).toEqual({ held: 5n, open: 1 })
     expect((await store.usage.get(user, 'd1'))!.cost).toBe(0n)
     expect(await store.ledger.releaseOwnedBy(['i3'], 2800)).toBe(1)
-  })
-
-  it("takes an account's operations in runs, in any order: a gateway of the version before sends them unsorted", async () => {
-    const { store, user, other } = f!
-    for (const id of [user, other]) {
-      await store.accounts.deposit({ id, amount: 100n, ref: `dep_runs_${id}`, now: 1000 })
-      await store.accounts.approve(id, 100n)
-    }
-    const before = await Promise.all([user, other].map(async (id) => (await store.accounts.byId(id))!))
-    const asked = [user, other, user, other].map((id, i) => ({ ...hold(`u${i}`, id, 10n), owner: 'i4' }))
-    expect((await Promise.all(asked.map((h) => store.ledger.hold(h)))).every((r) => r.ok)).toBe(true)
-    // Closes of user, other, user, other (two runs each), costing 1, 2, 3, 4; then holds of other, user, other.
-    const rows = asked.map((h, i) => {
-      const close = capturedClose({
-        requestId: h.requestId,
-        cost: BigInt(i + 1),
-        payeeId: f!.payee,
-        fee: 0n,
-        feeAccountId: f!.fees,
-        now: 2000,
-        usage: usageRecord(h.requestId, h.accountId, BigInt(i + 1)),
-      })
-      return rowJson(recordValues(h, close))
-    })
-    const ids = (xs: number[]) => `{${xs.join(',')}}`
-    const { rows: out } = await sql<{ r_closed: number[]; r_held: boolean[] }>`SELECT * FROM svc_ledger_group('i4',
-      ${ids(asked.map((h) => h.accountId))}::bigint[], '{10,10,10,10}'::bigint[], '{1,2,3,4}'::bigint[],
-      ${JSON.stringify(rows)}::json, ${ids([other, user, other])}::bigint[], '{7,8,9}'::bigint[])`.execute(store.db)
-    expect(out[0]).toEqual({ r_closed: [1, 1, 1, 1], r_held: [true, true, true] })
-    expect(await store.accounts.byId(user)).toMatchObject({
-      balance: before[0]!.balance - 4n,
-      held: before[0]!.held + 8n,
-    })
-    expect(await store.accounts.byId(other)).toMatchObject({
-      balance: before[1]!.balance - 6n,
-      held: before[1]!.held + 16n,
-    })
-    expect(await store.ledger.releaseOwnedBy(['i4'], 2100)).toBe(3)
-    expect(await store.ledger.audit()).toEqual({ unbalanced: [], inconsistent: [], openHolds: 0 })
   })
 
   it('runs each operation of a group the server refused alone: only the bad one fails', async () => {

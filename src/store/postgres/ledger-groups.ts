@@ -97,8 +97,8 @@ export class LedgerGroups {
 
   private async run(group: Op[]): Promise<void> {
     if (group.length === 1) return this.alone(group[0]!)
-    const closes = byAccount(group.filter((o) => o.kind === 'close'))
-    const holds = byAccount(group.filter((o) => o.kind === 'hold'))
+    const closes = group.filter((o) => o.kind === 'close')
+    const holds = group.filter((o) => o.kind === 'hold')
     const startedAt = performance.now()
     let r: pg.QueryResult<{ closed: number[]; held: boolean[] }>
     try {
@@ -135,11 +135,6 @@ export class LedgerGroups {
  */
 function refused(err: unknown): boolean {
   return err instanceof pg.DatabaseError && err.severity !== 'FATAL' && !err.code?.startsWith('57P')
-}
-
-/** Each account's operations as one run, in the order they were asked for (a stable sort): one set in the group. */
-function byAccount<T extends Op>(ops: T[]): T[] {
-  return ops.sort((a, b) => a.h.accountId - b.h.accountId)
 }
 
 type Closing = Extract<Op, { kind: 'close' }>
