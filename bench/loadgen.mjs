@@ -3,7 +3,7 @@
 // second whatever the answers do, over up to `concurrency` connections; a request is timed from the moment it left
 // (the load generator's own lateness is not the target's), and a target that falls behind finds requests waiting for
 // a connection, which counts. Prints one JSON line: requests/s, latency and time-to-first-byte percentiles, and, in
-// an open loop, how far behind its schedule the generator itself ran (`late_p99_ms`).
+// an open loop, how far behind its schedule the generator itself ran (`late_p99_ms`), and its own CPU per answer.
 // `key` may be several, comma-separated: requests take them in turn (one account each at the gateway).
 // `{{n}}` in the body is replaced by the request's number, so that no two requests (and no two replies of the
 // simulated upstream, which follow from the request) are the same text, as in real traffic.
@@ -91,7 +91,9 @@ await phase(Number(warmupText), { record: false, latencies: [], ttfbs: [], late:
 const seconds = Number(secondsText)
 const r = { record: true, latencies: [], ttfbs: [], late: [], errors: 0 }
 // Answers over the time they took: in an open loop a target that fell behind took longer than its schedule.
+const cpu0 = process.cpuUsage()
 const took = await phase(seconds, r)
+const cpu = process.cpuUsage(cpu0)
 await pool.close()
 console.log(
   JSON.stringify({
@@ -103,5 +105,7 @@ console.log(
     ttfb_p50_ms: pct(r.ttfbs, 50),
     ttfb_p99_ms: pct(r.ttfbs, 99),
     ...(rate > 0 ? { late_p99_ms: pct(r.late, 99) } : {}),
+    // The load generator's own CPU per answer (µs): what it takes from a machine it shares with the target.
+    cpu_us_per_request: r.latencies.length ? Math.round((cpu.user + cpu.system) / r.latencies.length) : null,
   }),
 )

@@ -1,6 +1,7 @@
 // Where one gateway's CPU goes on each store: one process on SQLite, then one on Postgres, the same plain load at
-// --concurrency; per request, the gateway's CPU, the Postgres server's (every `postgres` process of the machine), the
-// machine's, and the database's transactions and rows written. With --profile DIR each gateway writes a .cpuprofile
+// --concurrency; per request, the gateway's CPU (and of it the kernel's, on its behalf), the Postgres server's (every
+// `postgres` process of the machine), the simulated upstream's, the load generator's, the machine's, and the
+// database's transactions and rows written. With --profile DIR each gateway writes a .cpuprofile
 // there (node --cpu-prof; bench/probes/profile-top.mjs reads one). Usage: npm run build && node
 // bench/probes/store-cpu.mjs [--concurrency 32 --seconds 6 --profile DIR --stores sqlite,postgres]
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -94,6 +95,7 @@ for (const kind of o.stores.split(',')) {
     'of it system': Math.round((sysUs(gw.child.pid) - s0) / n),
     'Postgres CPU µs/req': Math.round((postgresCpuUs() - p0) / n),
     'upstream CPU µs/req': Math.round((cpuUs(sim.child.pid) - u0) / n),
+    'load generator CPU µs/req': r.cpu_us_per_request,
     'machine CPU µs/req': Math.round((machineCpuUs().busy - m0) / n),
     'transactions/req': per('x'),
     'rows inserted/req': per('i'),
