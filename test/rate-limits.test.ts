@@ -122,6 +122,26 @@ describe.each([
     expect(used.promptTokens + used.completionTokens).toBeLessThan(100)
   })
 
+  it('counts a request whose maximum cost no account could pay, and answers its 402 with the headers', async () => {
+    const { key } = await issueKey({
+      store: m.store,
+      accountId: m.accountId,
+      name: 'huge',
+      limits: { rpm: 5, tpm: null },
+    })
+    const remaining: (string | null)[] = []
+    for (const max_tokens of [1e18, 1e300]) {
+      const res = await chat(m.url, key, { model: 'svc/cortex@1', messages: body.messages, max_tokens })
+      remaining.push(res.headers.get('x-ratelimit-remaining-requests'))
+      expect((await expectError(res, 402, 'insufficient_quota', null)).message).toMatch(/Nothing was charged/)
+    }
+    const next = await chat(second.url, key, body)
+    expect(next.status).toBe(200)
+    remaining.push(next.headers.get('x-ratelimit-remaining-requests'))
+    await next.json()
+    expect(remaining).toEqual(['4', '3', '2'])
+  })
+
   it('sends no rate headers for a key without limits', async () => {
     const res = await chat(m.url, m.key, body)
     expect(res.status).toBe(200)

@@ -30,6 +30,14 @@ export function maxCostOf(p: Prepared): bigint {
   return priceOf(p.plan.ceiling, p.inputTokens, p.maxTokens)
 }
 
+/**
+ * Whether the request's maximum cost is an amount the store can hold. One past it (a huge max_tokens on svc/cortex@1)
+ * is more than any account can spend: it is refused before any hold.
+ */
+export function holdable(p: Prepared): boolean {
+  return maxCostOf(p) <= MAX_STORED
+}
+
 const count = (n: number) => n.toLocaleString('en-US')
 
 /**
@@ -43,7 +51,6 @@ export async function admit(
   opts: { owner: string; now: number; holdTtlMs: number; rate?: HoldRate },
 ): Promise<{ amount: bigint } | ApiError> {
   const amount = maxCostOf(p)
-  // A bound no store integer holds (a huge max_tokens on svc/cortex@1) is more than any account can spend.
   const result =
     amount > MAX_STORED
       ? refusalOf(await store.accounts.byId(caller.accountId))

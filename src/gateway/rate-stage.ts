@@ -3,7 +3,7 @@ import type { Caller } from '../auth/caller.js'
 import type { RateGate, RateTaken } from '../limits/rate-gate.js'
 import type { Finished } from './charge.js'
 import type { Prepared } from './prepare.js'
-import type { HoldRate } from './admission.js'
+import { holdable, type HoldRate } from './admission.js'
 import type { RateAnswer, RateTake } from '../limits/counter.js'
 
 /** A request counted against its key's rate limits, to be settled to what it was billed once it ends. */
@@ -40,7 +40,7 @@ export class RateInHold implements HoldRate {
 /**
  * Counts a request of a limited key at its maximum tokens (prompt and output bound), passing the key's rate headers to
  * `headers`; its count, its refusal, or undefined (no limits, or unchecked). Where the gate counts in holds, the take
- * is left to the hold.
+ * is left to the hold (of a request that will have one).
  */
 export async function takeRate(
   gate: RateGate | undefined,
@@ -50,7 +50,9 @@ export async function takeRate(
 ): Promise<CountedRate | RateInHold | ApiError | undefined> {
   if (!gate || !caller.limits) return undefined
   const tokens = prepared.inputTokens + prepared.maxTokens
-  if (gate.inHold) return new RateInHold(gate, caller.keyId, gate.toTake(caller.limits, tokens), headers)
+  // A request refused before any hold (`holdable`) is counted on its own.
+  if (gate.inHold && holdable(prepared))
+    return new RateInHold(gate, caller.keyId, gate.toTake(caller.limits, tokens), headers)
   const check = await gate.take(caller.keyId, caller.limits, tokens)
   headers?.(check.headers)
   if (check.error) return check.error

@@ -37,6 +37,13 @@ export interface RateCounter {
   close(): Promise<void>
 }
 
+/**
+ * The most tokens one request is counted at. A prompt and max_tokens past it (a huge max_tokens on `svc/cortex@1`,
+ * whose maximum cost no account could pay) count as this many: an integer every counter stores, whose sums over
+ * millions of requests a minute stay within a counter's 64 bits.
+ */
+export const MAX_TAKE_TOKENS = 2 ** 40
+
 export const MINUTE_MS = 60_000
 
 export const minuteOf = (now: number) => Math.floor(now / MINUTE_MS)

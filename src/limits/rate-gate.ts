@@ -1,6 +1,14 @@
 import { apiError, type ApiError } from '../protocol/errors.js'
 import type { RateLimits } from '../store/keys.js'
-import { MINUTE_MS, minuteOf, type RateAnswer, type RateCount, type RateCounter, type RateTake } from './counter.js'
+import {
+  MAX_TAKE_TOKENS,
+  MINUTE_MS,
+  minuteOf,
+  type RateAnswer,
+  type RateCount,
+  type RateCounter,
+  type RateTake,
+} from './counter.js'
 
 /** How often token corrections are written. */
 const CORRECT_MS = 250
@@ -64,7 +72,7 @@ export class RateGate {
     const take = this.toTake(limits, tokens)
     let answer
     try {
-      answer = await this.deps.counter.take(keyId, take.minute, limits, tokens)
+      answer = await this.deps.counter.take(keyId, take.minute, limits, take.tokens)
     } catch (err) {
       return this.counterDown(err)
     }
@@ -75,9 +83,9 @@ export class RateGate {
     return this.checked(take, answer)
   }
 
-  /** A request of `tokens` to count in the current minute. */
+  /** A request of `tokens` to count in the current minute (at most MAX_TAKE_TOKENS). */
   toTake(limits: RateLimits, tokens: number): RateTake {
-    return { minute: minuteOf(this.deps.now()), limits, tokens }
+    return { minute: minuteOf(this.deps.now()), limits, tokens: Math.min(tokens, MAX_TAKE_TOKENS) }
   }
 
   /** What a counter answered `take`: the key's headers, and the request's count or its refusal. */
@@ -147,12 +155,13 @@ export class RateGate {
 
 function refusal(limits: RateLimits, count: RateCount, tokens: number, resetS: number): ApiError {
   const { rpm, tpm } = limits
+  const may = tokens < MAX_TAKE_TOKENS ? tokens : `${MAX_TAKE_TOKENS} or more`
   const why =
     rpm !== null && count.requests + 1 > rpm
       ? `${rpm} request${rpm === 1 ? '' : 's'} a minute`
       : tpm !== null && tokens > tpm
-        ? `${tpm} tokens a minute, and this request may take ${tokens} (its prompt and max_tokens)`
-        : `${tpm} tokens a minute (${count.tokens} counted this minute; this request may take ${tokens})`
+        ? `${tpm} tokens a minute, and this request may take ${may} (its prompt and max_tokens)`
+        : `${tpm} tokens a minute (${count.tokens} counted this minute; this request may take ${may})`
   return apiError('rate_limit_exceeded', `This key's rate limit is ${why}. Retry after ${resetS} s.`, {
     retryAfter: resetS,
   })

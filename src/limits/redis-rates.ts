@@ -2,14 +2,17 @@ import { Redis } from 'ioredis'
 import type { RateLimits } from '../store/keys.js'
 import type { RateAnswer, RateCount, RateCounter } from './counter.js'
 
-/** A limited key's counts of one minute: a hash of requests (`r`) and tokens (`t`), gone two minutes after. */
+/**
+ * A limited key's counts of one minute: a hash of requests (`r`) and tokens (`t`), gone two minutes after. The tokens
+ * are counted from the argument as sent (Lua would write a large number back in exponent form, which HINCRBY refuses).
+ */
 const TAKE = `
 local r = tonumber(redis.call('HGET', KEYS[1], 'r') or '0')
 local t = tonumber(redis.call('HGET', KEYS[1], 't') or '0')
 local rpm, tpm, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 if (rpm >= 0 and r + 1 > rpm) or (tpm >= 0 and t + n > tpm) then return {0, r, t} end
 r = redis.call('HINCRBY', KEYS[1], 'r', 1)
-t = redis.call('HINCRBY', KEYS[1], 't', n)
+t = redis.call('HINCRBY', KEYS[1], 't', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], 120000)
 return {1, r, t}`
 
