@@ -7,7 +7,9 @@ const msgs = [{ role: 'user', content: 'hi' }]
 
 describe('refusals before admission', () => {
   it('are counted per key, model, code and minute, and GET /v1/usage/refusals reports them', async () => {
-    const m = await startMarket({ funds: 1_000n })
+    // A clock whose minute starts with the test: its refusals are counted in one minute.
+    const shift = Date.now() % 60_000
+    const m = await startMarket({ funds: 1_000n, now: () => Date.now() - shift })
     try {
       for (let i = 0; i < 3; i++) {
         expect((await chat(m.url, m.key, { model: 'svc/atlas@1', messages: msgs, max_tokens: 4000 })).status).toBe(402)
