@@ -34,6 +34,25 @@ describe.each(STORE_KINDS)('edge input on %s', (kind) => {
     expect(new Set(refused.map((r) => r.code))).toEqual(new Set(['insufficient_quota']))
     expect(refused.reduce((n, r) => n + r.count, 0)).toBe(2)
   })
+
+  it('refuses a NUL character in a path or query parameter with 400, which no store could look up', async () => {
+    const auth = { authorization: `Bearer ${m.key}` }
+    for (const path of [
+      '/v1/usage?model=%00',
+      '/v1/usage?key_id=a%00',
+      '/v1/usage?after=%00',
+      '/v1/usage/%00',
+      '/v1/usage/req_%00/proof',
+      '/v1/models/%00',
+    ])
+      expect(
+        (await expectError(await fetch(m.url + path, { headers: auth }), 400, 'feature_not_supported', null)).message,
+      ).toMatch(/NUL/)
+    // A literal "%00" in a parameter, encoded, is only text.
+    const res = await fetch(`${m.url}/v1/usage?model=%2500`, { headers: auth })
+    expect(res.status).toBe(200)
+    expect((await res.json()).data).toEqual([])
+  })
 })
 
 describe('edge URLs and query strings', () => {

@@ -34,6 +34,11 @@ const NO_HOST = apiError('feature_not_supported', 'The request has no Host heade
   param: null,
   status: 400,
 })
+// No store keeps a NUL in its text (Postgres refuses one): a path or query parameter holding one names nothing.
+const NUL_IN_URL = apiError('feature_not_supported', 'The URL holds a NUL character (%00), which no parameter may.', {
+  param: null,
+  status: 400,
+})
 const STOPPING = apiError(
   'no_capacity',
   'This gateway is stopping and takes no new requests; ' +
@@ -110,6 +115,7 @@ export async function buildApp(
     // A GET's answer carries the CORS headers only when asked with an Origin: a shared cache must keep the two apart.
     if ((req.method === 'GET' || req.method === 'HEAD') && isApi(req.url)) reply.header('vary', 'origin')
     if (req.headers.host === undefined && req.raw.httpVersionMinor === 1) return void sendError(reply, NO_HOST)
+    if (req.url.includes('%00')) return void sendError(reply, NUL_IN_URL)
     if (req.method === 'OPTIONS' && reply.hasHeader('access-control-allow-origin')) return void preflight(req, reply)
     if (gw.stopping) return void sendError(reply.header('connection', 'close'), STOPPING)
     done()
