@@ -35,6 +35,21 @@ describe.each(STORE_KINDS)('edge input on %s', (kind) => {
     expect(refused.reduce((n, r) => n + r.count, 0)).toBe(2)
   })
 
+  it("answers a provider's offer action on a model name holding a NUL with 404, naming the model", async () => {
+    const provider = await signIn(m.url, privateKeyToAccount(generatePrivateKey()))
+    const body = { base_url: m.sims.atlasCheap.url, bundle: 'b', profile: 'p' }
+    const endpoint = await (await provider.call('POST', '/provider/endpoints', body)).json()
+    for (const action of ['pause', 'resume', 'withdraw'])
+      await expectError(
+        await provider.call('POST', `/provider/endpoints/${endpoint.id}/offers/${action}`, {
+          model: 'svc/atlas@1\u0000',
+        }),
+        404,
+        'feature_not_supported',
+        'model',
+      )
+  })
+
   it('refuses a NUL character in a path or query parameter with 400, which no store could look up', async () => {
     const auth = { authorization: `Bearer ${m.key}` }
     for (const path of [

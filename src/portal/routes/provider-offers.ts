@@ -87,7 +87,9 @@ export function providerOfferRoutes(api: FastifyInstance, ctx: PortalContext): v
     api.post<{ Params: { id: string }; Body: Body }>(`/provider/endpoints/:id/offers/${action}`, async (req, reply) => {
       const model = str(req.body?.model) ?? ''
       const at = { endpointId: req.params.id, model }
-      if (!(await store.providers.setOfferStatus(sessionOf(req).accountId, at, status, now())))
+      // A model's name holds no control character (a NUL no store keeps): a name with one names no offer.
+      const named = !/\p{Cc}/u.test(model)
+      if (!named || !(await store.providers.setOfferStatus(sessionOf(req).accountId, at, status, now())))
         return sendError(
           reply,
           apiError(
