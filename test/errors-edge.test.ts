@@ -35,6 +35,19 @@ describe.each(STORE_KINDS)('edge input on %s', (kind) => {
     expect(refused.reduce((n, r) => n + r.count, 0)).toBe(2)
   })
 
+  it('answers a Responses reference holding a NUL as one to nothing kept, naming its field', async () => {
+    const send = (body: object) =>
+      fetch(`${m.url}/v1/responses`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${m.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'svc/atlas@1', max_output_tokens: 16, ...body }),
+      })
+    const previous = await send({ input: 'more', previous_response_id: 'resp_\u0000' })
+    expect((await expectError(previous, 400, 'feature_not_supported', 'previous_response_id')).message).toMatch(/kept/)
+    const reference = await send({ input: [{ type: 'item_reference', id: 'msg_\u0000' }] })
+    expect((await expectError(reference, 400, 'feature_not_supported', 'input[0].id')).message).toMatch(/kept/)
+  })
+
   it("answers a provider's offer action on a model name holding a NUL with 404, naming the model", async () => {
     const provider = await signIn(m.url, privateKeyToAccount(generatePrivateKey()))
     const body = { base_url: m.sims.atlasCheap.url, bundle: 'b', profile: 'p' }

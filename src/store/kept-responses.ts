@@ -31,6 +31,8 @@ export class KeptResponseRepo {
   /** The bodies of the key's entries among `ids` still within their retention, by id. */
   async read(keyId: string, ids: string[], now: number): Promise<Map<string, string>> {
     const found = new Map<string, string>()
+    // An id holding a NUL names nothing kept (the ids kept are the gateway's own), and Postgres cannot compare one.
+    ids = ids.filter((id) => !id.includes('\0'))
     // In slices: a long conversation's references stay within what one statement may bind.
     for (let i = 0; i < ids.length; i += READ_SLICE) {
       const rows = await this.db
