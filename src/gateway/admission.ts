@@ -51,6 +51,7 @@ export async function admit(
   opts: { owner: string; now: number; holdTtlMs: number; rate?: HoldRate },
 ): Promise<{ amount: bigint } | ApiError> {
   const amount = maxCostOf(p)
+  // Not `holdable`: more than any account can spend, refused without a hold.
   const result =
     amount > MAX_STORED
       ? refusalOf(await store.accounts.byId(caller.accountId))
