@@ -34,8 +34,8 @@ describe.skipIf(!hasAnvil)('allowance, admission and debt on chain (anvil)', () 
     env = await startChainMarket()
     ;({ c, m, payer: alice } = env)
     bob = await newPayer(c, 5n * USDC, 4n * USDC)
-    bobId = (await openAccount(m.store, bob.address)).account.id
-    bobKey = (await issueKey({ store: m.store, accountId: bobId, name: 'bob' })).key
+    bobId = (await openAccount(m.store, bob.address, Date.now())).account.id
+    bobKey = (await issueKey({ now: Date.now(), store: m.store, accountId: bobId, name: 'bob' })).key
     await evmRail(m).watcher.syncNow()
   })
   afterEach(() => env?.close())

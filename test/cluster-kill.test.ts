@@ -43,10 +43,10 @@ describe('kill -9 of one of three gateways on one Postgres', () => {
         gws.push({ d, url: listeningLine(d.output()).base_url })
       }
       const funds = 10_000_000n
-      const { account } = await openAccount(store, addressOf(0x36))
-      await depositTo(store, account.id, funds)
+      const { account } = await openAccount(store, addressOf(0x36), Date.now())
+      await depositTo(store, account.id, funds, Date.now())
       await store.accounts.approve(account.id, funds)
-      const { key } = await issueKey({ store, accountId: account.id, name: 'kill' })
+      const { key } = await issueKey({ now: Date.now(), store, accountId: account.id, name: 'kill' })
       const done = await Promise.all(gws.map((g) => ask(g.url, key, { ...body, max_tokens: 3 }).then((r) => r.json())))
       expect(done.every((d) => d.svc)).toBe(true)
       const [victim, ...living] = gws as [(typeof gws)[0], ...typeof gws]

@@ -34,10 +34,10 @@ describe('a request cut off by kill -9 of its gateway', () => {
     let gw = await gateway(file)
     try {
       const funds = 10_000_000n
-      const { account } = await openAccount(store, addressOf(0x41))
-      await depositTo(store, account.id, funds)
+      const { account } = await openAccount(store, addressOf(0x41), Date.now())
+      await depositTo(store, account.id, funds, Date.now())
       await store.accounts.approve(account.id, funds)
-      const { key } = await issueKey({ store, accountId: account.id, name: 'cut' })
+      const { key } = await issueKey({ now: Date.now(), store, accountId: account.id, name: 'cut' })
       const send = (url: string) =>
         fetch(`${url}/v1/chat/completions`, {
           method: 'POST',

@@ -129,7 +129,7 @@ describe('keys', () => {
     await expectError(await chat(m.url, m.key, '{"model": '), 400, 'feature_not_supported', null)
   })
   it('refuses a revoked key', async () => {
-    const k = await issueKey({ store: m.store, accountId: m.accountId, name: 'short-lived' })
+    const k = await issueKey({ now: Date.now(), store: m.store, accountId: m.accountId, name: 'short-lived' })
     expect((await chat(m.url, k.key, { model: 'svc/atlas@1', messages: msgs })).status).toBe(200)
     await m.store.keys.revoke(m.accountId, k.id, Date.now())
     await expectError(await chat(m.url, k.key, { model: 'svc/atlas@1', messages: msgs }), 401, 'invalid_api_key', null)

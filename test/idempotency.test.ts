@@ -96,7 +96,7 @@ describe('Idempotency-Key', () => {
 
   it('keys are per API key: another key with the same Idempotency-Key runs its own request', async () => {
     const { issueKey } = await import('../src/accounts/operations.js')
-    const other = (await issueKey({ store: m.store, accountId: m.accountId, name: 'other' })).key
+    const other = (await issueKey({ now: Date.now(), store: m.store, accountId: m.accountId, name: 'other' })).key
     const a = await chat(m.url, m.key, body('shared'), withKey('k-shared'))
     const b = await chat(m.url, other, body('shared'), withKey('k-shared'))
     expect(b.status).toBe(200)

@@ -12,10 +12,10 @@ describe('maxRequestsPerAccount', () => {
     // Streams of 12 words 150 ms apart: each stays in flight about two seconds, long enough for the third request
     // to arrive while both are served on a slow machine.
     const mk = await market({ sim: { chunkDelayMs: 150 }, tuning: { maxRequestsPerAccount: 2 } })
-    const { account } = await openAccount(mk.store, addressOf(0x22))
-    await depositTo(mk.store, account.id, 1_000_000n)
+    const { account } = await openAccount(mk.store, addressOf(0x22), Date.now())
+    await depositTo(mk.store, account.id, 1_000_000n, Date.now())
     await mk.store.accounts.approve(account.id, 1_000_000n)
-    const other = (await issueKey({ store: mk.store, accountId: account.id, name: 'other' })).key
+    const other = (await issueKey({ now: Date.now(), store: mk.store, accountId: account.id, name: 'other' })).key
 
     const inFlight = [chat(mk.url, mk.key, body), chat(mk.url, mk.key, body)]
     // Both have their status line: both hold their slot.

@@ -39,10 +39,10 @@ async function serveBroken(tuning: Record<string, number>) {
   const config = marketConfig(sims, freshStoreUrl('sqlite'), tuning)
   store = await openStore(config.store)
   server = await startServer(config, { store, log: () => {}, makeUpstream: () => broken })
-  const { account } = await openAccount(store, USER)
-  await depositTo(store, account.id, 1_000_000n)
+  const { account } = await openAccount(store, USER, Date.now())
+  await depositTo(store, account.id, 1_000_000n, Date.now())
   await store.accounts.approve(account.id, 1_000_000n)
-  return { account, key: (await issueKey({ store, accountId: account.id, name: 'test' })).key }
+  return { account, key: (await issueKey({ now: Date.now(), store, accountId: account.id, name: 'test' })).key }
 }
 
 /** The store fails the next release (the hold stays open), then works again. */

@@ -37,10 +37,13 @@ async function gateway(configFile: string): Promise<{ d: Daemon; url: string }> 
 }
 
 async function fundedKey(store: Store, wallet: string, amount: bigint) {
-  const { account } = await openAccount(store, wallet)
-  await depositTo(store, account.id, amount)
+  const { account } = await openAccount(store, wallet, Date.now())
+  await depositTo(store, account.id, amount, Date.now())
   await store.accounts.approve(account.id, amount)
-  return { accountId: account.id, key: (await issueKey({ store, accountId: account.id, name: 'proc' })).key }
+  return {
+    accountId: account.id,
+    key: (await issueKey({ now: Date.now(), store, accountId: account.id, name: 'proc' })).key,
+  }
 }
 
 const ask = (url: string, key: string, body: unknown) =>

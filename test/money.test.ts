@@ -59,10 +59,10 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
   })
 
   it('refuses with 402 insufficient_quota, explains the figures and charges nothing', async () => {
-    const { account } = await openAccount(m.store, addressOf(0x99))
-    await depositTo(m.store, account.id, 5n)
+    const { account } = await openAccount(m.store, addressOf(0x99), Date.now())
+    await depositTo(m.store, account.id, 5n, Date.now())
     await m.store.accounts.approve(account.id, 10n)
-    const { key } = await issueKey({ store: m.store, accountId: account.id, name: 'poor' })
+    const { key } = await issueKey({ now: Date.now(), store: m.store, accountId: account.id, name: 'poor' })
     const client = new OpenAI({ baseURL: `${m.url}/v1`, apiKey: key, maxRetries: 0 })
     const err = await client.chat.completions.create(body as never).catch((e) => e)
     expect(err.status).toBe(402)
@@ -88,7 +88,7 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
     const after = (await m.store.accounts.byId(account.id))!
     expect(after).toMatchObject({ balance: 5n, held: 0n, cap: 10n })
     // A cap below the balance limits just the same.
-    await depositTo(m.store, account.id, 1_000_000n)
+    await depositTo(m.store, account.id, 1_000_000n, Date.now())
     expect((await chat(m.url, key, body)).status).toBe(402)
     await m.store.accounts.approve(account.id, 1_000_000n)
     expect((await chat(m.url, key, body)).status).toBe(200)
@@ -133,8 +133,8 @@ describe.each(STORE_KINDS)('money on %s', (kind) => {
     )
     expect(one).toMatchObject({ request_id: ids[0], object: 'usage.record' })
     expect(one.cost_usdc).toMatch(/^\d+\.\d{6}$/)
-    const { account } = await openAccount(m.store, addressOf(0x98))
-    const other = await issueKey({ store: m.store, accountId: account.id, name: 'other' })
+    const { account } = await openAccount(m.store, addressOf(0x98), Date.now())
+    const other = await issueKey({ now: Date.now(), store: m.store, accountId: account.id, name: 'other' })
     const denied = await fetch(`${m.url}/v1/usage/${ids[0]}`, { headers: { authorization: `Bearer ${other.key}` } })
     expect(denied.status).toBe(404)
     expect((await fetch(`${m.url}/v1/usage`)).status).toBe(401)

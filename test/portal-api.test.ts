@@ -229,7 +229,7 @@ describe('usage and provider earnings', () => {
 
   it("is shown to a wallet listed in providers[] after its account was created as a user's", async () => {
     const late = privateKeyToAccount(generatePrivateKey())
-    const { account } = await openAccount(m.store, late.address)
+    const { account } = await openAccount(m.store, late.address, Date.now())
     expect(account.kind).toBe('user')
     const config = structuredClone(m.config)
     config.providers[0]!.address = late.address

@@ -39,10 +39,10 @@ describe('portal receipt download', () => {
   })
 
   it("refuses another account's request and an unknown one with 404", async () => {
-    const { account } = await openAccount(m.store, privateKeyToAccount(generatePrivateKey()).address)
-    await depositTo(m.store, account.id, 1_000_000n)
+    const { account } = await openAccount(m.store, privateKeyToAccount(generatePrivateKey()).address, Date.now())
+    await depositTo(m.store, account.id, 1_000_000n, Date.now())
     await m.store.accounts.approve(account.id, 1_000_000n)
-    const { key: otherKey } = await issueKey({ store: m.store, accountId: account.id, name: 'other' })
+    const { key: otherKey } = await issueKey({ now: Date.now(), store: m.store, accountId: account.id, name: 'other' })
     const other = await chat(m.url, otherKey, { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'Hi.' }] })
     expect(other.status).toBe(200)
     const theirs = other.headers.get('x-request-id')!

@@ -55,6 +55,7 @@ describe.each([
 
   it('admits exactly 10 of 30 requests at once through both, refuses 20 with 429 and the headers, then admits again', async () => {
     const { key } = await issueKey({
+      now: clock,
       store: m.store,
       accountId: m.accountId,
       name: 'ci',
@@ -96,6 +97,7 @@ describe.each([
 
   it('counts tokens at their maximum when admitted and as billed once done, streamed too', async () => {
     const { key } = await issueKey({
+      now: clock,
       store: m.store,
       accountId: m.accountId,
       name: 'tpm',
@@ -124,6 +126,7 @@ describe.each([
 
   it('counts a request whose maximum cost no account could pay, and answers its 402 with the headers', async () => {
     const { key } = await issueKey({
+      now: clock,
       store: m.store,
       accountId: m.accountId,
       name: 'huge',
@@ -164,6 +167,7 @@ describe.each(['open', 'closed'] as const)('a Redis that does not answer, onRedi
       })
       try {
         const { key } = await issueKey({
+          now: clock,
           store: m.store,
           accountId: m.accountId,
           name: 'k',

@@ -186,7 +186,7 @@ describe('what the Responses API refuses', () => {
   it('kept items are per key: another key of the same account cannot read them', async () => {
     const kept = await client.responses.create({ model: 'svc/atlas@1', input: 'hi' })
     const { issueKey } = await import('../src/accounts/operations.js')
-    const { key } = await issueKey({ store: m.store, accountId: m.accountId, name: 'other' })
+    const { key } = await issueKey({ now: Date.now(), store: m.store, accountId: m.accountId, name: 'other' })
     const other = new OpenAI({ baseURL: `${m.url}/v1`, apiKey: key, maxRetries: 0 })
     const err = await refusal(
       other.responses.create({ model: 'svc/atlas@1', input: 'hi', previous_response_id: kept.id }),

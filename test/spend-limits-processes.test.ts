@@ -57,11 +57,17 @@ describe.each<StoreKind>(['sqlite', 'postgres'])('a key spend limit across two g
     const max = maxCostFor(marketConfig(sims, storeUrl, {}), body)
     const limit = max * BigInt(N)
     const funds = limit * 100n
-    const { account } = await openAccount(store, addressOf(0x35))
-    await depositTo(store, account.id, funds)
+    const { account } = await openAccount(store, addressOf(0x35), Date.now())
+    await depositTo(store, account.id, funds, Date.now())
     await store.accounts.approve(account.id, funds)
     const spend = { limit, reset: 'none' as const }
-    const issued = await issueKey({ store, accountId: account.id, name: 'ci', limits: { rpm: null, tpm: null, spend } })
+    const issued = await issueKey({
+      now: Date.now(),
+      store,
+      accountId: account.id,
+      name: 'ci',
+      limits: { rpm: null, tpm: null, spend },
+    })
     // Admitted requests wait at the provider until all are decided: no capture frees room under the limit early.
     for (const s of [sims.atlasCheap, sims.atlasDear]) s.setFault({ kind: 'stall' })
     const waiting = () => sims.atlasCheap.stats.active + sims.atlasDear.stats.active

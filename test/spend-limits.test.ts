@@ -29,9 +29,15 @@ describe.each<StoreKind>(['sqlite', 'postgres'])('a key spend limit that resets,
     return { m, second }
   }
 
-  async function limitedKey(m: Market, limit: bigint, reset: LimitReset) {
+  async function limitedKey(m: Market, limit: bigint, reset: LimitReset, now: number) {
     const spend = { limit, reset }
-    return issueKey({ store: m.store, accountId: m.accountId, name: 'bot', limits: { rpm: null, tpm: null, spend } })
+    return issueKey({
+      now,
+      store: m.store,
+      accountId: m.accountId,
+      name: 'bot',
+      limits: { rpm: null, tpm: null, spend },
+    })
   }
 
   it('refuses with 402 naming the limit and its reset once spent, charges nothing, and admits again the next day', async (ctx) => {
@@ -40,7 +46,7 @@ describe.each<StoreKind>(['sqlite', 'postgres'])('a key spend limit that resets,
     const { m, second } = await market(() => clock)
     const max = maxCostFor(m.config, body)
     // Room for one request's hold: once it is charged (less than its hold, more than 0), the next does not fit.
-    const { key, id } = await limitedKey(m, max, 'daily')
+    const { key, id } = await limitedKey(m, max, 'daily', clock)
     const first = await chat(m.url, key, body)
     expect(first.status).toBe(200)
     const cost = BigInt(Math.round(Number((await first.json()).svc.cost_usdc) * 1e6))
@@ -79,7 +85,7 @@ describe.each<StoreKind>(['sqlite', 'postgres'])('a key spend limit that resets,
     if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
     const { m } = await market(Date.now)
     const max = maxCostFor(m.config, body)
-    const { key } = await limitedKey(m, max - 1n, 'monthly')
+    const { key } = await limitedKey(m, max - 1n, 'monthly', Date.now())
     const before = (await m.store.accounts.byId(m.accountId))!
     const e = await expectError(await chat(m.url, key, body), 402, 'insufficient_quota', null)
     expect(e.message).toContain(`USDC a month`)

@@ -21,7 +21,7 @@ export function normalizeWallet(text: string): string {
 export async function openAccount(
   store: Store,
   wallet: string,
-  now = Date.now(),
+  now: number,
 ): Promise<{ account: Account; created: boolean }> {
   return store.accounts.ensure(normalizeWallet(wallet), 'user', now)
 }
@@ -55,14 +55,14 @@ export async function issueKey({
   store,
   accountId,
   name: raw,
-  now = Date.now(),
+  now,
   maxLive = Infinity,
   limits = NO_LIMITS,
 }: {
   store: Store
   accountId: number
   name: string
-  now?: number
+  now: number
   maxLive?: number
   limits?: KeyLimits
 }): Promise<{ id: string; key: string; prefix: string; name: string; createdAt: number }> {
@@ -96,18 +96,24 @@ export function keyLimitsProblem(limits: KeyLimits): string | null {
   return null
 }
 
-/** Sets the limits of one of the account's live keys. */
-export async function setKeyLimits(store: Store, accountId: number, keyId: string, limits: KeyLimits): Promise<void> {
+/** Sets the limits of one of the account's live keys; a spend limit's period is the one that holds `now`. */
+export async function setKeyLimits(
+  store: Store,
+  key: { accountId: number; keyId: string },
+  limits: KeyLimits,
+  now: number,
+): Promise<void> {
   const problem = keyLimitsProblem(limits)
   if (problem) throw new OperationError(problem)
-  if (!(await store.keys.setLimits(accountId, keyId, limits))) throw new OperationError(`no live key ${keyId}`)
+  if (!(await store.keys.setLimits(key.accountId, key.keyId, limits, now)))
+    throw new OperationError(`no live key ${key.keyId}`)
 }
 
 /** Largest balance or cap an account may hold: 10^9 USDC (10^15 base units), so that sums over thousands of
  * accounts (the world account's postings, audits) stay inside the store's 64-bit integers. */
 export const MAX_AMOUNT = 10n ** 15n
 
-export async function depositTo(store: Store, accountId: number, amount: bigint, now = Date.now()): Promise<Account> {
+export async function depositTo(store: Store, accountId: number, amount: bigint, now: number): Promise<Account> {
   if (amount <= 0n) throw new OperationError('a deposit must be positive')
   if (amount > MAX_AMOUNT) throw new OperationError(`a deposit may be at most ${formatUsdc(MAX_AMOUNT)} USDC`)
   const after = await store.accounts.deposit({

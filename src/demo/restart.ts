@@ -41,9 +41,9 @@ function writtenPort(configFile: string): number | undefined {
  * out): a restart leaves its balance, its cap and what it spent as they are. Whether this start created it.
  */
 export async function demoAccount(store: Store, wallet: string, funds?: { deposit: bigint; cap: bigint }) {
-  const { account, created } = await openAccount(store, wallet)
+  const { account, created } = await openAccount(store, wallet, Date.now())
   if (created && funds) {
-    await depositTo(store, account.id, funds.deposit)
+    await depositTo(store, account.id, funds.deposit, Date.now())
     await approveCap(store, account.id, funds.cap)
   }
   return { accountId: account.id, created }
@@ -64,7 +64,7 @@ export async function demoKey(
     const owner = await store.keys.ownerOf(hashKey(saved))
     if (owner && !owner.revoked && owner.accountId === accountId) return { key: saved, reused: true }
   }
-  const { key } = await issueKey({ store, accountId, name: 'demo' })
+  const { key } = await issueKey({ store, accountId, name: 'demo', now: Date.now() })
   writeFileSync(file, `${key}\n`, { mode: 0o600 })
   chmodSync(file, 0o600)
   return { key, reused: false }

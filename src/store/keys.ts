@@ -153,7 +153,7 @@ export class KeyRepo {
    * Sets the limits of one of the account's live keys (null: none); false when it has no such key. A spend limit set
    * anew, or with another reset, starts from what the key's requests were charged in the period that holds `now`.
    */
-  setLimits(accountId: number, keyId: string, limits: KeyLimits, now = Date.now()): Promise<boolean> {
+  setLimits(accountId: number, keyId: string, limits: KeyLimits, now: number): Promise<boolean> {
     const { spend } = limits
     return this.db.transaction().execute(async (trx) => {
       const row = await this.dialect

@@ -200,12 +200,13 @@ export async function startMarket(opts: MarketOptions = {}): Promise<Market> {
     ...(opts.logger ? { logger: opts.logger } : {}),
     ...(opts.portal ? { portal: opts.portal } : {}),
   })
-  const { account } = await openAccount(store, opts.user ?? USER)
+  const now = opts.now ?? Date.now
+  const { account } = await openAccount(store, opts.user ?? USER, now())
   if (config.rail.kind === 'local') {
-    await depositTo(store, account.id, opts.funds ?? 10_000_000n)
+    await depositTo(store, account.id, opts.funds ?? 10_000_000n, now())
     await store.accounts.approve(account.id, opts.cap ?? opts.funds ?? 10_000_000n)
   }
-  const { key } = await issueKey({ store, accountId: account.id, name: 'test' })
+  const { key } = await issueKey({ now: now(), store, accountId: account.id, name: 'test' })
   return {
     sims,
     server,

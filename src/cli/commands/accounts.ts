@@ -61,7 +61,7 @@ export function accountCommands(program: Command): void {
         withStore(
           opts,
           async (store) => {
-            const { account: a, created } = await openAccount(store, opts.wallet)
+            const { account: a, created } = await openAccount(store, opts.wallet, Date.now())
             emit(
               opts,
               { created, ...(await accountView(store, a)) },
@@ -115,8 +115,8 @@ export function accountCommands(program: Command): void {
                 "on the evm rail the balance is the wallet's USDC on chain: send test USDC to the wallet instead",
               )
             const amount = amountOf(opts.amount)
-            const { account: a } = await openAccount(store, normalizeWallet(opts.wallet))
-            const after = await depositTo(store, a.id, amount)
+            const { account: a } = await openAccount(store, normalizeWallet(opts.wallet), Date.now())
+            const after = await depositTo(store, a.id, amount, Date.now())
             emit(
               opts,
               {

@@ -30,7 +30,7 @@ export function keyCommands(program: Command): void {
           if (a.status !== 'active')
             throw new OperationError(`${a.address} is suspended; resume it before creating keys`)
           const limits = limitsOf(opts)
-          const k = await issueKey({ store, accountId: a.id, name: opts.name, limits })
+          const k = await issueKey({ store, accountId: a.id, name: opts.name, limits, now: Date.now() })
           const data = {
             id: k.id,
             api_key: k.key,
@@ -90,7 +90,7 @@ export function keyCommands(program: Command): void {
           const current = (await store.keys.list(a.id)).find((k) => k.id === opts.id && k.revokedAt === null)
           if (!current) throw new OperationError(`no live key ${opts.id} for ${a.address}`)
           const limits = limitsOf(opts, current.limits)
-          await setKeyLimits(store, a.id, opts.id!, limits)
+          await setKeyLimits(store, { accountId: a.id, keyId: opts.id! }, limits, Date.now())
           emit(opts, { id: opts.id, ...limitsView(limits) }, `${opts.id}: ${limitsLine(limits)}`)
         }),
       ),

@@ -73,7 +73,7 @@ export function keyRoutes(api: FastifyInstance, ctx: PortalContext): void {
     if (!key) return sendError(reply, noLiveKey(req.params.id))
     const limits = limitsFromBody(req.body, key.limits)
     if (isApiError(limits)) return sendError(reply, limits)
-    if (!(await store.keys.setLimits(session.accountId, key.id, limits)))
+    if (!(await store.keys.setLimits(session.accountId, key.id, limits, now())))
       return sendError(reply, noLiveKey(req.params.id))
     // Cached verifications carry the old limits for up to keyCacheMs in this process.
     verifier.invalidate()
