@@ -42,6 +42,13 @@ describe('svc receipt verify', () => {
     expect(unsettled.code).toBe(0)
     expect(unsettled.stdout).toContain(`receipt ${id}: nothing fails, but not everything could be checked`)
     expect(unsettled.stdout).toMatch(/holds +signature: signed by 0x/)
+    // The gateway's address from the demo's config, as from --base-url; a flag still wins over the config.
+    const byConfig = await svc(['receipt', 'verify', file, '--config', line.config])
+    expect(byConfig.code).toBe(0)
+    expect(byConfig.stdout).toBe(unsettled.stdout)
+    const wrongFlag = await svc(['receipt', 'verify', file, '--config', line.config, '--base-url', 'http://127.0.0.1:1'])
+    expect(wrongFlag.code).toBe(1)
+    expect(wrongFlag.stderr).toContain('cannot read the published signers at http://127.0.0.1:1')
 
     expect((await svc(['settle', '--config', line.config])).code).toBe(0)
     const settled = await svc([...base, '--api-key', line.api_key, '--json'])

@@ -89,8 +89,10 @@ export function demoCommand(program: Command): void {
             )
           throw err
         }
-        // Written once the gateway listens: a demo that could not start leaves a running one's config as it was.
-        writeFileSync(configFile, `${JSON.stringify(config, null, 2)}\n`)
+        // Written once the gateway listens: a demo that could not start leaves a running one's config as it was. It
+        // names the port listened on (`--port 0`'s pick too), where the other commands find this gateway.
+        const listen = { ...config.listen, port: Number(new URL(server.url).port) }
+        writeFileSync(configFile, `${JSON.stringify({ ...config, listen }, null, 2)}\n`)
         const { store } = server
         const { accountId, created } = await demoAccount(
           store,

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import type { Command } from 'commander'
-import { action, CliError, noConfig, type CommonOptions } from '../context.js'
+import { action, CliError, common, readConfig, type CommonOptions } from '../context.js'
+import type { Config } from '../../config-schema.js'
 
 interface VerifyOptions extends CommonOptions {
   baseUrl?: string
@@ -13,14 +14,18 @@ const MARK = { true: 'holds  ', false: 'FAILS  ', null: 'unknown' } as const
 /** `svc receipt verify FILE`: checks a receipt as anyone can, from what the gateway publishes and the chain. */
 export function receiptCommands(program: Command): void {
   const receipt = program.command('receipt').description('signed receipts of requests')
-  noConfig(
+  common(
     receipt
       .command('verify')
       .argument('<file>', 'a receipt saved from GET /v1/usage/{id} or the portal (with its proof, if any)')
-      .option('--base-url <url>', "the gateway's address, for its published signers (default: $SVC_BASE_URL)")
+      .option(
+        '--base-url <url>',
+        "the gateway's address, for its published signers (default: $SVC_BASE_URL, else the config's listen address)",
+      )
       .option(
         '--rpc-url <url>',
-        "a node of the chain the receipt names, to read its batch's root (default: $SVC_RPC_URL)",
+        "a node of the chain the receipt names, to read its batch's root (default: $SVC_RPC_URL, else the config's " +
+          'evm rail)',
       )
       .option('--api-key <key>', 'fetch the proof from the gateway when the file has none (default: $SVC_API_KEY)'),
   )
@@ -29,8 +34,11 @@ export function receiptCommands(program: Command): void {
       action(async (file: string, opts: VerifyOptions) => {
         const { parseReceiptFile, fetchSigners, fetchProof } = await import('../../receipts/fetch.js')
         const { verifyReceipt } = await import('../../receipts/verify.js')
-        const baseUrl = opts.baseUrl ?? process.env.SVC_BASE_URL
-        if (!baseUrl) throw new CliError('--base-url (or SVC_BASE_URL): the gateway whose published signers to check')
+        // The config is read only when named: a receipt is checked by anyone, most of whom run no gateway.
+        const config = opts.config || process.env.SVC_CONFIG ? await readConfig(opts) : undefined
+        const baseUrl = opts.baseUrl ?? process.env.SVC_BASE_URL ?? (config && gatewayUrl(config))
+        if (!baseUrl)
+          throw new CliError('--base-url (or SVC_BASE_URL, or --config): the gateway whose published signers to check')
         const text = await readFile(file, 'utf8')
         let json: unknown
         try {
@@ -47,7 +55,8 @@ export function receiptCommands(program: Command): void {
           if ('error' in proof) notes.push(`no proof: ${proof.error}`)
           else parsed.proof = proof
         }
-        const rpcUrl = opts.rpcUrl ?? process.env.SVC_RPC_URL
+        const rpcUrl =
+          opts.rpcUrl ?? process.env.SVC_RPC_URL ?? (config?.rail.kind === 'evm' ? config.rail.rpcUrl : undefined)
         const chainId = parsed.signed.domain.chainId
         const chain =
           rpcUrl && chainId !== undefined
@@ -79,4 +88,13 @@ export function receiptCommands(program: Command): void {
         if (!verdict.ok) process.exitCode = 1
       }),
     )
+}
+
+/** Where a config's gateway is reached: its portal's public origin, else its listen address (a wildcard as loopback). */
+function gatewayUrl(config: Config): string {
+  if (config.portal?.origin) return config.portal.origin
+  const host = config.listen?.host ?? '127.0.0.1'
+  const reachable = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '[::1]' : host
+  const literal = reachable.includes(':') && !reachable.startsWith('[') ? `[${reachable}]` : reachable
+  return `http://${literal}:${config.listen?.port ?? 8080}`
 }
