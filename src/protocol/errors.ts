@@ -75,7 +75,7 @@ export function statusOf(err: ApiError): number {
   return err.status ?? ERROR_TABLE[err.code].status
 }
 
-/** In the key order of the interface's examples (spec/examples.md: "field names, order and types are the contract"). */
+/** In the key order of docs/interface-examples.md, where "field names, order and types are the contract". */
 export function errorBody(err: ApiError): ErrorBody {
   return { error: { type: ERROR_TABLE[err.code].type, code: err.code, param: err.param ?? null, message: err.message } }
 }
