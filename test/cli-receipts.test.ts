@@ -46,7 +46,15 @@ describe('svc receipt verify', () => {
     const byConfig = await svc(['receipt', 'verify', file, '--config', line.config])
     expect(byConfig.code).toBe(0)
     expect(byConfig.stdout).toBe(unsettled.stdout)
-    const wrongFlag = await svc(['receipt', 'verify', file, '--config', line.config, '--base-url', 'http://127.0.0.1:1'])
+    const wrongFlag = await svc([
+      'receipt',
+      'verify',
+      file,
+      '--config',
+      line.config,
+      '--base-url',
+      'http://127.0.0.1:1',
+    ])
     expect(wrongFlag.code).toBe(1)
     expect(wrongFlag.stderr).toContain('cannot read the published signers at http://127.0.0.1:1')
 

@@ -34,7 +34,7 @@ describe('logs, metrics, health and timing', () => {
     const plainCost = (await plain.json()).svc.cost_usdc
     const stream = await chat(m.url, m.key, body({ stream: true }))
     ids.push(stream.headers.get('x-request-id')!)
-    expect(stream.headers.get('server-timing')).toMatch(/^gateway;dur=[\d.]+$/)
+    expect(stream.headers.get('server-timing')).toMatch(/^gateway;dur=[\d.]+, upstream;dur=[\d.]+$/)
     await sseEvents(stream)
     const refused = await chat(m.url, m.key, body({ max_tokens: 4000 }))
     expect(refused.status).toBe(402)

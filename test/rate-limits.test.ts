@@ -167,7 +167,7 @@ describe.each(['open', 'closed'] as const)('a Redis that does not answer, onRedi
       })
       try {
         const { key } = await issueKey({
-          now: clock,
+          now: Date.now(),
           store: m.store,
           accountId: m.accountId,
           name: 'k',

@@ -68,7 +68,7 @@ export async function buildApp(
     forceCloseConnections: 'idle',
     // What Node cannot read as a request (malformed HTTP, oversized headers, a body that never ends) is answered in the
     // same error shape, with a request id; a request must arrive whole within the tuning's requestTimeoutMs.
-    clientErrorHandler: clientErrorAnswer(requestTimeoutMs),
+    clientErrorHandler: clientErrorAnswer(requestTimeoutMs, (line) => gw.logger.info(line, 'request')),
     requestTimeout: requestTimeoutMs,
     http: {
       // Node would refuse an HTTP/1.1 request without a Host header itself, bare and without a request id: the hook
@@ -107,6 +107,13 @@ export async function buildApp(
     else res.writeContinue()
     app.server.emit('request', req, res)
   })
+
+  app.decorateRequest('caller', null)
+  app.decorateRequest('intake', null)
+  app.decorateRequest('trace', null)
+  app.decorateRequest('bodySha256', null)
+  // First, so that every request is observed, those the hook below answers too.
+  observeRequests(app, gw.logger, gw.metrics)
 
   // A callback hook: an async one would cost every request a promise and a turn of the hook runner.
   app.addHook('onRequest', (req, reply, done) => {
@@ -165,11 +172,6 @@ export async function buildApp(
     )
   })
 
-  app.decorateRequest('caller', null)
-  app.decorateRequest('intake', null)
-  app.decorateRequest('trace', null)
-  app.decorateRequest('bodySha256', null)
-  observeRequests(app, gw.logger, gw.metrics)
   healthRoutes(app, gw)
   const { maxRequestsPerAccount: perAccount, maxBodyBytesInFlight: bodyBytes } = gw.tuning
   const intake = new Intake({ perAccount, bodyBytes, bodyLimit: BODY_LIMIT })

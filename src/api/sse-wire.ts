@@ -12,6 +12,8 @@ export interface SseWireOptions {
   stallTimeoutMs: number
   /** Told when the stream's first byte goes out. */
   onFirstByte?: () => void
+  /** The upstreams' time so far until their first event, once one came: its share of the time to the first byte. */
+  upstreamMs?: () => number | undefined
 }
 
 /**
@@ -28,10 +30,12 @@ export class SseWire {
   private readonly stallTimeoutMs: number
 
   private readonly onFirstByte: (() => void) | undefined
+  private readonly upstreamMs: (() => number | undefined) | undefined
 
-  constructor({ reply, requestId, keepAliveMs, stallTimeoutMs, onFirstByte }: SseWireOptions) {
+  constructor({ reply, requestId, keepAliveMs, stallTimeoutMs, onFirstByte, upstreamMs }: SseWireOptions) {
     this.reply = reply
     this.onFirstByte = onFirstByte
+    this.upstreamMs = upstreamMs
     this.requestId = requestId
     this.stallTimeoutMs = stallTimeoutMs
     this.keepAlive = setInterval(() => this.write(KEEP_ALIVE, true), keepAliveMs)
@@ -122,9 +126,19 @@ export class SseWire {
       'cache-control': 'no-cache',
       'x-accel-buffering': 'no',
       'x-request-id': this.requestId,
-      // The gateway's time until the stream's first byte (the upstream's share is known only at its end).
-      'server-timing': `gateway;dur=${this.reply.elapsedTime.toFixed(1)}`,
+      'server-timing': this.timing(),
     })
     this.onFirstByte?.()
+  }
+
+  /**
+   * The time to the first byte, split: the upstream's time to its first event, when one came before the headers
+   * (a keep-alive due first sends them with only the gateway's time, which is then the whole wait).
+   */
+  private timing(): string {
+    const total = this.reply.elapsedTime
+    const upstream = this.upstreamMs?.()
+    if (upstream === undefined) return `gateway;dur=${total.toFixed(1)}`
+    return `gateway;dur=${Math.max(0, total - upstream).toFixed(1)}, upstream;dur=${upstream.toFixed(1)}`
   }
 }

@@ -37,7 +37,8 @@ export type Finished =
       managedWhy?: string
     }
   | { kind: 'refused'; error: ApiError }
-  | { kind: 'broken'; code: 'stream_interrupted' | 'provider_output_invalid'; message: string }
+  /** Broken after content went out; `provider` broke it (none when the gateway stopped it). */
+  | { kind: 'broken'; code: 'stream_interrupted' | 'provider_output_invalid'; message: string; provider?: string }
   /** The client left; `charged` when it was sent content, which it pays for (`paid` says what and to whom). */
   | {
       kind: 'closed'
@@ -125,7 +126,7 @@ export async function charge(s: ChargeDeps, r: Admitted, outcome: RouteOutcome):
         outcome.code === 'stream_interrupted'
           ? `The provider stopped before the reply was complete (${outcome.detail}). Nothing was charged.`
           : `The provider sent output the marketplace refused to deliver (${outcome.detail}). Nothing was charged.`
-      return { kind: 'broken', code: outcome.code, message }
+      return { kind: 'broken', code: outcome.code, message, provider: outcome.reply.offer.provider }
     }
     case 'failed': {
       await s.ledger.release(r.requestId, s.now(), base(outcome.code))
@@ -255,6 +256,6 @@ async function stoppedUnderway(
   await s.ledger.release(r.requestId, s.now(), base(begun ? 'stream_interrupted' : 'no_capacity', served))
   const message = 'The gateway is stopping and could not finish this request in time. Nothing was charged; retry.'
   return begun
-    ? { kind: 'broken', code: 'stream_interrupted', message }
+    ? { kind: 'broken', code: 'stream_interrupted', message, provider: reply.offer.provider }
     : { kind: 'refused', error: apiError('no_capacity', message, { retryAfter: 1 }) }
 }

@@ -208,7 +208,7 @@ export class ChatPipeline {
       const { health, now } = this.deps
       const { reachability } = this.deps.charge
       const ctx = { cancel: r.cancel, health, reachability, now, trace: r.trace, ...(sink ? { sink } : {}) }
-      const upstreamFrom = now()
+      const upstreamFrom = (r.trace.upstreamFrom = now())
       const outcome = await executeRoute(r.prepared.plan, r.prepared.calls, ctx)
       r.trace.upstreamMs = now() - upstreamFrom
       if (outcome.kind === 'delivered') sink?.complete(outcome.reply)
@@ -293,7 +293,8 @@ function traceFinished(trace: RequestTrace, f: Finished, feeBps: number): void {
       trace.outcome = f.error.code
       return
     case 'broken':
-      trace.outcome = f.code
+      // Nothing is charged for a reply its upstream broke: the line says who broke it.
+      Object.assign(trace, { outcome: f.code, provider: f.provider, completionTokens: 0, cost: 0n, fee: 0n })
       return
     case 'closed':
       trace.outcome = 'client_closed'

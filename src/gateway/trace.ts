@@ -19,13 +19,22 @@ export interface RequestTrace {
   ttfbMs?: number
   /** Time spent waiting on upstreams (ms), from the first attempt to the last event. */
   upstreamMs?: number
+  /** When (by the gateway's clock) the first attempt was sent, and when the latest attempt's first event came. */
+  upstreamFrom?: number
+  firstEventAt?: number
   /** Upstream failures by kind (`unavailable`, `invalid_output`). */
   failures: string[]
   stream?: boolean
-  /** Its access line and metrics are written (once, whichever way its response ended). */
-  observed?: boolean
+  /** The gateway is serving it: a client that leaves meanwhile is observed once it is done (`observeGone`). */
+  underway: boolean
 }
 
 export function newTrace(): RequestTrace {
-  return { attempts: 0, failures: [] }
+  return { attempts: 0, failures: [], underway: true }
+}
+
+/** The upstreams' share of the time until now, while a reply is underway: from the first attempt to the first event. */
+export function upstreamUntilFirstEvent(trace: RequestTrace): number | undefined {
+  const { upstreamFrom, firstEventAt } = trace
+  return upstreamFrom === undefined || firstEventAt === undefined ? undefined : firstEventAt - upstreamFrom
 }

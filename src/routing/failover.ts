@@ -58,8 +58,11 @@ export interface AttemptContext {
   /** Present for streaming requests. */
   sink?: StreamSink
   now: () => number
-  /** Counts the attempts and the kinds of their failures, for the request's access line and metrics. */
-  trace?: { attempts: number; failures: string[] }
+  /**
+   * Counts the attempts and the kinds of their failures, for the request's access line and metrics; `firstEventAt`:
+   * when the latest attempt's first event came (by `now`).
+   */
+  trace?: { attempts: number; failures: string[]; firstEventAt?: number }
 }
 
 /**
@@ -89,6 +92,9 @@ export async function tryOffers(
       attempts.push(...outcome.attempts)
       continue
     }
+    // A stream the upstream broke after content went out failed as surely as one that failed over.
+    if (outcome.kind === 'broken')
+      ctx.trace?.failures.push(outcome.code === 'stream_interrupted' ? 'interrupted' : 'invalid_output')
     return outcome
   }
   return { kind: 'failed', attempts }
@@ -102,6 +108,7 @@ async function attempt(
   ctx: AttemptContext,
 ): Promise<TargetOutcome> {
   const started = ctx.now()
+  if (ctx.trace) ctx.trace.firstEventAt = undefined
   let firstEventMs: number | undefined
   let content = ''
   let logprobs: unknown[] | undefined
@@ -131,6 +138,7 @@ async function attempt(
     reading: for await (const events of offer.upstream.stream(offer.upstreamModel, request, ctx.cancel)) {
       if (firstEventMs === undefined) {
         firstEventMs = ctx.now() - started
+        if (ctx.trace) ctx.trace.firstEventAt = started + firstEventMs
         noteReach(ctx.reachability, offer.provider, events[0])
       }
       for (const ev of events) {

@@ -11,6 +11,7 @@ import { DONE, SseReply, type ChunkIdentity } from '../sse.js'
 import type { KeyCheck } from '../caller.js'
 import type { Intake } from '../intake.js'
 import { fingerprintFor, svcOf } from '../reply-svc.js'
+import { upstreamUntilFirstEvent } from '../../gateway/trace.js'
 import { answer, callOf, observeGone, plainUndelivered } from './life.js'
 
 export interface ChatRouteDeps {
@@ -32,6 +33,7 @@ export function chatRoutes(app: FastifyInstance, { pipeline, tuning, keyCheck, i
         fingerprint: fingerprintFor(r),
         ...tuning,
         onFirstByte: () => (trace.ttfbMs = reply.elapsedTime),
+        upstreamMs: () => upstreamUntilFirstEvent(trace),
       })
     })
     const result = await pipeline.chat(call).finally(() => observeGone(reply))

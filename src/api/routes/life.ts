@@ -49,6 +49,7 @@ function cancelOnClose(reply: FastifyReply): Cancel {
 
 /** Once the gateway is done with a request: one whose client left before its reply was whole is observed so. */
 export function observeGone(reply: FastifyReply): void {
+  if (reply.request.trace) reply.request.trace.underway = false
   if (reply.raw.destroyed && !reply.raw.writableFinished) reply.observeAborted?.()
 }
 

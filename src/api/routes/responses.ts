@@ -9,6 +9,7 @@ import type { KeyCheck } from '../caller.js'
 import type { Intake } from '../intake.js'
 import { deliveredResponse, frameOf } from '../responses-body.js'
 import { ResponsesSse } from '../responses-sse.js'
+import { upstreamUntilFirstEvent } from '../../gateway/trace.js'
 import { answer, callOf, observeGone, plainUndelivered } from './life.js'
 
 export interface ResponsesRouteDeps {
@@ -32,6 +33,7 @@ export function responsesRoutes(app: FastifyInstance, { responses, tuning, keyCh
         frame: frameOf(r, read.echo),
         ...tuning,
         onFirstByte: () => (trace.ttfbMs = reply.elapsedTime),
+        upstreamMs: () => upstreamUntilFirstEvent(trace),
       })
     })
     const result = await responses.respond(call).finally(() => observeGone(reply))
