@@ -112,16 +112,33 @@ describe.each([
     // Too large for the minute's limit whatever was used: refused without counting.
     const huge = await chat(second.url, key, { ...body, max_tokens: 500 })
     expect((await expectError(huge, 429, 'rate_limit_exceeded', null)).message).toMatch(/may take/)
-    // Admitted only once the first request's count fell from its maximum to what it was billed.
-    await expect
-      .poll(async () => {
-        const r = await chat(m.url, key, { ...body, max_tokens: 300 })
-        await r.arrayBuffer()
-        return r.status
-      })
-      .toBe(200)
+    // Admitted: the first request's count fell from its maximum to what it was billed before its reply was sent.
+    const again = await chat(m.url, key, { ...body, max_tokens: 300 })
+    expect(again.status).toBe(200)
+    await again.arrayBuffer()
     const used = (await m.store.usage.list(m.accountId, { limit: 1 }))[0]!
     expect(used.promptTokens + used.completionTokens).toBeLessThan(100)
+  })
+
+  it("corrects each capture's count before its reply: a request the correction makes room for is admitted at once", async () => {
+    for (let run = 0; run < 10; run++) {
+      const { key } = await issueKey({
+        now: clock,
+        store: m.store,
+        accountId: m.accountId,
+        name: `tpm-${run}`,
+        limits: { rpm: null, tpm: 1200 },
+      })
+      // Two counted at their maximum fit the minute; a third fits only once their counts fell to what they used.
+      for (const stream of [false, true]) {
+        const res = await chat(m.url, key, { ...body, max_tokens: 500, stream })
+        expect(res.status).toBe(200)
+        await res.text()
+      }
+      const third = await chat(second.url, key, { ...body, max_tokens: 500 })
+      expect(third.status, await third.clone().text()).toBe(200)
+      await third.json()
+    }
   })
 
   it('counts a request whose maximum cost no account could pay, and answers its 402 with the headers', async () => {

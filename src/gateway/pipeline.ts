@@ -26,7 +26,7 @@ import type { RequestTrace } from './trace.js'
 import { splitFee } from '../money/usdc.js'
 import type { RefusalCounter } from './refusal-counter.js'
 import { prepare, type Prepared } from './prepare.js'
-import { RateInHold, settleRate, takeRate } from './rate-stage.js'
+import { RateInHold, correctRate, takeRate } from './rate-stage.js'
 import type { RateGate } from '../limits/rate-gate.js'
 
 /** A stream's sink as the pipeline sees it: whether its status line went out decides how a failure is told. */
@@ -134,7 +134,7 @@ export class ChatPipeline {
     const admitted = await this.admit(ctx, prepared, taken instanceof RateInHold ? taken : undefined)
     const rate = taken instanceof RateInHold ? taken.counted : taken
     if (isApiError(admitted)) {
-      settleRate(rate, prepared, undefined)
+      await correctRate(rate, prepared, undefined)
       return refused(ctx, admitted)
     }
     // Its hold's lease is extended while it is served; a hold its request leaves open (a failed release) expires.
@@ -154,7 +154,7 @@ export class ChatPipeline {
       return { kind: 'finished', request: admitted, finished, ...(stream ? { stream } : {}) }
     } finally {
       this.deps.lifecycle.released(ctx.requestId)
-      settleRate(rate, prepared, finished)
+      await correctRate(rate, prepared, finished)
     }
   }
 

@@ -6,7 +6,7 @@ import type { Prepared } from './prepare.js'
 import { holdable, type HoldRate } from './admission.js'
 import type { RateAnswer, RateTake } from '../limits/counter.js'
 
-/** A request counted against its key's rate limits, to be settled to what it was billed once it ends. */
+/** A request counted against its key's rate limits, to be corrected to what it was billed once it ends. */
 export interface CountedRate {
   gate: RateGate
   keyId: string
@@ -59,8 +59,15 @@ export async function takeRate(
   return check.taken && { gate, keyId: caller.keyId, taken: check.taken }
 }
 
-/** Settles a counted request to the tokens it was billed: none unless it was charged. */
-export function settleRate(rate: CountedRate | undefined, prepared: Prepared, finished: Finished | undefined): void {
+/**
+ * Corrects a counted request to the tokens it was billed (none unless it was charged); resolves once every gateway
+ * counts it so, before its reply goes out.
+ */
+export async function correctRate(
+  rate: CountedRate | undefined,
+  prepared: Prepared,
+  finished: Finished | undefined,
+): Promise<void> {
   if (!rate) return
   const billed =
     finished?.kind === 'delivered' && finished.cost > 0n
@@ -68,5 +75,5 @@ export function settleRate(rate: CountedRate | undefined, prepared: Prepared, fi
       : finished?.kind === 'closed' && finished.paid
         ? prepared.inputTokens + finished.paid.completionTokens
         : 0
-  rate.gate.settle(rate.keyId, rate.taken, billed)
+  await rate.gate.correct(rate.keyId, rate.taken, billed)
 }

@@ -10,9 +10,6 @@ import {
   type RateTake,
 } from './counter.js'
 
-/** How often token corrections are written. */
-const CORRECT_MS = 250
-
 /** What a gateway does when its rate counter (Redis) cannot be reached: admit unchecked, or refuse with 503. */
 export type OnCounterDown = 'open' | 'closed'
 
@@ -48,19 +45,18 @@ export interface RateGateDeps {
 
 /**
  * Per-key limits of requests and tokens a minute. A request counts its maximum tokens when admitted (`take`) and is
- * corrected to what it was billed when it ends (`settle`). Refusals are 429 `rate_limit_exceeded` with Retry-After and
+ * corrected to what it was billed when it ends (`correct`). Refusals are 429 `rate_limit_exceeded` with Retry-After and
  * OpenAI's `x-ratelimit-*` headers, which every reply of a limited key carries.
  */
 export class RateGate {
   private down = false
-  /** Token corrections not yet written, by key and minute: written together each CORRECT_MS. */
+  /** Token corrections asked for while the last ones are written, by key and minute: written together next. */
   private corrections = new Map<string, { keyId: string; minute: number; delta: number }>()
-  private readonly timer: NodeJS.Timeout
+  /** The write of the corrections before these, and the one after it (which `correct` callers wait for). */
+  private writing: Promise<void> | undefined
+  private next: Promise<void> | undefined
 
-  constructor(private readonly deps: RateGateDeps) {
-    this.timer = setInterval(() => void this.flush(), CORRECT_MS)
-    this.timer.unref()
-  }
+  constructor(private readonly deps: RateGateDeps) {}
 
   /** Whether takes are counted in their holds' transactions (`RateGateDeps.inHold`). */
   get inHold(): boolean {
@@ -97,26 +93,38 @@ export class RateGate {
   }
 
   /**
-   * The request ended having been billed `used` tokens: its count is corrected within CORRECT_MS. Until then the key
-   * is counted its maximum: a correction only gives tokens back.
+   * The request ended having been billed `used` tokens: resolves once its count is corrected in the counter (every
+   * gateway then counts it so), before its reply goes out. Until then the key is counted its maximum: a correction only
+   * gives tokens back. Corrections asked for while others are written go together in the next write. Never rejects:
+   * a correction the counter refused is logged, and the key stays counted its maximum for that minute.
    */
-  settle(keyId: string, taken: RateTaken, used: number): void {
-    if (used === taken.tokens) return
+  correct(keyId: string, taken: RateTaken, used: number): Promise<void> {
+    if (used === taken.tokens) return Promise.resolve()
     const at = `${keyId}\0${taken.minute}`
     const c = this.corrections.get(at)
     if (c) c.delta += used - taken.tokens
     else this.corrections.set(at, { keyId, minute: taken.minute, delta: used - taken.tokens })
+    return (this.next ??= this.afterWriting())
   }
 
-  /** Writes the corrections gathered since the last flush. */
-  async flush(): Promise<void> {
-    if (this.corrections.size === 0) return
+  /** The write of the corrections gathered, once the one underway (if any) is done. */
+  private async afterWriting(): Promise<void> {
+    await this.writing
+    this.writing = this.next
+    this.next = undefined
     const due = [...this.corrections.values()]
     this.corrections = new Map()
-    for (const c of due)
-      await this.deps.counter
-        .correct(c.keyId, c.minute, c.delta)
-        .catch((err) => this.deps.log('rate limits: a token count was not corrected', err))
+    try {
+      await Promise.all(
+        due.map((c) =>
+          this.deps.counter
+            .correct(c.keyId, c.minute, c.delta)
+            .catch((err) => this.deps.log('rate limits: a token count was not corrected', err)),
+        ),
+      )
+    } finally {
+      this.writing = undefined
+    }
   }
 
   /** The key's counts this minute and when they reset (seconds since the epoch); null when the counter is down. */
@@ -131,8 +139,8 @@ export class RateGate {
 
   /** Closes the counter's connection (Redis); the store's closes with the store. */
   async close(): Promise<void> {
-    clearInterval(this.timer)
-    await this.flush()
+    await this.next
+    await this.writing
     await this.deps.counter.close()
   }
 
