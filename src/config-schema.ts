@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { Capabilities, ToolContract, MODEL_ID_PATTERN } from './protocol/models.js'
+import { ADDRESS_CLASSES } from './providers/address-policy.js'
 
 /**
  * The config file (docs/architecture.md §9). This shape is a contract: outside tools write such files. Its objects are
@@ -170,6 +171,32 @@ export const ConfigSchema = Closed({
   managed: Type.Optional(ManagedConfig),
   tuning: Type.Optional(TuningConfig),
   receipts: Type.Optional(ReceiptsConfig),
+  providerEndpoints: Type.Optional(
+    Closed({
+      allowAddresses: Type.Optional(
+        Type.Array(Type.Union(ADDRESS_CLASSES.map((c) => Type.Literal(c))), {
+          description:
+            'non-public addresses the endpoints wallets register may be reached at (default none: public addresses only)',
+        }),
+      ),
+    }),
+  ),
+  secrets: Type.Optional(
+    Closed({
+      keyFile: Type.Optional(
+        Type.String({
+          minLength: 1,
+          description: "file holding the key providers' API keys are sealed with (64 hex digits; older keys after it)",
+        }),
+      ),
+      keyEnv: Type.Optional(
+        Type.String({
+          minLength: 1,
+          description: 'environment variable holding it, when no keyFile (SVC_SECRETS_KEY)',
+        }),
+      ),
+    }),
+  ),
   limits: Type.Optional(
     Closed({
       /** Where per-key rates are counted across gateway processes (`redis://host:port`); else in the store. */

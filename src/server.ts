@@ -13,6 +13,7 @@ import { serveMetrics } from './ops/metrics-server.js'
 import { portalPlugin, type PortalOptions } from './portal/plugin.js'
 import { ReceiptBook } from './receipts/book.js'
 import { loadReceiptKey } from './receipts/key.js'
+import { loadSecretBox, type SecretBox } from './store/secret-box.js'
 
 export interface RunningServer {
   url: string
@@ -37,15 +38,18 @@ export interface ServerOptions extends GatewayOptions {
 
 /** Composition root: open the store, start the gateway, build the app, listen. */
 export async function startServer(config: Config, opts: ServerOptions = {}): Promise<RunningServer> {
-  // The receipt key first: a missing or malformed one stops the start before anything opens.
+  // The receipt and secrets keys first: a missing or malformed one stops the start before anything opens.
   const key = loadReceiptKey(config)
+  const secrets = loadSecretBox(config)
   const store = opts.store ?? (await openStore(config.store, opts.now))
+  store.providers.keys.use(secrets)
   // The rail first: a missing operator key or a wrong chain stops the start before anything runs.
   const rail = await makeRail(config, store, { now: opts.now, log: opts.log }).catch(async (err: unknown) => {
     if (!opts.store) await store.close()
     throw err
   })
   const gateway = await Gateway.start(config, store, opts)
+  await sealEndpointKeys(store, secrets, gateway.log)
   if (key.ephemeral)
     gateway.log(
       `receipts are signed by ${key.account.address}, a key made for this process: they verify only while it runs. ` +
@@ -152,4 +156,23 @@ const ANSWER_MS = 1_000
 function once(fn: () => Promise<void>): () => Promise<void> {
   let running: Promise<void> | undefined
   return () => (running ??= fn())
+}
+
+/**
+ * Seals with the current secrets key the providers' API keys stored before it (in plain text, or with a key since
+ * rotated), or says how many lie in plain text while no key is set.
+ */
+async function sealEndpointKeys(store: Store, secrets: SecretBox | undefined, log: (msg: string) => void) {
+  if (secrets) {
+    const { sealed: n, unreadable } = await store.providers.keys.reseal()
+    if (n > 0) log(`secrets: sealed ${n} provider API key${n === 1 ? '' : 's'} with the current secrets key`)
+    for (const why of unreadable) log(`secrets: ${why}; its offers are left out`)
+    return
+  }
+  const plain = await store.providers.keys.unsealed()
+  if (plain > 0)
+    log(
+      `secrets: ${plain} provider API key${plain === 1 ? ' is' : 's are'} stored in plain text; set secrets.keyFile ` +
+        '(or SVC_SECRETS_KEY) and restart to seal them (README, "Secrets")',
+    )
 }

@@ -1,4 +1,5 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { loadSecretBox } from '../src/store/secret-box.js'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -59,7 +60,11 @@ describe('svc provider', () => {
       '0.4',
     )
     const store = await openStore(dbUrl)
+    store.providers.keys.use(loadSecretBox(JSON.parse(readFileSync(config, 'utf8'))))
     try {
+      // Sealed in the store with the config's secrets key; opened with it.
+      const raw = await store.db.selectFrom('provider_endpoints').select('api_key').executeTakeFirstOrThrow()
+      expect(raw.api_key).not.toContain('sk-cli')
       expect((await store.providers.liveOffers()).map((o) => [o.model, o.inputPrice, o.apiKey])).toEqual([
         ['svc/atlas@1', 100_000n, 'sk-cli'],
       ])
@@ -77,6 +82,8 @@ describe('svc provider', () => {
         offers: [{ model: 'svc/atlas@1', status: 'live', input_price_per_mtok: '0.100000' }],
       })
       expect(JSON.stringify(listed)).not.toContain('sk-cli')
+      // Sealed with the current key already: nothing to seal again.
+      expect(await run('provider', 'reseal')).toEqual({ sealed: 0, unreadable: [] })
       await run('provider', 'offer', 'withdraw', ...at)
       const resumed = await svc(['provider', 'offer', 'resume', ...at, '--config', config])
       expect(resumed.code).not.toBe(0)

@@ -4,6 +4,10 @@ import type { Endpoint, OfferFields } from '../store/providers.js'
 import { formatUsdc, parseUsdc } from '../money/usdc.js'
 import { probeEndpoint } from '../tools/certify.js'
 import { OperationError } from './operations.js'
+import { lookup } from 'node:dns/promises'
+import { isIP } from 'node:net'
+import { addressRefusal, literalRefusal, type AddressPolicy } from '../providers/address-policy.js'
+import { NoSecretsKey } from '../store/endpoint-keys.js'
 
 /** Most requests at once an offer may take. */
 export const MAX_OFFER_CONCURRENCY = 4096
@@ -12,10 +16,15 @@ const TEXT = /^[\x20-\x7e]{1,200}$/
 /** How an offer's endpoint is checked before it goes live (`probeEndpoint`; tests inject theirs). */
 export type Probe = typeof probeEndpoint
 
-/** Registers an endpoint of the account's (refused with OperationError naming what is wrong); its id. */
+/**
+ * Registers an endpoint of the account's (refused with OperationError naming what is wrong); its id. Its address must
+ * be one `addresses` allows (public, unless the operator allows more): checked now on what its name resolves to, and
+ * again on every connection, where a name that resolves elsewhere later is refused too.
+ */
 export async function addEndpoint(
   store: Store,
   e: { accountId: number; baseUrl: string; apiKey: string | null; bundle: string; profile: string; now: number },
+  addresses: AddressPolicy,
 ): Promise<string> {
   let url: URL
   try {
@@ -32,7 +41,38 @@ export async function addEndpoint(
     if (!TEXT.test(v)) throw new OperationError(`${name} must be 1 to 200 printable characters`)
   if (e.apiKey !== null && !TEXT.test(e.apiKey))
     throw new OperationError('api_key must be 1 to 200 printable characters')
-  return store.providers.addEndpoint({ ...e, baseUrl: url.toString().replace(/\/$/, '') })
+  const refused = await addressProblem(url, addresses)
+  if (refused) throw new OperationError(`base_url ${url.origin} is refused: ${refused}`)
+  try {
+    return await store.providers.addEndpoint({ ...e, baseUrl: url.toString().replace(/\/$/, '') })
+  } catch (err) {
+    if (err instanceof NoSecretsKey) throw new OperationError(err.message)
+    throw err
+  }
+}
+
+/** Why `url`'s host may not be called under `addresses` (as it resolves now), or null. */
+async function addressProblem(url: URL, addresses: AddressPolicy): Promise<string | null> {
+  const literal = literalRefusal(url, addresses)
+  const host = url.hostname.replace(/^\[|\]$/g, '')
+  if (literal || isIP(host)) return literal
+  let found: { address: string }[]
+  try {
+    found = await lookup(host, { all: true })
+  } catch {
+    return `its host ${host} does not resolve`
+  }
+  const refusals = found.map((a) => addressRefusal(a.address, addresses))
+  return refusals.every((r) => r !== null) ? refusals[0]! : null
+}
+
+/** The most of an endpoint's probe failure told to its registrant: its own endpoint's words, cut short and plain. */
+const PROBE_WORDS = 160
+
+/** A probe's reason as the registrant reads it: printable ASCII only, at most PROBE_WORDS characters. */
+export function probeReason(why: string): string {
+  const plain = why.replace(/[^\x20-\x7e]/g, '?')
+  return plain.length > PROBE_WORDS ? `${plain.slice(0, PROBE_WORDS)}…` : plain
 }
 
 /** An offer's fields from what a provider gave: USDC per million tokens as decimal strings. */
@@ -68,7 +108,13 @@ export function offerFields(o: {
  */
 export async function setOffer(
   store: Store,
-  at: { accountId: number; endpointId: string; models: ReadonlyMap<string, ModelConfig>; now: number },
+  at: {
+    accountId: number
+    endpointId: string
+    models: ReadonlyMap<string, ModelConfig>
+    now: number
+    addresses: AddressPolicy
+  },
   offer: OfferFields,
   probe: Probe = probeEndpoint,
 ): Promise<void> {
@@ -82,8 +128,12 @@ export async function setOffer(
     model: offer.upstreamModel,
     ...(endpoint.apiKey ? { apiKey: endpoint.apiKey } : {}),
     tools: model.capabilities.tools,
+    addresses: at.addresses,
   })
-  if (why) throw new OperationError(`the endpoint ${endpoint.baseUrl} failed its probe for ${offer.model}: ${why}`)
+  if (why)
+    throw new OperationError(
+      `the endpoint ${endpoint.baseUrl} failed its probe for ${offer.model}: ${probeReason(why)}`,
+    )
   if (!(await store.providers.setOffer(at.accountId, at.endpointId, offer, at.now)))
     throw new OperationError(`no live endpoint ${at.endpointId} of this wallet`)
 }

@@ -68,7 +68,10 @@ export async function withStore<T>(
     )
   }
   const { openStore } = await import('../store/open.js')
+  const { loadSecretBox } = await import('../store/secret-box.js')
+  const secrets = loadSecretBox(config)
   const store = await openStore(config.store)
+  store.providers.keys.use(secrets)
   try {
     return await fn(store, config)
   } finally {

@@ -87,6 +87,8 @@ export function demoConfig(up: DemoUpstreams, storeUrl: string, port: number, co
     store: storeUrl,
     rail: { kind: 'local' },
     feeBps: 500,
+    // The demo's providers, and those a demo user registers, run on this machine.
+    providerEndpoints: { allowAddresses: ['loopback'] },
     models: [
       {
         id: 'svc/atlas@1',

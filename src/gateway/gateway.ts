@@ -1,5 +1,5 @@
 import { tuningOf, type Config, type Tuning } from '../config.js'
-import { OpenAICompatibleProvider } from '../providers/openai-compatible.js'
+import { OpenAICompatibleProvider, type UpstreamOptions } from '../providers/openai-compatible.js'
 import type { Provider } from '../providers/types.js'
 import { Catalog } from '../routing/catalog.js'
 import { silentLogger, type Logger } from '../ops/log.js'
@@ -30,7 +30,7 @@ const OFFERS_READ_MS = 2_000
 
 export interface GatewayOptions {
   now?: () => number
-  makeUpstream?: (baseUrl: string, apiKey: string | undefined, tuning: Tuning) => Provider
+  makeUpstream?: (baseUrl: string, apiKey: string | undefined, tuning: Tuning, opts: UpstreamOptions) => Provider
   log?: (msg: string, err?: unknown) => void
   /** Structured log lines (access lines, events); silent when absent. */
   logger?: Logger
@@ -80,8 +80,10 @@ export class Gateway {
         reachable ? `provider ${provider}: reachable again` : `provider ${provider}: cannot be reached (${detail})`,
       ),
     )
-    const make = opts.makeUpstream ?? ((url, key, t) => new OpenAICompatibleProvider(url, key, t))
-    this.catalog = new Catalog(config, (url, key) => make(url, key, this.tuning))
+    const make = opts.makeUpstream ?? ((url, key, t, o) => new OpenAICompatibleProvider(url, key, t, o))
+    this.catalog = new Catalog(config, (url, key, addresses) =>
+      make(url, key, this.tuning, addresses ? { addresses } : {}),
+    )
     this.probes = new OfferProbes(this.catalog, this.health, {
       intervalMs: this.tuning.offerProbeIntervalMs,
       now: this.now,
@@ -179,13 +181,19 @@ export class Gateway {
 
   /** Routes to the providers' live offers in the store, beside the config's. */
   async readOffers(): Promise<void> {
-    const live = await this.store.providers.liveOffers()
+    const live = await this.store.providers.liveOffers((err) => {
+      if (this.unreadable.has(err.message)) return
+      this.unreadable.add(err.message)
+      this.log(`offers: an endpoint's offers are left out: ${err.message}`)
+    })
     const first = !this.offersRead
     this.offersRead = true
     if (this.catalog.applyLive(live) && !first) this.log(`offers: the store's live offers changed (${live.length} now)`)
   }
 
   private offersRead = false
+  /** Endpoints whose API key did not open, logged once each. */
+  private readonly unreadable = new Set<string>()
 
   /** The life of a chat request, from its body to its charge. */
   get pipeline(): ChatPipeline {

@@ -8,6 +8,7 @@ import { plainExchange, ReplyTooLarge, type PlainReply } from './plain-exchange.
 import { ChunkStream } from './chunk-stream.js'
 import { replyEvents } from './openai-chunks.js'
 import type { Failure, Provider, UpstreamEvent, UpstreamRequest } from './types.js'
+import { guardedLookup, literalRefusal, type AddressPolicy } from './address-policy.js'
 
 export interface UpstreamTimeouts {
   /** Until the first event of a stream; past it the attempt fails over. */
@@ -33,26 +34,50 @@ interface StreamFlow {
   resumed(progressed: boolean): void
 }
 
+export interface UpstreamOptions {
+  /** Connections kept to the upstream at most (256). */
+  connections?: number
+  /**
+   * The addresses it may be reached at (an endpoint a wallet registered): checked on every address connected to, so
+   * that a name resolving to a refused one fails the attempt as an unreachable upstream. Absent: any address.
+   */
+  addresses?: AddressPolicy
+}
+
 /** An OpenAI-compatible upstream reached over a keep-alive undici Pool. */
 export class OpenAICompatibleProvider implements Provider {
   private readonly pool: Pool
   private readonly path: string
   private readonly headers: Record<string, string>
+  /** Why its address (an IP literal) may not be called, when it may not. */
+  private readonly refused: string | null
 
   constructor(
     baseUrl: string,
     apiKey: string | undefined,
     private readonly timeouts: UpstreamTimeouts,
-    connections = 256,
+    { connections = 256, addresses }: UpstreamOptions = {},
   ) {
     const url = new URL(baseUrl)
-    this.pool = new Pool(url.origin, { connections, pipelining: 1, keepAliveTimeout: 10_000 })
+    this.refused = addresses ? literalRefusal(url, addresses) : null
+    this.pool = new Pool(url.origin, {
+      connections,
+      pipelining: 1,
+      keepAliveTimeout: 10_000,
+      ...(addresses ? { connect: { lookup: guardedLookup(addresses) } } : {}),
+    })
     this.path = `${url.pathname.replace(/\/$/, '')}/chat/completions`
     this.headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
     if (apiKey) this.headers.authorization = `Bearer ${apiKey}`
   }
 
   async *stream(upstreamModel: string, request: UpstreamRequest, client: Cancel): AsyncIterable<UpstreamEvent[]> {
+    if (this.refused !== null) {
+      const refused = failure('unavailable', `upstream not called: ${this.refused}`)
+      if (refused.type === 'failure') refused.failure.unreached = true
+      yield [refused]
+      return
+    }
     // This attempt's own cancellation: the client's going away, or its time budget spent.
     const attempt = new Cancel()
     const onAbort = () => attempt.abort()
@@ -109,7 +134,9 @@ export class OpenAICompatibleProvider implements Provider {
       if (timedOut) return failure('unavailable', timedOut)
       const e = err as { code?: string; message?: string; cause?: { code?: string } }
       const code = e.code ?? e.cause?.code
-      const f = failure('unavailable', `upstream connection failed: ${code ?? e.message ?? String(err)}`)
+      // The address policy's refusal says which address and why; others are told by their code.
+      const said = code === 'SVC_ADDRESS_REFUSED' ? (e.code ? e.message : (e.cause as Error).message) : code
+      const f = failure('unavailable', `upstream connection failed: ${said ?? e.message ?? String(err)}`)
       if (isUnreached(code) && f.type === 'failure') f.failure.unreached = true
       return f
     }

@@ -4,6 +4,13 @@ import type { Prices } from '../money/usdc.js'
 import type { Provider } from '../providers/types.js'
 import { checksumAddress } from '../accounts/address.js'
 import type { LiveOffer } from '../store/providers.js'
+import type { AddressPolicy } from '../providers/address-policy.js'
+
+/**
+ * Builds the client of an upstream; `addresses`, for an endpoint a wallet registered, the addresses it may be reached
+ * at (the config's providers and vendor, written by the operator, are reached wherever they are).
+ */
+export type MakeUpstream = (baseUrl: string, apiKey: string | undefined, addresses?: AddressPolicy) => Provider
 
 /** One provider's offer of one model: where to send requests, at what price, how many at once. */
 export interface Offer {
@@ -46,10 +53,14 @@ export class Catalog {
   private readonly liveUpstreams = new Map<string, Provider>()
   private liveSignature = ''
 
+  /** Where the store's endpoints (registered by wallets) may be reached. */
+  readonly addresses: AddressPolicy
+
   constructor(
     config: Config,
-    private readonly makeUpstream: (baseUrl: string, apiKey: string | undefined) => Provider,
+    private readonly makeUpstream: MakeUpstream,
   ) {
+    this.addresses = addressPolicyOf(config)
     for (const m of config.models) {
       this.models.set(m.id, m)
       this.offers.set(m.id, [])
@@ -136,7 +147,8 @@ export class Catalog {
   private liveUpstream(baseUrl: string, apiKey: string | null): Provider {
     const key = `${baseUrl}\0${apiKey ?? ''}`
     let upstream = this.liveUpstreams.get(key)
-    if (!upstream) this.liveUpstreams.set(key, (upstream = this.makeUpstream(baseUrl, apiKey ?? undefined)))
+    if (!upstream)
+      this.liveUpstreams.set(key, (upstream = this.makeUpstream(baseUrl, apiKey ?? undefined, this.addresses)))
     return upstream
   }
 
@@ -181,4 +193,9 @@ function intersectContracts(contracts: ToolContract[]): ToolContract {
     metering_version: Math.max(...contracts.map((k) => k.metering_version)),
     certification_id: `cortex-${contracts.map((k) => k.certification_id).join('+')}`,
   }
+}
+
+/** The addresses the endpoints wallets register may be reached at: public ones and the classes the config allows. */
+export function addressPolicyOf(config: Pick<Config, 'providerEndpoints'>): AddressPolicy {
+  return { allow: config.providerEndpoints?.allowAddresses ?? [] }
 }

@@ -40,6 +40,8 @@ const UNREACHED = new Set([
   'ENETUNREACH',
   'EAI_AGAIN',
   'UND_ERR_CONNECT_TIMEOUT',
+  // An address the marketplace's policy refuses to call (providers' endpoints on private networks).
+  'SVC_ADDRESS_REFUSED',
 ])
 
 /** Whether an error of a connection attempt means its endpoint could not be reached. */

@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { Database } from './schema.js'
 import { big, num } from './ints.js'
+import { SecretUnreadable } from './secret-box.js'
+import { EndpointKeys } from './endpoint-keys.js'
 
 export interface Endpoint {
   id: string
@@ -36,9 +38,17 @@ export interface LiveOffer extends Omit<EndpointOffer, 'status'> {
 
 export type OfferFields = Omit<EndpointOffer, 'status'>
 
-/** Providers' endpoints and offers in the store (migration 019); every change stamps `updated_at`. */
+/**
+ * Providers' endpoints and offers in the store (migration 019); every change stamps `updated_at`. An endpoint's API
+ * key is kept sealed (`keys`), bound to the endpoint's id: the store never holds it in plain text.
+ */
 export class ProviderRepo {
-  constructor(private readonly db: Kysely<Database>) {}
+  /** Seals and opens the endpoints' API keys. */
+  readonly keys: EndpointKeys
+
+  constructor(private readonly db: Kysely<Database>) {
+    this.keys = new EndpointKeys(db)
+  }
 
   async addEndpoint(e: {
     accountId: number
@@ -49,6 +59,7 @@ export class ProviderRepo {
     now: number
   }): Promise<string> {
     const id = `ep_${randomBytes(8).toString('hex')}`
+    const apiKey = this.keys.seal(id, e.apiKey)
     const at = BigInt(e.now)
     await this.db
       .insertInto('provider_endpoints')
@@ -56,7 +67,7 @@ export class ProviderRepo {
         id,
         account_id: e.accountId,
         base_url: e.baseUrl,
-        api_key: e.apiKey,
+        api_key: apiKey,
         bundle: e.bundle,
         profile: e.profile,
         status: 'live',
@@ -177,7 +188,7 @@ export class ProviderRepo {
       .where('account_id', '=', accountId)
       .where('status', '=', 'live')
       .executeTakeFirst()
-    return r && { baseUrl: r.base_url, apiKey: r.api_key }
+    return r && { baseUrl: r.base_url, apiKey: this.keys.open(id, r.api_key) }
   }
 
   private async liveEndpoint(accountId: number, id: string): Promise<boolean> {
@@ -191,8 +202,11 @@ export class ProviderRepo {
     return r !== undefined
   }
 
-  /** Every live offer of a live endpoint whose provider account is active: what gateways route to. */
-  async liveOffers(): Promise<LiveOffer[]> {
+  /**
+   * Every live offer of a live endpoint whose provider account is active: what gateways route to. An offer whose
+   * endpoint's API key does not open is left out, and `unreadable` told why.
+   */
+  async liveOffers(unreadable: (err: SecretUnreadable) => void = () => {}): Promise<LiveOffer[]> {
     const rows = await this.db
       .selectFrom('provider_offers as o')
       .innerJoin('provider_endpoints as e', 'e.id', 'o.endpoint_id')
@@ -217,19 +231,47 @@ export class ProviderRepo {
       .orderBy('o.endpoint_id')
       .orderBy('o.model')
       .execute()
-    return rows.map((r) => ({
-      endpointId: r.endpoint_id,
-      accountId: num(r.account_id),
-      address: r.address,
-      baseUrl: r.base_url,
-      apiKey: r.api_key,
-      bundle: r.bundle,
-      profile: r.profile,
-      model: r.model,
-      upstreamModel: r.upstream_model,
-      inputPrice: big(r.input_price),
-      outputPrice: big(r.output_price),
-      maxConcurrency: num(r.max_concurrency),
-    }))
+    const keys = new Map<string, string | null>()
+    for (const r of rows) {
+      if (keys.has(r.endpoint_id)) continue
+      try {
+        keys.set(r.endpoint_id, this.keys.open(r.endpoint_id, r.api_key))
+      } catch (err) {
+        if (!(err instanceof SecretUnreadable)) throw err
+        unreadable(err)
+      }
+    }
+    return rows.flatMap((r) => {
+      const apiKey = keys.get(r.endpoint_id)
+      return apiKey === undefined ? [] : [{ ...liveOffer(r), apiKey }]
+    })
+  }
+}
+
+function liveOffer(r: {
+  endpoint_id: string
+  account_id: number | bigint
+  address: string
+  base_url: string
+  bundle: string
+  profile: string
+  model: string
+  upstream_model: string
+  input_price: number | bigint
+  output_price: number | bigint
+  max_concurrency: number | bigint
+}): Omit<LiveOffer, 'apiKey'> {
+  return {
+    endpointId: r.endpoint_id,
+    accountId: num(r.account_id),
+    address: r.address,
+    baseUrl: r.base_url,
+    bundle: r.bundle,
+    profile: r.profile,
+    model: r.model,
+    upstreamModel: r.upstream_model,
+    inputPrice: big(r.input_price),
+    outputPrice: big(r.output_price),
+    maxConcurrency: num(r.max_concurrency),
   }
 }

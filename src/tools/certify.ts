@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import { TOOL_CHOICE_MODES, type ToolContract } from '../protocol/models.js'
 import { METERING_VERSION } from '../metering/tokens.js'
+import type { AddressPolicy } from '../providers/address-policy.js'
 import { OpenAICompatibleProvider } from '../providers/openai-compatible.js'
 import type { Provider } from '../providers/types.js'
 import { Cancel } from '../providers/cancel.js'
@@ -37,6 +38,8 @@ export interface CertifyOptions {
   timeoutMs?: number
   /** Injected for tests; otherwise an OpenAI-compatible adapter, the same one the gateway uses. */
   upstream?: Provider
+  /** The addresses the adapter may connect to (an endpoint a wallet registered); any when absent. */
+  addresses?: AddressPolicy
 }
 
 export interface ProbeResult extends ProbeOutcome {
@@ -97,11 +100,12 @@ export async function probeEndpoint(opts: CertifyOptions & { tools: boolean }): 
 function upstreamOf(opts: CertifyOptions, defaultTimeoutMs: number): Provider {
   const timeoutMs = opts.timeoutMs ?? defaultTimeoutMs
   if (opts.upstream) return opts.upstream
-  return new OpenAICompatibleProvider(opts.baseUrl, opts.apiKey, {
-    firstByteTimeoutMs: timeoutMs,
-    replyTimeoutMs: timeoutMs,
-    idleTimeoutMs: timeoutMs,
-  })
+  return new OpenAICompatibleProvider(
+    opts.baseUrl,
+    opts.apiKey,
+    { firstByteTimeoutMs: timeoutMs, replyTimeoutMs: timeoutMs, idleTimeoutMs: timeoutMs },
+    opts.addresses ? { addresses: opts.addresses } : {},
+  )
 }
 
 async function runSuite(send: Send, opts: CertifyOptions): Promise<ProbeResult[]> {

@@ -1,3 +1,4 @@
+import { newSecretsKey } from '../../src/store/secret-box.js'
 import { afterEach } from 'vitest'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -102,6 +103,15 @@ function testReceiptKey(): string {
   return receiptKeyFile
 }
 
+let secretsKeyFile: string | undefined
+/** One secrets key file for the run's markets, as an operator's would be. */
+function testSecretsKey(): string {
+  if (secretsKeyFile) return secretsKeyFile
+  secretsKeyFile = join(mkdtempSync(join(tmpdir(), 'svc-secrets-')), 'secrets.key')
+  writeFileSync(secretsKeyFile, newSecretsKey(), { mode: 0o600 })
+  return secretsKeyFile
+}
+
 export function marketConfig(s: Market['sims'], storeUrl: string, tuning?: Config['tuning']): Config {
   const prov = (
     address: string,
@@ -131,6 +141,8 @@ export function marketConfig(s: Market['sims'], storeUrl: string, tuning?: Confi
     rail: { kind: 'local' },
     metrics: false,
     receipts: { keyFile: testReceiptKey() },
+    secrets: { keyFile: testSecretsKey() },
+    providerEndpoints: { allowAddresses: ['loopback'] },
     feeBps: 500,
     models: [
       {

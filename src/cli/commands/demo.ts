@@ -11,7 +11,7 @@ import { action, noConfig, DEFAULT_DATA_DIR, emit, onShutdown, type CommonOption
 import { demoAccount, demoKey, demoPort } from '../../demo/restart.js'
 import { STORE_URL } from '../../config-schema.js'
 import { noteMissingNodeFlags } from '../node-flags.js'
-import { demoReceiptKey } from '../../demo/receipt-key.js'
+import { demoReceiptKey, demoSecretsKey } from '../../demo/receipt-key.js'
 
 const FUNDS = parseUsdc('25')!
 const CAP = parseUsdc('20')!
@@ -76,6 +76,7 @@ export function demoCommand(program: Command): void {
         const config = demoConfig({ providers: [a.url, b.url, c.url, d.url], vendor: vendor.url }, storeUrl, port)
         if (chain) config.rail = chain.rail
         config.receipts = { keyFile: demoReceiptKey(data) }
+        config.secrets = { keyFile: demoSecretsKey(data) }
         const { startServer } = await import('../../server.js')
         let server
         try {

@@ -1,6 +1,7 @@
 import type { Command } from 'commander'
 import { normalizeWallet, OperationError, requireAccount } from '../../accounts/operations.js'
 import { addEndpoint, endpointView, offerFields, setOffer } from '../../accounts/provider-offers.js'
+import { addressPolicyOf } from '../../routing/catalog.js'
 import { action, common, emit, withStore, wholeOption, type CommonOptions } from '../context.js'
 
 interface ProviderOptions extends CommonOptions {
@@ -46,12 +47,16 @@ export function providerCommands(program: Command): void {
       action(async (o: ProviderOptions) =>
         withStore(
           o,
-          async (store) => {
+          async (store, config) => {
             const apiKey = o.apiKeyEnv ? process.env[o.apiKeyEnv] : undefined
             if (o.apiKeyEnv && !apiKey) throw new OperationError(`${o.apiKeyEnv} is not set`)
             const { account } = await store.accounts.ensure(normalizeWallet(o.wallet), 'provider', Date.now())
             const e = { accountId: account.id, baseUrl: o.baseUrl!, bundle: o.bundle!, profile: o.profile! }
-            const id = await addEndpoint(store, { ...e, apiKey: apiKey ?? null, now: Date.now() })
+            const id = await addEndpoint(
+              store,
+              { ...e, apiKey: apiKey ?? null, now: Date.now() },
+              addressPolicyOf(config),
+            )
             emit(o, { id, wallet: account.address, base_url: o.baseUrl }, `${id} (${o.baseUrl})`)
           },
           { create: true },
@@ -105,8 +110,29 @@ export function providerCommands(program: Command): void {
             maxConcurrency: wholeOption('--max-concurrency', o.maxConcurrency!, 4096),
           })
           const models = new Map(config.models.map((m) => [m.id, m]))
-          await setOffer(store, { accountId: a.id, endpointId: o.endpoint!, models, now: Date.now() }, fields)
+          const addresses = addressPolicyOf(config)
+          const at = { accountId: a.id, endpointId: o.endpoint!, models, now: Date.now(), addresses }
+          await setOffer(store, at, fields)
           emit(o, { endpoint_id: o.endpoint, model: o.model, status: 'live' }, `${o.model} on ${o.endpoint}: live`)
+        }),
+      ),
+    )
+
+  common(provider.command('reseal'))
+    .description(
+      "seal every provider API key in the store with the secrets key's first key (after a rotation, or an upgrade)",
+    )
+    .action(
+      action(async (o: CommonOptions) =>
+        withStore(o, async (store) => {
+          const { sealed, unreadable } = await store.providers.keys.reseal().catch((err: Error) => {
+            throw new OperationError(err.message)
+          })
+          emit(o, { sealed, unreadable }, [
+            `sealed ${sealed} API key${sealed === 1 ? '' : 's'} with the current secrets key`,
+            ...unreadable.map((why) => `left as it is: ${why}`),
+          ])
+          if (unreadable.length) process.exitCode = 1
         }),
       ),
     )

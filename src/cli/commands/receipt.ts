@@ -90,7 +90,7 @@ export function receiptCommands(program: Command): void {
     )
 }
 
-/** Where a config's gateway is reached: its portal's public origin, else its listen address (a wildcard as loopback). */
+/** Where a config's gateway is reached: its portal's public origin, else its listen address (a wildcard: loopback). */
 function gatewayUrl(config: Config): string {
   if (config.portal?.origin) return config.portal.origin
   const host = config.listen?.host ?? '127.0.0.1'

@@ -44,14 +44,18 @@ export function providerOfferRoutes(api: FastifyInstance, ctx: PortalContext): v
     refusing(reply, async () => {
       const accountId = sessionOf(req).accountId
       const b = req.body ?? {}
-      const id = await addEndpoint(store, {
-        accountId,
-        baseUrl: str(b.base_url) ?? '',
-        apiKey: str(b.api_key) ?? null,
-        bundle: str(b.bundle) ?? '',
-        profile: str(b.profile) ?? '',
-        now: now(),
-      })
+      const id = await addEndpoint(
+        store,
+        {
+          accountId,
+          baseUrl: str(b.base_url) ?? '',
+          apiKey: str(b.api_key) ?? null,
+          bundle: str(b.bundle) ?? '',
+          profile: str(b.profile) ?? '',
+          now: now(),
+        },
+        ctx.catalog.addresses,
+      )
       return reply.code(201).send((await list(accountId)).find((e) => e.id === id))
     }),
   )
@@ -73,7 +77,8 @@ export function providerOfferRoutes(api: FastifyInstance, ctx: PortalContext): v
         outputPrice: str(b.output_price_per_mtok) ?? String(b.output_price_per_mtok ?? ''),
         maxConcurrency: typeof b.max_concurrency === 'number' ? b.max_concurrency : undefined,
       })
-      const at = { accountId, endpointId: req.params.id, models: ctx.catalog.models, now: now() }
+      const { models, addresses } = ctx.catalog
+      const at = { accountId, endpointId: req.params.id, models, now: now(), addresses }
       await setOffer(store, at, fields)
       return (await list(accountId)).find((e) => e.id === req.params.id)
     }),
