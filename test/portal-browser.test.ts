@@ -1,9 +1,17 @@
 import { readFile } from 'node:fs/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { Browser, BrowserContext, Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { chat, startMarket, type Market } from './helpers/market.js'
-import { hasChromium, injectWallet, launchChromium, portalWebRoot, screenshotPath } from './helpers/browser.js'
+import {
+  hasChromium,
+  injectWallet,
+  launchChromium,
+  openPortalPage,
+  portalWebRoot,
+  screenshotPath,
+  signInAt,
+} from './helpers/browser.js'
 import { signIn } from './helpers/portal.js'
 import { SimulatedProvider } from '../src/providers/simulated/server.js'
 
@@ -27,28 +35,9 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
     await m?.close()
   })
 
-  async function open(): Promise<{ context: BrowserContext; page: Page; errors: string[] }> {
-    const context = await browser.newContext({ viewport: { width: 1200, height: 860 } })
-    context.setDefaultTimeout(10_000)
-    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: m.url })
-    const page = await context.newPage()
-    const errors: string[] = []
-    page.on('pageerror', (e) => errors.push(e.message))
-    // Refused requests the page expects (401 before sign-in, a 403 it provokes) are not page errors.
-    page.on(
-      'console',
-      (msg) =>
-        void (msg.type() === 'error' && !msg.text().startsWith('Failed to load resource') && errors.push(msg.text())),
-    )
-    return { context, page, errors }
-  }
+  const open = () => openPortalPage(browser, m.url)
 
-  /** Signs in with the injected wallet from the sign-in page and waits for the keys page. */
-  async function signInWithWallet(page: Page): Promise<void> {
-    await page.goto(`${m.url}/portal`)
-    await page.getByRole('button', { name: 'Sign in with browser wallet' }).click()
-    await page.getByRole('heading', { name: 'API keys' }).waitFor()
-  }
+  const signInWithWallet = (page: Page) => signInAt(page, m.url)
 
   const figure = (page: Page, id: string) => page.locator(`[data-figure="${id}"] .amount`).textContent()
 

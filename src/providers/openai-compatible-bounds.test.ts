@@ -141,7 +141,7 @@ describe('the OpenAI-compatible adapter timing a stream', () => {
       `${url}/${path}`,
       undefined,
       { firstByteTimeoutMs: ms, replyTimeoutMs: ms, idleTimeoutMs: ms },
-      connections,
+      connections === undefined ? {} : { connections },
     )
   const content = { type: 'content', text: 'a' }
   const finish = { type: 'finish', reason: 'stop' }

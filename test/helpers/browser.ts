@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { chromium, type Browser, type BrowserContext } from 'playwright-core'
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
 import type { PrivateKeyAccount } from 'viem/accounts'
 
 /** Debian's Chromium, driven by playwright-core; browser tests skip themselves when it is not installed. */
@@ -97,4 +97,34 @@ export async function injectWallet(
 export function screenshotPath(name: string): string {
   mkdirSync(ARTIFACTS, { recursive: true })
   return join(ARTIFACTS, `${name}.png`)
+}
+
+/**
+ * A fresh context and page on the portal at `url`, `width` pixels wide; `errors` collects the page's errors (not the
+ * refused requests it expects: a 401 before sign-in, a 403 it provokes).
+ */
+export async function openPortalPage(
+  browser: Browser,
+  url: string,
+  width = 1200,
+): Promise<{ context: BrowserContext; page: Page; errors: string[] }> {
+  const context = await browser.newContext({ viewport: { width, height: 860 } })
+  context.setDefaultTimeout(10_000)
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: url })
+  const page = await context.newPage()
+  const errors: string[] = []
+  page.on('pageerror', (e) => errors.push(e.message))
+  page.on(
+    'console',
+    (msg) =>
+      void (msg.type() === 'error' && !msg.text().startsWith('Failed to load resource') && errors.push(msg.text())),
+  )
+  return { context, page, errors }
+}
+
+/** Signs in with the injected wallet from the sign-in page at `url` and waits for the keys page. */
+export async function signInAt(page: Page, url: string): Promise<void> {
+  await page.goto(`${url}/portal`)
+  await page.getByRole('button', { name: 'Sign in with browser wallet' }).click()
+  await page.getByRole('heading', { name: 'API keys' }).waitFor()
 }

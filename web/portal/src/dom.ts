@@ -57,3 +57,29 @@ export function fieldsOf(form: HTMLFormElement): Record<string, string> {
 export function notice(kind: 'error' | 'ok', text: string): HTMLElement {
   return h('p', { class: `notice ${kind}`, role: kind === 'error' ? 'alert' : 'status' }, text)
 }
+
+/**
+ * A table that fits its page at any width: it scrolls inside its own frame when wider than the page, and on a narrow
+ * screen each row stands as a block of `label: value` lines (style.css). Rows added to `body` later are labelled too.
+ */
+export function dataTable(cls: string, headers: string[], body: HTMLTableSectionElement): HTMLElement {
+  const label = (row: Element) => {
+    Array.from(row.children).forEach((cell, i) => {
+      const name = headers[i]
+      if (name && cell.getAttribute('colspan') === null) cell.setAttribute('data-label', name)
+    })
+  }
+  const labelAll = () => Array.from(body.rows).forEach(label)
+  labelAll()
+  new MutationObserver(labelAll).observe(body, { childList: true })
+  const head = h(
+    'thead',
+    {},
+    h(
+      'tr',
+      {},
+      headers.map((t) => h('th', {}, t)),
+    ),
+  )
+  return h('div', { class: 'table-wrap' }, h('table', { class: cls }, head, body))
+}

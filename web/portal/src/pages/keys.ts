@@ -1,5 +1,5 @@
 import { api, type ApiKey, type NewKey } from '../api.js'
-import { fieldsOf, h, mount, notice } from '../dom.js'
+import { dataTable, fieldsOf, h, mount, notice } from '../dom.js'
 import { when } from '../format.js'
 import type { App } from '../main.js'
 
@@ -16,18 +16,9 @@ export async function keysPage(app: App, root: HTMLElement): Promise<void> {
 
   function keyTable(keys: ApiKey[]): HTMLElement {
     if (keys.length === 0) return h('p', { class: 'muted' }, 'No keys yet. Create one above.')
-    return h(
-      'table',
-      { class: 'keys' },
-      h(
-        'thead',
-        {},
-        h(
-          'tr',
-          {},
-          ['Prefix', 'Name', 'Limits', 'Created', 'Last used', ''].map((t) => h('th', {}, t)),
-        ),
-      ),
+    return dataTable(
+      'keys',
+      ['Prefix', 'Name', 'Limits', 'Created', 'Last used', ''],
       h(
         'tbody',
         {},

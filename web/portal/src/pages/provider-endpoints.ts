@@ -1,5 +1,5 @@
 import { api, type EndpointOfferView, type EndpointView } from '../api.js'
-import { fieldsOf, h, mount, notice } from '../dom.js'
+import { dataTable, fieldsOf, h, mount, notice } from '../dom.js'
 import type { App } from '../main.js'
 
 /**
@@ -89,18 +89,9 @@ export async function endpointsSection(app: App, onChange: () => Promise<void>):
         ),
       ),
     ])
-    return h(
-      'table',
-      { class: 'endpoints' },
-      h(
-        'thead',
-        {},
-        h(
-          'tr',
-          {},
-          ['Endpoint', 'Base URL / offer', 'Stack / prices', 'Status', ''].map((t) => h('th', {}, t)),
-        ),
-      ),
+    return dataTable(
+      'endpoints',
+      ['Endpoint', 'Base URL / offer', 'Stack / prices', 'Status', ''],
       h('tbody', {}, rows),
     )
   }

@@ -1,6 +1,6 @@
 import { api, ApiError, type ProviderView } from '../api.js'
 import { endpointsSection } from './provider-endpoints.js'
-import { h, mount } from '../dom.js'
+import { dataTable, h, mount } from '../dom.js'
 import { count, perMtok, usd, when } from '../format.js'
 import type { App } from '../main.js'
 
@@ -47,20 +47,9 @@ function summaryOf(p: ProviderView): HTMLElement[] {
     h('h2', {}, 'Offers'),
     p.offers.length === 0
       ? h('p', { class: 'muted' }, 'This wallet has no live offers.')
-      : h(
-          'table',
-          {},
-          h(
-            'thead',
-            {},
-            h(
-              'tr',
-              {},
-              ['Model', 'Input', 'Output', 'Max concurrency', 'Serving stack', 'Health', 'In flight'].map((t) =>
-                h('th', {}, t),
-              ),
-            ),
-          ),
+      : dataTable(
+          'offers',
+          ['Model', 'Input', 'Output', 'Max concurrency', 'Serving stack', 'Health', 'In flight'],
           h(
             'tbody',
             {},
@@ -82,18 +71,9 @@ function summaryOf(p: ProviderView): HTMLElement[] {
     h('h2', {}, 'Payouts'),
     p.payouts.length === 0
       ? h('p', { class: 'muted' }, 'No settlement batch has paid this wallet yet.')
-      : h(
-          'table',
-          {},
-          h(
-            'thead',
-            {},
-            h(
-              'tr',
-              {},
-              ['Batch', 'Status', 'Amount', 'Created', 'Settled', 'Transaction'].map((t) => h('th', {}, t)),
-            ),
-          ),
+      : dataTable(
+          'payouts',
+          ['Batch', 'Status', 'Amount', 'Created', 'Settled', 'Transaction'],
           h(
             'tbody',
             {},

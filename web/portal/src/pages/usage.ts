@@ -1,5 +1,5 @@
 import { api, type ApiKey, type UsagePage, type UsageRecord, type UsageSummary } from '../api.js'
-import { h, mount } from '../dom.js'
+import { dataTable, h, mount } from '../dom.js'
 import { spendChart } from '../chart.js'
 import { count, shortAddress, stamp, usd } from '../format.js'
 import type { App } from '../main.js'
@@ -153,25 +153,10 @@ export async function usagePage(app: App, root: HTMLElement): Promise<void> {
     h('div', { class: 'row filters' }, h('label', {}, 'Key ', keySelect), h('label', {}, 'Model ', modelSelect)),
     totals,
     chart,
-    h(
-      'div',
-      { class: 'scroll' },
-      h(
-        'table',
-        { class: 'usage' },
-        h(
-          'thead',
-          {},
-          h(
-            'tr',
-            {},
-            ['Time', 'Request id', 'Model', 'Provider', 'Tokens', 'Cost', 'Outcome', 'Key', ''].map((t) =>
-              h('th', {}, t),
-            ),
-          ),
-        ),
-        rows,
-      ),
+    dataTable(
+      'usage',
+      ['Time', 'Request id', 'Model', 'Provider', 'Tokens', 'Cost', 'Outcome', 'Key', 'Receipt'],
+      rows,
     ),
     more,
     status,
