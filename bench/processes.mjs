@@ -201,8 +201,8 @@ export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, confi
   const keys = []
   try {
     for (let i = 0; i < accounts; i++) {
-      const { account } = await ops.openAccount(store, benchWallet(i))
-      await ops.depositTo(store, account.id, 10n ** 12n)
+      const { account } = await ops.openAccount(store, benchWallet(i), Date.now())
+      await ops.depositTo(store, account.id, 10n ** 12n, Date.now())
       await ops.approveCap(store, account.id, 10n ** 12n)
       keys.push(
         (
@@ -210,6 +210,7 @@ export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, confi
             store,
             accountId: account.id,
             name: 'bench',
+            now: Date.now(),
             ...(keyLimits ? { limits: keyLimits } : {}),
           })
         ).key,

@@ -1,5 +1,4 @@
-import type { ApiError } from '../protocol/errors.js'
-import { apiError, isApiError } from '../protocol/errors.js'
+import { isApiError, type ApiError } from '../protocol/errors.js'
 import { CountAbandoned } from '../metering/tokens.js'
 import { executeRoute, planOfferCount } from '../routing/route.js'
 import type { StreamSink } from '../routing/failover.js'
@@ -8,22 +7,13 @@ import type { Health } from '../routing/health.js'
 import type { LedgerRepo } from '../store/ledger/repo.js'
 import type { Cancel } from '../providers/cancel.js'
 import { admit, type AdmissionStore } from './admission.js'
-import {
-  charge,
-  landed,
-  requestUsage,
-  routingStatus,
-  type ChargeDeps,
-  type Delivered,
-  type Finished,
-} from './charge.js'
-import { noCapacityBeforeWork } from './refusals.js'
+import { charge, landed, requestUsage, type ChargeDeps, type Delivered, type Finished } from './charge.js'
+import { internalError, noCapacityBeforeWork } from './refusals.js'
 import type { Caller } from '../auth/caller.js'
 import type { Admitted, RequestContext } from './context.js'
 import type { InstanceLifecycle } from './lifecycle.js'
 import type { Idempotency, Remember } from './idempotency.js'
-import type { RequestTrace } from './trace.js'
-import { splitFee } from '../money/usdc.js'
+import { traceFinished, type RequestTrace } from './trace.js'
 import type { RefusalCounter } from './refusal-counter.js'
 import { prepare, type Prepared } from './prepare.js'
 import { RateInHold, correctRate, takeRate } from './rate-stage.js'
@@ -261,43 +251,7 @@ export class ChatPipeline {
   }
 }
 
-/** What the client is told when the gateway failed it: nothing was charged, and where to check before a retry. */
-export function internalError(requestId: string): ApiError {
-  const message =
-    `The gateway could not complete the request because of an internal error (${requestId}); ` +
-    `check GET /v1/usage/${requestId} before retrying.`
-  return apiError('no_capacity', message, { retryAfter: 1 })
-}
-
 function refused(ctx: RequestContext, error: ApiError): ChatResult {
   ctx.trace.outcome = error.code
   return { kind: 'refused', error }
-}
-
-/** What a finished request tells its trace: who served it, its tokens and charge, or how it failed. */
-function traceFinished(trace: RequestTrace, f: Finished, feeBps: number): void {
-  switch (f.kind) {
-    case 'delivered': {
-      const managed = f.reply.offer.managed
-      Object.assign(trace, {
-        outcome: 'completed',
-        provider: f.reply.offer.provider,
-        routing: routingStatus(f),
-        completionTokens: f.usage.completion_tokens,
-        cost: f.cost,
-        fee: managed ? 0n : splitFee(f.cost, feeBps).fee,
-      })
-      return
-    }
-    case 'refused':
-      trace.outcome = f.error.code
-      return
-    case 'broken':
-      // Nothing is charged for a reply its upstream broke: the line says who broke it.
-      Object.assign(trace, { outcome: f.code, provider: f.provider, completionTokens: 0, cost: 0n, fee: 0n })
-      return
-    case 'closed':
-      trace.outcome = 'client_closed'
-      if (f.paid) Object.assign(trace, f.paid)
-  }
 }

@@ -59,3 +59,11 @@ export function failedError(
 export function noCapacityBeforeWork(sources: RefusalSources, p: Prepared): ApiError {
   return failedError(sources, p, { kind: 'failed', code: 'no_capacity', attempts: [] })
 }
+
+/** What the client is told when the gateway failed it: nothing was charged, and where to check before a retry. */
+export function internalError(requestId: string): ApiError {
+  const message =
+    `The gateway could not complete the request because of an internal error (${requestId}); ` +
+    `check GET /v1/usage/${requestId} before retrying.`
+  return apiError('no_capacity', message, { retryAfter: 1 })
+}

@@ -1,3 +1,7 @@
+import type { Finished } from './charge.js'
+import { routingStatus } from './charge.js'
+import { splitFee } from '../money/usdc.js'
+
 /**
  * What one request's access line and metrics say about it, filled in by the pipeline's stages as they learn it: the
  * model, how it was routed and served, its tokens and cost, and where its time went.
@@ -37,4 +41,32 @@ export function newTrace(): RequestTrace {
 export function upstreamUntilFirstEvent(trace: RequestTrace): number | undefined {
   const { upstreamFrom, firstEventAt } = trace
   return upstreamFrom === undefined || firstEventAt === undefined ? undefined : firstEventAt - upstreamFrom
+}
+
+/** What a finished request tells its trace: who served it, its tokens and charge, or how it failed. */
+export function traceFinished(trace: RequestTrace, f: Finished, feeBps: number): void {
+  switch (f.kind) {
+    case 'delivered': {
+      const managed = f.reply.offer.managed
+      Object.assign(trace, {
+        outcome: 'completed',
+        provider: f.reply.offer.provider,
+        routing: routingStatus(f),
+        completionTokens: f.usage.completion_tokens,
+        cost: f.cost,
+        fee: managed ? 0n : splitFee(f.cost, feeBps).fee,
+      })
+      return
+    }
+    case 'refused':
+      trace.outcome = f.error.code
+      return
+    case 'broken':
+      // Nothing is charged for a reply its upstream broke: the line says who broke it.
+      Object.assign(trace, { outcome: f.code, provider: f.provider, completionTokens: 0, cost: 0n, fee: 0n })
+      return
+    case 'closed':
+      trace.outcome = 'client_closed'
+      if (f.paid) Object.assign(trace, f.paid)
+  }
 }

@@ -2,7 +2,8 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Cancel } from './cancel.js'
-import { OpenAICompatibleProvider, requestBody } from './openai-compatible.js'
+import { OpenAICompatibleProvider } from './openai-compatible.js'
+import { requestBody } from './upstream-wire.js'
 import type { UpstreamEvent } from './types.js'
 
 const chunk = (delta: string, finish = 'null') =>

@@ -1,13 +1,12 @@
-import { cutAt } from '../protocol/errors.js'
 import { isUnreached } from '../routing/reachability.js'
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Cancel, untilAborted } from './cancel.js'
 import { readBounded, readWhole } from './bodies.js'
-import { plainExchange, ReplyTooLarge, type PlainReply } from './plain-exchange.js'
+import { plainExchange, ReplyTooLarge } from './plain-exchange.js'
 import { ChunkStream } from './chunk-stream.js'
-import { replyEvents } from './openai-chunks.js'
-import type { Failure, Provider, UpstreamEvent, UpstreamRequest } from './types.js'
+import type { Provider, UpstreamEvent, UpstreamRequest } from './types.js'
+import { failure, plainEvents, requestBody } from './upstream-wire.js'
 import { guardedLookup, literalRefusal, type AddressPolicy } from './address-policy.js'
 
 export interface UpstreamTimeouts {
@@ -22,10 +21,6 @@ export interface UpstreamTimeouts {
 const MAX_ERROR_BODY = 2048
 /** What a plain reply, or one event of a stream, may weigh: far above any completion, a bound on a broken upstream. */
 const MAX_REPLY_BYTES = 16 * 1024 * 1024
-
-function failure(kind: Failure['kind'], detail: string, status?: number): UpstreamEvent {
-  return { type: 'failure', failure: status === undefined ? { kind, detail } : { kind, detail, status } }
-}
 
 /** Around each batch a stream yields: its idle timer does not run out while the consumer holds the batch. */
 interface StreamFlow {
@@ -274,32 +269,4 @@ export class OpenAICompatibleProvider implements Provider {
   async close(): Promise<void> {
     await this.pool.close()
   }
-}
-
-/**
- * Splices model, stream flags and max_tokens into the pre-serialized body, so the request is stringified once per
- * request.
- */
-export function requestBody(upstreamModel: string, request: UpstreamRequest): string {
-  const max = request.maxTokens === undefined ? '' : `,"max_tokens":${request.maxTokens}`
-  const head = `{"model":${JSON.stringify(upstreamModel)},"stream":${request.stream}${request.stream ? ',"stream_options":{"include_usage":true}' : ''}${max}`
-  return request.bodyJson === '{}' ? `${head}}` : `${head},${request.bodyJson.slice(1)}`
-}
-
-/** The events of a whole reply (a plain one, or a refusal): its content, or why it cannot be used. */
-function plainEvents(reply: PlainReply): UpstreamEvent[] {
-  if (reply.status !== 200)
-    return [failure('unavailable', `upstream answered ${reply.status}: ${errorSummary(reply.text)}`, reply.status)]
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(reply.text)
-  } catch {
-    return [failure('invalid_output', 'reply is not JSON')]
-  }
-  return replyEvents(parsed)
-}
-
-/** The start of an upstream's error body, on one line. */
-function errorSummary(text: string): string {
-  return cutAt(text, 200).replace(/\s+/g, ' ')
 }

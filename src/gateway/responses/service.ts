@@ -1,7 +1,7 @@
 import { isApiError } from '../../protocol/errors.js'
 import type { Admitted } from '../context.js'
 import type { ChatCall, ChatPipeline, ChatResult, OpenedStream } from '../pipeline.js'
-import { internalError } from '../pipeline.js'
+import { internalError } from '../refusals.js'
 import type { ResponseMemory } from './memory.js'
 import { outputItems } from './output.js'
 import { readResponses, type ReadResponses } from './read.js'
