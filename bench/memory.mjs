@@ -3,7 +3,7 @@
 // after the first minute (heap and caches warm); the figure is the RSS at the end as a ratio of it, and of each
 // later minute, so that growth shows as ratios above 1 (the issue's bound: within 1.2 after 10 minutes).
 // Also printed: the same for the simulated upstream beside it, which keeps nothing per request, as a control.
-// Usage: npm run bench:memory [-- --minutes 10 --concurrency 64 --accounts 8 --models 3 --heap]
+// Usage: npm run bench:memory [-- --minutes 10 --concurrency 64 --accounts 8 --models 3 --modes plain,stream --heap]
 //   (--heap: the gateway also writes a heap snapshot after the first minute and at the end, to bench/results/heap/)
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -16,8 +16,10 @@ const o = benchOptions(import.meta.url, {
   concurrency: { type: 'string', default: '64' },
   accounts: { type: 'string', default: '8' },
   models: { type: 'string', default: '3' },
+  modes: { type: 'string', default: 'plain,stream', choices: ['plain', 'stream'], list: true },
   heap: { type: 'boolean', default: false },
 })
+const modes = o.modes.split(',')
 const CLI = 'dist/cli/main.js'
 const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024
 
@@ -69,7 +71,6 @@ const gw = await startGateway(file, {
 const url = `${gw.info.base_url}/v1/chat/completions`
 
 const seconds = Number(o.minutes) * 60
-const half = Math.max(1, Math.floor(Number(o.concurrency) / 2))
 const samples = []
 const minuteMarks = []
 const started = performance.now()
@@ -88,13 +89,15 @@ const timer = setInterval(() => {
     )
   }
 }, 1000)
-// One loop per model and mode; each model gets the same share of the connections.
-const perModel = Math.max(1, Math.floor(half / models.length))
+// One loop per model and mode; each gets the same share of the connections.
+const perModel = Math.max(1, Math.floor(Number(o.concurrency) / modes.length / models.length))
 const runs = await Promise.all(
   models.flatMap((m) =>
-    [false, true].map((stream) =>
-      load(url, { model: m, messages: MESSAGES, max_tokens: 64, stream }, { concurrency: perModel, seconds, key }),
-    ),
+    modes
+      .map((mode) => mode === 'stream')
+      .map((stream) =>
+        load(url, { model: m, messages: MESSAGES, max_tokens: 64, stream }, { concurrency: perModel, seconds, key }),
+      ),
   ),
 )
 clearInterval(timer)
@@ -104,7 +107,7 @@ const requests = runs.reduce((n, r) => n + r.requests, 0)
 const errors = runs.reduce((n, r) => n + (r.errors ?? 0), 0)
 const result = {
   minutes: Number(o.minutes),
-  concurrency: perModel * models.length * 2,
+  concurrency: perModel * models.length * modes.length,
   accounts: Number(o.accounts),
   models: models.length,
   requests,
@@ -120,7 +123,7 @@ const result = {
 mkdirSync(join('bench', 'results'), { recursive: true })
 writeFileSync(join('bench', 'results', `memory-${Date.now()}.json`), `${JSON.stringify({ ...result, samples })}\n`)
 console.log(
-  `memory: ${result.minutes} min at c=${result.concurrency} (plain and streamed, ${result.models} models, ` +
+  `memory: ${result.minutes} min at c=${result.concurrency} (${modes.join(' and ')}, ${result.models} models, ` +
     `${result.accounts} keys): ${result.rps} req/s, ${errors} errors`,
 )
 console.log(

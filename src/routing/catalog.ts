@@ -30,6 +30,11 @@ export interface Offer {
   payeeId?: number
 }
 
+/** How long a store endpoint's client stays open once no live offer uses it: longer than any request it serves. */
+const RETIRE_MS = 15 * 60_000
+
+const upstreamKey = (baseUrl: string, apiKey: string | null) => `${baseUrl}\0${apiKey ?? ''}`
+
 /** The routing model as listed: candidates and their most conservative capabilities. */
 export interface CortexModel {
   candidates: string[]
@@ -49,8 +54,12 @@ export class Catalog {
   private readonly upstreams: Provider[] = []
   /** The config's offers by model: the seed that the store's live offers are added to. */
   private readonly seed = new Map<string, Offer[]>()
-  /** Clients of the store's endpoints, by base URL and key; kept until the catalog closes (requests may use them). */
-  private readonly liveUpstreams = new Map<string, Provider>()
+  /**
+   * Clients of the store's endpoints, by base URL and key. One no live offer uses any more is closed once it has been
+   * unused for RETIRE_MS (requests routed before may still be served by it), so their number is bounded by the
+   * endpoints live in that time, however many come and go.
+   */
+  private readonly liveUpstreams = new Map<string, { upstream: Provider; unusedSince?: number }>()
   private liveSignature = ''
 
   /** Where the store's endpoints (registered by wallets) may be reached. */
@@ -114,7 +123,8 @@ export class Catalog {
    * config's place); offers of models this gateway does not list are left out. True when they changed. Requests already
    * routed keep the offers they were planned with.
    */
-  applyLive(live: readonly LiveOffer[]): boolean {
+  applyLive(live: readonly LiveOffer[], now = Date.now()): boolean {
+    this.retireUnused(new Set(live.map((l) => upstreamKey(l.baseUrl, l.apiKey))), now)
     const signature = JSON.stringify(live, (_k, v) => (typeof v === 'bigint' ? v.toString() : v))
     if (signature === this.liveSignature) return false
     this.liveSignature = signature
@@ -145,11 +155,26 @@ export class Catalog {
   }
 
   private liveUpstream(baseUrl: string, apiKey: string | null): Provider {
-    const key = `${baseUrl}\0${apiKey ?? ''}`
-    let upstream = this.liveUpstreams.get(key)
-    if (!upstream)
-      this.liveUpstreams.set(key, (upstream = this.makeUpstream(baseUrl, apiKey ?? undefined, this.addresses)))
-    return upstream
+    const key = upstreamKey(baseUrl, apiKey)
+    let entry = this.liveUpstreams.get(key)
+    if (!entry)
+      this.liveUpstreams.set(
+        key,
+        (entry = { upstream: this.makeUpstream(baseUrl, apiKey ?? undefined, this.addresses) }),
+      )
+    delete entry.unusedSince
+    return entry.upstream
+  }
+
+  /** Closes the store endpoints' clients that no live offer has used for RETIRE_MS. */
+  private retireUnused(used: ReadonlySet<string>, now: number): void {
+    for (const [key, entry] of this.liveUpstreams) {
+      if (used.has(key)) continue
+      entry.unusedSince ??= now
+      if (now - entry.unusedSince < RETIRE_MS) continue
+      this.liveUpstreams.delete(key)
+      void entry.upstream.close().catch(() => {})
+    }
   }
 
   isCortex(id: string): boolean {
@@ -157,7 +182,9 @@ export class Catalog {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.upstreams, ...this.liveUpstreams.values()].map((u) => u.close()))
+    await Promise.all(
+      [...this.upstreams, ...[...this.liveUpstreams.values()].map((e) => e.upstream)].map((u) => u.close()),
+    )
   }
 }
 
