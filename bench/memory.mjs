@@ -103,6 +103,11 @@ const runs = await Promise.all(
 clearInterval(timer)
 const end = samples.at(-1)
 const first = minuteMarks[0] ?? samples[Math.min(59, samples.length - 1)]
+// V8's old space grows by tens of MB between major collections, so a single reading swings with its rhythm: each
+// minute's floor (its lowest reading, just after a collection) is what a leak would raise.
+const floors = minuteMarks.map((m) =>
+  Math.min(...samples.filter((s) => s.at > m.at - 60 && s.at <= m.at).map((s) => s.gateway)),
+)
 const requests = runs.reduce((n, r) => n + r.requests, 0)
 const errors = runs.reduce((n, r) => n + (r.errors ?? 0), 0)
 const result = {
@@ -118,6 +123,8 @@ const result = {
   gateway_rss_mb_max: +Math.max(...samples.map((s) => s.gateway)).toFixed(1),
   gateway_end_over_first_minute: +(end.gateway / first.gateway).toFixed(3),
   gateway_by_minute_over_first: minuteMarks.map((s) => +(s.gateway / first.gateway).toFixed(3)),
+  gateway_floor_mb_by_minute: floors.map((f) => +f.toFixed(1)),
+  gateway_last_floor_over_first: floors.length ? +(floors.at(-1) / floors[0]).toFixed(3) : null,
   upstream_end_over_first_minute: +(end.upstream / first.upstream).toFixed(3),
 }
 mkdirSync(join('bench', 'results'), { recursive: true })
@@ -130,6 +137,10 @@ console.log(
   `  gateway RSS ${result.gateway_rss_mb_after_1_min} MB after 1 min → ${result.gateway_rss_mb_at_end} MB at the end ` +
     `(max ${result.gateway_rss_mb_max}): ${result.gateway_end_over_first_minute}× the first minute's ` +
     `(by minute: ${result.gateway_by_minute_over_first.join(', ')})`,
+)
+console.log(
+  `  gateway RSS floor by minute: ${result.gateway_floor_mb_by_minute.join(', ')} MB: the last ` +
+    `${result.gateway_last_floor_over_first}× the first`,
 )
 console.log(`  upstream RSS (control): ${result.upstream_end_over_first_minute}× its first minute's`)
 gw.child.kill('SIGTERM')
