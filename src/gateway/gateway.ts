@@ -188,7 +188,8 @@ export class Gateway {
     })
     const first = !this.offersRead
     this.offersRead = true
-    if (this.catalog.applyLive(live, this.now()) && !first) this.log(`offers: the store's live offers changed (${live.length} now)`)
+    if (this.catalog.applyLive(live, this.now()) && !first)
+      this.log(`offers: the store's live offers changed (${live.length} now)`)
   }
 
   private offersRead = false
