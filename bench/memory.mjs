@@ -89,15 +89,13 @@ const timer = setInterval(() => {
     )
   }
 }, 1000)
-// One loop per model and mode; each gets the same share of the connections.
-const perModel = Math.max(1, Math.floor(Number(o.concurrency) / modes.length / models.length))
+// One loop per model and mode; the connections shared among them as evenly as they divide.
+const loops = models.flatMap((m) => modes.map((mode) => ({ model: m, stream: mode === 'stream' })))
+const c = Number(o.concurrency)
+const share = (i) => Math.max(1, Math.floor(c / loops.length) + (i < c % loops.length ? 1 : 0))
 const runs = await Promise.all(
-  models.flatMap((m) =>
-    modes
-      .map((mode) => mode === 'stream')
-      .map((stream) =>
-        load(url, { model: m, messages: MESSAGES, max_tokens: 64, stream }, { concurrency: perModel, seconds, key }),
-      ),
+  loops.map(({ model: m, stream }, i) =>
+    load(url, { model: m, messages: MESSAGES, max_tokens: 64, stream }, { concurrency: share(i), seconds, key }),
   ),
 )
 clearInterval(timer)
@@ -112,7 +110,7 @@ const requests = runs.reduce((n, r) => n + r.requests, 0)
 const errors = runs.reduce((n, r) => n + (r.errors ?? 0), 0)
 const result = {
   minutes: Number(o.minutes),
-  concurrency: perModel * models.length * modes.length,
+  concurrency: loops.reduce((n, _, i) => n + share(i), 0),
   accounts: Number(o.accounts),
   models: models.length,
   requests,
