@@ -1,14 +1,16 @@
 import type { Offer } from '../routing/catalog.js'
-import type { Produced, StreamSink } from '../routing/failover.js'
+import type { Produced } from '../routing/attempt.js'
 import type { Delivered } from '../gateway/charge.js'
+import type { ReplyEvent } from '../gateway/reply-events.js'
 import type { Admitted } from '../gateway/context.js'
 import { outputItems } from '../gateway/responses/output.js'
 import { messageItemId, type MessageItem, type OutputItem, type OutputText } from '../protocol/responses.js'
 import { deliveredResponse, failedSvc, responseObject, type ResponseFrame } from './responses-body.js'
-import { SseWire, type SseWireOptions } from './sse-wire.js'
+import { SseWire, type SseWireOptions, type StreamWriter } from './sse-wire.js'
 
 export interface ResponsesSseOptions extends SseWireOptions {
   frame: ResponseFrame
+  request: Admitted
 }
 
 const part = (text: string): OutputText => ({ type: 'output_text', text, annotations: [], logprobs: [] })
@@ -17,8 +19,9 @@ const part = (text: string): OutputText => ({ type: 'output_text', text, annotat
  * A streamed response: the Responses API's events, each with its type and sequence number (docs/interface.md). Text
  * goes out as it comes; function calls go out whole once the reply is (the tool-streaming rule), before its charge.
  */
-export class ResponsesSse extends SseWire implements StreamSink {
+export class ResponsesSse extends SseWire implements StreamWriter {
   private readonly frame: ResponseFrame
+  private readonly request: Admitted
   private sequence = 0
   private committedTo: Offer | undefined
   private opened = false
@@ -30,10 +33,37 @@ export class ResponsesSse extends SseWire implements StreamSink {
   constructor(options: ResponsesSseOptions) {
     super(options)
     this.frame = options.frame
+    this.request = options.request
   }
 
-  get committed(): boolean {
-    return this.committedTo !== undefined
+  /** One batch of the reply's events, written together. */
+  events(batch: readonly ReplyEvent[]): void {
+    let out = ''
+    for (const e of batch) {
+      switch (e.type) {
+        case 'start':
+          out += this.commit(e.offer)
+          break
+        case 'content':
+          out += (this.text === undefined ? this.openMessage() : '') + this.delta(e.text)
+          break
+        case 'tool_call':
+          // Function calls go out whole with the reply's other items, at its finish.
+          break
+        case 'finish':
+          out += this.completion(e.reply)
+          break
+        case 'charged':
+          return this.end(out + this.delivered(this.request, e.delivered))
+        case 'failed':
+          return this.end(out + this.failed(e.code, e.error.message))
+      }
+    }
+    this.write(out)
+  }
+
+  fail(code: 'stream_interrupted' | 'provider_output_invalid', message: string): void {
+    this.end(this.failed(code, message))
   }
 
   private event(type: string, fields: Record<string, unknown>): string {
@@ -49,11 +79,11 @@ export class ResponsesSse extends SseWire implements StreamSink {
     return this.event('response.created', { response }) + this.event('response.in_progress', { response })
   }
 
-  commit(offer: Offer): void {
-    if (this.committedTo) return
+  private commit(offer: Offer): string {
+    if (this.committedTo) return ''
     this.committedTo = offer
     this.stopKeepAlive()
-    this.write(this.opening())
+    return this.opening()
   }
 
   private openMessage(): string {
@@ -78,21 +108,11 @@ export class ResponsesSse extends SseWire implements StreamSink {
     return this.event('response.output_text.delta', { ...at, delta: text, logprobs: [] })
   }
 
-  content(offer: Offer, text: string): void {
-    if (!this.committedTo) this.commit(offer)
-    this.write((this.text === undefined ? this.openMessage() : '') + this.delta(text))
-  }
-
-  complete(reply: Produced): void {
-    if (reply.toolCalls.length > 0) this.write(this.completion(reply))
-  }
-
   /** The events that close the message and deliver each function call whole, unless written already. */
-  completion(reply: Produced): string {
+  private completion(reply: Produced): string {
     if (this.output) return ''
-    this.commit(reply.offer)
+    let out = this.commit(reply.offer)
     const output = (this.output = outputItems(this.requestId, reply))
-    let out = ''
     output.forEach((item, output_index) => {
       if (item.type === 'message') {
         if (this.text === undefined) out += this.openMessage() + (reply.content ? this.delta(reply.content) : '')
@@ -118,7 +138,7 @@ export class ResponsesSse extends SseWire implements StreamSink {
   }
 
   /** The last events of a delivered response: its items' unless sent, then response.completed (or .incomplete). */
-  delivered(r: Admitted, f: Delivered): string {
+  private delivered(r: Admitted, f: Delivered): string {
     const items = this.completion(f.reply)
     const response = deliveredResponse(this.frame, r, f, this.output)
     const type = response.status === 'incomplete' ? 'response.incomplete' : 'response.completed'
@@ -126,7 +146,7 @@ export class ResponsesSse extends SseWire implements StreamSink {
   }
 
   /** A failure after the stream began: response.failed with our code, the text sent so far, and nothing charged. */
-  failed(code: 'stream_interrupted' | 'provider_output_invalid', message: string): string {
+  private failed(code: 'stream_interrupted' | 'provider_output_invalid', message: string): string {
     const output: OutputItem[] = []
     if (this.text !== undefined && !this.output) {
       const id = messageItemId(this.requestId)

@@ -1,6 +1,7 @@
 import type { OutgoingHttpHeaders } from 'node:http'
 import type { FastifyReply } from 'fastify'
 import type { Cancel } from '../providers/cancel.js'
+import type { ReplyEvent } from '../gateway/reply-events.js'
 
 export const KEEP_ALIVE = ': keep-alive\n\n'
 
@@ -14,6 +15,21 @@ export interface SseWireOptions {
   onFirstByte?: () => void
   /** The upstreams' time so far until their first event, once one came: its share of the time to the first byte. */
   upstreamMs?: () => number | undefined
+}
+
+/** A stream as its route drives it: the reply's events written as they come, the client's pace, its end. */
+export interface StreamWriter {
+  /** Whether the status line went out: after that, errors can only be events. */
+  readonly headersSent: boolean
+  /** The client has not taken what it was sent: pull no more until `drained`. */
+  readonly backlogged: boolean
+  drained(cancel: Cancel): Promise<void>
+  /** One batch of the reply's events; the last (charged, failed) ends the stream. */
+  events(batch: readonly ReplyEvent[]): void
+  /** Ends a stream whose headers went out with a failure: nothing was charged. */
+  fail(code: 'stream_interrupted' | 'provider_output_invalid', message: string): void
+  stopKeepAlive(): void
+  end(text?: string): void
 }
 
 /**

@@ -2,8 +2,9 @@ import { createServer, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { FastifyReply } from 'fastify'
 import { describe, expect, it } from 'vitest'
+import type { ReplyEvent } from '../gateway/reply-events.js'
 import type { Offer } from '../routing/catalog.js'
-import { ChunkEncoder, DONE, isPlainAscii, SseReply } from './sse.js'
+import { ChunkEncoder, DONE, isPlainAscii, ChatStream } from './sse.js'
 
 const TEXTS = [
   '',
@@ -53,15 +54,16 @@ describe('the plain content path', () => {
   })
 })
 
-/** The bytes a client receives from an SseReply fed `reads` (each read's texts in one turn) with fingerprint `fp`. */
+/** The bytes a client receives from a ChatStream fed `reads` (each read's texts as one batch) with fingerprint `fp`. */
 async function received(reads: string[][], fp: string): Promise<Buffer> {
   const server = createServer((_req, res: ServerResponse) => {
     const reply = { raw: res, hijack: () => reply, getHeaders: () => ({}), elapsedTime: 0 } as unknown as FastifyReply
-    const sse = new SseReply({
+    const sse = new ChatStream({
       reply,
       identity,
       requestId: 'req_1',
       fingerprint: () => fp,
+      svc: () => ({ cost_usdc: '0.000000', provider: 'p', request_id: 'req_1' }),
       keepAliveMs: 60_000,
       stallTimeoutMs: 60_000,
     })
@@ -69,7 +71,9 @@ async function received(reads: string[][], fp: string): Promise<Buffer> {
     let i = 0
     const next = () => {
       if (i === reads.length) return sse.end(DONE)
-      for (const text of reads[i++]!) sse.content(offer, text)
+      const batch: ReplyEvent[] = i === 0 ? [{ type: 'start', offer }] : []
+      for (const text of reads[i++]!) batch.push({ type: 'content', text })
+      sse.events(batch)
       setImmediate(next)
     }
     next()
@@ -83,7 +87,7 @@ async function received(reads: string[][], fp: string): Promise<Buffer> {
   }
 }
 
-describe('SseReply on the wire', () => {
+describe('ChatStream on the wire', () => {
   it.each([['fp'], ['prøfil:1']])(
     'sends the UTF-8 of every chunk, reads of ASCII and not mixed (fingerprint %s)',
     async (fp) => {

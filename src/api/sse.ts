@@ -1,8 +1,9 @@
 import type { FinishReason, ReplySvc, ToolCall, Usage } from '../protocol/chat.js'
+import type { Delivered } from '../gateway/charge.js'
+import type { ReplyEvent } from '../gateway/reply-events.js'
 import { ERROR_TABLE, type ErrorCode } from '../protocol/errors.js'
 import type { Offer } from '../routing/catalog.js'
-import type { Produced, StreamSink } from '../routing/failover.js'
-import { SseWire, type SseWireOptions } from './sse-wire.js'
+import { SseWire, type SseWireOptions, type StreamWriter } from './sse-wire.js'
 
 export interface ChunkIdentity {
   id: string
@@ -10,11 +11,12 @@ export interface ChunkIdentity {
   model: string
 }
 
-/** What a stream's reply is built from: its wire, its chunks' identity, and the fingerprint of who serves. */
-export interface SseReplyOptions extends SseWireOptions {
+/** What a stream's reply is built from: its wire, its chunks' identity, who serves, and its svc object. */
+export interface ChatStreamOptions extends SseWireOptions {
   identity: ChunkIdentity
   /** The system_fingerprint of the offer that serves. */
   fingerprint: (offer: Offer) => string
+  svc: (d: Delivered) => ReplySvc
 }
 
 export const DONE = 'data: [DONE]\n\n'
@@ -102,56 +104,56 @@ export class ChunkEncoder {
   }
 }
 
-/** A streamed chat completion: chunks of the one encoder, the role chunk when the reply commits to an offer. */
-export class SseReply extends SseWire implements StreamSink {
+/** A streamed chat completion: its events as chunks of the one encoder, the role chunk once it starts. */
+export class ChatStream extends SseWire implements StreamWriter {
   readonly encoder: ChunkEncoder
-  private committedTo: Offer | undefined
   private readonly fingerprintOf: (offer: Offer) => string
+  private readonly svcOf: (d: Delivered) => ReplySvc
 
-  constructor(options: SseReplyOptions) {
+  constructor(options: ChatStreamOptions) {
     super(options)
     this.fingerprintOf = options.fingerprint
+    this.svcOf = options.svc
     this.encoder = new ChunkEncoder(options.identity)
   }
 
-  get committed(): boolean {
-    return this.committedTo !== undefined
-  }
-
-  /**
-   * A reply with tool calls sends them, and its finish reason, before it is charged: a client leaving meanwhile has
-   * been sent what it pays for. Any other reply's content went out already; its finish goes with its end.
-   */
-  complete(reply: Produced): void {
-    if (reply.toolCalls.length > 0) this.write(this.completion(reply))
-  }
-
-  /** The reply's tool calls and finish reason were written (`completion`). */
-  private completed = false
-
-  /** The chunks of the reply's tool calls and finish reason, unless written already; the reply committed. */
-  completion(reply: Produced): string {
-    if (this.completed) return ''
-    this.completed = true
-    this.commit(reply.offer)
+  /** One batch of the reply's events, encoded and written together (one write: one HTTP chunk). */
+  events(batch: readonly ReplyEvent[]): void {
+    const enc = this.encoder
     let out = ''
-    reply.toolCalls.forEach((call, i) => (out += this.encoder.toolCall(i, call)))
-    return out + this.encoder.finish(reply.finish)
+    let ascii = true
+    for (const e of batch) {
+      switch (e.type) {
+        case 'start':
+          this.stopKeepAlive()
+          enc.fingerprint(this.fingerprintOf(e.offer))
+          out += enc.role()
+          ascii &&= enc.ascii
+          break
+        case 'content': {
+          const plain = isPlainAscii(e.text)
+          out += enc.content(e.text, plain, e.logprobs)
+          // Log probabilities are the upstream's JSON: not known to be ASCII.
+          ascii &&= plain && enc.ascii && !e.logprobs
+          break
+        }
+        case 'tool_call':
+          out += enc.toolCall(e.index, e.call)
+          ascii = false
+          break
+        case 'finish':
+          out += enc.finish(e.reason)
+          break
+        case 'charged':
+          return this.end(out + enc.usage(e.delivered.usage) + enc.svc(this.svcOf(e.delivered)) + DONE)
+        case 'failed':
+          return this.end(out + enc.error(e.code, e.error.message) + DONE)
+      }
+    }
+    this.write(out, ascii)
   }
 
-  /** Commits to an offer: fingerprint fixed, role chunk sent. */
-  commit(offer: Offer): void {
-    if (this.committedTo) return
-    this.committedTo = offer
-    this.stopKeepAlive()
-    this.encoder.fingerprint(this.fingerprintOf(offer))
-    this.write(this.encoder.role(), this.encoder.ascii)
-  }
-
-  content(offer: Offer, text: string, logprobs?: readonly unknown[]): void {
-    if (!this.committedTo) this.commit(offer)
-    const plain = isPlainAscii(text)
-    // Log probabilities are the upstream's JSON: not known to be ASCII.
-    this.write(this.encoder.content(text, plain, logprobs), plain && this.encoder.ascii && !logprobs)
+  fail(code: 'stream_interrupted' | 'provider_output_invalid', message: string): void {
+    this.end(this.encoder.error(code, message) + DONE)
   }
 }

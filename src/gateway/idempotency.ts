@@ -10,8 +10,8 @@ const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/
 
 /** A request under an idempotency key, as the pipeline goes on with it. */
 export type Idempotent =
-  /** First under its key: run it, then `settle` the key with how it finished. */
-  | { kind: 'run'; settle: (f: Finished | undefined, stream: boolean) => Promise<Remember | undefined> }
+  /** First under its key: run it, then `finish` the key with how it finished. */
+  | { kind: 'run'; finish: (f: Finished | undefined, stream: boolean) => Promise<Remember | undefined> }
   /** Its key's first request finished with this reply: sent again, nothing run or charged. */
   | { kind: 'replay'; status: number; body: string; firstRequestId: string }
   | { kind: 'refused'; error: ApiError }
@@ -63,7 +63,7 @@ export class Idempotency {
   }
 
   private run(keyId: string, key: string, requestId: string): Idempotent {
-    const settle = async (f: Finished | undefined, stream: boolean): Promise<Remember | undefined> => {
+    const finish = async (f: Finished | undefined, stream: boolean): Promise<Remember | undefined> => {
       const charged = f?.kind === 'delivered' || (f?.kind === 'closed' && f.charged)
       if (!charged) {
         await this.repo.forget(keyId, key, requestId)
@@ -75,7 +75,7 @@ export class Idempotency {
       }
       return (body) => this.repo.finish(keyId, key, requestId, { status: 200, body })
     }
-    return { kind: 'run', settle }
+    return { kind: 'run', finish }
   }
 }
 

@@ -1,28 +1,26 @@
 import { isApiError, type ApiError } from '../protocol/errors.js'
 import { CountAbandoned } from '../metering/tokens.js'
-import { executeRoute, planOfferCount } from '../routing/route.js'
-import type { StreamSink } from '../routing/failover.js'
+import { planOfferCount } from '../routing/route.js'
 import type { Catalog } from '../routing/catalog.js'
 import type { Health } from '../routing/health.js'
 import type { LedgerRepo } from '../store/ledger/repo.js'
 import type { Cancel } from '../providers/cancel.js'
 import { admit, type AdmissionStore } from './admission.js'
-import { charge, landed, requestUsage, type ChargeDeps, type Delivered, type Finished } from './charge.js'
+import type { ChargeDeps, Finished } from './charge.js'
 import { internalError, noCapacityBeforeWork } from './refusals.js'
 import type { Caller } from '../auth/caller.js'
 import type { Admitted, RequestContext } from './context.js'
 import type { InstanceLifecycle } from './lifecycle.js'
 import type { Idempotency, Remember } from './idempotency.js'
-import { traceFinished, type RequestTrace } from './trace.js'
+import type { RequestTrace } from './trace.js'
 import type { RefusalCounter } from './refusal-counter.js'
 import { prepare, type Prepared } from './prepare.js'
-import { RateInHold, correctRate, takeRate } from './rate-stage.js'
+import { RateInHold, correctRate, takeRate, type CountedRate } from './rate-stage.js'
 import type { RateGate } from '../limits/rate-gate.js'
+import { Serving } from './serving.js'
+import type { Answer, ChatResult } from './reply-events.js'
 
-/** A stream's sink as the pipeline sees it: whether its status line went out decides how a failure is told. */
-export interface OpenedStream extends StreamSink {
-  readonly headersSent: boolean
-}
+export type { Answer, ChatResult, ReplyEvent, ReplyEvents } from './reply-events.js'
 
 /** One chat request as the route hands it over. */
 export interface ChatCall {
@@ -34,8 +32,6 @@ export interface ChatCall {
   cancel: Cancel
   /** Whether the client has gone: a long prompt's count stops for no one. */
   gone: () => boolean
-  /** Opens the stream's sink once the request is admitted (a streamed request only). */
-  openStream: (r: Admitted) => OpenedStream
   /** The `Idempotency-Key` header, when sent; its retry must repeat `keyedBody` (the body as the client sent it). */
   idempotencyKey?: string
   keyedBody?: unknown
@@ -44,20 +40,6 @@ export interface ChatCall {
   /** Headers every reply to the request carries from here on (a limited key's rate headers). */
   headers?: (h: Record<string, string>) => void
 }
-
-/** How a chat request ended, for the route to encode. */
-export type ChatResult =
-  /** Refused before any money was held, or failed inside the gateway with nothing charged. */
-  | { kind: 'refused'; error: ApiError }
-  /**
-   * Admitted and served: what the client gets, charged as `finished` says. `remember`, under an idempotency key: keeps
-   * the encoded plain reply for a retry, before it is sent.
-   */
-  | { kind: 'finished'; request: Admitted; finished: Finished; stream?: OpenedStream; remember?: Remember }
-  /** Its idempotency key's first request finished with this reply: sent again, nothing run or charged. */
-  | { kind: 'replay'; status: number; body: string; firstRequestId: string }
-  /** Its client left while it was being checked: no one to answer, nothing held. */
-  | { kind: 'abandoned' }
 
 export interface PipelineDeps {
   idempotency: Idempotency
@@ -75,34 +57,36 @@ export interface PipelineDeps {
   rates?: RateGate
 }
 
+/** Once a request finished: how its idempotency key (if any) ends; keeps a plain reply when it may be replayed. */
+type KeyEnd = (finished: Finished | undefined, stream: boolean) => Promise<Remember | undefined>
+
 /**
- * A chat request's life, one method per stage over one request context: prepare, admit, run with failover, charge,
- * and recover from an internal failure. Money is decided here, never by the HTTP layer.
+ * A chat request's life, one method per stage over one request context: prepare, admit, then serve (`Serving`: run
+ * with failover, charge, recover). Money is decided here, never by the HTTP layer.
  */
 export class ChatPipeline {
-  /** The cancels of the requests being served: the stop's grace ends them. */
-  private readonly serving = new Set<Cancel>()
-  private servingStopped = false
+  private readonly serving: Serving
 
-  constructor(private readonly deps: PipelineDeps) {}
+  constructor(private readonly deps: PipelineDeps) {
+    this.serving = new Serving(deps)
+  }
 
   async chat(call: ChatCall): Promise<ChatResult> {
-    if (call.idempotencyKey === undefined) return this.serveChat(call)
+    if (call.idempotencyKey === undefined) return this.admitChat(call, undefined)
     const keyed = call.keyedBody ?? call.body
     const idem = await this.deps.idempotency.begin(call.caller, call.idempotencyKey, keyed, call.requestId)
     if (idem.kind !== 'run') return idem
     let result: ChatResult | undefined
     try {
-      result = await this.serveChat(call)
+      result = await this.admitChat(call, idem.finish)
+      return result
     } finally {
-      const finished = result?.kind === 'finished' ? result.finished : undefined
-      const remember = await idem.settle(finished, result?.kind === 'finished' && result.stream !== undefined)
-      if (remember && result?.kind === 'finished') result.remember = remember
+      // Refused before admission (or failed there): the key is free again. An admitted request ends its key when done.
+      if (result?.kind !== 'admitted') await idem.finish(undefined, false)
     }
-    return result
   }
 
-  private async serveChat(call: ChatCall): Promise<ChatResult> {
+  private async admitChat(call: ChatCall, keyEnd: KeyEnd | undefined): Promise<ChatResult> {
     const ctx: RequestContext = {
       requestId: call.requestId,
       caller: call.caller,
@@ -112,7 +96,7 @@ export class ChatPipeline {
       bodySha256: call.bodySha256 ?? null,
     }
     const prepared = await this.prepare(call)
-    if (prepared === undefined) return { kind: 'abandoned' }
+    if (prepared === undefined) return { kind: 'gone' }
     if (isApiError(prepared)) return refused(ctx, prepared)
     Object.assign(ctx.trace, { model: prepared.model, stream: prepared.stream, promptTokens: prepared.inputTokens })
     if (planOfferCount(prepared.plan) === 0) {
@@ -137,15 +121,22 @@ export class ChatPipeline {
       promptTokens: prepared.inputTokens,
       createdAt: ctx.startedAt,
     })
-    let finished: Finished | undefined
-    try {
-      const stream = prepared.stream ? call.openStream(admitted) : undefined
-      finished = await this.serve(admitted, stream)
-      return { kind: 'finished', request: admitted, finished, ...(stream ? { stream } : {}) }
-    } finally {
-      this.deps.lifecycle.released(ctx.requestId)
-      await correctRate(rate, prepared, finished)
-    }
+    const answer: Promise<Answer> = this.serving.answer(admitted, (finished) =>
+      this.done(admitted, rate, finished, keyEnd),
+    )
+    return { kind: 'admitted', request: admitted, answer }
+  }
+
+  /** An admitted request finished: its lease ends, its rate count is corrected, and its idempotency key ends. */
+  private async done(
+    r: Admitted,
+    rate: CountedRate | undefined,
+    finished: Finished | undefined,
+    keyEnd: KeyEnd | undefined,
+  ): Promise<Remember | undefined> {
+    this.deps.lifecycle.released(r.requestId)
+    await correctRate(rate, r.prepared, finished)
+    return keyEnd?.(finished, r.prepared.stream)
   }
 
   /** Validates, meters and plans; undefined when the client left while its long prompt was counted. */
@@ -170,7 +161,7 @@ export class ChatPipeline {
       })
     } catch (err) {
       // The hold may have been written before the store failed: release it, or the live instance would keep it.
-      await this.recover({ ...ctx, prepared, hold: 0n }, err, 'no_capacity')
+      await this.serving.recover({ ...ctx, prepared, hold: 0n }, err, false)
       return internalError(ctx.requestId)
     }
     if (isApiError(result)) {
@@ -178,59 +169,6 @@ export class ChatPipeline {
       return result
     }
     return { ...ctx, prepared, hold: result.amount }
-  }
-
-  /** Runs the admitted request through its plan, then charges what was delivered; an internal failure is recovered. */
-  private async serve(r: Admitted, stream: OpenedStream | undefined): Promise<Finished> {
-    try {
-      return await this.run(r, stream)
-    } catch (err) {
-      const charged = await this.recover(r, err, stream?.headersSent ? 'stream_interrupted' : 'no_capacity')
-      return charged ?? { kind: 'refused', error: internalError(r.requestId) }
-    }
-  }
-
-  private async run(r: Admitted, sink: StreamSink | undefined): Promise<Finished> {
-    this.serving.add(r.cancel)
-    // One that reaches its upstream after the grace ended (its body or hold came late) is ended at once, the same way.
-    if (this.servingStopped) r.cancel.abort('stopping')
-    try {
-      const { health, now } = this.deps
-      const { reachability } = this.deps.charge
-      const ctx = { cancel: r.cancel, health, reachability, now, trace: r.trace, ...(sink ? { sink } : {}) }
-      const upstreamFrom = (r.trace.upstreamFrom = now())
-      const outcome = await executeRoute(r.prepared.plan, r.prepared.calls, ctx)
-      r.trace.upstreamMs = now() - upstreamFrom
-      if (outcome.kind === 'delivered') sink?.complete(outcome.reply)
-      const finished = await charge(this.deps.charge, r, outcome)
-      traceFinished(r.trace, finished, this.deps.charge.feeBps)
-      return finished
-    } finally {
-      this.serving.delete(r.cancel)
-    }
-  }
-
-  /**
-   * A bug or an unreachable store interrupted the request: log it and release its hold (best effort), charging
-   * nothing; the usage record carries what the client was answered. Unless its capture had landed though the store's
-   * answer was lost: then the reply it charged for is what the client gets.
-   */
-  private async recover(
-    r: Admitted,
-    err: unknown,
-    outcome: 'no_capacity' | 'stream_interrupted',
-  ): Promise<Delivered | undefined> {
-    const now = this.deps.now()
-    const usage = requestUsage(r, now, outcome)
-    const released = await this.deps.ledger.release(r.requestId, now, usage).catch(() => undefined)
-    const charged = await landed(this.deps.charge.usage, r.caller.accountId, err, released)
-    if (charged)
-      this.deps.log(
-        `request ${r.requestId}: the store did not answer its capture, which had landed; ` +
-          'the reply is delivered as charged',
-      )
-    else this.deps.log(`request ${r.requestId} failed`, err)
-    return charged
   }
 
   /** A refusal before admission is counted, not recorded one by one (`RefusalCounter`). */
@@ -244,10 +182,7 @@ export class ChatPipeline {
    * an error chunk and [DONE], a plain request with 503) and charged nothing. How many there were.
    */
   stopServing(): number {
-    this.servingStopped = true
-    const n = this.serving.size
-    for (const cancel of this.serving) cancel.abort('stopping')
-    return n
+    return this.serving.stopServing()
   }
 }
 

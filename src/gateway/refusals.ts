@@ -1,8 +1,8 @@
 import { apiError, type ApiError } from '../protocol/errors.js'
-import { REQUEST_REFUSED } from '../routing/failover.js'
+import { REQUEST_REFUSED } from '../routing/attempt.js'
 import type { Health } from '../routing/health.js'
 import type { Reachability } from '../routing/reachability.js'
-import type { RouteOutcome } from '../routing/route.js'
+import type { RouteOutcome } from '../routing/route-run.js'
 import type { Prepared } from './prepare.js'
 
 /** What a refusal of a request no offer served reads: the breakers and whether the providers can be reached. */

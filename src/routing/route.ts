@@ -1,11 +1,10 @@
 import type { ModelConfig } from '../config-schema.js'
 import { maxBig, type Prices } from '../money/usdc.js'
-import type { CallPolicy, ToolRules } from '../tools/assemble.js'
 import type { Catalog, Offer } from './catalog.js'
 import type { Health } from './health.js'
 import { rankOffers } from './plan.js'
 import { allowedOffers, preferredOrder, type Preferences } from './preferences.js'
-import { tryOffers, type Attempt, type AttemptContext, type BoundRequest, type Produced } from './failover.js'
+import type { BoundRequest } from './attempt.js'
 
 /**
  * A model that fits the request, and what its offers are sent: its own reply bound (svc/cortex@1's may differ,
@@ -115,60 +114,4 @@ export function ceilingOf(offers: readonly Offer[]): Prices {
 
 export function planOfferCount(plan: RoutePlan): number {
   return plan.targets.reduce((n, t) => n + t.offers.length, 0) + (plan.managed ? 1 : 0)
-}
-
-export type RouteOutcome =
-  | { kind: 'delivered'; reply: Produced; servedModel: string; failedTargets: number; managedWhy?: ManagedWhy }
-  | { kind: 'failed'; code: 'no_capacity' | 'provider_output_invalid'; attempts: Attempt[] }
-  | {
-      kind: 'broken'
-      code: 'stream_interrupted' | 'provider_output_invalid'
-      detail: string
-      reply: Produced
-      servedModel: string
-    }
-  | { kind: 'client_closed'; reply?: Produced; servedModel?: string }
-
-/** Runs the plan: each target's offers in turn, then the vendor; docs/architecture.md §5. */
-export async function executeRoute(plan: RoutePlan, calls: CallPolicy, ctx: AttemptContext): Promise<RouteOutcome> {
-  const attempts: Attempt[] = []
-  let failedTargets = 0
-  for (const target of plan.targets) {
-    const rules: ToolRules = { ...calls, maxArgumentBytes: target.model.tool_contract?.max_argument_bytes ?? 0 }
-    const out = await tryOffers(target.offers, target.request, rules, ctx)
-    if (out.kind === 'failed') {
-      attempts.push(...out.attempts)
-      failedTargets++
-      continue
-    }
-    return withModel(out, target.model.id, failedTargets)
-  }
-  const invalidSeen = attempts.some((a) => a.failure.kind === 'invalid_output')
-  if (plan.managed && !ctx.cancel.aborted) {
-    const managedWhy: ManagedWhy =
-      plan.targets.length === 0 ? 'no_candidate' : invalidSeen ? 'provider_output_invalid' : 'no_capacity'
-    const { offer, request } = plan.managed
-    const out = await tryOffers([offer], request, { ...calls, maxArgumentBytes: 0 }, ctx)
-    if (out.kind !== 'failed') return withModel(out, offer.modelId, failedTargets, managedWhy)
-    attempts.push(...out.attempts)
-    return { kind: 'failed', code: 'no_capacity', attempts }
-  }
-  if (ctx.cancel.aborted) return { kind: 'client_closed' }
-  return { kind: 'failed', code: invalidSeen && !plan.cortex ? 'provider_output_invalid' : 'no_capacity', attempts }
-}
-
-function withModel(
-  out: Exclude<Awaited<ReturnType<typeof tryOffers>>, { kind: 'failed' }>,
-  servedModel: string,
-  failedTargets: number,
-  managedWhy?: ManagedWhy,
-): RouteOutcome {
-  switch (out.kind) {
-    case 'delivered':
-      return { kind: 'delivered', reply: out.reply, servedModel, failedTargets, ...(managedWhy ? { managedWhy } : {}) }
-    case 'broken':
-      return { ...out, servedModel }
-    case 'client_closed':
-      return { ...out, servedModel }
-  }
 }

@@ -1,4 +1,4 @@
-import type { Produced } from '../../routing/failover.js'
+import type { Produced } from '../../routing/attempt.js'
 import type { Usage } from '../../protocol/chat.js'
 import {
   callItemId,
@@ -16,8 +16,17 @@ export function statusOf(p: Produced): { status: ResponseStatus; incomplete_deta
   return { status: 'completed', incomplete_details: null }
 }
 
+/** Each reply's items, made once: its stream's events and its kept response both need them. */
+const made = new WeakMap<Produced, OutputItem[]>()
+
 /** The output items of a delivered reply: its text as a message (unless it is calls only), then each call. */
 export function outputItems(requestId: string, p: Produced): OutputItem[] {
+  let items = made.get(p)
+  if (!items) made.set(p, (items = itemsOf(requestId, p)))
+  return items
+}
+
+function itemsOf(requestId: string, p: Produced): OutputItem[] {
   const items: OutputItem[] = []
   if (p.content !== '' || p.toolCalls.length === 0) {
     items.push({

@@ -1,0 +1,40 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { ChatCall } from '../gateway/pipeline.js'
+import { newTrace } from '../gateway/trace.js'
+import { Cancel } from '../providers/cancel.js'
+import { callerOf } from './caller.js'
+import type { Intake } from './intake.js'
+
+/** The pipeline call of a chat request (chat completions, Responses), from its request. */
+export function callOf(req: FastifyRequest, reply: FastifyReply, intake: Intake): ChatCall {
+  if (req.intake) intake.bodyRead(req.intake)
+  const idempotencyKey = req.headers['idempotency-key']
+  return {
+    trace: (req.trace = newTrace()),
+    body: req.body,
+    bodySha256: req.bodySha256,
+    caller: callerOf(req),
+    requestId: req.id,
+    cancel: cancelOnClose(reply),
+    gone: () => reply.raw.destroyed,
+    headers: (h) => void reply.headers(h),
+    ...(typeof idempotencyKey === 'string' ? { idempotencyKey } : {}),
+  }
+}
+
+/** Cancels the request's upstream when its client goes before the reply is whole. */
+function cancelOnClose(reply: FastifyReply): Cancel {
+  const cancel = new Cancel()
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) cancel.abort()
+  })
+  // A client that left before this listener was added has closed the response already.
+  if (reply.raw.destroyed) cancel.abort()
+  return cancel
+}
+
+/** Once the gateway is done with a request: one whose client left before its reply was whole is observed so. */
+export function observeGone(reply: FastifyReply): void {
+  if (reply.request.trace) reply.request.trace.underway = false
+  if (reply.raw.destroyed && !reply.raw.writableFinished) reply.observeAborted?.()
+}
