@@ -47,7 +47,7 @@ export class ChunkEncoder {
   private prefix: string
   private readonly bare: string
   private readonly identityAscii: boolean
-  /** Whether the prefix is all ASCII (the model and the fingerprint come from the config): see `SseReply.write`. */
+  /** Whether the prefix is all ASCII (the model and the fingerprint come from the config): see `ChatStream.events`. */
   ascii: boolean
 
   constructor(identity: ChunkIdentity) {
