@@ -1,6 +1,9 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { Capabilities, ToolContract, MODEL_ID_PATTERN } from './protocol/models.js'
-import { ADDRESS_CLASSES } from './providers/address-policy.js'
+
+/** Kinds of non-public address an operator may let providers' endpoints use (`providerEndpoints.allowAddresses`). */
+export const ADDRESS_CLASSES = ['loopback', 'private', 'link-local'] as const
+export type AddressClass = (typeof ADDRESS_CLASSES)[number]
 
 /**
  * The config file (docs/architecture.md §9). This shape is a contract: outside tools write such files. Its objects are

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { type TSchema } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
-import { isEvmAddress } from './accounts/address.js'
+import { isEvmAddress } from './protocol/address.js'
 import { CORTEX_MODEL_ID } from './protocol/models.js'
 import { jsonPointerToPath } from './protocol/json-pointer.js'
 import { ConfigSchema, RAIL_KINDS, STORE_URL, type Config } from './config-schema.js'

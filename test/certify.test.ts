@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { SimulatedProvider, type SimOptions } from '../src/providers/simulated/server.js'
 import { certify, CertifyError, type Certification } from '../src/tools/certify.js'
-import { DEMO_CONTRACTS, DEMO_SIM_MODELS } from '../src/demo/market.js'
+import { DEMO_CONTRACTS, DEMO_SIM_MODELS } from '../src/cli/demo/market.js'
 import { svc } from './helpers/cli.js'
 
 const sims: SimulatedProvider[] = []

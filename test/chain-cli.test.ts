@@ -6,7 +6,7 @@ import { createInterface } from 'node:readline'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { anvilAccount, anvilKey, startAnvil, type Anvil } from '../src/chain/anvil.js'
-import { demoConfig } from '../src/demo/market.js'
+import { demoConfig } from '../src/cli/demo/market.js'
 import { chat } from './helpers/market.js'
 import { hasAnvil } from './helpers/chain.js'
 

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto'
-import { checksumAddress, hasValidChecksum, isEvmAddress } from './address.js'
+import { checksumAddress, hasValidChecksum, isEvmAddress } from '../protocol/address.js'
 import { generateKey } from '../auth/keys.js'
 import type { Store } from '../store/store.js'
 import type { Account } from '../store/accounts.js'
-import { NO_LIMITS, type KeyLimits } from '../store/keys.js'
+import { NO_LIMITS, type KeyLimits } from '../limits/limits.js'
 import { LIMIT_RESETS } from '../limits/period.js'
 import { formatUsdc } from '../money/usdc.js'
 

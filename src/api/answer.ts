@@ -68,14 +68,14 @@ async function streamed(
   events: ReplyEvents,
   cancel: Cancel,
 ): Promise<FastifyReply> {
-  const raw = reply.raw
+  const gone = () => reply.raw.destroyed
   for await (const batch of events) {
     writer.events(batch)
     // Leaving the loop ends the events: a client gone pays for what it was sent.
-    if (raw.destroyed) break
+    if (gone()) break
     // A client that reads slowly (or not at all) holds the upstream back, not the gateway's memory.
     if (writer.backlogged) await writer.drained(cancel)
-    if (raw.destroyed) break
+    if (gone()) break
   }
   writer.end()
   return reply

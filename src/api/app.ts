@@ -20,7 +20,7 @@ import { modelRoutes } from './routes/models.js'
 import { usageRoutes } from './routes/usage.js'
 import { receiptRoutes } from './routes/receipts.js'
 import type { ReceiptBook } from '../receipts/book.js'
-import { keyLimitsOf } from '../limits/key-limits.js'
+import { keyLimitsOf } from '../usage/key-limits.js'
 
 /** The largest request body of the API (/v1); the portal's API takes less (`PORTAL_BODY_LIMIT`). */
 export const BODY_LIMIT = 4 * 1024 * 1024
@@ -88,7 +88,7 @@ export async function buildApp(
     frameworkErrors: (err, req, reply) => {
       reply.header('x-request-id', req.id)
       if (req.headers.origin !== undefined && isApi(req.url)) allowAnyOrigin(reply)
-      return sendError(
+      void sendError(
         reply,
         clientError(err) ?? apiError('feature_not_supported', err.message, { param: null, status: 400 }),
       )

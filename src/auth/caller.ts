@@ -1,4 +1,4 @@
-import type { RateLimits } from '../store/keys.js'
+import type { RateLimits } from '../limits/limits.js'
 import type { SpendLimit } from '../limits/period.js'
 
 /** Who sends a request: the API key's id and its owner's account. */

@@ -155,7 +155,13 @@ export class BatchSender {
     data: Hex
     legs: number
   }): Promise<Signed | null> {
-    const tx = await this.o.client.getTransaction({ hash }).catch(() => null)
+    // A node may answer with a legacy transaction, which has no EIP-1559 fees, whatever the types say.
+    const tx = (await this.o.client.getTransaction({ hash }).catch(() => null)) as
+      | (Omit<Awaited<ReturnType<typeof this.o.client.getTransaction>>, 'maxFeePerGas' | 'maxPriorityFeePerGas'> & {
+          maxFeePerGas?: bigint
+          maxPriorityFeePerGas?: bigint
+        })
+      | null
     if (tx && tx.maxFeePerGas !== undefined && tx.maxPriorityFeePerGas !== undefined) {
       return {
         hash,

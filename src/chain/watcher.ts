@@ -67,6 +67,11 @@ export class ChainWatcher {
     return next
   }
 
+  /** Whether the watcher is being stopped (read anew: it changes while a read is awaited). */
+  private stopping(): boolean {
+    return this.ac.signal.aborted
+  }
+
   private async run(): Promise<void> {
     let failing = false
     while (!this.ac.signal.aborted) {
@@ -76,7 +81,7 @@ export class ChainWatcher {
         failing = false
       } catch (err) {
         // Once per outage, not once per poll: admission keeps working on the last values read.
-        if (!failing && !this.ac.signal.aborted)
+        if (!failing && !this.stopping())
           this.o.log('chain watcher cannot read the chain; balances stay as last read', err)
         failing = true
       }
@@ -134,7 +139,7 @@ export class ChainWatcher {
       if (e.eventName === 'Transfer') {
         out.add(e.args.from)
         out.add(e.args.to)
-      } else if (e.eventName === 'Approval' && e.args.spender === this.o.settler) out.add(e.args.owner)
+      } else if (e.args.spender === this.o.settler) out.add(e.args.owner)
     }
     return [...out]
   }

@@ -162,8 +162,8 @@ const ENVIRONMENT_CODES: Record<string, string> = {
  * there): its code's meaning and its own message. Postgres's refusals (a missing database, a bad password) too.
  */
 function environmentFailure(err: unknown): string | null {
-  const e = err as { code?: string; message?: string; severity?: string; errors?: { message?: string }[] }
-  if (typeof e?.code !== 'string') return null
+  const e = (err ?? {}) as { code?: string; message?: string; severity?: string; errors?: { message?: string }[] }
+  if (typeof e.code !== 'string') return null
   const what = ENVIRONMENT_CODES[e.code]
   // Node reports a refused connection to a name with several addresses as an AggregateError without a message.
   const message = e.message || e.errors?.map((x) => x.message).join('; ') || e.code

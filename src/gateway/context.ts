@@ -1,7 +1,7 @@
 import type { Cancel } from '../providers/cancel.js'
 import type { Caller } from '../auth/caller.js'
 import type { Prepared } from './prepare.js'
-import type { RequestTrace } from './trace.js'
+import type { RequestTrace } from '../ops/trace.js'
 
 /** One request as the pipeline carries it from stage to stage. */
 export interface RequestContext {

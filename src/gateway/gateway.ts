@@ -11,7 +11,7 @@ import { SYSTEM_ACCOUNTS } from '../store/accounts.js'
 import type { Store } from '../store/store.js'
 import { KeyVerifier } from '../auth/verifier.js'
 import { UsageQueries } from '../usage/query.js'
-import { checksumAddress } from '../accounts/address.js'
+import { checksumAddress } from '../protocol/address.js'
 import type { ChargeDeps } from './charge.js'
 import { InstanceLifecycle, newInstanceId } from './lifecycle.js'
 import { ChatPipeline } from './pipeline.js'
@@ -174,7 +174,10 @@ export class Gateway {
     gw.refusals.start(REFUSAL_FLUSH_MS)
     // Not awaited: a provider that cannot be reached is logged, and the gateway serves the others meanwhile.
     void probeProviders(config, gw.reachability)
-    gw.flushTimer = setInterval(() => gw.keys.flushLastUsed().catch((err) => gw.log('key flush failed', err)), 5_000)
+    gw.flushTimer = setInterval(
+      () => void gw.keys.flushLastUsed().catch((err: unknown) => gw.log('key flush failed', err)),
+      5_000,
+    )
     gw.flushTimer.unref()
     return gw
   }

@@ -88,7 +88,10 @@ function conflict(message: string): Idempotent {
 
 /** The hash a repeated request's body is compared by: its JSON as parsed, so spacing does not matter. */
 function bodyHashOf(body: unknown): string {
-  return createHash('sha256')
-    .update(JSON.stringify(body) ?? '')
-    .digest('hex')
+  return (
+    createHash('sha256')
+      // No body at all (undefined) has no JSON.
+      .update((JSON.stringify(body) as string | undefined) ?? '')
+      .digest('hex')
+  )
 }

@@ -1,7 +1,8 @@
 import { request } from 'undici'
 import type { Config } from '../config-schema.js'
-import { checksumAddress } from '../accounts/address.js'
-import { isUnreached, type Reachability } from '../routing/reachability.js'
+import { checksumAddress } from '../protocol/address.js'
+import type { Reachability } from '../routing/reachability.js'
+import { isUnreached } from '../providers/unreached.js'
 
 const PROBE_TIMEOUT_MS = 5_000
 

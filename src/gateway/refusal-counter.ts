@@ -33,7 +33,7 @@ export class RefusalCounter {
   }
 
   start(flushMs: number): void {
-    this.timer = setInterval(() => this.flush().catch(this.onError), flushMs)
+    this.timer = setInterval(() => void this.flush().catch(this.onError), flushMs)
     this.timer.unref()
   }
 

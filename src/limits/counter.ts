@@ -1,4 +1,4 @@
-import type { RateLimits } from '../store/keys.js'
+import type { RateLimits } from './limits.js'
 
 /** A key's counts in one minute. */
 export interface RateCount {

@@ -1,14 +1,6 @@
-import type { LimitReset } from '../store/schema.js'
+import type { LimitReset } from './limits.js'
 
-export type { LimitReset } from '../store/schema.js'
-
-export const LIMIT_RESETS: readonly LimitReset[] = ['none', 'daily', 'weekly', 'monthly']
-
-/** A key's spend limit: base units it may spend in a period, and when the period starts over. */
-export interface SpendLimit {
-  limit: bigint
-  reset: LimitReset
-}
+export { LIMIT_RESETS, type LimitReset, type SpendLimit } from './limits.js'
 
 const DAY_MS = 86_400_000
 

@@ -1,5 +1,5 @@
 import { apiError, type ApiError } from '../protocol/errors.js'
-import type { RateLimits } from '../store/keys.js'
+import type { RateLimits } from './limits.js'
 import {
   MAX_TAKE_TOKENS,
   MINUTE_MS,

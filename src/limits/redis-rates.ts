@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis'
-import type { RateLimits } from '../store/keys.js'
+import type { RateLimits } from './limits.js'
 import type { RateAnswer, RateCount, RateCounter } from './counter.js'
 
 /**

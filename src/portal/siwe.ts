@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { apiError, type ApiError } from '../protocol/errors.js'
-import { checksumAddress, isEvmAddress } from '../accounts/address.js'
+import { checksumAddress, isEvmAddress } from '../protocol/address.js'
 import type { Store } from '../store/store.js'
 
 /**

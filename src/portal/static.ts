@@ -39,11 +39,12 @@ export function staticRoutes(app: FastifyInstance, webRoot: string): void {
     return body
   }
 
-  const send = async (reply: FastifyReply, rel: string): Promise<FastifyReply | undefined> => {
+  /** Sends the file at `rel` of the web root; false when there is none (its reply left to the caller). */
+  const send = async (reply: FastifyReply, rel: string): Promise<boolean> => {
     const path = resolve(root, rel)
-    if (path !== root && !path.startsWith(root + sep)) return undefined
+    if (path !== root && !path.startsWith(root + sep)) return false
     const body = await load(path)
-    if (!body) return undefined
+    if (!body) return false
     const ext = extname(path)
     reply.header('content-type', TYPES[ext] ?? 'application/octet-stream').header('x-content-type-options', 'nosniff')
     if (ext === '.html')
@@ -52,15 +53,17 @@ export function staticRoutes(app: FastifyInstance, webRoot: string): void {
         .header('referrer-policy', 'no-referrer')
         .header('cache-control', 'no-cache')
     else if (rel.startsWith('assets/')) reply.header('cache-control', 'public, max-age=31536000, immutable')
-    return reply.send(body)
+    void reply.send(body)
+    return true
   }
 
-  const page = async (reply: FastifyReply) =>
-    (await send(reply, 'index.html')) ??
-    reply
+  const page = async (reply: FastifyReply) => {
+    if (await send(reply, 'index.html')) return reply
+    return reply
       .code(503)
       .header('content-type', 'text/plain; charset=utf-8')
       .send('The portal front end is not built; run npm run build.\n')
+  }
 
   app.get('/portal', (_req, reply) => page(reply))
   app.get<{ Params: { '*': string } }>('/portal/*', async (req, reply) => {
@@ -75,9 +78,10 @@ export function staticRoutes(app: FastifyInstance, webRoot: string): void {
       )
     }
     if (rel === '' || rel === 'index.html') return page(reply)
-    return (
-      (await send(reply, rel)) ??
-      sendError(reply, apiError('feature_not_supported', `No such file /portal/${rel}.`, { param: null, status: 404 }))
+    if (await send(reply, rel)) return reply
+    return sendError(
+      reply,
+      apiError('feature_not_supported', `No such file /portal/${rel}.`, { param: null, status: 404 }),
     )
   })
 }

@@ -1,9 +1,9 @@
 import { BlockList, isIP, type LookupFunction } from 'node:net'
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns'
 
-/** Kinds of non-public address an operator may let providers' endpoints use (`providerEndpoints.allowAddresses`). */
-export const ADDRESS_CLASSES = ['loopback', 'private', 'link-local'] as const
-export type AddressClass = (typeof ADDRESS_CLASSES)[number]
+import { ADDRESS_CLASSES, type AddressClass } from '../config-schema.js'
+
+export { ADDRESS_CLASSES, type AddressClass } from '../config-schema.js'
 
 /** What addresses an endpoint registered by a wallet may be reached at: public ones, and the classes allowed. */
 export interface AddressPolicy {

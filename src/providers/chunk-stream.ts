@@ -39,16 +39,17 @@ export class ChunkStream {
     this.take(this.parser.push(from === 0 ? text : text.slice(from)), out)
   }
 
-  /** The events of whole SSE events' data, up to `[DONE]` (the stream's end, whatever follows it) or a failure. */
-  private take(payloads: string[], out: UpstreamEvent[]): void {
+  /**
+   * The events of whole SSE events' data, up to `[DONE]` (the stream's end, whatever follows it) or a failure; whether
+   * `[DONE]` came.
+   */
+  private take(payloads: string[], out: UpstreamEvent[]): boolean {
     for (const data of payloads) {
-      if (data === '[DONE]') {
-        this.done = true
-        return
-      }
+      if (data === '[DONE]') return (this.done = true)
       dataEvents(data, out)
-      if (out[out.length - 1]?.type === 'failure') return
+      if (out[out.length - 1]?.type === 'failure') return false
     }
+    return false
   }
 
   /** Characters held for an event not yet complete. */
@@ -63,9 +64,9 @@ export class ChunkStream {
   end(out: UpstreamEvent[]): void {
     if (this.done) return
     // The start of a character cut off at the very end completes no event, but belongs to the last one.
-    this.take(this.parser.push(this.utf8.end()), out)
-    if (!this.done && this.parser.endsWithCr) this.take(this.parser.push('\n'), out)
-    if (!this.done && this.parser.end() === '[DONE]') this.done = true
+    if (this.take(this.parser.push(this.utf8.end()), out)) return
+    if (this.parser.endsWithCr && this.take(this.parser.push('\n'), out)) return
+    if (this.parser.end() === '[DONE]') this.done = true
   }
 }
 

@@ -1,4 +1,4 @@
-import { isUnreached } from '../routing/reachability.js'
+import { isUnreached } from './unreached.js'
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Cancel, untilAborted } from './cancel.js'

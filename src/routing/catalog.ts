@@ -2,7 +2,7 @@ import type { Config, ModelConfig } from '../config-schema.js'
 import { CORTEX_MODEL_ID, type Capabilities, type ToolContract } from '../protocol/models.js'
 import type { Prices } from '../money/usdc.js'
 import type { Provider } from '../providers/types.js'
-import { checksumAddress } from '../accounts/address.js'
+import { checksumAddress } from '../protocol/address.js'
 import type { LiveOffer } from '../store/providers.js'
 import type { AddressPolicy } from '../providers/address-policy.js'
 

@@ -144,7 +144,7 @@ export class AccountRepo {
   async books(id: number): Promise<Record<'available' | 'held' | 'pending', bigint>> {
     const rows = await this.db
       .selectFrom('postings')
-      .select(['book', (eb) => eb.fn.sum<bigint>('amount').as('total')])
+      .select(['book', (eb) => eb.fn.sum<bigint | null>('amount').as('total')])
       .where('account_id', '=', id)
       .groupBy('book')
       .execute()

@@ -2,7 +2,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql, type Kysely, type Transaction } from 'kysely'
 import type { Database } from './schema.js'
 import { big, num } from './ints.js'
-import type { BatchLimits, Leg } from './settlement.js'
+import type { BatchLimits, Leg } from './batch-types.js'
 
 /**
  * Charges assigned to a batch per transaction: a step short enough not to hold a SQLite gateway's event loop for long

@@ -200,7 +200,7 @@ export class ChainRepo {
   async lastSyncedBlock(): Promise<bigint | null> {
     const r = await this.db
       .selectFrom('chain_wallets')
-      .select((eb) => eb.fn.max('block').as('block'))
+      .select((eb) => eb.fn.max<bigint | null>('block').as('block'))
       .executeTakeFirst()
     return r?.block === null || r?.block === undefined ? null : big(r.block)
   }

@@ -1,7 +1,7 @@
 import type { Kysely, Transaction, TransactionBuilder } from 'kysely'
 import type { Database } from './schema.js'
-import type { UsageFilter, UsageSummary } from './usage.js'
-import type { PayeeSums } from './settlement.js'
+import type { UsageFilter, UsageSummary } from './usage-types.js'
+import type { PayeeSums } from './batch-types.js'
 import type { KeyRatesRepo } from './key-rates.js'
 
 /**

@@ -1,6 +1,6 @@
 import { CompiledQuery, type Kysely } from 'kysely'
 import type { Database } from './schema.js'
-import type { RateLimits } from './keys.js'
+import type { RateLimits } from '../limits/limits.js'
 import { num } from './ints.js'
 import type { RateAnswer, RateCount, RateCounter, RateTake } from '../limits/counter.js'
 

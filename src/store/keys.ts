@@ -2,20 +2,8 @@ import type { Kysely } from 'kysely'
 import type { Database } from './schema.js'
 import type { StoreDialect } from './dialect.js'
 import { big, bigOrNull, num, numOrNull } from './ints.js'
-import { periodStart, type LimitReset, type SpendLimit } from '../limits/period.js'
-
-/** A key's rate limits: requests and tokens a minute; null where it has none. */
-export interface RateLimits {
-  rpm: number | null
-  tpm: number | null
-}
-
-/** All of a key's limits: its rates, and what it may spend in a period (null: no spend limit). */
-export interface KeyLimits extends RateLimits {
-  spend: SpendLimit | null
-}
-
-export const NO_LIMITS: KeyLimits = { rpm: null, tpm: null, spend: null }
+import { periodStart } from '../limits/period.js'
+import type { KeyLimits, LimitReset } from '../limits/limits.js'
 
 /** A key's limits from its row. */
 function limitsOf(r: { rpm: unknown; tpm: unknown; spend_limit: unknown; limit_reset: string }): KeyLimits {

@@ -1,4 +1,5 @@
 import type { Generated } from 'kysely'
+import type { LimitReset } from '../limits/limits.js'
 
 import type { BatchesTable, BatchLegsTable, BatchReceiptsTable, ChainWalletsTable } from './schema-settlement.js'
 
@@ -46,8 +47,7 @@ export interface ApiKeysTable {
   period_held: Generated<bigint>
 }
 
-/** When a key's spend limit starts over: never, or at each UTC day, week (Monday) or month. */
-export type LimitReset = 'none' | 'daily' | 'weekly' | 'monthly'
+export type { LimitReset } from '../limits/limits.js'
 
 /** A gateway instance's open holds of a key with a spend limit (as `owner_holds` for its account). */
 export interface KeyHoldsTable {

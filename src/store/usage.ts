@@ -1,6 +1,9 @@
 import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Selectable } from 'kysely'
 import type { Database, UsageTable } from './schema.js'
 import type { StoreDialect } from './dialect.js'
+import type { DailySpend, UsageFilter, UsageSummary, UsageTotals } from './usage-types.js'
+
+export type { DailySpend, UsageFilter, UsageSummary, UsageTotals } from './usage-types.js'
 import { big, num, numOrNull } from './ints.js'
 import { InFlightRepo, type InFlight } from './instances.js'
 
@@ -100,37 +103,10 @@ function toRecord(r: Selectable<UsageTable>): UsageRecord {
   }
 }
 
-/** An account's usage totals over its whole history, and its spend per day since a day. */
-export interface UsageSummary {
-  totals: UsageTotals
-  /** Days without requests are absent; oldest first. */
-  daily: DailySpend[]
-}
-
-export interface UsageFilter {
-  keyId?: string
-  model?: string
-  since?: number
-}
-
 export interface UsageQuery extends UsageFilter {
   limit: number
   /** Cursor: the request id of the last row of the previous page. */
   after?: string
-}
-
-export interface UsageTotals {
-  requests: number
-  promptTokens: number
-  completionTokens: number
-  cost: bigint
-}
-
-/** Spend of one UTC day; `day` is the day's start in epoch milliseconds. */
-export interface DailySpend {
-  day: number
-  requests: number
-  cost: bigint
 }
 
 export const DAY_MS = 86_400_000

@@ -2,16 +2,16 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import type { Command } from 'commander'
 import { SimulatedProvider } from '../../providers/simulated/server.js'
-import { DEMO_SIM_MODELS, DEMO_WALLET, demoConfig } from '../../demo/market.js'
+import { DEMO_SIM_MODELS, DEMO_WALLET, demoConfig } from '../demo/market.js'
 import { OperationError } from '../../accounts/operations.js'
 import { formatUsdc, parseUsdc } from '../../money/usdc.js'
 import { spendableOf } from '../../money/spendable.js'
-import type { AnvilDemo } from '../../demo/anvil.js'
+import type { AnvilDemo } from '../demo/anvil.js'
 import { action, noConfig, DEFAULT_DATA_DIR, emit, onShutdown, type CommonOptions } from '../context.js'
-import { demoAccount, demoKey, demoPort } from '../../demo/restart.js'
+import { demoAccount, demoKey, demoPort } from '../demo/restart.js'
 import { STORE_URL } from '../../config-schema.js'
 import { noteMissingNodeFlags } from '../node-flags.js'
-import { demoReceiptKey, demoSecretsKey } from '../../demo/receipt-key.js'
+import { demoReceiptKey, demoSecretsKey } from '../demo/receipt-key.js'
 
 const FUNDS = parseUsdc('25')!
 const CAP = parseUsdc('20')!
@@ -61,7 +61,7 @@ export function demoCommand(program: Command): void {
         const early = (signal: NodeJS.Signals) => process.exit(signal === 'SIGINT' ? 130 : 143)
         process.once('SIGINT', early).once('SIGTERM', early)
         // The chain (viem, anvil) loads only for --rail anvil.
-        const anvil = opts.rail === 'anvil' ? await import('../../demo/anvil.js') : undefined
+        const anvil = opts.rail === 'anvil' ? await import('../demo/anvil.js') : undefined
         const chain: AnvilDemo | undefined = anvil ? await anvil.startAnvilDemo(data, FUNDS, CAP) : undefined
         const sim = { chunkDelayMs: Number(opts.chunkDelayMs), replyTokens: 24, models: DEMO_SIM_MODELS }
         const sims = await Promise.all([0, 1, 2, 3, 4].map(() => SimulatedProvider.start(sim)))

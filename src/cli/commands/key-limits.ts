@@ -1,7 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander'
-import { NO_LIMITS, type KeyLimits } from '../../store/keys.js'
+import { NO_LIMITS, type KeyLimits } from '../../limits/limits.js'
 import { formatUsdc, parseUsdc } from '../../money/usdc.js'
-export { limitsView } from '../../limits/key-limits.js'
+export { limitsView } from '../../usage/key-limits.js'
 import { LIMIT_RESETS, type LimitReset } from '../../limits/period.js'
 import { OperationError } from '../../accounts/operations.js'
 

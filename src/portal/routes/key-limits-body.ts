@@ -2,7 +2,7 @@ import { apiError, type ApiError } from '../../protocol/errors.js'
 import { keyLimitsProblem } from '../../accounts/operations.js'
 import { parseUsdc } from '../../money/usdc.js'
 import { LIMIT_RESETS, type LimitReset } from '../../limits/period.js'
-import type { KeyLimits } from '../../store/keys.js'
+import type { KeyLimits } from '../../limits/limits.js'
 
 /** The limits a portal request may set on a key; each absent keeps the key's, null removes it. */
 export interface LimitsBody {

@@ -50,7 +50,7 @@ function textOf(content: unknown): string {
 }
 
 function selectTools(body: Body, tools: SimTool[], lastText: string, parallel: boolean): SimTool[] {
-  const choice = body.tool_choice as { function?: { name?: string } } | string | undefined
+  const choice = body.tool_choice as { function?: { name?: string } } | string | null | undefined
   if (typeof choice === 'object' && choice?.function?.name) {
     const named = tools.find((t) => t.function?.name === choice.function!.name)
     return named ? [named] : []

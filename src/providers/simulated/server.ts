@@ -239,13 +239,15 @@ export class SimulatedProvider {
   }
 }
 
-function pickSettings(o: Partial<SimSettings>): Partial<SimSettings> {
+function pickSettings(given: Partial<SimSettings>): Partial<SimSettings> {
+  // Settings come from a JSON request too (`POST /_sim/settings`): each is checked, whatever its type says.
+  const o = given as { [K in keyof SimSettings]?: unknown }
   const out: Partial<SimSettings> = {}
   if (typeof o.replyTokens === 'number') out.replyTokens = o.replyTokens
   if (typeof o.chunkDelayMs === 'number') out.chunkDelayMs = o.chunkDelayMs
-  if (FRAGMENTATIONS.includes(o.fragmentation as Fragmentation)) out.fragmentation = o.fragmentation
+  if (FRAGMENTATIONS.includes(o.fragmentation as Fragmentation)) out.fragmentation = o.fragmentation as Fragmentation
   if (typeof o.toolPreface === 'string') out.toolPreface = o.toolPreface
-  if (typeof o.models === 'object' && o.models !== null && !Array.isArray(o.models)) out.models = o.models
+  if (typeof o.models === 'object' && o.models !== null && !Array.isArray(o.models)) out.models = o.models as Behaviours
   if (typeof o.ignoreMaxTokens === 'boolean') out.ignoreMaxTokens = o.ignoreMaxTokens
   return out
 }

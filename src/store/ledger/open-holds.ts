@@ -1,4 +1,4 @@
-import type { HoldRequest } from './types.js'
+import type { HoldRequest } from './hold-request.js'
 import type { Left } from './lower-counter.js'
 
 /**

@@ -1,26 +1,11 @@
 import type { Account } from '../accounts.js'
 import { usageRow, type UsageRecord } from '../usage.js'
 import type { OpenHolds } from './open-holds.js'
-import type { LimitReset } from '../../limits/period.js'
-import type { RateCount, RateTake } from '../../limits/counter.js'
+import type { HoldRequest } from './hold-request.js'
 
-export interface HoldRequest {
-  requestId: string
-  accountId: number
-  keyId: string
-  model: string
-  amount: bigint
-  owner: string
-  now: number
-  expiresAt: number
-  /** The key has a spend limit that starts over at this reset: the hold counts against it (`api_keys.period_held`). */
-  spendReset?: LimitReset
-  /**
-   * Counted against the key's rate limits first, in the hold's transaction (only where the ledger `countsRates`): the
-   * hold is refused (`rate_limit`) when they leave no room, and is counted even when the account then refuses it.
-   */
-  rate?: RateTake
-}
+export type { HoldRequest } from './hold-request.js'
+import type { LimitReset } from '../../limits/period.js'
+import type { RateCount } from '../../limits/counter.js'
 
 /** A key's spend limit and counters, as a refusal of its spend limit reads them. */
 export interface KeySpend {

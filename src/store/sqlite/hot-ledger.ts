@@ -126,7 +126,7 @@ export class SqliteHotLedger implements HotLedger {
   private schedule(): void {
     if (this.scheduled || this.running || this.backoff || this.queue.length === 0) return
     this.scheduled = true
-    setImmediate(this.flush)
+    setImmediate(() => void this.flush())
   }
 
   private readonly flush = async (): Promise<void> => {

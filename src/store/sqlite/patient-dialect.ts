@@ -39,7 +39,7 @@ export function busyDelay(previousMs: number): number {
 
 /** SQLite's "database is locked" (SQLITE_BUSY and its extended codes): the statement did nothing and can run again. */
 export function isBusyError(err: unknown): boolean {
-  return (err as { code?: unknown })?.code?.toString().startsWith('SQLITE_BUSY') ?? false
+  return (err as { code?: unknown } | null | undefined)?.code?.toString().startsWith('SQLITE_BUSY') ?? false
 }
 
 const patientConnections = new WeakSet<DatabaseConnection>()

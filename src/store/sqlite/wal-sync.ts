@@ -85,13 +85,15 @@ export class WalSync {
       )
       this.on.failed(this.failure)
     }
+    let again = false
     if (this.failure) {
       for (const w of [...covered, ...this.next.splice(0)]) w.reject(this.failure)
     } else {
       for (const w of covered) w.resolve()
-      if (this.next.length > 0) this.start()
+      again = this.next.length > 0
+      if (again) this.start()
     }
-    if (!this.running) for (const done of this.idle.splice(0)) done()
+    if (!again) for (const done of this.idle.splice(0)) done()
     this.on.synced()
   }
 

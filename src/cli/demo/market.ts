@@ -1,6 +1,6 @@
-import type { Config } from '../config-schema.js'
-import type { ToolContract } from '../protocol/models.js'
-import type { Behaviours } from '../providers/simulated/behaviour.js'
+import type { Config } from '../../config-schema.js'
+import type { ToolContract } from '../../protocol/models.js'
+import type { Behaviours } from '../../providers/simulated/behaviour.js'
 
 /** The demo marketplace: three chat models from four simulated providers at different prices, and a vendor. */
 

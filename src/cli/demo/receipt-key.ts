@@ -1,7 +1,7 @@
 import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { generatePrivateKey } from 'viem/accounts'
-import { newSecretsKey } from '../store/secret-box.js'
+import { newSecretsKey } from '../../store/secret-box.js'
 
 /** A key file of the demo's data directory, made on its first run (readable by its owner only) and kept. */
 function keptKey(dataDir: string, name: string, make: () => string): string {

@@ -1,7 +1,8 @@
-import type { ApiKey, KeyLimits, KeyRepo } from '../store/keys.js'
+import type { ApiKey, KeyRepo } from '../store/keys.js'
+import type { KeyLimits } from '../limits/limits.js'
 import { formatUsdc } from '../money/usdc.js'
-import { periodEnd, spentNow } from './period.js'
-import type { RateGate } from './rate-gate.js'
+import { periodEnd, spentNow } from '../limits/period.js'
+import type { RateGate } from '../limits/rate-gate.js'
 
 /** A key's limits as the API, the portal and `--json` show them (USDC as a decimal string; null: none). */
 export function limitsView(l: KeyLimits) {

@@ -1,9 +1,9 @@
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
-import type { Config } from '../config-schema.js'
-import { anvilAccount, anvilKey, startAnvil, type Anvil } from '../chain/anvil.js'
-import { publicClientFor } from '../chain/client.js'
-import { approveSettler, deploySettler, deployTestUsdc, mintUsdc, walletFor } from '../chain/deploy.js'
+import type { Config } from '../../config-schema.js'
+import { anvilAccount, anvilKey, startAnvil, type Anvil } from '../../chain/anvil.js'
+import { publicClientFor } from '../../chain/client.js'
+import { approveSettler, deploySettler, deployTestUsdc, mintUsdc, walletFor } from '../../chain/deploy.js'
 import { DEMO_WALLET } from './market.js'
 
 /** The demo's operator key lives in its own variable so a real SVC_OPERATOR_KEY is never confused with it. */

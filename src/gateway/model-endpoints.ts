@@ -1,5 +1,5 @@
-import type { Offer } from '../../routing/catalog.js'
-import type { ModelSource } from './models.js'
+import type { Offer } from '../routing/catalog.js'
+import type { ModelSource } from './model-list.js'
 
 const WINDOWS = { '5m': 300_000, '1h': 3_600_000, '1d': 86_400_000 } as const
 

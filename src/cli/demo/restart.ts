@@ -1,9 +1,9 @@
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { hashKey, isKeyShaped } from '../auth/keys.js'
-import { approveCap, depositTo, issueKey, openAccount } from '../accounts/operations.js'
-import { portOption } from '../cli/context.js'
-import type { Store } from '../store/store.js'
+import { hashKey, isKeyShaped } from '../../auth/keys.js'
+import { approveCap, depositTo, issueKey, openAccount } from '../../accounts/operations.js'
+import { portOption } from '../context.js'
+import type { Store } from '../../store/store.js'
 
 const DEFAULT_PORT = 8080
 
