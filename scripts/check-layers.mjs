@@ -102,7 +102,12 @@ function connect(v) {
     component.push(w)
   } while (w !== v)
   if (component.length > 1 || (graph.get(v) ?? []).includes(v))
-    problems.push(`import cycle: ${component.map((f) => relative(SRC, f)).sort().join(' ↔ ')}`)
+    problems.push(
+      `import cycle: ${component
+        .map((f) => relative(SRC, f))
+        .sort()
+        .join(' ↔ ')}`,
+    )
 }
 for (const v of graph.keys()) if (!state.has(v)) connect(v)
 
