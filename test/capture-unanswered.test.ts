@@ -42,7 +42,7 @@ describe('a capture whose answer the store lost, on postgres', () => {
     [false, 2],
     [true, 2],
   ])(
-    'that had landed: the reply is delivered with the charge it made (stream %s, answers lost %i)',
+    'that had committed: the reply is delivered with the charge it made (stream %s, answers lost %i)',
     async (stream, lost) => {
       const mk = await market({ store: 'postgres' })
       loseNextClose(mk, 'after', lost)

@@ -204,8 +204,8 @@ export function routingStatus(d: Delivered): string {
 
 /**
  * A delivered reply whose capture the store never answered: it may have charged. The pipeline finds out which
- * (`landed`) before it answers: the reply and its charge, or an error and nothing charged; an error after a charge only
- * when the store cannot be read at all (the error then says to check GET /v1/usage/{id} before retrying).
+ * (`chargedAfterAll`) before it answers: the reply and its charge, or an error and nothing charged; an error after a
+ * charge only when the store cannot be read at all (the error then says to check GET /v1/usage/{id} before retrying).
  */
 export class CaptureInDoubt extends Error {
   readonly requestId: string
@@ -221,10 +221,10 @@ export class CaptureInDoubt extends Error {
 
 /**
  * After its request's charge failed, released (nothing charged) or not: the reply to deliver as charged when a capture
- * in doubt had landed, else undefined. The request's record tells (the capture alone writes it completed, with its
+ * in doubt had committed, else undefined. The request's record tells (the capture alone writes it completed, with its
  * cost); it is read twice before giving up (docs/architecture.md §15.28).
  */
-export async function landed(
+export async function chargedAfterAll(
   usage: UsageRepo,
   accountId: number,
   err: unknown,

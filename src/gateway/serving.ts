@@ -4,7 +4,7 @@ import type { Health } from '../routing/health.js'
 import type { ContentEvent } from '../routing/attempt.js'
 import { RouteRun, type Committed, type RouteOutcome } from '../routing/route-run.js'
 import type { LedgerRepo } from '../store/ledger/repo.js'
-import { charge, landed, requestUsage, type ChargeDeps, type Delivered, type Finished } from './charge.js'
+import { charge, chargedAfterAll, requestUsage, type ChargeDeps, type Delivered, type Finished } from './charge.js'
 import type { Admitted } from './context.js'
 import type { Remember } from './idempotency.js'
 import type { Answer, ReplyEvent, ReplyEvents } from './reply-events.js'
@@ -132,7 +132,7 @@ export class Serving {
     if (last) yield [last]
   }
 
-  /** A reply recovered as charged (its capture's answer lost, the capture landed): served whole. */
+  /** A reply recovered as charged (its capture's answer lost, the capture committed): served whole. */
   private async *delivered(d: Delivered): ReplyEvents {
     yield completion(d.reply, false)
     yield [{ type: 'charged', delivered: d }]
@@ -147,7 +147,7 @@ export class Serving {
 
   /**
    * A bug or an unreachable store interrupted the request: log it and release its hold (best effort), charging
-   * nothing; the usage record carries what the client was answered. Unless its capture had landed though the store's
+   * nothing; the usage record carries what the client was answered. Unless its capture had committed though the store's
    * answer was lost: then the reply it charged for is what the client gets.
    */
   async recover(r: Admitted, err: unknown, begun: boolean): Promise<Finished> {
@@ -155,10 +155,10 @@ export class Serving {
     const outcome = begun && r.prepared.stream ? 'stream_interrupted' : 'no_capacity'
     const usage = requestUsage(r, now, outcome)
     const released = await this.deps.ledger.release(r.requestId, now, usage).catch(() => undefined)
-    const charged = await landed(this.deps.charge.usage, r.caller.accountId, err, released)
+    const charged = await chargedAfterAll(this.deps.charge.usage, r.caller.accountId, err, released)
     if (charged) {
       this.deps.log(
-        `request ${r.requestId}: the store did not answer its capture, which had landed; ` +
+        `request ${r.requestId}: the store did not answer its capture, which had committed; ` +
           'the reply is delivered as charged',
       )
       traceFinished(r.trace, charged, this.deps.charge.feeBps)

@@ -110,3 +110,6 @@ export interface ResponseObject extends ResponseEcho {
 export const responseId = (requestId: string): string => `resp_${requestId.slice(4)}`
 export const messageItemId = (requestId: string): string => `msg_${requestId.slice(4)}`
 export const callItemId = (requestId: string, i: number): string => `fc_${requestId.slice(4)}_${i}`
+
+/** An input item as the client sent it: one of `InputItem`, or a reference to a kept item. */
+export type SentItem = InputItem | { type: 'item_reference'; id: string }

@@ -10,7 +10,7 @@ import { ChainWatcher } from '../chain/watcher.js'
 import { TokenProbe } from '../chain/probe.js'
 import { OutcomeUnknown, type Landed } from '../chain/outcome.js'
 import type { ChainLeg } from '../chain/contracts.js'
-import type { Executed, Rail, Refused } from './rail.js'
+import type { Blocked, Executed, Rail } from './rail.js'
 
 export interface EvmRailOptions {
   now?: () => number
@@ -139,11 +139,11 @@ export class EvmRail implements Rail {
   }
 
   /** The payees of due charges the token refuses now, and the payers found refused that still are. */
-  async refused(payees: number[]): Promise<Refused> {
+  async blocked(payees: number[]): Promise<Blocked> {
     const fees = this.systemPayees[SYSTEM_ACCOUNTS.fees]!
     // A question the node cannot answer leaves the account as it stood: a payee is paid (a refusal shows in the batch,
     // which defers its payer), a payer found refused stays so until a pass can tell.
-    const out: Refused = {
+    const out: Blocked = {
       payees: await this.refusing(payees, (a) => this.probe.refusesPayee(a), false),
       payers: await this.refusing(this.refusedPayers, (a) => this.probe.refusesLeg(a, fees), true),
     }
@@ -177,7 +177,7 @@ export class EvmRail implements Rail {
   }
 
   /** Tells the operator once when the token starts refusing an account, and once when it stops. */
-  private async report(r: Refused): Promise<void> {
+  private async report(r: Blocked): Promise<void> {
     const now = new Map<string, string>()
     for (const [role, ids] of [
       ['payee', r.payees],

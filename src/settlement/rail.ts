@@ -21,7 +21,7 @@ export type Executed =
   | { kind: 'unknown'; why: string }
 
 /** Accounts whose charges must wait for now: the rail cannot move money from these payers or to these payees. */
-export interface Refused {
+export interface Blocked {
   payers: number[]
   payees: number[]
 }
@@ -40,7 +40,7 @@ export interface Rail {
    */
   execute(batch: Batch, legs: Leg[]): Promise<Executed>
   /** Asked before each pass batches: which of the payees with due charges, and which payers, it cannot pay now. */
-  refused?(payees: number[]): Promise<Refused>
+  blocked?(payees: number[]): Promise<Blocked>
   /** Called once the batch is marked settled in the store. */
   afterSettled?(batch: Batch, legs: Leg[]): Promise<void>
   /** Background work of the rail (the evm rail's chain watcher), started by a serving process. */

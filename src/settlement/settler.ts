@@ -1,7 +1,7 @@
 import { ulid } from '../ids/request-id.js'
 import type { Store } from '../store/store.js'
 import { SYSTEM_ACCOUNTS } from '../store/accounts.js'
-import type { Rail, Refused } from './rail.js'
+import type { Blocked, Rail } from './rail.js'
 import { commitReceipts } from '../receipts/commit.js'
 
 export const SETTLER_LOCK = 'svc-settler'
@@ -11,7 +11,7 @@ export interface SettleReport {
   ran: boolean
   batches: { id: string; total: bigint; legs: number; failedPayers: number[]; deferredPayers: number[] }[]
   /** Accounts whose charges the pass left waiting: the rail refuses them for now. */
-  waiting: Refused
+  waiting: Blocked
   /** Batches whose outcome the rail could not tell: they stay open or sent, their charges owed, for a later pass. */
   unfinished: { id: string; why: string }[]
 }
@@ -48,7 +48,7 @@ export class Settler {
     if (!lock) return { ran: false, batches: [], waiting: { payers: [], payees: [] }, unfinished: [] }
     try {
       const fees = (await this.store.accounts.byAddress(SYSTEM_ACCOUNTS.fees))!.id
-      const waiting = (await this.rail.refused?.([
+      const waiting = (await this.rail.blocked?.([
         ...new Set([...(await this.store.settlement.duePayees()), fees]),
       ])) ?? { payers: [], payees: [] }
       const report: SettleReport = { ran: true, batches: [], waiting, unfinished: [] }

@@ -3,6 +3,7 @@ import { sql, type Kysely, type Transaction } from 'kysely'
 import type { Database } from './schema.js'
 import { big, num } from './ints.js'
 import type { BatchLimits, Leg } from './batch-types.js'
+import { beginBuilding, openBuilt } from './batch-states.js'
 
 /**
  * Charges assigned to a batch per transaction: a step short enough not to hold a SQLite gateway's event loop for long
@@ -62,13 +63,6 @@ export async function buildBatch(
   if (!begun) return null
   await openBuilt(db, batch.id)
   return total
-}
-
-/** Opens the batches left building (all of them, or `id`): from then on they are sent and settled as they are. */
-export async function openBuilt(db: Kysely<Database>, id?: string): Promise<void> {
-  let q = db.updateTable('batches').set({ status: 'open' }).where('status', '=', 'building')
-  if (id !== undefined) q = q.where('id', '=', id)
-  await q.execute()
 }
 
 /**
@@ -177,19 +171,7 @@ async function addCharges(
   }
   const total = [...legs.values()].reduce((s, l) => s + l.amount, 0n)
   if (!begun) {
-    await trx
-      .insertInto('batches')
-      .values({
-        id,
-        status: 'building',
-        total,
-        created_at: BigInt(now),
-        sent_at: null,
-        settled_at: null,
-        tx_hash: null,
-        nonce: null,
-      })
-      .execute()
+    await beginBuilding(trx, { id, total, now })
   } else {
     const still = await trx
       .updateTable('batches')

@@ -4,7 +4,8 @@ import type { PayeeSumsReader, StoreDialect } from './dialect.js'
 import { big, num } from './ints.js'
 import { toBatch, type Batch, type BatchLimits, type Leg } from './batch-types.js'
 import { UNCACHED_POSTINGS } from './accounts.js'
-import { buildBatch, dueCharges, openBuilt } from './batch-build.js'
+import { buildBatch, dueCharges } from './batch-build.js'
+import { markSent, markSettled, openBuilt } from './batch-states.js'
 
 export type { Batch, BatchLimits, Leg, PayeeSums } from './batch-types.js'
 
@@ -112,12 +113,7 @@ export class SettlementRepo {
 
   /** Records that a batch's transaction went out; the tx hash lets a restart find it instead of sending again. */
   async markSent(batchId: string, txHash: string, nonce: number, now: number): Promise<void> {
-    await this.db
-      .updateTable('batches')
-      .set({ status: 'sent', tx_hash: txHash, nonce, sent_at: BigInt(now) })
-      .where('id', '=', batchId)
-      .where('status', 'in', ['open', 'sent'])
-      .execute()
+    await markSent(this.db, { batchId, txHash, nonce, now })
   }
 
   /**
@@ -132,14 +128,7 @@ export class SettlementRepo {
     deferredPayers: readonly number[] = [],
   ): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
-      const done = await trx
-        .updateTable('batches')
-        .set({ status: 'settled', settled_at: BigInt(now) })
-        .where('id', '=', batchId)
-        .where('status', 'in', ['open', 'sent'])
-        .returning('id')
-        .executeTakeFirst()
-      if (!done) return false
+      if (!(await markSettled(trx, batchId, now))) return false
       const failed = [...failedPayers]
       const unpaid = [...failed, ...deferredPayers]
       let paidLegs = trx

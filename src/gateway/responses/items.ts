@@ -1,11 +1,8 @@
 import { clipped, unsupported, type ApiError } from '../../protocol/errors.js'
-import type { InputItem } from '../../protocol/responses.js'
+import type { InputItem, SentItem } from '../../protocol/responses.js'
 
 const MESSAGE_ROLES = new Set(['user', 'assistant', 'system', 'developer'])
 const TEXT_PARTS = new Set(['input_text', 'output_text'])
-
-/** An input item as the client sent it: one of `InputItem`, or a reference to a kept item. */
-export type SentItem = InputItem | { type: 'item_reference'; id: string }
 
 type Raw = Record<string, unknown>
 

@@ -1,7 +1,7 @@
 import { clipped, unsupported, type ApiError } from '../../protocol/errors.js'
 import { responseId, type InputItem, type OutputItem } from '../../protocol/responses.js'
 import { RESPONSE_RETENTION_MS, type KeptEntry, type KeptResponseRepo } from '../../store/kept-responses.js'
-import type { SentItem } from './items.js'
+import type { SentItem } from '../../protocol/responses.js'
 import { inputOf } from './output.js'
 
 /** An input item read or resolved, with the request field it came from. */

@@ -1,4 +1,4 @@
-/** Fault modes of the simulated upstream (docs/architecture.md §9), switchable while it runs. */
+/** Fault modes of the simulated upstream (README, `svc sim-provider`), switchable while it runs. */
 export type Fault =
   | { kind: 'none' }
   | { kind: 'slow'; ms: number }

@@ -81,11 +81,10 @@ export class LedgerRepo {
       this.hot.open.expired(now).map((h) => this.hot.release(h.requestId, now, sweptUsage(h, now, 'expired'))),
     )
     const rows = await this.sweepRows(now, 'expired', (q) => q.where('expires_at', '<', BigInt(now)))
-    // After the expired holds: their releases settle closes in doubt, which a recount waits for.
-    const lost =
-      (await this.hot.settleDoubts?.((c) =>
-        lowerCounter(this.db, this.dialect, { ...c, dead: false }, () => this.hot.open.counted(c.owner, c.accountId)),
-      )) ?? 0
+    // After the expired holds: their releases resolve closes in doubt, which a recount waits for.
+    const lost = await this.hot.resolveDoubts((c) =>
+      lowerCounter(this.db, this.dialect, { ...c, dead: false }, () => this.hot.open.counted(c.owner, c.accountId)),
+    )
     return own.filter(Boolean).length + rows + lost
   }
 

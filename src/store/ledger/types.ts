@@ -75,9 +75,9 @@ export interface HotLedger {
   record(usage: UsageRecord): Promise<void>
   /**
    * Puts right, through `recount`, what holds whose answer was lost may have left counted (Postgres: `Recount`); how
-   * many holds that was. Where a hold's outcome is always known (SQLite), absent.
+   * many holds that was. Where a hold's outcome is always known (SQLite), none: 0.
    */
-  settleDoubts?(recount: (c: Counter) => Promise<number>): Promise<number>
+  resolveDoubts(recount: (c: Counter) => Promise<number>): Promise<number>
   /**
    * Resolves once no operation is waiting (those queued meanwhile included: callers stop first) and the ledger let go
    * of what it holds; the store closes after it.

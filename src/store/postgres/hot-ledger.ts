@@ -224,8 +224,8 @@ export class PostgresHotLedger implements HotLedger {
    * Recounts, through `recount`, the counters a failed hold left in doubt (`Recount`); how many lost holds they had
    * counted.
    */
-  settleDoubts(recount: (c: Counter) => Promise<number>): Promise<number> {
-    return this.doubts.settle(recount)
+  resolveDoubts(recount: (c: Counter) => Promise<number>): Promise<number> {
+    return this.doubts.resolve(recount)
   }
 
   /** Resolves once every hold and close asked for was answered (callers stop first); the pool ends after it. */

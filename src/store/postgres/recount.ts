@@ -49,7 +49,7 @@ export class Recount {
    * counter's new statements wait from the start, and the recount waits for those under way to end (for up to
    * `drainMs`; past it, the counter is left for the next sweep), so a busy counter is recounted too.
    */
-  async settle(recount: (c: Counter) => Promise<number>, drainMs = DRAIN_MS): Promise<number> {
+  async resolve(recount: (c: Counter) => Promise<number>, drainMs = DRAIN_MS): Promise<number> {
     let lost = 0
     for (const [key, c] of this.doubted) {
       if (this.closing.has(key) || this.gates.has(key)) continue

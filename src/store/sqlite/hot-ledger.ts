@@ -213,6 +213,11 @@ export class SqliteHotLedger implements HotLedger {
   }
 
   /** Resolves once every operation enqueued has settled (callers stop first) and the WAL is let go. */
+  /** A hold's outcome is always known here: its group's answer is never lost (one process, one connection). */
+  async resolveDoubts(): Promise<number> {
+    return 0
+  }
+
   async close(): Promise<void> {
     if (this.unsettled > 0) await new Promise<void>((resolve) => this.drained.push(resolve))
     this.closed = true
