@@ -41,6 +41,7 @@ describe('svc demo', () => {
     expect(stdout).toMatch(/status: 'available'/)
   })
 
+  // Ten svc commands, each a node process of its own: seconds each on a loaded machine.
   it('lets the other commands act on the same store through the written config', async () => {
     const config = join(data, 'config.json')
     const wallet = addressOf(0x42)
@@ -81,7 +82,7 @@ describe('svc demo', () => {
     const settled = JSON.parse((await svc(['settle', '--config', config, '--json'])).stdout)
     expect(settled.ran).toBe(true)
     expect(settled.batches.length).toBeGreaterThanOrEqual(1)
-  })
+  }, 90_000)
 })
 
 describe('svc demo --json', () => {

@@ -101,7 +101,7 @@ export class Gateway {
     this.refusals = new RefusalCounter(store.refusals, (err) => this.log('refusal counts not written', err))
     this.rates = new RateGate({
       counter: config.limits?.redis ? new RedisRates(config.limits.redis) : store.keyRates,
-      inHold: !config.limits?.redis && store.ledger.countsRates,
+      inHold: !config.limits?.redis,
       onDown: config.limits?.onRedisDown ?? 'open',
       now: this.now,
       log: this.log,

@@ -7,8 +7,8 @@ export interface RateCount {
 }
 
 /**
- * A request to count against its key's limits in `minute`: where the store counts rates in the hold's own transaction
- * (`HotLedger.countsRates`), the hold carries it.
+ * A request to count against its key's limits in `minute`: where the store counts rates (no Redis), the request's
+ * hold carries it and counts it first (`HoldRequest.rate`).
  */
 export interface RateTake {
   minute: number

@@ -30,9 +30,9 @@ export interface RateCheck {
 export interface RateGateDeps {
   counter: RateCounter
   /**
-   * The counter is the store's, and its ledger counts each take in the hold's own transaction
-   * (`HotLedger.countsRates`): the pipeline hands the hold a `RateTake` (`toTake`) and reads its answer (`checked`)
-   * instead of calling `take`.
+   * The counter is the store's, whose hold counts each take first (`HoldRequest.rate`; on SQLite in the hold's own
+   * transaction): the pipeline hands the hold a `RateTake` (`toTake`) and reads its answer (`checked`) instead of
+   * calling `take`.
    */
   inHold?: boolean
   onDown: OnCounterDown

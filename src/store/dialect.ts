@@ -2,7 +2,6 @@ import type { Kysely, Transaction, TransactionBuilder } from 'kysely'
 import type { Database } from './schema.js'
 import type { UsageFilter, UsageSummary } from './usage-types.js'
 import type { PayeeSums } from './batch-types.js'
-import type { KeyRatesRepo } from './key-rates.js'
 
 /**
  * The database a store is kept in, by name: what `migrate` and the migrations (which keep their own checks) are told.
@@ -38,17 +37,27 @@ export interface StoreDialect {
    */
   readOnlySnapshot(db: Kysely<Database>): TransactionBuilder<Database>
   /**
-   * An account's usage summary (`UsageRepo.summary`) read in slices, where one statement over its whole history would
-   * hold the event loop (SQLite: better-sqlite3 is synchronous). Absent where the repository's two queries serve
-   * (Postgres).
+   * An account's usage summary (`UsageRepo.summary`): on Postgres the repository's two whole queries (`whole`), off
+   * the event loop; on SQLite read in slices, where one statement over a long history would hold the event loop
+   * (better-sqlite3 is synchronous).
    */
-  usageSummary?(db: Kysely<Database>, accountId: number, filter: UsageFilter, since: number): Promise<UsageSummary>
+  usageSummary(db: Kysely<Database>, q: SummaryQuery): Promise<UsageSummary>
   /**
-   * Payees' sums kept per process and folded forward from the rows since the last read (SQLite: reading them whole
-   * would hold the event loop). Absent where `SettlementRepo` reads them whole each time (Postgres). `sliceRows`:
-   * tests.
+   * Payees' sums: on Postgres read whole each time (`whole`); on SQLite kept per process and folded forward from the
+   * rows since the last read, where reading them whole would hold the event loop. `sliceRows`: tests.
    */
-  payeeSums?(db: Kysely<Database>, sliceRows?: number): PayeeSumsReader
+  payeeSums(
+    db: Kysely<Database>,
+    q: { whole: (accountId: number) => Promise<PayeeSums>; sliceRows?: number },
+  ): PayeeSumsReader
+}
+
+/** An account's usage summary as asked: its filter, the first day of its days, and the repository's whole reads. */
+export interface SummaryQuery {
+  accountId: number
+  filter: UsageFilter
+  since: number
+  whole: () => Promise<UsageSummary>
 }
 
 /** Payees' sums as `StoreDialect.payeeSums` keeps them. */
@@ -59,13 +68,4 @@ export interface PayeeSumsReader {
 
 export interface Lock {
   release(): Promise<void>
-}
-
-/** What differs between the embedded and the server database beyond SQL. */
-export interface Backend {
-  /** A lock held across processes until released; null when another holder has it. */
-  tryLock(name: string): Promise<Lock | null>
-  /** Per-key rate counts (`key_rates`) as this database keeps them fastest. */
-  keyRates(db: Kysely<Database>): KeyRatesRepo
-  close(): Promise<void>
 }

@@ -2,7 +2,7 @@ import { sql, type Kysely } from 'kysely'
 import type { BatchStatus, Database } from './schema.js'
 import type { PayeeSumsReader, StoreDialect } from './dialect.js'
 import { big, num } from './ints.js'
-import { toBatch, type Batch, type BatchLimits, type Leg } from './batch-types.js'
+import { toBatch, type Batch, type BatchLimits, type Leg, type PayeeSums } from './batch-types.js'
 import { UNCACHED_POSTINGS } from './accounts.js'
 import { buildBatch, dueCharges } from './batch-build.js'
 import { markSent, markSettled, openBuilt } from './batch-states.js'
@@ -11,18 +11,15 @@ export type { Batch, BatchLimits, Leg, PayeeSums } from './batch-types.js'
 
 /** Settlement batches: captured charges grouped into payer → payee legs, settled once. */
 export class SettlementRepo {
-  /**
-   * On SQLite, payees' sums over their request rows and written postings, each read folding in only the rows since the
-   * last.
-   */
-  private readonly folded: PayeeSumsReader | undefined
+  /** Payees' sums over their request rows and written postings, as the dialect reads them (`payeeSums`). */
+  private readonly sums: PayeeSumsReader
 
   constructor(
     private readonly db: Kysely<Database>,
     dialect: StoreDialect,
     sliceRows?: number,
   ) {
-    this.folded = dialect.payeeSums?.(db, sliceRows)
+    this.sums = dialect.payeeSums(db, { whole: (accountId) => this.wholeSums(accountId), sliceRows })
   }
 
   /**
@@ -200,12 +197,32 @@ export class SettlementRepo {
 
   /** Payees' pending (earned, unsettled) and settled sums. */
   async payeeTotals(accountId: number): Promise<{ pending: bigint; settled: bigint }> {
-    if (this.folded) {
-      const { pending, settled } = await this.folded.of(accountId)
-      return { pending, settled }
+    const { pending, settled } = await this.sums.of(accountId)
+    return { pending, settled }
+  }
+
+  /** A payee's sums read whole: the postings' books and the captured request rows it was paid for. */
+  private async wholeSums(accountId: number): Promise<PayeeSums> {
+    const [books, paid] = await Promise.all([
+      this.payeeTotalsQuery(accountId).executeTakeFirstOrThrow(),
+      this.db
+        .selectFrom('holds')
+        .select([
+          (eb) => eb.fn.countAll().as('requests'),
+          sql<bigint>`coalesce(sum(cost), 0)`.as('gross'),
+          sql<bigint>`coalesce(sum(cost - fee), 0)`.as('earned'),
+        ])
+        .where('payee_id', '=', accountId)
+        .where('status', '=', 'captured')
+        .executeTakeFirstOrThrow(),
+    ])
+    return {
+      requests: num(paid.requests),
+      gross: big(paid.gross),
+      earned: big(paid.earned),
+      pending: big(books.pending),
+      settled: big(books.settled),
     }
-    const r = await this.payeeTotalsQuery(accountId).executeTakeFirstOrThrow()
-    return { pending: big(r.pending), settled: big(r.settled) }
   }
 
   /**
@@ -227,21 +244,8 @@ export class SettlementRepo {
 
   /** What a payee earned from captured charges: requests served, gross charged and its share after fees. */
   async payeeEarnings(accountId: number): Promise<{ requests: number; gross: bigint; earned: bigint }> {
-    if (this.folded) {
-      const { requests, gross, earned } = await this.folded.of(accountId)
-      return { requests, gross, earned }
-    }
-    const r = await this.db
-      .selectFrom('holds')
-      .select([
-        (eb) => eb.fn.countAll().as('requests'),
-        sql<bigint>`coalesce(sum(cost), 0)`.as('gross'),
-        sql<bigint>`coalesce(sum(cost - fee), 0)`.as('earned'),
-      ])
-      .where('payee_id', '=', accountId)
-      .where('status', '=', 'captured')
-      .executeTakeFirstOrThrow()
-    return { requests: num(r.requests), gross: big(r.gross), earned: big(r.earned) }
+    const { requests, gross, earned } = await this.sums.of(accountId)
+    return { requests, gross, earned }
   }
 
   /**

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely'
 import type { Database } from './schema.js'
-import type { Backend, Lock, StoreDialect } from './dialect.js'
+import type { Lock, StoreDialect } from './dialect.js'
+import type { StoreBackend } from './backend.js'
 import { AccountRepo } from './accounts.js'
 import { ProviderRepo } from './providers.js'
 import { KeyRepo } from './keys.js'
@@ -37,12 +38,18 @@ export class Store {
   readonly keyRates: KeyRatesRepo
   readonly keptResponses: KeptResponseRepo
 
-  constructor(
-    readonly db: Kysely<Database>,
-    readonly dialect: StoreDialect,
-    private readonly backend: Backend,
-    private readonly hot: HotLedger,
-  ) {
+  readonly db: Kysely<Database>
+  /** The dialect's ways of asking, as the repositories read them. */
+  readonly dialect: StoreDialect
+  private readonly hot: HotLedger
+
+  constructor(private readonly backend: StoreBackend) {
+    const { db } = backend
+    const dialect: StoreDialect = backend
+    this.db = db
+    this.dialect = dialect
+    this.hot = backend.ledger
+    const hot = this.hot
     this.accounts = new AccountRepo(db)
     this.keys = new KeyRepo(db, dialect)
     this.providers = new ProviderRepo(db)
@@ -56,7 +63,7 @@ export class Store {
     this.idempotency = new IdempotencyRepo(db)
     this.inFlight = new InFlightRepo(db)
     this.refusals = new RefusalRepo(db)
-    this.keyRates = backend.keyRates(db)
+    this.keyRates = backend.keyRates
     this.keptResponses = new KeptResponseRepo(db)
   }
 

@@ -197,12 +197,14 @@ export class UsageRepo {
   async summary(accountId: number, filter: UsageFilter, since: number): Promise<UsageSummary> {
     // Mid-day, Postgres would count that day from `since` on and the slices the whole day or none of it.
     if (since % DAY_MS !== 0) throw new RangeError(`a usage summary's days begin at the start of one (${since})`)
-    if (this.dialect.usageSummary) return this.dialect.usageSummary(this.db, accountId, filter, since)
-    const [totals, daily] = await Promise.all([
-      this.totals(accountId, filter),
-      this.daily(accountId, { ...filter, since }),
-    ])
-    return { totals, daily }
+    const whole = async () => {
+      const [totals, daily] = await Promise.all([
+        this.totals(accountId, filter),
+        this.daily(accountId, { ...filter, since }),
+      ])
+      return { totals, daily }
+    }
+    return this.dialect.usageSummary(this.db, { accountId, filter, since, whole })
   }
 
   /** Spend per UTC day (days without requests are absent), oldest first. */

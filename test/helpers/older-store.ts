@@ -19,7 +19,7 @@ export async function olderSqliteStore(url: string, through: string) {
     raw: h.raw,
     close: async () => {
       await h.db.destroy()
-      await h.backend.close()
+      await h.close()
     },
   }
 }

@@ -14,7 +14,7 @@ export interface HoldRequest {
   /** The key has a spend limit that starts over at this reset: the hold counts against it (`api_keys.period_held`). */
   spendReset?: LimitReset
   /**
-   * Counted against the key's rate limits first, in the hold's transaction (only where the ledger `countsRates`): the
+   * Counted against the key's rate limits in the store first (where no Redis counts them), by the hold itself: the
    * hold is refused (`rate_limit`) when they leave no room, and is counted even when the account then refuses it.
    */
   rate?: RateTake

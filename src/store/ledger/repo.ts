@@ -35,19 +35,12 @@ export class LedgerRepo {
     this.hot.onCommit = observer
   }
 
-  /** Whether a hold may carry a `rate` to count in its own transaction (the SQLite store's ledger). */
-  get countsRates(): boolean {
-    return this.hot.countsRates === true
-  }
-
   /** Admission: holds `amount` when spendable covers it (one atomic conditional write). */
   hold(h: HoldRequest): Promise<HoldResult> {
     // A negative hold would free what others hold; one past the store's integers cannot be bound. Refused before any
     // dialect, like a capture that is not a charge (admission never asks for either).
     if (h.amount < 0n || h.amount > MAX_STORED)
       return Promise.reject(new Error(`a hold of ${h.amount} on ${h.requestId} is not an amount`))
-    if (h.rate && !this.countsRates)
-      return Promise.reject(new Error(`the hold of ${h.requestId} carries a rate take this store counts elsewhere`))
     return this.hot.hold(h)
   }
 

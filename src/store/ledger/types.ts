@@ -58,8 +58,6 @@ export interface HotLedger {
   readonly open: OpenHolds
   /** Told of each commit: how many operations it carried and how long it took until durable. */
   onCommit: CommitObserver
-  /** Holds count their `rate` in their own transaction; where absent, a hold must carry none. */
-  readonly countsRates?: boolean
   /** Admission: holds `amount` when spendable covers it. */
   hold(h: HoldRequest): Promise<HoldResult>
   /**

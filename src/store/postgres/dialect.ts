@@ -16,4 +16,6 @@ export const postgresDialect: StoreDialect = {
     await sql`SET LOCAL statement_timeout = ${sql.lit(ms)}`.execute(trx)
   },
   readOnlySnapshot: (db) => db.transaction().setAccessMode('read only').setIsolationLevel('repeatable read'),
+  usageSummary: (_db, { whole }) => whole(),
+  payeeSums: (_db, { whole }) => ({ of: whole }),
 }

@@ -45,7 +45,7 @@ describe('holds whose answer was lost, on postgres', () => {
     const { store, user, payee, fees } = f!
     h = await openPostgres(f!.url)
     const faults = lossy(h.pool)
-    const hot = new PostgresHotLedger(h.pool)
+    const hot = new PostgresHotLedger(h.pool, () => Promise.reject(new Error('no rate take in this test')))
     const ledger = new LedgerRepo(store.db, hot, postgresDialect)
     await store.accounts.deposit({ id: user, amount: 1_000n, ref: 'dep_1', now: 1000 })
     await store.accounts.approve(user, 1_000n)

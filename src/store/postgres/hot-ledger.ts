@@ -1,4 +1,5 @@
 import pg from 'pg'
+import type { RateAnswer, RateTake } from '../../limits/counter.js'
 import { toAccount } from '../accounts.js'
 import { usageRow, type UsageRecord } from '../usage.js'
 import { USAGE_ON_HOLDS } from '../migrations/009_records_written_once.js'
@@ -99,7 +100,14 @@ export class PostgresHotLedger implements HotLedger {
 
   private readonly groups: LedgerGroups
 
-  constructor(private readonly pool: pg.Pool) {
+  /**
+   * `takeRate`: a hold's rate take, counted in `key_rates` by its conditional upsert, a statement of its own before the
+   * hold's (the group's statement holds no rates).
+   */
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly takeRate: (keyId: string, take: RateTake) => Promise<RateAnswer>,
+  ) {
     const singles = {
       hold: (h: HoldRequest) => this.one('svc_hold', HOLD, [h.owner, h.accountId, h.amount]),
       close: (h: HoldRequest, c: Close) => this.closeOne(h, c),
@@ -123,6 +131,14 @@ export class PostgresHotLedger implements HotLedger {
   }
 
   async hold(h: HoldRequest): Promise<HoldResult> {
+    if (!h.rate) return this.holdOnly(h)
+    // Counted first, and counted even when the account then refuses the hold (as on SQLite).
+    const rate = await this.takeRate(h.keyId, h.rate)
+    if (!rate.taken) return { ok: false, reason: 'rate_limit', rate: rate.count }
+    return { ...(await this.holdOnly(h)), rate: rate.count }
+  }
+
+  private async holdOnly(h: HoldRequest): Promise<HoldResult> {
     let by: 'held' | 'account' | 'key'
     try {
       by = await this.doubts.on(h, async () => {

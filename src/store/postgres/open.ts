@@ -2,8 +2,7 @@ import pg from 'pg'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import { ConfigError } from '../../config.js'
 import type { Database } from '../schema.js'
-import type { Backend, Lock } from '../dialect.js'
-import { KeyRatesRepo } from '../key-rates.js'
+import type { Lock } from '../dialect.js'
 
 const INT8 = 20
 const CONNECT_TIMEOUT_MS = 10_000
@@ -13,8 +12,11 @@ const UNIQUE_VIOLATION = '23505'
 export interface PostgresHandle {
   db: Kysely<Database>
   pool: pg.Pool
-  backend: Backend
   schema: string | null
+  /** A Postgres advisory lock, held by a session of its own until released; null when another holds it. */
+  tryLock(name: string): Promise<Lock | null>
+  /** Nothing beyond the pool, which the Kysely instance ends. */
+  close(): Promise<void>
 }
 
 /**
@@ -52,8 +54,7 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
   pool.on('connect', (client) => client.on('error', () => {}))
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
   if (schema) await createSchema(db, schema)
-  const backend: Backend = {
-    keyRates: (kysely) => new KeyRatesRepo(kysely, true),
+  const handle = {
     async tryLock(name: string): Promise<Lock | null> {
       const client = await pool.connect()
       // The lock lives as long as its session: a connection lost while held is logged, and the release finds it gone.
@@ -91,7 +92,7 @@ export async function openPostgres(url: string, poolSize = 16): Promise<Postgres
     },
     close: async () => {},
   }
-  return { db, pool, backend, schema }
+  return { db, pool, schema, ...handle }
 }
 
 /**

@@ -13,6 +13,6 @@ export const sqliteDialect: StoreDialect = {
   lockAccount: async () => {},
   boundStatements: async () => {},
   readOnlySnapshot: (db) => db.transaction().setAccessMode('read only'),
-  usageSummary: (db, accountId, filter, since) => slicedSummary(db, { accountId, filter, since }),
-  payeeSums: (db, sliceRows) => new FoldedPayeeSums(db, sliceRows),
+  usageSummary: (db, { accountId, filter, since }) => slicedSummary(db, { accountId, filter, since }),
+  payeeSums: (db, { sliceRows }) => new FoldedPayeeSums(db, sliceRows),
 }

@@ -61,7 +61,6 @@ export class SqliteHotLedger implements HotLedger {
   private readonly pace = new OneAtATime()
   readonly open = new OpenHolds()
   onCommit: CommitObserver = () => {}
-  readonly countsRates = true
 
   constructor(
     private readonly raw: BetterSqlite3.Database,

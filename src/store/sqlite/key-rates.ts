@@ -6,8 +6,8 @@ import type { RateCount } from '../../limits/counter.js'
 import { sqliteRateOps } from './rate-ops.js'
 
 /**
- * The store's rate counter on SQLite. A gateway's takes go with their holds (`HotLedger.countsRates`), so `take` is
- * the shared repository's; a peek is a prepared statement on the ledger's own connection.
+ * The store's rate counter on SQLite. A gateway's takes go with their holds (`HoldRequest.rate`), so `take` is the
+ * shared repository's; a peek is a prepared statement on the ledger's own connection.
  */
 export class SqliteKeyRates extends KeyRatesRepo {
   private readonly ops

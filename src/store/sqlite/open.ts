@@ -4,15 +4,17 @@ import BetterSqlite3 from 'better-sqlite3'
 import { Kysely } from 'kysely'
 import { PatientSqliteDialect } from './patient-dialect.js'
 import type { Database } from '../schema.js'
-import type { Backend, Lock } from '../dialect.js'
-import { SqliteKeyRates } from './key-rates.js'
+import type { Lock } from '../dialect.js'
 import { Checkpointer } from './checkpointer.js'
 import { createRequire } from 'node:module'
 
 export interface SqliteHandle {
   db: Kysely<Database>
-  backend: Backend
   raw: BetterSqlite3.Database
+  /** One process owns an embedded database: a lock only keeps two loops of this process apart. */
+  tryLock(name: string): Promise<Lock | null>
+  /** Stops the checkpointer (the Kysely instance is destroyed by the store). */
+  close(): Promise<void>
   /** The database file (absolute), its checkpointer and WAL limit; absent for an in-memory database. */
   file?: { path: string; checkpointer: Checkpointer; walLimitBytes: number }
 }
@@ -61,18 +63,14 @@ export function openSqlite(url: string, walLimitBytes = WAL_LIMIT_BYTES): Sqlite
     })
   }
   const locks = new Set<string>()
-  const backend: Backend = {
-    // One process owns an embedded database; the lock only keeps two loops of this process apart.
-    async tryLock(name: string): Promise<Lock | null> {
-      if (locks.has(name)) return null
-      locks.add(name)
-      return { release: async () => void locks.delete(name) }
-    },
-    close: async () => {
-      await checkpointer?.stop()
-    },
-    keyRates: (kysely) => new SqliteKeyRates(raw, kysely),
+  const tryLock = async (name: string): Promise<Lock | null> => {
+    if (locks.has(name)) return null
+    locks.add(name)
+    return { release: async () => void locks.delete(name) }
+  }
+  const close = async () => {
+    await checkpointer?.stop()
   }
   const db = new Kysely<Database>({ dialect: new PatientSqliteDialect({ database: raw }) })
-  return { db, backend, raw, ...(checkpointer ? { file: { path: file, checkpointer, walLimitBytes } } : {}) }
+  return { db, raw, tryLock, close, ...(checkpointer ? { file: { path: file, checkpointer, walLimitBytes } } : {}) }
 }
