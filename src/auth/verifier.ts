@@ -1,7 +1,7 @@
 import { apiError, type ApiError } from '../protocol/errors.js'
 import type { Store } from '../store/store.js'
 import type { KeyOwner } from '../store/keys.js'
-import type { Caller } from '../auth/caller.js'
+import type { Caller } from './caller.js'
 import { KEY_PREFIX, hashKey, isKeyShaped } from './keys.js'
 
 interface Cached {

@@ -3,7 +3,7 @@ import type { Database } from './schema.js'
 import type { Lock, StoreDialect } from './dialect.js'
 import type { HotLedger } from './ledger/types.js'
 import type { KeyRatesRepo } from './key-rates.js'
-import type { SyncWays } from './sqlite/wal-sync.js'
+import type { SyncWays } from './sqlite/engine/wal-sync.js'
 import { migrate } from './migrate.js'
 
 /**

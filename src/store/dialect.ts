@@ -28,7 +28,7 @@ export interface StoreDialect {
   /**
    * Bounds how long each later statement of the transaction may take (a wait for a row lock, mostly): Postgres's
    * `SET LOCAL statement_timeout`. SQLite runs nothing: a statement there waits for a locked database for at most
-   * BUSY_WAIT_MS (sqlite/patient-dialect.ts).
+   * BUSY_WAIT_MS (sqlite/engine/patient-dialect.ts).
    */
   boundStatements(trx: Transaction<Database>, ms: number): Promise<void>
   /**

@@ -3,7 +3,7 @@ import type { Dialect } from '../dialect.js'
 import { RECORD_COLUMNS, SWEPT_COLUMNS } from '../ledger/types.js'
 
 /**
- * Postgres: `svc_ledger_group`, the hot ledger's group commit (store/postgres/ledger-groups.ts). One call closes and
+ * Postgres: `svc_ledger_group`, the hot ledger's group commit (store/postgres/ledger-ops.ts). One call closes and
  * holds many requests of one instance in one transaction, with the conditional writes of their statements of one
  * (postgres/hot-ledger.ts), every account of the group locked first, in ascending order. As on SQLite (§15.15), the
  * operations of one account move its rows once when they can all at once (the closes' counter holds them all; the

@@ -1,5 +1,7 @@
 import { sql } from 'kysely'
 import type { StoreDialect } from '../dialect.js'
+import { wholeSummary } from './usage-summary.js'
+import { wholePayeeSums } from './payee-sums.js'
 
 /**
  * The store on Postgres. Transactions of many connections write at once: one locks the rows it must not see change
@@ -16,6 +18,6 @@ export const postgresDialect: StoreDialect = {
     await sql`SET LOCAL statement_timeout = ${sql.lit(ms)}`.execute(trx)
   },
   readOnlySnapshot: (db) => db.transaction().setAccessMode('read only').setIsolationLevel('repeatable read'),
-  usageSummary: (_db, { whole }) => whole(),
-  payeeSums: (_db, { whole }) => ({ of: whole }),
+  usageSummary: wholeSummary,
+  payeeSums: (_db, q) => wholePayeeSums(q),
 }

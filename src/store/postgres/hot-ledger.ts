@@ -4,9 +4,9 @@ import { toAccount } from '../accounts.js'
 import { usageRow, type UsageRecord } from '../usage.js'
 import { USAGE_ON_HOLDS } from '../migrations/009_records_written_once.js'
 import { OpenHolds } from '../ledger/open-holds.js'
-import { Recount } from './recount.js'
+import { Recount } from './doubts.js'
 import { closeKeyCtes, closeKeyValues, holdCountingKey } from './key-spend.js'
-import { LedgerGroups, type Closed } from './ledger-groups.js'
+import { LedgerGroups, type Closed } from './ledger-ops.js'
 import { KEY_SPEND_ROW, toKeySpend } from '../ledger/key-spend.js'
 import {
   CloseUnanswered,

@@ -1,12 +1,13 @@
+import { noDoubts } from './doubts.js'
 import type BetterSqlite3 from 'better-sqlite3'
 import type { Kysely } from 'kysely'
 import type { Database } from '../schema.js'
 import { sqliteLedgerOps, type LedgerOp, type Outcome } from './ledger-ops.js'
 import type { CaptureRequest, CommitObserver, HoldRequest, HoldResult, HotLedger } from '../ledger/types.js'
 import type { UsageRecord } from '../usage.js'
-import { BUSY_WAIT_MS, busyDelay, isBusyError } from './patient-dialect.js'
-import { WalSync, type SyncWays } from './wal-sync.js'
-import { OneAtATime } from './one-at-a-time.js'
+import { BUSY_WAIT_MS, busyDelay, isBusyError } from './engine/patient-dialect.js'
+import { WalSync, type SyncWays } from './engine/wal-sync.js'
+import { OneAtATime } from './engine/one-at-a-time.js'
 import { OpenHolds } from '../ledger/open-holds.js'
 
 /** What the ledger needs from the checkpointer: a gate before its writes, and a stop without a last checkpoint. */
@@ -212,9 +213,8 @@ export class SqliteHotLedger implements HotLedger {
   }
 
   /** Resolves once every operation enqueued has settled (callers stop first) and the WAL is let go. */
-  /** A hold's outcome is always known here: its group's answer is never lost (one process, one connection). */
-  async resolveDoubts(): Promise<number> {
-    return 0
+  resolveDoubts(): Promise<number> {
+    return noDoubts.resolve()
   }
 
   async close(): Promise<void> {

@@ -2,13 +2,13 @@ import type BetterSqlite3 from 'better-sqlite3'
 import { toAccount } from '../accounts.js'
 import { MAX_STORED } from '../chain.js'
 import { big } from '../ints.js'
-import { isBusyError } from './patient-dialect.js'
+import { isBusyError } from './engine/patient-dialect.js'
 import { usageRow, type UsageRecord } from '../usage.js'
 import { USAGE_ON_HOLDS } from '../migrations/009_records_written_once.js'
 import type { OpenHolds } from '../ledger/open-holds.js'
-import { sqliteKeySpend } from './key-spend-ops.js'
-import { sqliteRateOps } from './rate-ops.js'
-import { byCounter, sum, wholeOrEach, type Item } from './group-sets.js'
+import { sqliteKeySpend } from './key-spend.js'
+import { sqliteRateOps } from './key-rates.js'
+import { byCounter, sum, wholeOrEach, type Item } from './engine/group-sets.js'
 import {
   capturedClose,
   overCapture,

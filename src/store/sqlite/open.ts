@@ -2,10 +2,10 @@ import { mkdirSync, realpathSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
 import { Kysely } from 'kysely'
-import { PatientSqliteDialect } from './patient-dialect.js'
+import { PatientSqliteDialect } from './engine/patient-dialect.js'
 import type { Database } from '../schema.js'
 import type { Lock } from '../dialect.js'
-import { Checkpointer } from './checkpointer.js'
+import { Checkpointer } from './engine/checkpointer.js'
 import { createRequire } from 'node:module'
 
 export interface SqliteHandle {

@@ -2,7 +2,7 @@ import type BetterSqlite3 from 'better-sqlite3'
 import { KEY_CLOSE, KEY_HELD, KEY_HOLD, KEY_SPEND_ROW, KEY_UNHELD, toKeySpend } from '../ledger/key-spend.js'
 import type { Close, HoldResult } from '../ledger/types.js'
 import { periodStart } from '../../limits/period.js'
-import { bySame, sum, wholeOrEach, type Item } from './group-sets.js'
+import { bySame, sum, wholeOrEach, type Item } from './engine/group-sets.js'
 
 /** SQLite names GREATEST `max`. */
 const sqlite = (sql: string) => sql.replaceAll('GREATEST(', 'max(')

@@ -1,9 +1,9 @@
 import { statSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { openStore } from '../open.js'
-import { SYSTEM_ACCOUNTS } from '../accounts.js'
-import { freshSqliteUrl } from '../../../test/helpers/stores.js'
-import { usageRecord } from '../../../test/helpers/store-fixture.js'
+import { openStore } from '../../open.js'
+import { SYSTEM_ACCOUNTS } from '../../accounts.js'
+import { freshSqliteUrl } from '../../../../test/helpers/stores.js'
+import { usageRecord } from '../../../../test/helpers/store-fixture.js'
 
 /** Sustained ledger writes with no pause between groups: the WAL must still start over, or it grows without bound. */
 describe('the SQLite WAL under sustained writes', () => {

@@ -1,4 +1,4 @@
-import type { HoldRequest } from '../ledger/types.js'
+import type { HoldRequest } from '../../ledger/types.js'
 
 /** A hold or a close of one operation of the group: its place in the group and its request's hold. */
 export interface Item<T> {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { postgresReachable } from '../../../test/helpers/stores.js'
 import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
 import { capturedClose, recordValues, sweptClose, SWEPT_COLUMNS, type HoldRequest } from '../ledger/types.js'
-import { rowJson } from './ledger-groups.js'
+import { rowJson } from './ledger-ops.js'
 
 /** The Postgres hot ledger's group commit: many requests' holds and closes in one call, each as exact as alone. */
 describe('ledger groups on postgres', () => {

@@ -1,7 +1,7 @@
 import BetterSqlite3 from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
-import { openStore } from '../open.js'
-import { freshSqliteUrl } from '../../../test/helpers/stores.js'
+import { openStore } from '../../open.js'
+import { freshSqliteUrl } from '../../../../test/helpers/stores.js'
 
 const pageSize = (path: string) => {
   const raw = new BetterSqlite3(path, { readonly: true })
