@@ -1,4 +1,5 @@
 import type { Account } from '../accounts.js'
+import type { HoldsTable } from '../schema.js'
 import { usageRow, type UsageRecord } from '../usage.js'
 import type { OpenHolds } from './open-holds.js'
 import type { HoldRequest } from './hold-request.js'
@@ -184,39 +185,83 @@ export const SWEPT_COLUMNS = {
   posted: 0,
 } as const
 
-/** The columns of a request's one row in `holds`, in the order of `recordValues`, for the dialects' raw statements. */
-export const RECORD_COLUMNS =
-  'request_id, account_id, key_id, model, amount, status, owner, created_at, expires_at, closed_at, cost, payee_id, fee, ' +
-  'served_model, provider, stream, prompt_tokens, completion_tokens, upstream_prompt_tokens, upstream_completion_tokens, outcome, latency_ms, ' +
-  'posted, fee_account_id, body_sha256, input_price, output_price'
+/**
+ * The columns of a request's one row in `holds` that its close writes, in the order of `recordValues`: names of the
+ * schema's table (the compiler checks each), for the dialects' prepared statements.
+ */
+export const RECORD_COLUMN_LIST = [
+  'request_id',
+  'account_id',
+  'key_id',
+  'model',
+  'amount',
+  'status',
+  'owner',
+  'created_at',
+  'expires_at',
+  'closed_at',
+  'cost',
+  'payee_id',
+  'fee',
+  'served_model',
+  'provider',
+  'stream',
+  'prompt_tokens',
+  'completion_tokens',
+  'upstream_prompt_tokens',
+  'upstream_completion_tokens',
+  'outcome',
+  'latency_ms',
+  'posted',
+  'fee_account_id',
+  'body_sha256',
+  'input_price',
+  'output_price',
+] as const satisfies readonly (keyof HoldsTable)[]
 
-/** A request's row: its hold (none for a refusal: amount 0, no owner) and how it closed. */
-export function recordValues(h: HoldRequest | undefined, c: Close): unknown[] {
+export type RecordColumn = (typeof RECORD_COLUMN_LIST)[number]
+
+/** RECORD_COLUMN_LIST as a statement names them. */
+export const RECORD_COLUMNS = RECORD_COLUMN_LIST.join(', ')
+
+/** A request's row, column by column: its hold (none for a refusal: amount 0, no owner) and how it closed. */
+export function recordRow(h: HoldRequest | undefined, c: Close): Record<RecordColumn, unknown> {
   const u = usageRow(c.usage)
-  const hold = h
-    ? [h.requestId, h.accountId, h.keyId, h.model, h.amount, c.status, h.owner, h.now, h.expiresAt]
-    : [u.request_id, u.account_id, u.key_id, u.model, 0n, c.status, '', u.created_at, u.created_at]
-  return [
-    ...hold,
-    c.closedAt,
-    c.cost,
-    c.payeeId,
-    c.fee,
-    u.served_model,
-    u.provider,
-    u.stream,
-    u.prompt_tokens,
-    u.completion_tokens,
-    u.upstream_prompt_tokens,
-    u.upstream_completion_tokens,
-    u.outcome,
-    u.latency_ms,
-    c.posted ? 1 : 0,
-    c.fee ? c.feeAccountId : null,
-    c.usage.bodySha256 ?? null,
-    c.usage.prices?.input ?? null,
-    c.usage.prices?.output ?? null,
-  ]
+  return {
+    request_id: h ? h.requestId : u.request_id,
+    account_id: h ? h.accountId : u.account_id,
+    key_id: h ? h.keyId : u.key_id,
+    model: h ? h.model : u.model,
+    amount: h ? h.amount : 0n,
+    status: c.status,
+    owner: h ? h.owner : '',
+    created_at: h ? h.now : u.created_at,
+    expires_at: h ? h.expiresAt : u.created_at,
+    closed_at: c.closedAt,
+    cost: c.cost,
+    payee_id: c.payeeId,
+    fee: c.fee,
+    served_model: u.served_model,
+    provider: u.provider,
+    stream: u.stream,
+    prompt_tokens: u.prompt_tokens,
+    completion_tokens: u.completion_tokens,
+    upstream_prompt_tokens: u.upstream_prompt_tokens,
+    upstream_completion_tokens: u.upstream_completion_tokens,
+    outcome: u.outcome,
+    latency_ms: u.latency_ms,
+    posted: c.posted ? 1 : 0,
+    fee_account_id: c.fee ? c.feeAccountId : null,
+    body_sha256: c.usage.bodySha256 ?? null,
+    input_price: c.usage.prices?.input ?? null,
+    output_price: c.usage.prices?.output ?? null,
+  }
+}
+
+/** A request's row as a prepared statement binds it: its values in the order of RECORD_COLUMN_LIST. */
+export function recordValues(h: HoldRequest | undefined, c: Close): unknown[] {
+  const row = recordRow(h, c)
+  return RECORD_COLUMN_LIST.map((column) => row[column])
 }
 
 /** The row of a request that moved no money (refused before admission, or failed before its hold). */

@@ -1,13 +1,10 @@
 import { sql, type Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
+import { columnsOf } from './columns.js'
 
 /** Accounts, keys, the append-only ledger, holds, usage, settlement batches and gateway instances. */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const big = dialect === 'postgres' ? 'bigint' : 'integer'
-  const serial = (t: ReturnType<Kysely<unknown>['schema']['createTable']>) =>
-    dialect === 'postgres'
-      ? t.addColumn('id', 'bigserial', (c) => c.primaryKey())
-      : t.addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement())
+  const { big, serial } = columnsOf(dialect)
 
   await serial(db.schema.createTable('accounts'))
     .addColumn('address', 'text', (c) => c.notNull().unique())

@@ -1,12 +1,13 @@
 import { sql, type Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
+import { columnsOf } from './columns.js'
 
 /**
  * Portal: sign-in nonces and sessions live in the store so any gateway process can verify them and a nonce is used
  * once.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const big = dialect === 'postgres' ? 'bigint' : 'integer'
+  const { big } = columnsOf(dialect)
 
   await db.schema
     .createTable('portal_nonces')

@@ -1,12 +1,13 @@
 import type { Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
+import { columnsOf } from './columns.js'
 
 /**
  * On-chain settlement: the wallet state read from the chain per account, the block each batch was mined in,
  * which legs of a batch failed, and an index to sum an account's unsettled charges.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const big = dialect === 'postgres' ? 'bigint' : 'integer'
+  const { big } = columnsOf(dialect)
 
   await db.schema
     .createTable('chain_wallets')

@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
+import { columnsOf } from './columns.js'
 
 /** The usage columns a request's row in `holds` carries since this migration (the `usage` view reads them). */
 export const USAGE_ON_HOLDS = [
@@ -20,7 +21,7 @@ export const USAGE_ON_HOLDS = [
  * an instance a sweep took for dead. Details: docs/architecture.md §15.22.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const big = dialect === 'postgres' ? 'bigint' : 'integer'
+  const { big } = columnsOf(dialect)
   const steps = async (db: Kysely<unknown>) => {
     await sql
       .raw(

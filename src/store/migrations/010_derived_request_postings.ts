@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
+import { columnsOf } from './columns.js'
 
 /**
  * A request's postings derived from its one row (docs/ledger-written-once.md): closed rows are marked `posted`, and
@@ -7,7 +8,7 @@ import type { Dialect } from '../dialect.js'
  * account. Derived postings have no id (NULL). Details: docs/architecture.md §15.22.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const big = dialect === 'postgres' ? 'bigint' : 'integer'
+  const { big } = columnsOf(dialect)
   const steps = async (db: Kysely<unknown>) => {
     await sql.raw('ALTER TABLE postings RENAME TO posting_rows').execute(db)
     await sql.raw('ALTER TABLE holds ADD COLUMN posted integer NOT NULL DEFAULT 0').execute(db)

@@ -1,12 +1,13 @@
 import type { Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
+import { columnsOf } from './columns.js'
 
 /**
  * Idempotency keys (`Idempotency-Key`): per API key, the first request that used one, its body's hash, and once it
  * finished, its reply when that can be sent again. Kept 24 hours.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const big = dialect === 'postgres' ? 'bigint' : 'integer'
+  const { big } = columnsOf(dialect)
   await db.schema
     .createTable('idempotency')
     .addColumn('key_id', 'text', (c) => c.notNull())

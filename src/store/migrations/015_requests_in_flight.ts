@@ -1,12 +1,13 @@
 import type { Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
+import { columnsOf } from './columns.js'
 
 /**
  * Requests a gateway instance is serving, written by its heartbeat; `cut_off_at` is set when the instance died with
  * them in flight, so that such a request has a usage record (outcome `cut_off`) once its hold is released.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const big = dialect === 'postgres' ? 'bigint' : 'integer'
+  const { big } = columnsOf(dialect)
   await db.schema
     .createTable('requests_in_flight')
     .addColumn('request_id', 'text', (c) => c.primaryKey())

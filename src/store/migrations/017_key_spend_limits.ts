@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
+import { columnsOf } from './columns.js'
 
 /**
  * Per-key spend limits: the limit in USDC base units (null: none) and its reset period, and the key's spend counters
@@ -8,7 +9,7 @@ import type { Dialect } from '../dialect.js'
  * instance takes them out of `period_held`.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const big = dialect === 'postgres' ? 'bigint' : 'integer'
+  const { big } = columnsOf(dialect)
   const keys = () => db.schema.alterTable('api_keys')
   await keys().addColumn('spend_limit', big).execute()
   await keys()

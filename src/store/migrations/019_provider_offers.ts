@@ -1,12 +1,13 @@
 import type { Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
+import { columnsOf } from './columns.js'
 
 /**
  * Providers' endpoints and offers kept in the store, changed while gateways run (a provider's wallet registers them
  * through the portal or `svc provider`): gateways read the live ones every few seconds beside the config's.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const big = dialect === 'postgres' ? 'bigint' : 'integer'
+  const { big } = columnsOf(dialect)
   await db.schema
     .createTable('provider_endpoints')
     .addColumn('id', 'text', (c) => c.primaryKey())

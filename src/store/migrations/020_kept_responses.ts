@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
+import { columnsOf } from './columns.js'
 
 /**
  * What the Responses API keeps of a response (unless `store: false`), per API key and for a bounded time
@@ -7,7 +8,7 @@ import type { Dialect } from '../dialect.js'
  * output item's id that item, for `item_reference`.
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const big = dialect === 'postgres' ? 'bigint' : 'integer'
+  const { big } = columnsOf(dialect)
   await db.schema
     .createTable('kept_responses')
     .addColumn('key_id', 'text', (c) => c.notNull())

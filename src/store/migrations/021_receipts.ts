@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
+import { columnsOf } from './columns.js'
 import { createLedgerGroupFunctions } from './018_ledger_groups.js'
 
 /**
@@ -8,7 +9,7 @@ import { createLedgerGroupFunctions } from './018_ledger_groups.js'
  * order, so that a proof is the same however often it is asked for (docs/architecture.md, "Receipts").
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const big = dialect === 'postgres' ? 'bigint' : 'integer'
+  const { big } = columnsOf(dialect)
   const holds = () => db.schema.alterTable('holds')
   await holds().addColumn('body_sha256', 'text').execute()
   await holds().addColumn('input_price', big).execute()

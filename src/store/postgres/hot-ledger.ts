@@ -18,6 +18,7 @@ import {
   releasedClose,
   sweptClose,
   RECORD_COLUMNS,
+  RECORD_COLUMN_LIST,
   type CaptureRequest,
   type CommitObserver,
   type Close,
@@ -43,10 +44,7 @@ WITH acct AS (
 )
 SELECT count(*)::int AS ok FROM acct`
 
-const RECORD_PARAMS = (from: number) =>
-  RECORD_COLUMNS.split(',')
-    .map((_, i) => `$${from + i}`)
-    .join(', ')
+const RECORD_PARAMS = (from: number) => RECORD_COLUMN_LIST.map((_, i) => `$${from + i}`).join(', ')
 
 /**
  * $1 owner, $2 account, $3 amount held, $4 cost, then the row (RECORD_COLUMNS from $5), which stands for the request's
@@ -71,7 +69,7 @@ SELECT count(*)::int AS ok FROM o`
 
 const CLOSE = closeSql()
 /** The close of a hold its key's spend limit counted: the key's CTEs' parameters follow the row's. */
-const CLOSE_KEY = closeSql(closeKeyCtes(5 + RECORD_COLUMNS.split(',').length))
+const CLOSE_KEY = closeSql(closeKeyCtes(5 + RECORD_COLUMN_LIST.length))
 
 /** A hold of an older version, still a row: released by the sweeps. $1 request, $2 now, then the usage columns. */
 const RELEASE_ROW = `

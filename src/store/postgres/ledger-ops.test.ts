@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { postgresReachable } from '../../../test/helpers/stores.js'
 import { closeFixture, openFixture, usageRecord, type StoreFixture } from '../../../test/helpers/store-fixture.js'
-import { capturedClose, recordValues, sweptClose, SWEPT_COLUMNS, type HoldRequest } from '../ledger/types.js'
+import { capturedClose, recordRow, sweptClose, SWEPT_COLUMNS, type HoldRequest } from '../ledger/types.js'
 import { rowJson } from './ledger-ops.js'
 
 /** The Postgres hot ledger's group commit: many requests' holds and closes in one call, each as exact as alone. */
@@ -167,7 +167,7 @@ describe("a group's swept rows", () => {
       now: 5,
       usage: usageRecord('r', 7, 60n),
     })
-    const swept = rowJson(recordValues(h, sweptClose(close)))
-    expect({ ...rowJson(recordValues(h, close)), ...SWEPT_COLUMNS }).toEqual(swept)
+    const swept = rowJson(recordRow(h, sweptClose(close)))
+    expect({ ...rowJson(recordRow(h, close)), ...SWEPT_COLUMNS }).toEqual(swept)
   })
 })

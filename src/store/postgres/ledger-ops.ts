@@ -1,5 +1,5 @@
 import pg from 'pg'
-import { recordValues, RECORD_COLUMNS, type Close, type HoldRequest } from '../ledger/types.js'
+import { recordRow, type Close, type HoldRequest } from '../ledger/types.js'
 
 /** How a close went: 1 closed, 0 released first by a sweep (its row written as swept), -1 closed already. */
 export type Closed = 1 | 0 | -1
@@ -14,13 +14,12 @@ type Op =
   | { kind: 'hold'; h: HoldRequest; resolve: (ok: boolean) => void; reject: (e: unknown) => void }
   | { kind: 'close'; h: HoldRequest; c: Close; resolve: (r: Closed) => void; reject: (e: unknown) => void }
 
-const COLUMNS = RECORD_COLUMNS.split(',').map((c) => c.trim())
 const GROUP = `SELECT r_closed AS closed, r_held AS held FROM svc_ledger_group($1::text, $2::bigint[], $3::bigint[], $4::bigint[],
   $5::json, $6::bigint[], $7::bigint[])`
 
-/** A request's row as `svc_ledger_group` reads it: an object of RECORD_COLUMNS, integers past 2^53 as strings. */
-export function rowJson(values: unknown[]): Record<string, unknown> {
-  return Object.fromEntries(COLUMNS.map((c, i) => [c, typeof values[i] === 'bigint' ? String(values[i]) : values[i]]))
+/** A request's row as `svc_ledger_group` reads it: an object of its columns, integers past 2^53 as strings. */
+export function rowJson(row: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(row).map(([c, v]) => [c, typeof v === 'bigint' ? String(v) : v]))
 }
 
 /**
@@ -147,7 +146,7 @@ function groupValues(closes: Closing[], holds: Holding[]): unknown[] {
     ids(closes),
     closes.map((o) => String(o.h.amount)),
     closes.map((o) => String(o.c.cost)),
-    JSON.stringify(closes.map((o) => rowJson(recordValues(o.h, o.c)))),
+    JSON.stringify(closes.map((o) => rowJson(recordRow(o.h, o.c)))),
     ids(holds),
     holds.map((o) => String(o.h.amount)),
   ]

@@ -1,7 +1,15 @@
 import type BetterSqlite3 from 'better-sqlite3'
-import type { Kysely } from 'kysely'
+import {
+  DummyDriver,
+  Kysely,
+  SqliteAdapter,
+  SqliteIntrospector,
+  SqliteQueryCompiler,
+  sql,
+  type Expression,
+} from 'kysely'
 import type { Database } from '../schema.js'
-import { KeyRatesRepo, TAKE_SQL, takeValues } from '../key-rates.js'
+import { KeyRatesRepo, takeQuery, takeValues, type TakeTerms, type TakeValues } from '../key-rates.js'
 import { num } from '../ints.js'
 import { bySame, type Item } from './engine/group-sets.js'
 import type { RateAnswer, RateCount, RateTake } from '../../limits/counter.js'
@@ -17,8 +25,33 @@ type Rated = Item<void> & { hold: { rate: RateTake } }
 const keyMinute = ({ hold: { keyId, rate } }: Rated) =>
   `${keyId}\0${rate.minute}\0${rate.limits.rpm}\0${rate.limits.tpm}`
 
+/** Kysely as a compiler of SQLite's statements only: it runs none. */
+const compiler = new Kysely<Database>({
+  dialect: {
+    createAdapter: () => new SqliteAdapter(),
+    createDriver: () => new DummyDriver(),
+    createIntrospector: (db) => new SqliteIntrospector(db),
+    createQueryCompiler: () => new SqliteQueryCompiler(),
+  },
+})
+
+const named = <T>(name: keyof TakeValues) => sql.raw(`@${name}`) as unknown as Expression<T>
+
+/** The take's values as the named parameters better-sqlite3 binds from a TakeValues object. */
+const NAMED: TakeTerms = {
+  keyId: named('keyId'),
+  minute: named('minute'),
+  requests: named('requests'),
+  tokens: named('tokens'),
+  rpm: named('rpm'),
+  tpm: named('tpm'),
+}
+
+/** The conditional upsert of `takeQuery`, compiled once. */
+const TAKE_SQL = takeQuery(compiler, NAMED).compile().sql
+
 /**
- * The store's per-key rate counts on SQLite as prepared statements: a take (TAKE_SQL's conditional upsert) and a peek.
+ * The store's per-key rate counts on SQLite as prepared statements: a take (the conditional upsert) and a peek.
  * Run at once, each is a transaction of its own; run by a hot-ledger group, the takes are part of their holds'.
  */
 export function sqliteRateOps(raw: BetterSqlite3.Database) {
@@ -26,7 +59,7 @@ export function sqliteRateOps(raw: BetterSqlite3.Database) {
   const read = raw.prepare('SELECT requests, tokens FROM key_rates WHERE key_id = ? AND minute = ?')
   const peek = (keyId: string, minute: number): RateCount => countOf(read.get(keyId, minute) as CountRow)
   const take = (keyId: string, rate: RateTake): RateAnswer => {
-    const row = upsert.get(...takeValues(keyId, rate)) as CountRow
+    const row = upsert.get(takeValues(keyId, rate)) as CountRow
     if (row) return { taken: true, count: countOf(row) }
     return { taken: false, count: peek(keyId, rate.minute) }
   }
@@ -39,7 +72,7 @@ export function sqliteRateOps(raw: BetterSqlite3.Database) {
     const { keyId, rate } = set[0]!.hold
     if (set.length > 1) {
       const tokens = set.reduce((all, i) => all + i.hold.rate.tokens, 0)
-      const row = upsert.get(...takeValues(keyId, { ...rate, tokens }, set.length)) as CountRow
+      const row = upsert.get(takeValues(keyId, { ...rate, tokens }, set.length)) as CountRow
       if (row) {
         let { requests, tokens: counted } = countOf(row)
         const answers: RateAnswer[] = new Array<RateAnswer>(set.length)

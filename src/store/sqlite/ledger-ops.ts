@@ -18,15 +18,14 @@ import {
   releasedClose,
   sweptClose,
   RECORD_COLUMNS,
+  RECORD_COLUMN_LIST,
   type CaptureRequest,
   type Close,
   type HoldRequest,
   type HoldResult,
 } from '../ledger/types.js'
 
-const RECORD_PLACES = RECORD_COLUMNS.split(',')
-  .map(() => '?')
-  .join(', ')
+const RECORD_PLACES = RECORD_COLUMN_LIST.map(() => '?').join(', ')
 
 /** One hot-ledger operation as data: what a group runs. */
 export type LedgerOp =
