@@ -3,6 +3,7 @@ import { OperationError } from '../../accounts/operations.js'
 import { FAULT_MODES, faultName, parseFault } from '../../providers/simulated/faults.js'
 import { SimulatedProvider } from '../../providers/simulated/server.js'
 import { FRAGMENTATIONS, type Fragmentation } from '../../providers/simulated/wire.js'
+import { DIALECT_NAMES, type DialectName } from '../../providers/simulated/dialects/index.js'
 import { behavioursProblem, type Behaviours } from '../../providers/simulated/behaviour.js'
 import { action, emit, onShutdown, portOption, wholeOption } from '../context.js'
 
@@ -14,6 +15,8 @@ interface SimCliOptions {
   chunkDelayMs: string
   fragmentation: string
   toolPreface: string
+  dialect: string
+  reasoningTokens: string
   models?: string
   apiKey?: string
   json?: boolean
@@ -33,6 +36,8 @@ export function simCommand(program: Command): void {
     .option('--chunk-delay-ms <n>', 'pause between streamed chunks', '0')
     .option('--fragmentation <how>', `tool-call argument deltas: ${FRAGMENTATIONS.join(', ')}`, 'split')
     .option('--tool-preface <text>', 'content streamed before tool calls', '')
+    .option('--dialect <engine>', `the serving engine whose wire it speaks: ${DIALECT_NAMES.join(', ')}`, 'openai')
+    .option('--reasoning-tokens <n>', 'words of reasoning before each reply', '0')
     .option(
       '--models <json>',
       'tool abilities per upstream model, e.g. {"tern":{"parallel":false,"toolChoice":["auto","none"]}}',
@@ -46,10 +51,13 @@ export function simCommand(program: Command): void {
         if (!fault) throw new OperationError(`unknown fault mode ${opts.fault}; one of ${FAULT_MODES.join(', ')}`)
         if (!FRAGMENTATIONS.includes(opts.fragmentation as Fragmentation))
           throw new OperationError(`--fragmentation must be one of ${FRAGMENTATIONS.join(', ')}`)
+        if (!DIALECT_NAMES.includes(opts.dialect as DialectName))
+          throw new OperationError(`--dialect must be one of ${DIALECT_NAMES.join(', ')}`)
         const models = opts.models === undefined ? {} : parseModels(opts.models)
         const port = portOption('--port', opts.port)
         const replyTokens = wholeOption('--reply-tokens', opts.replyTokens, 100_000)
         const chunkDelayMs = wholeOption('--chunk-delay-ms', opts.chunkDelayMs, 60_000)
+        const reasoningTokens = wholeOption('--reasoning-tokens', opts.reasoningTokens, 100_000)
         const sim = await SimulatedProvider.start({
           port,
           host: opts.host,
@@ -58,6 +66,8 @@ export function simCommand(program: Command): void {
           chunkDelayMs,
           fragmentation: opts.fragmentation as Fragmentation,
           toolPreface: opts.toolPreface,
+          dialect: opts.dialect as DialectName,
+          reasoningTokens,
           models,
           ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
         }).catch((err: NodeJS.ErrnoException) => {
@@ -75,8 +85,8 @@ export function simCommand(program: Command): void {
         onShutdown(() => sim.close())
         emit(
           opts,
-          { base_url: sim.url, port: sim.port, fault: faultName(fault) },
-          `simulated provider on ${sim.url} (fault: ${faultName(fault)})`,
+          { base_url: sim.url, port: sim.port, fault: faultName(fault), dialect: opts.dialect },
+          `simulated provider on ${sim.url} (${opts.dialect} dialect, fault: ${faultName(fault)})`,
         )
       }),
     )

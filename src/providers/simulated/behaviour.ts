@@ -76,9 +76,10 @@ export function behavioursProblem(models: unknown): string | null {
   return null
 }
 
-export function behaviourOf(models: Behaviours, model: string): ModelBehaviour {
+/** A model's behaviour: its own fields over the engine's (`engine`, what the server imposes) over the defaults. */
+export function behaviourOf(models: Behaviours, model: string, engine: Partial<ModelBehaviour> = {}): ModelBehaviour {
   const own = Object.hasOwn(models, model) ? models[model] : undefined
-  return own ? { ...FULL_BEHAVIOUR, ...own } : FULL_BEHAVIOUR
+  return own || Object.keys(engine).length ? { ...FULL_BEHAVIOUR, ...engine, ...own } : FULL_BEHAVIOUR
 }
 
 function unsupportedChoice(body: Record<string, unknown>, b: ModelBehaviour): string | null {

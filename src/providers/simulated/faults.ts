@@ -11,6 +11,12 @@ export type Fault =
   | { kind: 'bad-tool-args' }
   | { kind: 'empty-tool-name' }
   | { kind: 'refuse-connections' }
+  /** The engine fails after N output events (or a whole reply) with a server error, written in its dialect. */
+  | { kind: 'error-after'; chunks: number }
+  /** The engine gives up after N output events with its abort finish reason, and ends the stream as usual. */
+  | { kind: 'abort-after'; chunks: number }
+  /** The engine refuses the request as invalid inside its 200 stream, before any output (as TGI validates). */
+  | { kind: 'refuse-in-stream' }
 
 export const FAULT_MODES = [
   'none',
@@ -23,6 +29,9 @@ export const FAULT_MODES = [
   'bad-tool-args',
   'empty-tool-name',
   'refuse-connections',
+  'error-after:N',
+  'abort-after:N',
+  'refuse-in-stream',
 ]
 
 const DEFAULT_SLOW_MS = 30_000
@@ -39,7 +48,9 @@ export function parseFault(text: string): Fault | null {
     case 'slow':
       return { kind: 'slow', ms: n ?? DEFAULT_SLOW_MS }
     case 'break-after':
-      return n === undefined ? null : { kind: 'break-after', chunks: n }
+    case 'error-after':
+    case 'abort-after':
+      return n === undefined ? null : { kind: name, chunks: n }
     case 'stall':
     case 'status-500':
     case 'status-429':
@@ -47,6 +58,7 @@ export function parseFault(text: string): Fault | null {
     case 'bad-tool-args':
     case 'empty-tool-name':
     case 'refuse-connections':
+    case 'refuse-in-stream':
       return arg === undefined ? { kind: name } : null
     default:
       return null
@@ -55,6 +67,6 @@ export function parseFault(text: string): Fault | null {
 
 export function faultName(f: Fault): string {
   if (f.kind === 'slow') return `slow:${f.ms}`
-  if (f.kind === 'break-after') return `break-after:${f.chunks}`
+  if (f.kind === 'break-after' || f.kind === 'error-after' || f.kind === 'abort-after') return `${f.kind}:${f.chunks}`
   return f.kind
 }

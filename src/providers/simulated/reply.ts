@@ -3,9 +3,12 @@ import { FULL_BEHAVIOUR, type ModelBehaviour } from './behaviour.js'
 
 /** What the simulated upstream answers to one request, decided before any byte is written. */
 export interface SimReply {
+  /** Reasoning words, streamed before the content (none unless `reasoningTokens` asks). */
+  reasoning: string[]
   pieces: string[]
   toolCalls: { id: string; name: string; arguments: string }[]
-  finish: 'stop' | 'length' | 'tool_calls'
+  /** stop, length, tool_calls, or the engine's reason for a generation it gave up. */
+  finish: string
   promptTokens: number
   /** One entry per piece when the request asked for `logprobs`, as OpenAI writes them. */
   logprobs?: TokenLogprob[]
@@ -32,6 +35,8 @@ export function logprobsOf(pieces: readonly string[], top: number): TokenLogprob
 
 export interface ReplySettings {
   replyTokens: number
+  /** Words of reasoning before the reply; `max_tokens` bounds both together, reasoning first. */
+  reasoningTokens: number
   toolPreface: string
   ignoreMaxTokens: boolean
 }
@@ -71,10 +76,31 @@ export function planReply(body: Body, settings: ReplySettings, behaviour: ModelB
 }
 
 function planPieces(body: Body, settings: ReplySettings, behaviour: ModelBehaviour): SimReply {
+  const limit = settings.ignoreMaxTokens ? Infinity : Number(body.max_tokens ?? body.max_completion_tokens ?? Infinity)
+  const thought = Math.min(settings.reasoningTokens, limit)
+  const reasoning =
+    thought > 0 ? replyWords(`${String(body.model)}|reasoning|${JSON.stringify(body.messages)}`, thought) : []
+  if (thought < settings.reasoningTokens)
+    return { reasoning, pieces: [], toolCalls: [], finish: 'length', promptTokens: promptTokensOf(body) }
+  return { ...answerOf(body, settings, behaviour, limit - thought), reasoning }
+}
+
+function promptTokensOf(body: Body): number {
+  const messages = Array.isArray(body.messages) ? (body.messages as { content?: unknown }[]) : []
+  return Math.ceil(messages.reduce((n, m) => n + textOf(m.content).length, 0) / 4) + messages.length * 3
+}
+
+/** The reply after its reasoning, within `limit` tokens. */
+function answerOf(
+  body: Body,
+  settings: ReplySettings,
+  behaviour: ModelBehaviour,
+  limit: number,
+): Omit<SimReply, 'reasoning'> {
   const messages = Array.isArray(body.messages) ? (body.messages as { role?: string; content?: unknown }[]) : []
   const last = messages.at(-1)
   const lastText = textOf(last?.content)
-  const promptTokens = Math.ceil(messages.reduce((n, m) => n + textOf(m.content).length, 0) / 4) + messages.length * 3
+  const promptTokens = promptTokensOf(body)
   const seed = `${String(body.model)}|${lastText}|${messages.length}`
   const tools = Array.isArray(body.tools) ? (body.tools as SimTool[]) : []
   if (tools.length && body.tool_choice !== 'none' && (last?.role !== 'tool' || !behaviour.agentic)) {
@@ -88,7 +114,6 @@ function planPieces(body: Body, settings: ReplySettings, behaviour: ModelBehavio
       return { pieces, toolCalls: calls, finish: 'tool_calls', promptTokens }
     }
   }
-  const limit = settings.ignoreMaxTokens ? Infinity : Number(body.max_tokens ?? body.max_completion_tokens ?? Infinity)
   const format = body.response_format as
     { type?: string; json_schema?: { schema?: Record<string, unknown> } } | undefined
   if (format?.type === 'json_object' || format?.type === 'json_schema') {

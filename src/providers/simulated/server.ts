@@ -1,8 +1,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { drained, json, pause, readBody } from './http.js'
-import { completion, FRAGMENTATIONS, toolDeltas, type Fragmentation } from './wire.js'
+import { FRAGMENTATIONS, type Fragmentation } from './wire.js'
+import { DIALECT_NAMES, DIALECTS, type Dialect, type DialectName, type StreamContext } from './dialects/index.js'
 import { faultName, parseFault, type Fault } from './faults.js'
 import { planReply, type SimReply } from './reply.js'
 import { actedOn, behaviourOf, behavioursProblem, cutLongArguments, refusalOf, type Behaviours } from './behaviour.js'
@@ -23,6 +24,15 @@ export interface SimSettings {
   models: Behaviours
   /** A misbehaving upstream: replies `replyTokens` words whatever max_tokens asks. */
   ignoreMaxTokens: boolean
+  /** Words of reasoning before each reply (0: none); max_tokens bounds reasoning and reply together. */
+  reasoningTokens: number
+  /** The serving engine whose wire it speaks (dialects/). */
+  dialect: DialectName
+  /**
+   * Closes a connection this long after a streamed reply ended, dropping any request that reaches it meanwhile
+   * (llama.cpp's server does so after 1 ms); unset: as the dialect's engine does.
+   */
+  closeAfterStreamMs?: number
 }
 
 export interface SimOptions extends Partial<SimSettings> {
@@ -39,7 +49,15 @@ const DEFAULTS: SimSettings = {
   toolPreface: '',
   models: {},
   ignoreMaxTokens: false,
+  reasoningTokens: 0,
+  dialect: 'openai',
 }
+interface Exchange {
+  req: IncomingMessage
+  res: ServerResponse
+}
+
+const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }
 const KEEP_REQUESTS = 200
 
 /** A simulated OpenAI-compatible upstream (plain and SSE), with fault modes switchable at `POST /_sim/fault`. */
@@ -51,6 +69,8 @@ export class SimulatedProvider {
   readonly requests: Record<string, unknown>[] = []
   private readonly server: Server
   private readonly activeByModel = new Map<string, number>()
+  /** Connections the engine is closing after a streamed reply (see `closeAfterStreamMs`). */
+  private readonly closing = new WeakSet<Socket>()
 
   private constructor(private readonly opts: SimOptions) {
     this.fault = opts.fault ?? { kind: 'none' }
@@ -98,6 +118,7 @@ export class SimulatedProvider {
     const url = req.url ?? '/'
     if (url.startsWith('/_sim/')) return this.control(req, res, url)
     if (this.fault.kind === 'refuse-connections') return void req.socket.resetAndDestroy()
+    if (this.closing.has(req.socket)) return void req.socket.destroy()
     if (req.method === 'GET' && url.endsWith('/models')) return json(res, 200, { object: 'list', data: [] })
     if (req.method !== 'POST' || !url.endsWith('/chat/completions'))
       return json(res, 404, { error: { message: 'not found' } })
@@ -127,17 +148,12 @@ export class SimulatedProvider {
   private async answer(body: Record<string, unknown>, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const fault = this.fault
     const model = String(body.model)
-    const behaviour = behaviourOf(this.settings.models, model)
+    const dialect = this.dialect
+    const behaviour = behaviourOf(this.settings.models, model, dialect.behaviour)
     const refused = refusalOf(body, behaviour)
-    if (refused) return json(res, 400, { error: { message: refused, type: 'invalid_request_error' } })
-    if (behaviour.maxConcurrency > 0 && this.activeByModel.get(model)! > behaviour.maxConcurrency) {
-      return json(
-        res,
-        429,
-        { error: { message: `more than ${behaviour.maxConcurrency} concurrent requests` } },
-        { 'retry-after': '1' },
-      )
-    }
+    if (refused) return this.error(res, 400, refused)
+    if (behaviour.maxConcurrency > 0 && this.activeByModel.get(model)! > behaviour.maxConcurrency)
+      return this.error(res, 429, `more than ${behaviour.maxConcurrency} concurrent requests`, { 'retry-after': '1' })
     if (!(await pause(behaviour.latencyMs + (fault.kind === 'slow' ? fault.ms : 0), res))) return
     if (fault.kind === 'stall') {
       await new Promise<void>((resolve) => {
@@ -146,18 +162,38 @@ export class SimulatedProvider {
       })
       if (res.destroyed) return
     }
-    if (fault.kind === 'status-500') return json(res, 500, { error: { message: 'simulated internal error' } })
-    if (fault.kind === 'status-429')
-      return json(res, 429, { error: { message: 'simulated rate limit' } }, { 'retry-after': '1' })
+    if (fault.kind === 'status-500') return this.error(res, 500, 'simulated internal error')
+    if (fault.kind === 'status-429') return this.error(res, 429, 'simulated rate limit', { 'retry-after': '1' })
     const reply = planReply(actedOn(body, behaviour), this.settings, behaviour)
     cutLongArguments(reply.toolCalls, behaviour)
     if (fault.kind === 'bad-tool-args')
       for (const c of reply.toolCalls) c.arguments = c.arguments.slice(0, Math.max(1, c.arguments.length - 2))
     if (fault.kind === 'empty-tool-name') for (const c of reply.toolCalls) c.name = ''
-    if (body.stream === true) return this.stream(model, reply, fault, res)
+    if (fault.kind === 'abort-after') abortAfter(reply, fault.chunks, dialect.abortReason)
+    const stream = {
+      model,
+      id: dialect.completionId(),
+      created: Math.floor(Date.now() / 1000),
+      usage: (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true,
+      fragmentation: this.settings.fragmentation,
+    }
+    const refusal = fault.kind === 'refuse-in-stream' ? ([400, 'simulated invalid request'] as const) : undefined
+    const failing = fault.kind === 'error-after' ? ([500, 'simulated generation error'] as const) : undefined
+    if (body.stream === true) {
+      // An engine that reports such an error before any output in its stream does so; the others answer it plainly.
+      const early = refusal ?? (fault.kind === 'error-after' && fault.chunks === 0 ? failing : undefined)
+      if (early) {
+        const text = dialect.streamError(early[0], early[1], stream, 0)
+        if (text === undefined) return this.error(res, early[0], early[1])
+        return void res.writeHead(200, SSE_HEADERS).end(text)
+      }
+      return this.stream(reply, stream, fault, { req, res })
+    }
+    const error = refusal ?? failing
+    if (error) return this.error(res, error[0], error[1])
     if (fault.kind === 'garbage')
       return void res.writeHead(200, { 'content-type': 'application/json' }).end('<html>upstream exploded</html>')
-    const text = JSON.stringify(completion(model, reply))
+    const text = dialect.completion(reply, stream)
     if (fault.kind === 'break-after') {
       res.writeHead(200, { 'content-type': 'application/json' })
       res.write(text.slice(0, text.length >> 1))
@@ -167,12 +203,19 @@ export class SimulatedProvider {
     res.end(text)
   }
 
-  private async stream(model: string, reply: SimReply, fault: Fault, res: ServerResponse): Promise<void> {
-    const id = `chatcmpl-sim${Date.now().toString(36)}`
-    const created = Math.floor(Date.now() / 1000)
-    const chunk = (delta: Record<string, unknown>, finish: string | null = null, logprobs?: unknown) =>
-      `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, ...(logprobs ? { logprobs } : {}), finish_reason: finish }] })}\n\n`
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
+  /** The engine's error reply of `status`'s kind, in its dialect. */
+  private error(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): void {
+    const reply = this.dialect.errorReply(status, message)
+    json(res, reply.status, reply.body, headers)
+  }
+
+  private get dialect(): Dialect {
+    return DIALECTS[this.settings.dialect]
+  }
+
+  private async stream(reply: SimReply, c: StreamContext, fault: Fault, exchange: Exchange): Promise<void> {
+    const { req, res } = exchange
+    res.writeHead(200, SSE_HEADERS)
     if (fault.kind === 'garbage')
       return void res.end('data: {"choices":[{"delta":{"content":"Hel\n\ndata: ]]} not json {{\n\n')
     // As a serving engine does, it produces no faster than the gateway reads.
@@ -182,34 +225,27 @@ export class SimulatedProvider {
       if (this.settings.chunkDelayMs > 0) await sleep(this.settings.chunkDelayMs)
       return !res.destroyed
     }
-    if (!(await write(chunk({ role: 'assistant', content: '' })))) return
     // Breaks only after what was written reached the socket, so the client really saw it.
     const breakNow = () =>
       new Promise<void>((resolve) => res.write('', () => resolve())).then(() => void res.socket?.destroy())
     let sent = 0
-    for (const [i, piece] of reply.pieces.entries()) {
-      if (fault.kind === 'break-after' && sent >= fault.chunks) return breakNow()
-      const logprobs = reply.logprobs && { content: [reply.logprobs[i]], refusal: null }
-      if (!(await write(chunk({ content: piece }, null, logprobs)))) return
-      sent++
+    for (const frame of this.dialect.frames(reply, c)) {
+      if (frame.kind === 'output') {
+        if (fault.kind === 'break-after' && sent >= fault.chunks) return breakNow()
+        if (fault.kind === 'error-after' && sent >= fault.chunks)
+          return void res.end(this.dialect.streamError(500, 'simulated generation error', c, sent) ?? '')
+        sent++
+      }
+      if (!(await write(frame.text))) return
     }
-    if (fault.kind === 'break-after' && sent >= fault.chunks && reply.toolCalls.length) return breakNow()
-    for (const delta of toolDeltas(reply.toolCalls, this.settings.fragmentation)) {
-      if (!(await write(chunk({ tool_calls: [delta] })))) return
+    res.end()
+    const linger = this.settings.closeAfterStreamMs ?? this.dialect.closeAfterStreamMs
+    if (linger !== undefined) {
+      // The engine closes the connection it kept alive; a request that reaches it meanwhile is dropped.
+      const socket = req.socket
+      this.closing.add(socket)
+      res.once('finish', () => setTimeout(() => socket.destroy(), linger).unref())
     }
-    const usage = {
-      prompt_tokens: reply.promptTokens,
-      completion_tokens: reply.pieces.length,
-      total_tokens: reply.promptTokens + reply.pieces.length,
-    }
-    if (!(await write(chunk({}, reply.finish)))) return
-    if (
-      !(await write(
-        `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage })}\n\n`,
-      ))
-    )
-      return
-    res.end('data: [DONE]\n\n')
   }
 
   private async control(req: IncomingMessage, res: ServerResponse, url: string): Promise<void> {
@@ -249,5 +285,19 @@ function pickSettings(given: Partial<SimSettings>): Partial<SimSettings> {
   if (typeof o.toolPreface === 'string') out.toolPreface = o.toolPreface
   if (typeof o.models === 'object' && o.models !== null && !Array.isArray(o.models)) out.models = o.models as Behaviours
   if (typeof o.ignoreMaxTokens === 'boolean') out.ignoreMaxTokens = o.ignoreMaxTokens
+  if (Number.isSafeInteger(o.reasoningTokens) && (o.reasoningTokens as number) >= 0)
+    out.reasoningTokens = o.reasoningTokens as number
+  if (DIALECT_NAMES.includes(o.dialect as DialectName)) out.dialect = o.dialect as DialectName
+  if (Number.isSafeInteger(o.closeAfterStreamMs) && (o.closeAfterStreamMs as number) >= 0)
+    out.closeAfterStreamMs = o.closeAfterStreamMs as number
   return out
+}
+
+/** The reply cut after its first `chunks` output tokens (reasoning first), ended with the engine's abort reason. */
+function abortAfter(reply: SimReply, chunks: number, reason: string): void {
+  reply.reasoning = reply.reasoning.slice(0, chunks)
+  reply.pieces = reply.pieces.slice(0, Math.max(0, chunks - reply.reasoning.length))
+  reply.toolCalls = []
+  reply.finish = reason
+  delete reply.logprobs
 }

@@ -1,4 +1,4 @@
-// The OpenAI wire shapes of the simulated upstream's replies: a whole completion, and tool calls cut into deltas.
+// Tool calls cut into OpenAI's stream deltas, as the simulated upstream's `openai` dialect writes them.
 import type { SimReply } from './reply.js'
 
 export type Fragmentation = 'whole' | 'split' | 'bytes' | 'unindexed'
@@ -25,40 +25,4 @@ export function toolDeltas(calls: SimReply['toolCalls'], fragmentation: Fragment
   const out: Record<string, unknown>[] = []
   for (let i = 0; perCall.some((d) => i < d.length); i++) for (const d of perCall) if (i < d.length) out.push(d[i]!)
   return out
-}
-
-/** A non-streamed chat.completion body of `reply`. */
-export function completion(model: string, reply: SimReply) {
-  const content = reply.pieces.join('')
-  return {
-    id: `chatcmpl-sim${Date.now().toString(36)}`,
-    object: 'chat.completion',
-    created: Math.floor(Date.now() / 1000),
-    model,
-    choices: [
-      {
-        index: 0,
-        message: {
-          role: 'assistant',
-          content: content || (reply.toolCalls.length ? null : ''),
-          ...(reply.toolCalls.length
-            ? {
-                tool_calls: reply.toolCalls.map((c) => ({
-                  id: c.id,
-                  type: 'function',
-                  function: { name: c.name, arguments: c.arguments },
-                })),
-              }
-            : {}),
-        },
-        ...(reply.logprobs ? { logprobs: { content: reply.logprobs, refusal: null } } : {}),
-        finish_reason: reply.finish,
-      },
-    ],
-    usage: {
-      prompt_tokens: reply.promptTokens,
-      completion_tokens: reply.pieces.length,
-      total_tokens: reply.promptTokens + reply.pieces.length,
-    },
-  }
 }
