@@ -77,6 +77,12 @@ export class ChunkEncoder {
     return `${this.prefix}[{"index":0,"delta":{"content":${json}}${lp},"finish_reason":null}]}\n\n`
   }
 
+  /** A piece of the model's reasoning, as `reasoning_content` (the name llama.cpp, SGLang and DeepSeek give it). */
+  reasoning(text: string, plain = isPlainAscii(text)): string {
+    const json = plain ? `"${text}"` : JSON.stringify(text)
+    return `${this.prefix}[{"index":0,"delta":{"reasoning_content":${json}},"finish_reason":null}]}\n\n`
+  }
+
   toolCall(index: number, call: ToolCall): string {
     const c = {
       index,
@@ -135,6 +141,12 @@ export class ChatStream extends SseWire implements StreamWriter {
           out += enc.content(e.text, plain, e.logprobs)
           // Log probabilities are the upstream's JSON: not known to be ASCII.
           ascii &&= plain && enc.ascii && !e.logprobs
+          break
+        }
+        case 'reasoning': {
+          const plain = isPlainAscii(e.text)
+          out += enc.reasoning(e.text, plain)
+          ascii &&= plain && enc.ascii
           break
         }
         case 'tool_call':

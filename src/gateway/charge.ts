@@ -105,7 +105,7 @@ export async function charge(s: ChargeDeps, r: Admitted, outcome: RouteOutcome):
     case 'client_closed': {
       if (r.cancel.cause === 'stopping') return stoppedUnderway(s, r, outcome, base)
       // The client pays for what reached it, and nothing when nothing did.
-      if (outcome.reply && outcome.reply.content.length > 0) {
+      if (outcome.reply && saidAny(outcome.reply)) {
         const sent = { ...outcome.reply, toolCalls: [] }
         const c = chargeOf(s, r, { reply: sent, servedModel: outcome.servedModel ?? null }, 'client_closed')
         if (!(await capture(s, c.capture))) return { kind: 'closed', charged: false }
@@ -135,6 +135,11 @@ export async function charge(s: ChargeDeps, r: Admitted, outcome: RouteOutcome):
   }
 }
 
+/** Whether any of the reply reached its client as it came: content or reasoning. */
+function saidAny(reply: Produced): boolean {
+  return reply.content.length > 0 || reply.reasoning.length > 0
+}
+
 /** What a delivered reply costs, and the capture that charges it. */
 function chargeOf(
   s: ChargeDeps,
@@ -145,18 +150,23 @@ function chargeOf(
   // max_tokens bounds the output and the charge (docs/interface.md §4.1): an upstream that overruns it is billed, and
   // reported, as if it had stopped there, at the price of the offer that served. The bound is the one that offer was
   // sent (targets of svc/cortex@1 may be sent less than the hold covers).
+  // Reasoning is output, charged at the output price, and counted first: it came first.
+  const reasoning =
+    reply.reasoning === '' ? 0 : Math.min(countOutput(reply.reasoning, [], reply.maxTokens), reply.maxTokens)
   const completion = Math.min(
-    countOutput(
-      reply.content,
-      reply.toolCalls.map((c) => c.function),
-      reply.maxTokens,
-    ),
+    reasoning +
+      countOutput(
+        reply.content,
+        reply.toolCalls.map((c) => c.function),
+        reply.maxTokens - reasoning,
+      ),
     reply.maxTokens,
   )
   const usage: Usage = {
     prompt_tokens: r.prepared.inputTokens,
     completion_tokens: completion,
     total_tokens: r.prepared.inputTokens + completion,
+    ...(reply.reasoning === '' ? {} : { completion_tokens_details: { reasoning_tokens: reasoning } }),
   }
   // Never more than was held, whatever else happens.
   const cost = minBig(priceOf(reply.offer.prices, usage.prompt_tokens, usage.completion_tokens), r.hold)
@@ -251,7 +261,7 @@ async function stoppedUnderway(
   base: (o: Outcome, extra?: Partial<UsageRecord>) => UsageRecord,
 ): Promise<Finished> {
   const reply = outcome.reply
-  const begun = reply !== undefined && reply.content.length > 0
+  const begun = reply !== undefined && saidAny(reply)
   const served = begun ? { servedModel: outcome.servedModel ?? null, provider: reply.offer.provider } : {}
   await s.ledger.release(r.requestId, s.now(), base(begun ? 'stream_interrupted' : 'no_capacity', served))
   const message = 'The gateway is stopping and could not finish this request in time. Nothing was charged; retry.'

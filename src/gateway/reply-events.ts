@@ -1,19 +1,20 @@
 import type { FinishReason, ToolCall } from '../protocol/chat.js'
 import type { ApiError } from '../protocol/errors.js'
 import type { Offer } from '../routing/catalog.js'
-import type { ContentEvent, Produced } from '../routing/attempt.js'
+import type { PassedEvent, Produced } from '../routing/attempt.js'
 import type { Admitted } from './context.js'
 import type { Delivered } from './charge.js'
 import type { Remember } from './idempotency.js'
 
 /**
  * A served reply as the route pulls it, in this order (docs/interface.md §4.1): `start` (the offer it committed to),
- * content as it came, each tool call whole, `finish` (the reply whole), then `charged` once its charge is durable, or
- * `failed` when it broke after `start`. A reply whose client left ends with no last event.
+ * content and reasoning as they came, each tool call whole, `finish` (the reply whole), then `charged` once its charge
+ * is durable, or `failed` when it broke after `start`. A reply whose client left ends with no last event.
  */
 export type ReplyEvent =
   | { type: 'start'; offer: Offer }
-  | ContentEvent
+  /** Content and reasoning, as they came. */
+  | PassedEvent
   | { type: 'tool_call'; index: number; call: ToolCall }
   | { type: 'finish'; reason: FinishReason; reply: Produced }
   | {

@@ -176,6 +176,7 @@ function completion(reply: Delivered['reply'], begun: boolean): ReplyEvent[] {
   const out: ReplyEvent[] = []
   if (!begun) {
     out.push({ type: 'start', offer: reply.offer })
+    if (reply.reasoning !== '') out.push({ type: 'reasoning', text: reply.reasoning })
     if (reply.content !== '') {
       const content: ContentEvent = { type: 'content', text: reply.content }
       if (reply.logprobs) content.logprobs = reply.logprobs

@@ -146,8 +146,11 @@ export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter'
 
 export interface Usage {
   prompt_tokens: number
+  /** All the reply's output tokens: its reasoning's among them. */
   completion_tokens: number
   total_tokens: number
+  /** Present when the reply had reasoning: how many of its completion tokens were reasoning. */
+  completion_tokens_details?: { reasoning_tokens: number }
 }
 
 export interface RoutingDescription {
@@ -175,7 +178,8 @@ export interface ChatCompletion {
   system_fingerprint: string
   choices: {
     index: number
-    message: { role: 'assistant'; content: string | null; tool_calls?: ToolCall[] }
+    /** `reasoning_content`: the model's reasoning, present when it gave any. */
+    message: { role: 'assistant'; content: string | null; reasoning_content?: string; tool_calls?: ToolCall[] }
     /** Present when the request asked for them (`logprobs: true`); null when the serving upstream sent none. */
     logprobs?: { content: unknown[]; refusal: null } | null
     finish_reason: FinishReason

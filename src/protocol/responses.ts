@@ -63,7 +63,16 @@ export interface FunctionCallItem {
   arguments: string
 }
 
-export type OutputItem = MessageItem | FunctionCallItem
+/** The model's reasoning, as open models' reasoning is given (its text whole, no summary). */
+export interface ReasoningItem {
+  id: string
+  type: 'reasoning'
+  status: 'in_progress' | 'completed' | 'incomplete'
+  summary: []
+  content: { type: 'reasoning_text'; text: string }[]
+}
+
+export type OutputItem = MessageItem | FunctionCallItem | ReasoningItem
 
 export interface ResponseUsage {
   input_tokens: number
@@ -110,6 +119,7 @@ export interface ResponseObject extends ResponseEcho {
 export const responseId = (requestId: string): string => `resp_${requestId.slice(4)}`
 export const messageItemId = (requestId: string): string => `msg_${requestId.slice(4)}`
 export const callItemId = (requestId: string, i: number): string => `fc_${requestId.slice(4)}_${i}`
+export const reasoningItemId = (requestId: string): string => `rs_${requestId.slice(4)}`
 
 /** An input item as the client sent it: one of `InputItem`, or a reference to a kept item. */
 export type SentItem = InputItem | { type: 'item_reference'; id: string }

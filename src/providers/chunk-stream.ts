@@ -2,6 +2,7 @@ import { StringDecoder } from 'node:string_decoder'
 import { SseParser } from './sse-parser.js'
 import { CONTENT_CHUNK_SOURCE, MAX_FAST_CHUNK, dataEvents, decodeContent } from './openai-chunks.js'
 import type { UpstreamEvent } from './types.js'
+import { ContentShape } from './content-shape.js'
 
 /**
  * One whole content event as upstreams usually write it: a `data:` line holding a chunk matched by
@@ -23,6 +24,8 @@ export class ChunkStream {
   // undici's body ignores setEncoding: it yields bytes.
   private readonly utf8 = new StringDecoder('utf8')
   private begun = false
+  /** Content chunks in the engine's own key order, once one was parsed. */
+  private readonly shape = new ContentShape()
   /** `[DONE]` arrived. */
   done = false
 
@@ -34,7 +37,7 @@ export class ChunkStream {
       this.begun = true
       if (text.charCodeAt(0) === 0xfeff) text = text.slice(1)
     }
-    const from = this.parser.idle ? contentEvents(text, out) : 0
+    const from = this.parser.idle ? contentEvents(text, out, this.shape) : 0
     if (from === text.length) return
     this.take(this.parser.push(from === 0 ? text : text.slice(from)), out)
   }
@@ -46,7 +49,13 @@ export class ChunkStream {
   private take(payloads: string[], out: UpstreamEvent[]): boolean {
     for (const data of payloads) {
       if (data === '[DONE]') return (this.done = true)
-      dataEvents(data, out)
+      const text = this.shape.contentOf(data)
+      if (text !== undefined) {
+        if (text.length > 0) out.push({ type: 'content', text })
+        continue
+      }
+      const from = out.length
+      if (dataEvents(data, out)) this.shape.learn(data, out, from)
       if (out[out.length - 1]?.type === 'failure') return false
     }
     return false
@@ -75,7 +84,7 @@ export class ChunkStream {
  * first other one begins. An event whose line is longer than `MAX_FAST_LINE` is left to the parser, as `dataEvents`
  * leaves such data to the parse: on long text the match costs far more (see `MAX_FAST_CHUNK`).
  */
-function contentEvents(text: string, out: UpstreamEvent[]): number {
+function contentEvents(text: string, out: UpstreamEvent[], shape: ContentShape): number {
   let from = 0
   for (;;) {
     // No line is longer than the text left: the search for its end (a fifth of the cost of a match) is needed only
@@ -83,9 +92,16 @@ function contentEvents(text: string, out: UpstreamEvent[]): number {
     if (text.length - from > MAX_FAST_LINE && !endsWithin(text, from, MAX_FAST_LINE)) return from
     CONTENT_EVENT.lastIndex = from
     const m = CONTENT_EVENT.exec(text)
-    if (m === null) return from
-    from = CONTENT_EVENT.lastIndex
-    const body = m[1]!
+    let body: string
+    if (m !== null) {
+      from = CONTENT_EVENT.lastIndex
+      body = m[1]!
+    } else {
+      const event = shape.eventAt(text, from)
+      if (event === undefined) return from
+      from = event.end
+      body = event.body
+    }
     if (body.length > 0) out.push({ type: 'content', text: decodeContent(body) })
   }
 }

@@ -4,11 +4,35 @@ import type { UpstreamEvent } from './types.js'
 
 /** Maps OpenAI-shaped upstream JSON (stream chunks and whole replies) to typed events. */
 
-const FINISH_REASONS = new Set<string>(['stop', 'length', 'tool_calls', 'content_filter'])
+/**
+ * Finish reasons that say the reply is whole, by the names engines give them: OpenAI's, `function_call` (its older
+ * name for calls), TGI's `eos_token` and `stop_sequence`. Any other (vLLM's and SGLang's `abort`, vLLM's
+ * `repetition`, an `error`, Ollama's `load`, one not yet invented) ends the reply as broken: a generation the engine
+ * gave up is never delivered as complete.
+ */
+const FINISHED: ReadonlyMap<string, FinishReason> = new Map([
+  ['stop', 'stop'],
+  ['length', 'length'],
+  ['tool_calls', 'tool_calls'],
+  ['content_filter', 'content_filter'],
+  ['function_call', 'tool_calls'],
+  ['eos_token', 'stop'],
+  ['stop_sequence', 'stop'],
+])
 
-function finishOf(value: unknown): FinishReason | null {
-  if (value === 'function_call') return 'tool_calls'
-  return typeof value === 'string' && FINISH_REASONS.has(value) ? (value as FinishReason) : null
+/** A choice's `finish_reason`: none (null or absent), the reply finished, or why it broke. */
+function finishEvent(value: unknown): UpstreamEvent | undefined {
+  if (value === null || value === undefined) return undefined
+  const reason = typeof value === 'string' ? FINISHED.get(value) : undefined
+  if (reason) return { type: 'finish', reason }
+  const said = typeof value === 'string' ? clipped(value, 40) : typeof value
+  return {
+    type: 'failure',
+    failure: {
+      kind: 'unavailable',
+      detail: `the upstream ended the generation with finish_reason ${JSON.stringify(said)}`,
+    },
+  }
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -93,23 +117,74 @@ function contentEvent(text: string, choice: Record<string, unknown>): UpstreamEv
  */
 const MAX_MESSAGE = 256
 
+/** A message's or delta's reasoning: `reasoning_content` (llama.cpp, SGLang) or `reasoning` (vLLM, Ollama). */
+function reasoningOf(m: Record<string, unknown>): string | undefined {
+  const text = typeof m.reasoning_content === 'string' ? m.reasoning_content : m.reasoning
+  return typeof text === 'string' && text.length > 0 ? text : undefined
+}
+
+/**
+ * TGI's error types, as the statuses its plain replies give them (its stream's errors name a status; its older ones
+ * only a type). A validation error is the request's fault, as a plain 422 is.
+ */
+const TGI_ERROR_STATUS: Readonly<Record<string, number>> = {
+  validation: 422,
+  template_error: 422,
+  missing_template_variable: 422,
+  tool_error: 422,
+  overloaded: 429,
+  generation: 424,
+  incomplete_generation: 500,
+  incomplete_generation_stream: 500,
+  stream_serialization_error: 500,
+}
+
+/** An HTTP status an upstream wrote as a number or a numeric string; undefined for anything else. */
+function statusOf(value: unknown): number | undefined {
+  const n = typeof value === 'string' && /^\d{3}$/.test(value) ? Number(value) : value
+  return Number.isInteger(n) && (n as number) >= 400 && (n as number) <= 599 ? (n as number) : undefined
+}
+
+/**
+ * An error an upstream wrote where a chunk or a reply was due, with the status it names, so that the attempt counts it
+ * as a plain reply of that status would be (a 4xx says nothing of the upstream's health): OpenAI, llama.cpp and vLLM
+ * write `{"error":{"message","code"}}`, SGLang `{"object":"error","message","code"}`, TGI `{"error":"…","error_type"}`.
+ * Undefined when `body` is no error.
+ */
+export function errorEvent(body: Record<string, unknown>, where: 'in stream' | 'reply'): UpstreamEvent | undefined {
+  let message: unknown
+  let status: number | undefined
+  const e = body.error
+  if (isObject(e)) {
+    message = e.message
+    status = statusOf(e.code) ?? statusOf(e.http_status_code) ?? statusOf(e.status) ?? statusOf(body.http_status_code)
+  } else if (typeof e === 'string') {
+    message = e
+    status = statusOf(body.http_status_code) ?? TGI_ERROR_STATUS[String(body.error_type)]
+  } else if (body.object === 'error') {
+    message = body.message
+    status = statusOf(body.code)
+  } else return undefined
+  const detail = `upstream error${where === 'in stream' ? ' in stream' : ''}: ${clipped(typeof message === 'string' ? message : 'unknown', MAX_MESSAGE)}`
+  return {
+    type: 'failure',
+    failure: status === undefined ? { kind: 'unavailable', detail } : { kind: 'unavailable', detail, status },
+  }
+}
+
 /** Events of one parsed stream chunk; a chunk of the wrong shape is one invalid_output failure. */
 export function chunkEvents(chunk: unknown, out: UpstreamEvent[]): void {
   if (!isObject(chunk)) return void out.push(...invalid('stream chunk is not a JSON object'))
-  if (isObject(chunk.error))
-    return void out.push({
-      type: 'failure',
-      failure: {
-        kind: 'unavailable',
-        detail: `upstream error in stream: ${clipped(String(chunk.error.message ?? 'unknown'), MAX_MESSAGE)}`,
-      },
-    })
+  const error = errorEvent(chunk, 'in stream')
+  if (error) return void out.push(error)
   const choices = chunk.choices
   if (choices !== undefined && !Array.isArray(choices)) return void out.push(...invalid('choices is not an array'))
   const choice = choices?.[0]
   if (isObject(choice)) {
     const delta = choice.delta
     if (isObject(delta)) {
+      const thought = reasoningOf(delta)
+      if (thought) out.push({ type: 'reasoning', text: thought })
       if (typeof delta.content === 'string' && delta.content.length > 0) out.push(contentEvent(delta.content, choice))
       const calls = delta.tool_calls
       if (Array.isArray(calls)) {
@@ -126,15 +201,15 @@ export function chunkEvents(chunk: unknown, out: UpstreamEvent[]): void {
         }
       }
     }
-    const reason = finishOf(choice.finish_reason)
-    if (reason) out.push({ type: 'finish', reason })
+    const finish = finishEvent(choice.finish_reason)
+    if (finish) out.push(finish)
   }
   const usage = usageEvent(chunk.usage)
   if (usage) out.push(usage)
 }
 
 /** A JSON string's body: unescaped characters and valid escapes only (the unrolled loop: linear, no backtracking). */
-const JSON_STRING_BODY = String.raw`[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*`
+export const JSON_STRING_BODY = String.raw`[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*`
 const PLAIN = String.raw`"[^"\\\x00-\x1f]*"`
 
 /**
@@ -156,21 +231,24 @@ export const MAX_FAST_CHUNK = 4096
 /**
  * Events of one stream event's data. Most chunks of a stream carry a piece of content and nothing else: those are
  * matched whole by `CONTENT_CHUNK` (far cheaper than `JSON.parse`, which was the largest single cost of a streamed
- * request); the rest, and any longer than `MAX_FAST_CHUNK`, are parsed and read by `chunkEvents`.
+ * request); the rest, and any longer than `MAX_FAST_CHUNK`, are parsed and read by `chunkEvents`. Whether it parsed
+ * JSON (and read it).
  */
-export function dataEvents(data: string, out: UpstreamEvent[]): void {
+export function dataEvents(data: string, out: UpstreamEvent[]): boolean {
   const text = contentOfChunk(data)
   if (text !== undefined) {
     if (text.length > 0) out.push({ type: 'content', text })
-    return
+    return false
   }
   let parsed: unknown
   try {
     parsed = JSON.parse(data)
   } catch {
-    return void out.push(...invalid('stream chunk is not JSON'))
+    out.push(...invalid('stream chunk is not JSON'))
+    return false
   }
   chunkEvents(parsed, out)
+  return true
 }
 
 /**
@@ -189,11 +267,15 @@ export function decodeContent(body: string): string {
 
 /** Events of a whole (non-streamed) reply, in stream order. */
 export function replyEvents(reply: unknown): UpstreamEvent[] {
+  const error = isObject(reply) ? errorEvent(reply, 'reply') : undefined
+  if (error) return [error]
   if (!isObject(reply) || !Array.isArray(reply.choices)) return invalid('reply is not a chat completion')
   const choice = reply.choices[0]
   if (!isObject(choice) || !isObject(choice.message)) return invalid('reply has no message')
   const out: UpstreamEvent[] = []
   const msg = choice.message
+  const thought = reasoningOf(msg)
+  if (thought) out.push({ type: 'reasoning', text: thought })
   if (typeof msg.content === 'string' && msg.content.length > 0) out.push(contentEvent(msg.content, choice))
   if (Array.isArray(msg.tool_calls)) {
     msg.tool_calls.forEach((call, index) => {
@@ -207,7 +289,10 @@ export function replyEvents(reply: unknown): UpstreamEvent[] {
       })
     })
   }
-  out.push({ type: 'finish', reason: finishOf(choice.finish_reason) ?? 'stop' })
+  // A whole reply without a finish reason is taken as finished; one that names a reason it broke on is not.
+  const finish = finishEvent(choice.finish_reason) ?? { type: 'finish', reason: 'stop' }
+  if (finish.type === 'failure') return [finish]
+  out.push(finish)
   const usage = usageEvent(reply.usage)
   if (usage) out.push(usage)
   return out

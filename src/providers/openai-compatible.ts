@@ -1,9 +1,10 @@
 import { isUnreached } from './unreached.js'
-import { Pool } from 'undici'
+import { Client, Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Cancel, untilAborted } from './cancel.js'
 import { readBounded, readWhole } from './bodies.js'
 import { plainExchange, ReplyTooLarge } from './plain-exchange.js'
+import { closedBeforeReply } from './stale-connection.js'
 import { ChunkStream } from './chunk-stream.js'
 import type { Provider, UpstreamEvent, UpstreamRequest } from './types.js'
 import { failure, plainEvents, requestBody } from './upstream-wire.js'
@@ -42,6 +43,8 @@ export interface UpstreamOptions {
 /** An OpenAI-compatible upstream reached over a keep-alive undici Pool. */
 export class OpenAICompatibleProvider implements Provider {
   private readonly pool: Pool
+  /** A connection of its own, as the pool's are made: for the one retry of a request the upstream's close failed. */
+  private readonly fresh: () => Client
   private readonly path: string
   private readonly headers: Record<string, string>
   /** Why its address (an IP literal) may not be called, when it may not. */
@@ -55,12 +58,13 @@ export class OpenAICompatibleProvider implements Provider {
   ) {
     const url = new URL(baseUrl)
     this.refused = addresses ? literalRefusal(url, addresses) : null
-    this.pool = new Pool(url.origin, {
-      connections,
+    const connection = {
       pipelining: 1,
       keepAliveTimeout: 10_000,
       ...(addresses ? { connect: { lookup: guardedLookup(addresses) } } : {}),
-    })
+    }
+    this.pool = new Pool(url.origin, { connections, ...connection })
+    this.fresh = () => new Client(url.origin, connection)
     this.path = `${url.pathname.replace(/\/$/, '')}/chat/completions`
     this.headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
     if (apiKey) this.headers.authorization = `Bearer ${apiKey}`
@@ -135,22 +139,41 @@ export class OpenAICompatibleProvider implements Provider {
       if (isUnreached(code) && f.type === 'failure') f.failure.unreached = true
       return f
     }
+    /** The connection of the attempt's retry, if it needed one: closed once its reply was read (or left). */
+    let retried: Client | undefined
+    const closeFresh = () => void retried?.close().catch(() => {})
+    /**
+     * Sends the request through the pool; when a kept-alive connection it went out on turns out closed by the
+     * upstream (an engine that closes its connections after a stream, as llama.cpp's server does, races the next
+     * request), nothing came back and nothing was served, so it is sent once more on a connection of its own.
+     */
+    const sent = async <T>(send: (dispatcher: Dispatcher) => Promise<T>): Promise<T> => {
+      try {
+        return await send(this.pool)
+      } catch (err) {
+        if (attempt.aborted || !closedBeforeReply(err)) throw err
+        retried = this.fresh()
+        return await send(retried)
+      }
+    }
     if (!request.stream) {
       let events: UpstreamEvent[]
       try {
         const body = requestBody(upstreamModel, request)
         // The reply is bounded as a whole by the timer above.
-        const reply = await plainExchange(
-          this.pool,
-          {
-            path: this.path,
-            headers: this.headers,
-            body,
-            headersTimeout: budgetMs + 1000,
-            bodyTimeout: budgetMs + 1000,
-          },
-          attempt,
-          { errorBytes: MAX_ERROR_BODY, replyBytes: MAX_REPLY_BYTES },
+        const reply = await sent((dispatcher) =>
+          plainExchange(
+            dispatcher,
+            {
+              path: this.path,
+              headers: this.headers,
+              body,
+              headersTimeout: budgetMs + 1000,
+              bodyTimeout: budgetMs + 1000,
+            },
+            attempt,
+            { errorBytes: MAX_ERROR_BODY, replyBytes: MAX_REPLY_BYTES },
+          ),
         )
         events = plainEvents(reply)
       } catch (err) {
@@ -158,6 +181,7 @@ export class OpenAICompatibleProvider implements Provider {
       } finally {
         clearTimer()
         client.removeListener('abort', onAbort)
+        closeFresh()
       }
       yield events
       return
@@ -168,21 +192,24 @@ export class OpenAICompatibleProvider implements Provider {
     try {
       res = await untilAborted(
         attempt,
-        this.pool.request({
-          path: this.path,
-          method: 'POST',
-          headers: this.headers,
-          body: requestBody(upstreamModel, request),
-          signal: attempt,
-          headersTimeout: budgetMs + 1000,
-          // Bounded between its chunks (and between its events, by the timer above).
-          bodyTimeout: idleMs,
-        }),
+        sent((dispatcher) =>
+          dispatcher.request({
+            path: this.path,
+            method: 'POST',
+            headers: this.headers,
+            body: requestBody(upstreamModel, request),
+            signal: attempt,
+            headersTimeout: budgetMs + 1000,
+            // Bounded between its chunks (and between its events, by the timer above).
+            bodyTimeout: idleMs,
+          }),
+        ),
         (late) => late.body.destroy(),
       )
     } catch (err) {
       clearTimer()
       client.removeListener('abort', onAbort)
+      closeFresh()
       yield [why(err)]
       return
     }
@@ -219,6 +246,7 @@ export class OpenAICompatibleProvider implements Provider {
         res.body.on('error', () => {})
         res.body.destroy()
       }
+      closeFresh()
     }
   }
 
@@ -243,7 +271,7 @@ export class OpenAICompatibleProvider implements Provider {
           if (!finished) finished = events.some((e) => e.type === 'finish')
           if (!reader.done) flow.hold()
           yield events
-          flow.resumed(events.some((e) => e.type === 'content' || (e.type === 'tool_delta' && !!e.arguments)))
+          flow.resumed(events.some(progressed))
           if (events[events.length - 1]!.type === 'failure') return false
         }
         // [DONE] is the stream's end, whatever the upstream then does with the connection.
@@ -269,4 +297,9 @@ export class OpenAICompatibleProvider implements Provider {
   async close(): Promise<void> {
     await this.pool.close()
   }
+}
+
+/** An event that adds to the reply: content, reasoning, or a tool call's arguments. */
+function progressed(e: UpstreamEvent): boolean {
+  return e.type === 'content' || e.type === 'reasoning' || (e.type === 'tool_delta' && !!e.arguments)
 }

@@ -14,6 +14,17 @@ export class ReplyTooLarge extends Error {
   }
 }
 
+/** A 200 reply that broke after it began: a byte of it came back, so the request reached the upstream. */
+export class ReplyBroken extends Error {
+  readonly code: string | undefined
+
+  constructor(cause: unknown) {
+    const e = cause as { code?: string; message?: string }
+    super(e.message ?? String(cause), { cause })
+    this.code = e.code
+  }
+}
+
 export interface PlainRequest {
   path: string
   headers: Record<string, string>
@@ -65,7 +76,7 @@ export function plainExchange(
         cancel.removeListener('abort', onCancel)
         // A refusal cut short still refused: its status says what matters.
         if (status !== 0 && status !== 200) resolve({ status, text: Buffer.concat(chunks, size).toString('utf8') })
-        else reject(err)
+        else reject(status === 200 && !(err instanceof ReplyTooLarge) ? new ReplyBroken(err) : err)
       },
     }
     try {

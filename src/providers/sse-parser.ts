@@ -49,6 +49,8 @@ export class SseParser {
         this.clearData()
       } else if (line.startsWith('data:')) {
         this.addData(line)
+      } else if (line.startsWith('error:')) {
+        this.addError(line)
       }
       // `event:`, `id:`, `retry:` and `:` comments carry nothing the gateway needs.
     }
@@ -87,6 +89,16 @@ export class SseParser {
   private addData(line: string): void {
     const value = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5)
     this.data.push(value)
+    this.dataSize += line.length + 1
+  }
+
+  /**
+   * Keeps an `error:` line, which no SSE spec defines but llama.cpp's server writes for an error in its stream (its
+   * value the error's JSON object), as the data `{"error":value}`: an error chunk as other engines write it.
+   */
+  private addError(line: string): void {
+    const value = line.charCodeAt(6) === 32 ? line.slice(7) : line.slice(6)
+    this.data.push(`{"error":${value}}`)
     this.dataSize += line.length + 1
   }
 

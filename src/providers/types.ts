@@ -23,6 +23,8 @@ export type UpstreamEvent =
    * `logprobs`: the entries of the choice's `logprobs.content` that came with this text, when the upstream sent them.
    */
   | { type: 'content'; text: string; logprobs?: readonly unknown[] }
+  /** The model's reasoning before (or between) its content: `reasoning_content` or `reasoning`, by engine. */
+  | { type: 'reasoning'; text: string }
   /** `index` is absent when the upstream omitted it. */
   | { type: 'tool_delta'; index?: number; id?: string; name?: string; arguments?: string }
   | { type: 'finish'; reason: FinishReason }

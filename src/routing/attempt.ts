@@ -11,6 +11,10 @@ import type { Reachability } from './reachability.js'
 export interface Produced {
   offer: Offer
   content: string
+  /** The model's reasoning, handed on as it came as content is ('' when it gave none). */
+  reasoning: string
+  /** Its reasoning began after its content had: the order its items take in the Responses API. */
+  reasoningAfterContent?: true
   /** The content's token log probabilities, when the upstream sent them (a plain reply's: a stream's went out). */
   logprobs?: unknown[]
   toolCalls: ToolCall[]
@@ -26,6 +30,15 @@ export interface ContentEvent {
   text: string
   logprobs?: readonly unknown[]
 }
+
+/** Reasoning to send on, as one upstream read brought it. */
+export interface ReasoningEvent {
+  type: 'reasoning'
+  text: string
+}
+
+/** What an attempt hands on as it comes: the reply's text, and the reasoning before (or between) it. */
+export type PassedEvent = ContentEvent | ReasoningEvent
 
 export interface AttemptFailure {
   offer: Offer
@@ -76,6 +89,8 @@ export class OfferAttempt {
   private readonly started: number
   private firstEventMs: number | undefined
   private content = ''
+  private reasoning = ''
+  private reasoningAfterContent = false
   private logprobs: unknown[] | undefined
   private finish: FinishReason | undefined
   private upstreamUsage: Produced['upstreamUsage']
@@ -104,6 +119,8 @@ export class OfferAttempt {
     return {
       offer: this.offer,
       content: this.content,
+      reasoning: this.reasoning,
+      ...(this.reasoningAfterContent ? { reasoningAfterContent: true as const } : {}),
       ...(this.logprobs ? { logprobs: this.logprobs } : {}),
       toolCalls: this.tools.result(),
       finish: this.finish ?? 'stop',
@@ -113,7 +130,7 @@ export class OfferAttempt {
   }
 
   /** The content of the upstream's next read that brought any (a stream's), or how the attempt ended. */
-  async read(): Promise<ContentEvent[] | AttemptEnd> {
+  async read(): Promise<PassedEvent[] | AttemptEnd> {
     try {
       for (;;) {
         if (this.then) return this.end(this.then === 'cut' ? this.completed() : this.then)
@@ -142,22 +159,29 @@ export class OfferAttempt {
    * reply at once; an end that follows content in the same read is kept for the next `read` (`then`), so that the
    * content goes on first.
    */
-  private events(batch: readonly UpstreamEvent[]): ContentEvent[] | AttemptEnd {
+  private events(batch: readonly UpstreamEvent[]): PassedEvent[] | AttemptEnd {
     if (this.firstEventMs === undefined) {
       this.firstEventMs = this.ctx.now() - this.started
       if (this.ctx.trace) this.ctx.trace.firstEventAt = this.started + this.firstEventMs
       noteReach(this.ctx.reachability, this.offer.provider, batch[0])
     }
-    const out: ContentEvent[] = []
+    const out: PassedEvent[] = []
     for (const ev of batch) {
       switch (ev.type) {
+        case 'reasoning':
         case 'content':
-          this.content += ev.text
+          if (ev.type === 'content') this.content += ev.text
+          else {
+            if (this.reasoning === '' && this.content !== '') this.reasoningAfterContent = true
+            this.reasoning += ev.text
+          }
           // A stream's content goes on as it comes (`bound` is a stream's); a plain reply's comes whole at its end.
           if (this.bound) {
             this.committed = true
             out.push(ev)
-            if (this.bound.passed(this.content, ev.text)) {
+            // The bound is on all the reply's output tokens, its reasoning's too.
+            const said = this.reasoning === '' ? this.content : this.reasoning + this.content
+            if (this.bound.passed(said, ev.text)) {
               // Cut there: this read's content goes on, and the attempt completes at the next read, its upstream's
               // request closed without reading further.
               this.finish = 'length'
@@ -165,7 +189,7 @@ export class OfferAttempt {
               void this.upstream.return?.()
               return out
             }
-          } else if (ev.logprobs) this.logprobs = (this.logprobs ?? []).concat(ev.logprobs)
+          } else if (ev.type === 'content' && ev.logprobs) this.logprobs = (this.logprobs ?? []).concat(ev.logprobs)
           break
         case 'tool_delta': {
           const unusable = this.tools.add(ev.index, ev.id, ev.name, ev.arguments)
@@ -191,7 +215,7 @@ export class OfferAttempt {
   }
 
   /** `end`, once this read's content `out` (if any) has gone on. */
-  private after(out: ContentEvent[], end: AttemptEnd): ContentEvent[] | AttemptEnd {
+  private after(out: PassedEvent[], end: AttemptEnd): PassedEvent[] | AttemptEnd {
     if (out.length === 0) return end
     this.then = end
     return out

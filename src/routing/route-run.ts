@@ -7,7 +7,7 @@ import {
   type AttemptEnd,
   type AttemptFailure,
   type BoundRequest,
-  type ContentEvent,
+  type PassedEvent,
   type Produced,
 } from './attempt.js'
 
@@ -29,7 +29,7 @@ export interface Committed {
   kind: 'committed'
   offer: Offer
   servedModel: string
-  events: ContentEvent[]
+  events: PassedEvent[]
 }
 
 /**
@@ -78,7 +78,7 @@ export class RouteRun {
   }
 
   /** The committed attempt's next content, or how the route ended. */
-  async next(): Promise<ContentEvent[] | RouteOutcome> {
+  async next(): Promise<PassedEvent[] | RouteOutcome> {
     const read = await this.attempt!.read()
     return Array.isArray(read) ? read : this.outcome(read)
   }

@@ -55,7 +55,12 @@ function identityOf(r: Admitted): ChunkIdentity {
 function completionOf(r: Admitted, f: Delivered): ChatCompletion {
   const p = f.reply
   const content = p.content === '' && p.toolCalls.length ? null : p.content
-  const message = { role: 'assistant' as const, content, ...(p.toolCalls.length ? { tool_calls: p.toolCalls } : {}) }
+  const message = {
+    role: 'assistant' as const,
+    content,
+    ...(p.reasoning !== '' ? { reasoning_content: p.reasoning } : {}),
+    ...(p.toolCalls.length ? { tool_calls: p.toolCalls } : {}),
+  }
   const logprobs = p.logprobs ? { content: p.logprobs, refusal: null } : null
   const { id, created, model } = identityOf(r)
   return {

@@ -30,8 +30,11 @@ function stringField(item: Raw, field: string, path: string): string | ApiError 
   return typeof v === 'string' && v !== '' ? v : unsupported(`${path}.${field}`, `${path}.${field} must be a string.`)
 }
 
-/** Reads one input item at `path` (`input[3]`): checked, its text parts joined; anything else refused, naming it. */
-export function readItem(item: Raw, path: string): SentItem | ApiError {
+/**
+ * Reads one input item at `path` (`input[3]`): checked, its text parts joined; anything else refused, naming it. A
+ * reasoning item (a client sending a response's output back whole) is null: dropped, as `inputOf` drops it.
+ */
+export function readItem(item: Raw, path: string): SentItem | ApiError | null {
   const type = item.type ?? 'message'
   switch (type) {
     case 'message': {
@@ -58,6 +61,8 @@ export function readItem(item: Raw, path: string): SentItem | ApiError {
       if (typeof output !== 'string') return output
       return { type: 'function_call_output', call_id, output }
     }
+    case 'reasoning':
+      return null
     case 'item_reference': {
       const id = stringField(item, 'id', path)
       return typeof id === 'string' ? { type: 'item_reference', id } : id
@@ -66,7 +71,7 @@ export function readItem(item: Raw, path: string): SentItem | ApiError {
       return unsupported(
         `${path}.type`,
         `${path} is a ${JSON.stringify(clipped(String(type)))} item; supported are message, function_call, ` +
-          'function_call_output and item_reference.',
+          'function_call_output, reasoning and item_reference.',
       )
   }
 }

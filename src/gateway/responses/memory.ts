@@ -46,6 +46,8 @@ export class ResponseMemory {
       const body = kept.get(item.id)
       const found = body === undefined ? undefined : (JSON.parse(body) as unknown)
       if (found === undefined || Array.isArray(found)) return notKept(`${origin}.id`, 'item', item.id)
+      // A kept reasoning item: referred to, it is dropped as a sent one is.
+      if (found === null) continue
       placed.push({ item: found as InputItem, origin })
     }
     return placed
@@ -59,7 +61,8 @@ export class ResponseMemory {
     output: OutputItem[],
   ): Promise<void> {
     const outputs = output.map(inputOf)
-    const entries: KeptEntry[] = [{ id: responseId(requestId), body: JSON.stringify([...conversation, ...outputs]) }]
+    const said = outputs.filter((i): i is InputItem => i !== null)
+    const entries: KeptEntry[] = [{ id: responseId(requestId), body: JSON.stringify([...conversation, ...said]) }]
     output.forEach((item, i) => entries.push({ id: item.id, body: JSON.stringify(outputs[i]) }))
     await this.repo.keep(keyId, entries, this.now())
   }

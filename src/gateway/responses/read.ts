@@ -42,6 +42,7 @@ export async function readResponses(
   else
     for (const [i, raw] of r.input.entries()) {
       const item = readItem(raw, `input[${i}]`)
+      if (item === null) continue
       if (isApiError(item)) return item
       sent.push({ item, origin: `input[${i}]` })
     }
