@@ -45,7 +45,14 @@ export function documentTool(bytes: number) {
 export function resetSims(m: Market): void {
   for (const sim of Object.values(m.sims)) {
     sim.setFault({ kind: 'none' })
-    sim.settings = { ...sim.settings, fragmentation: 'split', toolPreface: '', chunkDelayMs: 0 }
+    sim.settings = {
+      ...sim.settings,
+      fragmentation: 'split',
+      toolPreface: '',
+      chunkDelayMs: 0,
+      dialect: 'openai',
+      reasoningTokens: 0,
+    }
   }
 }
 
