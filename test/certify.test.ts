@@ -78,6 +78,27 @@ describe('faulty upstreams earn less', () => {
     expect(c.probes.find((p) => p.name === 'tool_choice.named.plain')!.detail).toMatch(/names "get_time"/)
   })
 
+  it('an engine that ignores a named choice is not certified for it by a reply that complied by chance', async () => {
+    // llama.cpp's server reads tool_choice only as a string: a named one is auto, and the model calls what it likes.
+    const s = await sim({ dialect: 'llamacpp' })
+    const once = await certify({ baseUrl: s.url, model: 'm', ...quick, repeats: 1 })
+    // Asked once, to say hello with get_weather named, it called get_weather, its first tool, and seemed to obey.
+    expect(once.tool_contract!.tool_choice).toEqual(['auto', 'none', 'required', 'named'])
+    const c = await certify({ baseUrl: s.url, model: 'm', ...quick })
+    expect(c.tool_contract!.tool_choice).toEqual(['auto', 'none', 'required'])
+    expect(c.probes.find((p) => p.name === 'tool_choice.named.plain')!.detail).toMatch(
+      /^repeat 2 of 3: .*names "get_time"/,
+    )
+    // Each repeat pinned its sampling, with a seed of its own; plain and streamed stopped at the first disobeyed.
+    const named = s.requests.filter((r) => typeof r.tool_choice === 'object' && r.tool_choice !== null)
+    expect(named.slice(-4).map((r) => [r.temperature, r.seed])).toEqual([
+      [0, 1],
+      [0, 2],
+      [0, 1],
+      [0, 2],
+    ])
+  })
+
   it('takes behaviours through its control API only when they are behaviours', async () => {
     const s = await sim()
     const set = (models: unknown) =>

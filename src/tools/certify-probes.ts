@@ -75,21 +75,65 @@ function validCalls(body: Probe, x: Exchange): ToolCall[] | string {
   return invalidToolCall(x.calls, { ...policy, maxArgumentBytes: 0 }) ?? x.calls
 }
 
-/** One tool_choice mode, plain or streamed: the reply must obey it. */
-export async function toolChoiceProbe(send: Send, mode: ToolChoiceMode, stream: boolean): Promise<ProbeOutcome> {
-  const tool_choice = mode === 'named' ? { type: 'function', function: { name: 'get_time' } } : mode
+const ASK_TIME = 'What time is it in Tokyo? Use the get_time tool.'
+
+/**
+ * What a named choice's repeats ask, in turn: the message, and the tool the choice names. It names a tool the message
+ * does not ask for but once (the first, where a model that ignores the choice calls its first tool by chance), so that
+ * obeying it every time is not the model's own preference.
+ */
+const NAMED_ASKS: readonly { ask: string; named: string }[] = [
+  { ask: 'Say hello.', named: 'get_weather' },
+  { ask: ASK_WEATHER, named: 'get_time' },
+  { ask: ASK_TIME, named: 'get_weather' },
+]
+/** What auto and none repeats ask, in turn, and the tool an auto reply must call. */
+const ASKS: readonly { ask: string; tool: string }[] = [
+  { ask: ASK_WEATHER, tool: 'get_weather' },
+  { ask: ASK_TIME, tool: 'get_time' },
+]
+
+/**
+ * One tool_choice mode, plain or streamed, asked `repeats` times with other messages and sampling pinned (temperature
+ * 0, a seed per repeat, so a rerun asks the same): every reply must obey it. A model that complied by chance once
+ * (calling the named tool because it would have anyway) is not certified for the mode.
+ */
+export async function toolChoiceProbe(
+  send: Send,
+  mode: ToolChoiceMode,
+  stream: boolean,
+  repeats = 1,
+): Promise<ProbeOutcome> {
+  let bytes = 0
+  const seen: string[] = []
+  for (let k = 0; k < repeats; k++) {
+    const outcome = await toolChoiceOnce(send, mode, stream, k)
+    if (!outcome.passed) return repeats === 1 ? outcome : fail(`repeat ${k + 1} of ${repeats}: ${outcome.detail}`)
+    bytes = Math.max(bytes, outcome.bytes ?? 0)
+    seen.push(outcome.detail)
+  }
+  return pass(repeats === 1 ? seen[0]! : `${repeats} of ${repeats}: ${seen.join('; ')}`, bytes || undefined)
+}
+
+async function toolChoiceOnce(send: Send, mode: ToolChoiceMode, stream: boolean, k: number): Promise<ProbeOutcome> {
+  const named = NAMED_ASKS[k % NAMED_ASKS.length]!
+  const asked = ASKS[k % ASKS.length]!
+  const tool_choice = mode === 'named' ? { type: 'function', function: { name: named.named } } : mode
+  const message = mode === 'required' ? 'Say hello.' : mode === 'named' ? named.ask : asked.ask
   const body: Probe = {
-    messages: [user(mode === 'required' ? 'Say hello.' : ASK_WEATHER)],
+    messages: [user(message)],
     tools: TOOLS,
     tool_choice,
     max_tokens: 256,
+    temperature: 0,
+    seed: 1 + k,
   }
   const x = await send(body, stream)
   const calls = validCalls(body, x)
   if (typeof calls === 'string') return fail(calls)
   if (mode === 'none') return x.ok && x.content.trim() ? pass('text reply, no call') : fail('no text reply')
-  if (mode === 'auto' && !calls.some((c) => c.function.name === 'get_weather'))
-    return fail(`expected a get_weather call, got ${names(calls)}`)
+  if (mode === 'auto' && !calls.some((c) => c.function.name === asked.tool))
+    return fail(`expected a ${asked.tool} call, got ${names(calls)}`)
   return pass(names(calls), largest(calls))
 }
 

@@ -20,7 +20,10 @@ import {
 } from './certify-probes.js'
 
 /** Bumped whenever a probe changes what it asks or checks: certification ids of different suites never collide. */
-export const SUITE_VERSION = 1
+export const SUITE_VERSION = 2
+
+/** Times each tool_choice mode is asked by default: each message once (see `toolChoiceProbe`). */
+export const DEFAULT_REPEATS = 3
 
 export interface CertifyOptions {
   /** OpenAI-compatible base URL, ending in /v1. */
@@ -34,6 +37,11 @@ export interface CertifyOptions {
   maxConcurrency?: number
   /** Turns of the agent loop. */
   agentTurns?: number
+  /**
+   * Times each tool_choice mode is asked, plain and streamed, with other messages and pinned sampling (3): a mode is
+   * certified only when every reply obeyed it.
+   */
+  repeats?: number
   /** Per request: until the first byte, and the longest silence after it. */
   timeoutMs?: number
   /** Injected for tests; otherwise an OpenAI-compatible adapter, the same one the gateway uses. */
@@ -119,7 +127,7 @@ async function runSuite(send: Send, opts: CertifyOptions): Promise<ProbeResult[]
     for (const stream of [false, true]) {
       const passed = await run(
         `tool_choice.${mode}.${stream ? 'stream' : 'plain'}`,
-        toolChoiceProbe(send, mode, stream),
+        toolChoiceProbe(send, mode, stream, opts.repeats ?? DEFAULT_REPEATS),
       )
       // An upstream that cannot even make an auto call has no tool contract; the rest would only fail slowly.
       if (mode === 'auto' && !passed) return results

@@ -9,6 +9,7 @@ interface CertifyCliOptions extends CommonOptions {
   maxArgumentBytes: string
   maxConcurrency: string
   agentTurns: string
+  repeats: string
   timeoutMs: string
 }
 
@@ -28,6 +29,11 @@ export function certifyCommand(program: Command): void {
     .option('--max-argument-bytes <n>', 'largest argument document to try (sizes grow ×4 from 1024)', '65536')
     .option('--max-concurrency <n>', 'most concurrent tool calls to try (levels double from 1)', '32')
     .option('--agent-turns <n>', 'turns of the agent loop probe', '3')
+    .option(
+      '--repeats <n>',
+      'times each tool_choice mode is asked (other messages, pinned sampling); all must obey',
+      '3',
+    )
     .option('--timeout-ms <n>', 'per request: wait for the first byte, and the longest pause after it', '60000')
     .action(
       action(async (opts: CertifyCliOptions) => {
@@ -47,6 +53,7 @@ export function certifyCommand(program: Command): void {
             maxArgumentBytes: positive('--max-argument-bytes', opts.maxArgumentBytes),
             maxConcurrency: positive('--max-concurrency', opts.maxConcurrency),
             agentTurns: positive('--agent-turns', opts.agentTurns),
+            repeats: positive('--repeats', opts.repeats),
             timeoutMs: positive('--timeout-ms', opts.timeoutMs),
           })
         } catch (err) {

@@ -44,7 +44,7 @@ export const DEMO_CONTRACTS: Record<'atlas' | 'tern', ToolContract> = {
     certified_concurrency: 32,
     agentic_certified: true,
     metering_version: 1,
-    certification_id: 'cert-3c494e9afb34f8ce',
+    certification_id: 'cert-1a16b745b8b87fc2',
   },
   tern: {
     tool_choice: ['auto', 'none'],
@@ -55,7 +55,7 @@ export const DEMO_CONTRACTS: Record<'atlas' | 'tern', ToolContract> = {
     certified_concurrency: 8,
     agentic_certified: false,
     metering_version: 1,
-    certification_id: 'cert-3f0fa3120a6eedc2',
+    certification_id: 'cert-b7936cd96afcb197',
   },
 }
 
