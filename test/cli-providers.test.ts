@@ -23,6 +23,24 @@ describe('svc provider', () => {
   })
   afterAll(() => sim?.close())
 
+  it.each(['llamacpp', 'vllm'] as const)(
+    'lists the models a %s engine reports when its endpoint is added',
+    async (dialect) => {
+      const engine = await SimulatedProvider.start({ dialect, models: { 'qwen2.5-7b': {}, 'llama-3.1-8b': {} } })
+      try {
+        const args = ['provider', 'endpoint', 'add', '--wallet', addressOf(0x5c), '--base-url', engine.url]
+        const named = [...args, '--bundle', dialect, '--profile', 'sim', '--config', config]
+        const json = await svc([...named, '--json'])
+        expect(json.code, json.stderr).toBe(0)
+        expect(JSON.parse(json.stdout).models).toEqual(['qwen2.5-7b', 'llama-3.1-8b'])
+        const text = await svc(named)
+        expect(text.stdout).toMatch(/serves qwen2\.5-7b, llama-3\.1-8b/)
+      } finally {
+        await engine.close()
+      }
+    },
+  )
+
   it('registers an endpoint, sets, pauses, resumes and withdraws an offer; a suspended provider serves none', async () => {
     const wallet = addressOf(0x5a)
     const run = async (...args: string[]) => {
@@ -63,7 +81,11 @@ describe('svc provider', () => {
     store.providers.keys.use(loadSecretBox(JSON.parse(readFileSync(config, 'utf8'))))
     try {
       // Sealed in the store with the config's secrets key; opened with it.
-      const raw = await store.db.selectFrom('provider_endpoints').select('api_key').executeTakeFirstOrThrow()
+      const raw = await store.db
+        .selectFrom('provider_endpoints')
+        .select('api_key')
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow()
       expect(raw.api_key).not.toContain('sk-cli')
       expect((await store.providers.liveOffers()).map((o) => [o.model, o.inputPrice, o.apiKey])).toEqual([
         ['svc/atlas@1', 100_000n, 'sk-cli'],

@@ -1,6 +1,7 @@
 import { describe, expect, it, vi } from 'vitest'
 import { ChunkStream } from './chunk-stream.js'
 import { chunkEvents, replyEvents } from './openai-chunks.js'
+import { modelNames } from './engine-models.js'
 import { SseParser } from './sse-parser.js'
 import type { UpstreamEvent } from './types.js'
 import { DIALECT_NAMES, DIALECTS, type StreamContext } from './simulated/dialects/index.js'
@@ -130,5 +131,18 @@ describe('finish reasons', () => {
         failure: { kind: 'unavailable', detail: expect.stringContaining('the upstream ended the generation') },
       },
     ])
+  })
+})
+
+describe("an engine's model list", () => {
+  it.each(DIALECT_NAMES)('%s: its names, in its own shape', (dialect) => {
+    const names = ['qwen2.5-7b-instruct', 'llama-3.1-8b']
+    expect(modelNames(JSON.parse(JSON.stringify(DIALECTS[dialect].modelList(names))))).toEqual(names)
+  })
+  it('one model object, and bodies of no known shape', () => {
+    expect(modelNames({ id: 'tgi', object: 'model' })).toEqual(['tgi'])
+    expect(modelNames({ models: [{ name: 'a' }, { model: 'b', name: 'x' }, {}] })).toEqual(['a', 'b'])
+    expect(modelNames({ data: [{ id: 'a' }, { id: 'a' }, { id: 7 }] })).toEqual(['a'])
+    for (const body of [[], 'x', null, {}, { data: 'x' }, { id: '' }]) expect(modelNames(body)).toBeNull()
   })
 })

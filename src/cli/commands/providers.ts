@@ -2,6 +2,7 @@ import type { Command } from 'commander'
 import { normalizeWallet, OperationError, requireAccount } from '../../accounts/operations.js'
 import { addEndpoint, endpointView, offerFields, setOffer } from '../../accounts/provider-offers.js'
 import { addressPolicyOf } from '../../routing/catalog.js'
+import { listModels } from '../../providers/engine-models.js'
 import { action, common, emit, withStore, wholeOption, type CommonOptions } from '../context.js'
 
 interface ProviderOptions extends CommonOptions {
@@ -42,7 +43,9 @@ export function providerCommands(program: Command): void {
     .option('--api-key-env <name>', 'environment variable holding the key it takes (stored, never shown)')
     .requiredOption('--bundle <name>', 'serving software, for system_fingerprint (e.g. vllm-0.6)')
     .requiredOption('--profile <name>', 'its configuration, for system_fingerprint')
-    .description('register an endpoint; its offers go live with `svc provider offer set`')
+    .description(
+      'register an endpoint and list the models its engine reports; its offers go live with `svc provider offer set`',
+    )
     .action(
       action(async (o: ProviderOptions) =>
         withStore(
@@ -57,7 +60,16 @@ export function providerCommands(program: Command): void {
               { ...e, apiKey: apiKey ?? null, now: Date.now() },
               addressPolicyOf(config),
             )
-            emit(o, { id, wallet: account.address, base_url: o.baseUrl }, `${id} (${o.baseUrl})`)
+            // What the engine says it serves, for `offer set --upstream-model`: told, never required.
+            const served = await listModels(o.baseUrl!, { apiKey, addresses: addressPolicyOf(config), timeoutMs: 5000 })
+            const models = 'models' in served ? served.models : null
+            const said =
+              models === null
+                ? `its model list is unknown: ${(served as { error: string }).error}`
+                : models.length
+                  ? `serves ${models.join(', ')}`
+                  : 'its model list is empty'
+            emit(o, { id, wallet: account.address, base_url: o.baseUrl, models }, [`${id} (${o.baseUrl})`, `  ${said}`])
           },
           { create: true },
         ),

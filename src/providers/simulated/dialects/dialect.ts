@@ -41,12 +41,22 @@ export interface Dialect {
   completion(reply: SimReply, c: StreamContext): string
   /** An error reply: the status the engine gives `status`'s kind of error (TGI's validation is 422), and its body. */
   errorReply(status: number, message: string): { status: number; body: unknown }
+  /** Its `GET /v1/models` reply for the models it serves. */
+  modelList(names: readonly string[]): unknown
   /** The finish reason of a generation the engine gave up. */
   readonly abortReason: string
   /** What the engine imposes over any model's tool abilities (llama.cpp's server ignores a named tool_choice). */
   readonly behaviour: Partial<ModelBehaviour>
   /** The engine closes a connection this long after a streamed reply ended (llama.cpp's server); undefined: never. */
   readonly closeAfterStreamMs?: number
+}
+
+/** OpenAI's model list of `names`, each model with `extra` fields (as vLLM and SGLang add theirs). */
+export function openaiModelList(names: readonly string[], ownedBy: string, extra: (id: string) => object = () => ({})) {
+  return {
+    object: 'list',
+    data: names.map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: ownedBy, ...extra(id) })),
+  }
 }
 
 /** One SSE event of `data`. */

@@ -4,7 +4,17 @@
 // a named tool_choice ignored (it reads tool_choice only as a string), and the connection closed right after a
 // streamed reply though it answered `Keep-Alive`.
 import type { SimReply } from '../reply.js'
-import { alnum, DONE, nextSeed, sse, usageOf, type Dialect, type Frame, type StreamContext } from './dialect.js'
+import {
+  alnum,
+  DONE,
+  nextSeed,
+  sse,
+  usageOf,
+  type Dialect,
+  type Frame,
+  type StreamContext,
+  openaiModelList,
+} from './dialect.js'
 
 const FINGERPRINT = 'b6123-sim'
 
@@ -97,6 +107,10 @@ export const llamacpp: Dialect = {
   streamError: (status, message) => `error: ${JSON.stringify(errorData(status, message))}\n\n`,
   completion: (reply, c) => JSON.stringify(completion(reply, c)),
   errorReply: (status, message) => ({ status, body: { error: errorData(status, message) } }),
+  modelList: (names) => ({
+    models: names.map((name) => ({ name, model: name, modified_at: '', size: '', digest: '', type: 'model' })),
+    ...openaiModelList(names, 'llamacpp', () => ({ meta: { n_ctx_train: 4096, n_vocab: 151936 } })),
+  }),
   abortReason: 'abort',
   behaviour: { toolChoice: ['auto', 'none', 'required'], toolChoiceUnsupported: 'ignore' },
   closeAfterStreamMs: 1,

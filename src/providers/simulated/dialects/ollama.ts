@@ -3,7 +3,7 @@
 // `<`, `>` and `&` escaped as Go's JSON writes them, and an error after output began as an empty chunk with an empty
 // model and a close without `[DONE]` (its error text is lost in the translation).
 import type { SimReply } from '../reply.js'
-import { alnum, DONE, usageOf, type Dialect, type Frame, type StreamContext } from './dialect.js'
+import { alnum, DONE, usageOf, type Dialect, type Frame, type StreamContext, openaiModelList } from './dialect.js'
 
 const FINGERPRINT = 'fp_ollama'
 
@@ -82,6 +82,7 @@ export const ollama: Dialect = {
     status,
     body: { error: { message, type: status < 500 ? 'invalid_request_error' : 'api_error', param: null, code: null } },
   }),
+  modelList: (names) => openaiModelList(names, 'library'),
   abortReason: 'unload',
   behaviour: {},
 }

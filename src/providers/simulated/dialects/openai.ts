@@ -1,7 +1,16 @@
 // OpenAI's own wire, the one every other engine imitates; reasoning as DeepSeek's API writes it (`reasoning_content`).
 import type { SimReply } from '../reply.js'
 import { toolDeltas } from '../wire.js'
-import { DONE, nextSeed, sse, usageOf, type Dialect, type Frame, type StreamContext } from './dialect.js'
+import {
+  DONE,
+  nextSeed,
+  sse,
+  usageOf,
+  type Dialect,
+  type Frame,
+  type StreamContext,
+  openaiModelList,
+} from './dialect.js'
 
 function chunk(c: StreamContext, delta: Record<string, unknown>, finish: string | null = null, logprobs?: unknown) {
   return sse({
@@ -68,6 +77,7 @@ export const openai: Dialect = {
   streamError: (status, message) => sse({ error: { message, type: errorType(status), param: null, code: null } }),
   completion: (reply, c) => JSON.stringify(completion(reply, c)),
   errorReply: (status, message) => ({ status, body: { error: { message, type: errorType(status) } } }),
+  modelList: (names) => openaiModelList(names, 'simulated'),
   abortReason: 'abort',
   behaviour: {},
 }

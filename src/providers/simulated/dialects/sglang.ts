@@ -13,6 +13,7 @@ import {
   type Dialect,
   type Frame,
   type StreamContext,
+  openaiModelList,
 } from './dialect.js'
 
 /** The token id of Qwen's `<|im_end|>`, which SGLang names as the stop it matched. */
@@ -115,6 +116,7 @@ export const sglang: Dialect = {
   streamError: (status, message) => `data: ${pythonJson({ error: errorBody(status, message) })}\n\n${DONE}`,
   completion: (reply, c) => JSON.stringify(completion(reply, c)),
   errorReply: (status, message) => ({ status, body: errorBody(status, message) }),
+  modelList: (names) => openaiModelList(names, 'sglang', (id) => ({ root: id, max_model_len: 32768 })),
   abortReason: 'abort',
   behaviour: {},
 }

@@ -5,7 +5,7 @@
 // inside a stream as `{"error":{"message","http_status_code"}}` then `[DONE]`, a plain error as
 // `{"error":"…","error_type"}`, validation failing with 422.
 import type { SimReply } from '../reply.js'
-import { DONE, sse, usageOf, type Dialect, type Frame, type StreamContext } from './dialect.js'
+import { DONE, sse, usageOf, type Dialect, type Frame, type StreamContext, openaiModelList } from './dialect.js'
 
 const FINGERPRINT = '3.3.4-sha-sim'
 
@@ -85,6 +85,7 @@ export const tgi: Dialect = {
     const kind = kindOf(status)
     return { status: kind.status, body: { error: message, error_type: kind.type } }
   },
+  modelList: (names) => openaiModelList(names, 'text-generation-inference'),
   abortReason: 'abort',
   behaviour: { parallel: false },
 }

@@ -13,6 +13,7 @@ import {
   type Dialect,
   type Frame,
   type StreamContext,
+  openaiModelList,
 } from './dialect.js'
 
 function chunk(c: StreamContext, delta: Record<string, unknown>, finish: string | null, first = false) {
@@ -133,6 +134,8 @@ export const vllm: Dialect = {
   streamError: (status, message) => `data: ${pythonJson(errorBody(status, message))}\n\n${DONE}`,
   completion: (reply, c) => JSON.stringify(completion(reply, c)),
   errorReply: (status, message) => ({ status, body: errorBody(status, message) }),
+  modelList: (names) =>
+    openaiModelList(names, 'vllm', (id) => ({ root: id, parent: null, max_model_len: 32768, permission: [] })),
   abortReason: 'abort',
   behaviour: {},
 }
