@@ -13,7 +13,7 @@ export const LAYERS = [
   ['limits'],
   ['store'],
   ['auth', 'usage'],
-  ['providers'],
+  ['providers', 'engine'],
   ['tools'],
   ['routing'],
   ['accounts'],

@@ -1,0 +1,186 @@
+// An OpenAI-compatible chat completions server over a GGUF model run by node-llama-cpp: what a provider runs to serve
+// a model file itself (and the real engine of the engine tests). Plain and streamed replies, max_tokens, temperature
+// and seed, usage counted in the model's own tokens, the generation stopped when its client leaves.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { basename } from 'node:path'
+import { loadNodeLlamaCpp, type LlamaContext, type NodeLlamaCpp } from './node-llama.js'
+import { BadRequest, chatBody, type ChatBody } from './chat-body.js'
+
+export interface EngineServerOptions {
+  modelFile: string
+  /** The model's name in /v1/models and replies (default: the file's name without .gguf). */
+  name?: string
+  host?: string
+  port?: number
+  /** Requests generated at once, each in a sequence of its own (2). */
+  sequences?: number
+  /** Tokens of context per sequence (4096). */
+  contextSize?: number
+  /** CPU threads of the context (1: on a small machine more threads only contend). */
+  threads?: number
+}
+
+const MAX_BODY = 4 * 1024 * 1024
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body)
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+  res.end(text)
+}
+
+const error = (res: ServerResponse, status: number, message: string) =>
+  json(res, status, { error: { message, type: status < 500 ? 'invalid_request_error' : 'server_error', code: status } })
+
+/** Waits its turn for one of `size` places. */
+class Places {
+  private free: number
+  private readonly waiting: (() => void)[] = []
+  constructor(size: number) {
+    this.free = size
+  }
+  async take(): Promise<() => void> {
+    if (this.free > 0) this.free--
+    else await new Promise<void>((resolve) => this.waiting.push(resolve))
+    let given = false
+    return () => {
+      if (given) return
+      given = true
+      const next = this.waiting.shift()
+      if (next) next()
+      else this.free++
+    }
+  }
+}
+
+export class EngineServer {
+  /** Generations finished, and those stopped because their client left. */
+  readonly stats = { served: 0, aborted: 0 }
+  private readonly server: Server
+  private readonly places: Places
+  private constructor(
+    private readonly loaded: { lib: NodeLlamaCpp; context: LlamaContext; release: () => Promise<void> },
+    readonly name: string,
+    private readonly opts: EngineServerOptions,
+  ) {
+    this.places = new Places(opts.sequences ?? 2)
+    this.server = createServer((req, res) => void this.handle(req, res))
+  }
+
+  static async start(opts: EngineServerOptions): Promise<EngineServer> {
+    const lib = await loadNodeLlamaCpp()
+    const llama = await lib.getLlama({ gpu: false, build: 'never', logLevel: 'error' })
+    const model = await llama.loadModel({ modelPath: opts.modelFile })
+    const context = await model.createContext({
+      contextSize: opts.contextSize ?? 4096,
+      sequences: opts.sequences ?? 2,
+      threads: opts.threads ?? 1,
+    })
+    const release = async () => {
+      await context.dispose()
+      await model.dispose()
+      await llama.dispose()
+    }
+    const name = opts.name ?? basename(opts.modelFile).replace(/\.gguf$/i, '')
+    const server = new EngineServer({ lib, context, release }, name, opts)
+    await new Promise<void>((resolve, reject) => {
+      server.server.once('error', reject)
+      server.server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', resolve)
+    })
+    return server
+  }
+
+  /** Base URL, ending in /v1. */
+  get url(): string {
+    return `http://${this.opts.host ?? '127.0.0.1'}:${(this.server.address() as AddressInfo).port}/v1`
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections()
+    await new Promise<void>((resolve) => this.server.close(() => resolve()))
+    await this.loaded.release()
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0]!
+    if (req.method === 'GET' && path === '/v1/models')
+      return json(res, 200, {
+        object: 'list',
+        data: [{ id: this.name, object: 'model', created: Math.floor(Date.now() / 1000), owned_by: 'svc' }],
+      })
+    if (req.method !== 'POST' || path !== '/v1/chat/completions') return error(res, 404, `no route ${path}`)
+    let body: ChatBody
+    try {
+      body = chatBody(JSON.parse(await readBody(req)))
+    } catch (err) {
+      return error(res, 400, err instanceof BadRequest ? err.message : 'the body is not JSON')
+    }
+    const gone = new AbortController()
+    res.once('close', () => gone.abort())
+    const done = await this.places.take()
+    try {
+      if (gone.signal.aborted) return
+      await this.generate(body, res, gone.signal)
+    } catch (err) {
+      if (!res.headersSent) error(res, 500, (err as Error).message)
+      else res.destroy()
+    } finally {
+      done()
+    }
+  }
+
+  private async generate(body: ChatBody, res: ServerResponse, signal: AbortSignal): Promise<void> {
+    // A sequence of its own: nothing of another request's state, so its input is counted whole.
+    const sequence = this.loaded.context.getSequence()
+    const session = new this.loaded.lib.LlamaChatSession({ contextSequence: sequence, autoDisposeSequence: false })
+    const id = `chatcmpl-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`
+    const created = Math.floor(Date.now() / 1000)
+    const head = { id, object: 'chat.completion.chunk', created, model: this.name }
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+      `data: ${JSON.stringify({ ...head, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
+    try {
+      session.setChatHistory(body.messages)
+      if (body.stream) {
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
+        res.write(chunk({ role: 'assistant', content: '' }))
+      }
+      const meta = await session.promptWithMeta(body.prompt, {
+        ...(body.maxTokens !== undefined ? { maxTokens: body.maxTokens } : {}),
+        temperature: body.temperature,
+        ...(body.seed !== undefined ? { seed: body.seed } : {}),
+        signal,
+        stopOnAbortSignal: true,
+        ...(body.stream ? { onTextChunk: (text: string) => void res.write(chunk({ content: text })) } : {}),
+      })
+      if (signal.aborted) return void this.stats.aborted++
+      this.stats.served++
+      const finish = meta.stopReason === 'maxTokens' ? 'length' : 'stop'
+      const used = sequence.tokenMeter
+      const usage = {
+        prompt_tokens: used.usedInputTokens,
+        completion_tokens: used.usedOutputTokens,
+        total_tokens: used.usedInputTokens + used.usedOutputTokens,
+      }
+      if (!body.stream) {
+        const message = { role: 'assistant', content: meta.responseText }
+        const choices = [{ index: 0, message, finish_reason: finish }]
+        return json(res, 200, { id, object: 'chat.completion', created, model: this.name, choices, usage })
+      }
+      res.write(chunk({}, finish))
+      if (body.usage) res.write(`data: ${JSON.stringify({ ...head, choices: [], usage })}\n\n`)
+      res.end('data: [DONE]\n\n')
+    } finally {
+      session.dispose({ disposeSequence: true })
+    }
+  }
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    if ((size += chunk.length) > MAX_BODY) throw new BadRequest(`the body is larger than ${MAX_BODY} bytes`)
+    chunks.push(chunk)
+  }
+  return Buffer.concat(chunks).toString('utf8')
+}

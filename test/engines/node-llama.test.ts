@@ -1,0 +1,136 @@
+import { execFileSync } from 'node:child_process'
+import { existsSync, mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import OpenAI from 'openai'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { EngineServer } from '../../src/engine/chat-server.js'
+import { ENGINE_ENTRY, ENGINES_DIR } from '../../src/engine/node-llama.js'
+import { countOutput } from '../../src/metering/tokens.js'
+import { chat, P, startMarket, type Market } from '../helpers/market.js'
+import { snapshot } from '../helpers/tools.js'
+
+// A real engine behind the gateway: node-llama-cpp (installed in engines/ by `npm ci` there; these tests skip without
+// it) running a model the project makes itself (scripts/make-model.mjs) over Qwen2's real vocabulary, which answers
+// every turn with one sentence. No weights are fetched.
+
+/** Long enough (57 tokens of Qwen2's vocabulary, each another) for a client to leave while it is generated. */
+const SENTENCE =
+  'Alpha bravo charlie delta echo golf hotel india kilo lima mike oscar papa sierra tango victor one two three four ' +
+  'five six seven eight nine ten red green blue black white brown pink gray gold silver river stone bridge north ' +
+  'south east west cat dog bird fish.'
+const SENTENCE_TOKENS = 57
+
+const installed = existsSync(ENGINE_ENTRY)
+
+/** The model file, made once into engines/.cache. */
+function modelFile(): string {
+  const dir = join(ENGINES_DIR, '.cache', 'models')
+  const file = join(dir, 'bigram-57-q4_0.gguf')
+  if (!existsSync(file)) {
+    mkdirSync(dir, { recursive: true })
+    execFileSync(process.execPath, ['scripts/make-model.mjs', '--out', file, '--sentence', SENTENCE])
+  }
+  return file
+}
+
+describe.skipIf(!installed)('node-llama-cpp serving a real GGUF model through the gateway', () => {
+  let engine: EngineServer
+  let m: Market
+  let client: OpenAI
+  beforeAll(async () => {
+    engine = await EngineServer.start({ modelFile: modelFile(), name: 'bigram', sequences: 2 })
+    m = await startMarket({
+      tuning: { firstByteTimeoutMs: 10_000, replyTimeoutMs: 10_000 },
+      edit: (config) => {
+        // Both providers of atlas are the engine.
+        for (const p of config.providers.slice(0, 2)) {
+          p.baseUrl = engine.url
+          for (const o of p.offers) o.upstreamModel = 'bigram'
+        }
+      },
+    })
+    client = new OpenAI({ baseURL: `${m.url}/v1`, apiKey: m.key, maxRetries: 0 })
+  }, 60_000)
+  afterAll(async () => {
+    await m?.close()
+    await engine?.close()
+  })
+
+  /** The text of the reply's first three tokens, as the stream showed them. */
+  let firstThree = ''
+  const ask = [{ role: 'user' as const, content: 'Where does the river go?' }]
+
+  it('answers plain, whole and finished; the engine reports its own tokens beside the gateway’s count', async () => {
+    const r = await client.chat.completions.create({ model: 'svc/atlas@1', messages: ask })
+    expect(r.choices[0]).toMatchObject({ message: { content: SENTENCE }, finish_reason: 'stop' })
+    expect(r.usage!.completion_tokens).toBe(countOutput(SENTENCE, []))
+    const [record] = await m.store.usage.list(m.accountId, { limit: 1 })
+    // The sentence's tokens and the end of the turn, in the model's own vocabulary.
+    expect(record).toMatchObject({ outcome: 'completed', upstreamCompletionTokens: SENTENCE_TOKENS + 1 })
+    expect([P.atlasCheap, P.atlasDear]).toContain(record!.provider)
+  })
+
+  it('streams the reply token by token, with usage and the finish', async () => {
+    const stream = await client.chat.completions.create({ model: 'svc/atlas@1', messages: ask, stream: true })
+    const deltas: string[] = []
+    let finish: string | null = null
+    for await (const c of stream) {
+      if (c.choices[0]?.delta.content) deltas.push(c.choices[0].delta.content)
+      finish ??= c.choices[0]?.finish_reason ?? null
+    }
+    expect(deltas.join('')).toBe(SENTENCE)
+    expect(deltas.length).toBe(SENTENCE_TOKENS)
+    expect(finish).toBe('stop')
+    firstThree = deltas.slice(0, 3).join('')
+  })
+
+  it('stops at max_tokens with finish_reason length, charged for what was said', async () => {
+    const before = await snapshot(m)
+    const r = await client.chat.completions.create({ model: 'svc/atlas@1', messages: ask, max_tokens: 3 })
+    expect(firstThree.length).toBeGreaterThan(0)
+    expect(r.choices[0]).toMatchObject({ message: { content: firstThree }, finish_reason: 'length' })
+    const [record] = await m.store.usage.list(m.accountId, { limit: 1 })
+    // Metered by the gateway's own tokenizer (metering version 1, o200k); the engine counts its model's three.
+    expect(record).toMatchObject({
+      outcome: 'completed',
+      completionTokens: countOutput(firstThree, []),
+      upstreamCompletionTokens: 3,
+    })
+    expect((await snapshot(m)).balance).toBe(before.balance - record!.cost)
+  })
+
+  it('carries a conversation: the history goes to the model, and it answers the last turn', async () => {
+    const r = await client.chat.completions.create({
+      model: 'svc/atlas@1',
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        ...ask,
+        { role: 'assistant', content: SENTENCE },
+        { role: 'user', content: 'And then?' },
+      ],
+    })
+    expect(r.choices[0]!.message.content).toBe(SENTENCE)
+    const [record] = await m.store.usage.list(m.accountId, { limit: 1 })
+    expect(record!.upstreamPromptTokens).toBeGreaterThan(SENTENCE_TOKENS + 10)
+  })
+
+  it('stops generating for a client that leaves mid-stream, and serves the next request', async () => {
+    const { served, aborted } = engine.stats
+    const res = await chat(m.url, m.key, { model: 'svc/atlas@1', messages: ask, stream: true })
+    expect(res.status).toBe(200)
+    const reader = res.body!.getReader()
+    await reader.read()
+    await reader.cancel()
+    await expect.poll(() => engine.stats.aborted, { timeout: 5000 }).toBe(aborted + 1)
+    expect(engine.stats.served).toBe(served)
+    const [record] = await m.store.usage.list(m.accountId, { limit: 1 })
+    expect(record!.outcome).toBe('client_closed')
+    const r = await client.chat.completions.create({ model: 'svc/atlas@1', messages: ask })
+    expect(r.choices[0]!.message.content).toBe(SENTENCE)
+  })
+
+  it('lists its model', async () => {
+    const res = await fetch(`${engine.url}/models`)
+    expect(((await res.json()) as { data: { id: string }[] }).data.map((d) => d.id)).toEqual(['bigram'])
+  })
+})
