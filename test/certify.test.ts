@@ -180,7 +180,7 @@ describe('the svc certify command', () => {
     })
     const text = await svc(args)
     expect(text.code).toBe(0)
-    expect(text.stdout).toMatch(/FAIL {2}tool_choice\.required\.plain +upstream answered 400/)
+    expect(text.stdout).toMatch(/FAIL {2}tool_choice\.required\.plain +repeat 1 of 3: upstream answered 400/)
     expect(text.stdout).toContain(`"certification_id": "${out.tool_contract.certification_id}"`)
   })
 
