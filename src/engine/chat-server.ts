@@ -56,6 +56,9 @@ class Places {
 export class EngineServer {
   /** Generations finished, and those stopped because their client left. */
   readonly stats = { served: 0, aborted: 0 }
+  /** Requests under way, and when the last one came. */
+  private active = 0
+  private lastRequestAt = 0
   private readonly server: Server
   private readonly places: Places
   private constructor(
@@ -95,6 +98,16 @@ export class EngineServer {
     return `http://${this.opts.host ?? '127.0.0.1'}:${(this.server.address() as AddressInfo).port}/v1`
   }
 
+  /**
+   * Resolves once no request is under way and none came for `quietMs` (a marketplace that was told the endpoint left
+   * routes elsewhere within seconds), or after `maxMs` whatever comes.
+   */
+  async drain(quietMs: number, maxMs: number): Promise<void> {
+    const until = Date.now() + maxMs
+    while (Date.now() < until && (this.active > 0 || Date.now() - this.lastRequestAt < quietMs))
+      await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+
   async close(): Promise<void> {
     this.server.closeAllConnections()
     await new Promise<void>((resolve) => this.server.close(() => resolve()))
@@ -109,6 +122,9 @@ export class EngineServer {
         data: [{ id: this.name, object: 'model', created: Math.floor(Date.now() / 1000), owned_by: 'svc' }],
       })
     if (req.method !== 'POST' || path !== '/v1/chat/completions') return error(res, 404, `no route ${path}`)
+    this.active++
+    this.lastRequestAt = Date.now()
+    res.once('close', () => this.active--)
     let body: ChatBody
     try {
       body = chatBody(JSON.parse(await readBody(req)))

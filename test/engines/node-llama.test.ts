@@ -1,39 +1,16 @@
-import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync } from 'node:fs'
-import { join } from 'node:path'
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { EngineServer } from '../../src/engine/chat-server.js'
-import { ENGINE_ENTRY, ENGINES_DIR } from '../../src/engine/node-llama.js'
 import { countOutput } from '../../src/metering/tokens.js'
 import { chat, P, startMarket, type Market } from '../helpers/market.js'
 import { snapshot } from '../helpers/tools.js'
+import { ENGINE_INSTALLED, modelFile, SENTENCE, SENTENCE_TOKENS } from '../helpers/engine.js'
 
 // A real engine behind the gateway: node-llama-cpp (installed in engines/ by `npm ci` there; these tests skip without
 // it) running a model the project makes itself (scripts/make-model.mjs) over Qwen2's real vocabulary, which answers
 // every turn with one sentence. No weights are fetched.
 
-/** Long enough (57 tokens of Qwen2's vocabulary, each another) for a client to leave while it is generated. */
-const SENTENCE =
-  'Alpha bravo charlie delta echo golf hotel india kilo lima mike oscar papa sierra tango victor one two three four ' +
-  'five six seven eight nine ten red green blue black white brown pink gray gold silver river stone bridge north ' +
-  'south east west cat dog bird fish.'
-const SENTENCE_TOKENS = 57
-
-const installed = existsSync(ENGINE_ENTRY)
-
-/** The model file, made once into engines/.cache. */
-function modelFile(): string {
-  const dir = join(ENGINES_DIR, '.cache', 'models')
-  const file = join(dir, 'bigram-57-q4_0.gguf')
-  if (!existsSync(file)) {
-    mkdirSync(dir, { recursive: true })
-    execFileSync(process.execPath, ['scripts/make-model.mjs', '--out', file, '--sentence', SENTENCE])
-  }
-  return file
-}
-
-describe.skipIf(!installed)('node-llama-cpp serving a real GGUF model through the gateway', () => {
+describe.skipIf(!ENGINE_INSTALLED)('node-llama-cpp serving a real GGUF model through the gateway', () => {
   let engine: EngineServer
   let m: Market
   let client: OpenAI

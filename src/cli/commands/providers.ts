@@ -3,6 +3,7 @@ import { normalizeWallet, OperationError, requireAccount } from '../../accounts/
 import { addEndpoint, endpointView, offerFields, setOffer } from '../../accounts/provider-offers.js'
 import { addressPolicyOf } from '../../routing/catalog.js'
 import { listModels } from '../../providers/engine-models.js'
+import { providerServeCommand } from './provider-serve.js'
 import { action, common, emit, withStore, wholeOption, type CommonOptions } from '../context.js'
 
 interface ProviderOptions extends CommonOptions {
@@ -37,6 +38,7 @@ export function providerCommands(program: Command): void {
   const endpoint = provider.command('endpoint').description('OpenAI-compatible endpoints of a provider')
   const offer = provider.command('offer').description('what an endpoint serves, at what price')
   const wallet = (c: Command) => common(c.requiredOption('--wallet <address>', 'the provider wallet'))
+  providerServeCommand(provider)
 
   wallet(endpoint.command('add'))
     .requiredOption('--base-url <url>', 'its OpenAI-compatible API, ending in /v1')
