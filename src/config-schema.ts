@@ -22,6 +22,11 @@ const ModelConfig = Closed({
   contextLimit: Type.Integer({ minimum: 1 }),
   capabilities: Closed(Capabilities.properties),
   tool_contract: Type.Optional(Closed(ToolContract.properties)),
+  /**
+   * The model's own tokenizer, which its usage is metered in (metering version 2): a GGUF file (`gguf:<path>` or a
+   * path ending in .gguf, relative to the working directory). Absent or `o200k`: o200k (metering version 1).
+   */
+  tokenizer: Type.Optional(Type.String({ minLength: 1 })),
 })
 
 const OfferConfig = Closed({

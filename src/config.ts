@@ -80,6 +80,11 @@ function semanticProblems(config: Config): string[] {
     ids.add(m.id)
     if (m.capabilities.tools && !m.tool_contract)
       problems.push(`models[${i}].tool_contract: required when capabilities.tools is true`)
+    const version = m.tokenizer === undefined || m.tokenizer === 'o200k' ? 1 : 2
+    if (m.tool_contract && m.tool_contract.metering_version !== version)
+      problems.push(
+        `models[${i}].tool_contract.metering_version: ${version} for a model ${version === 1 ? 'metered in o200k' : 'that names its tokenizer'}, not ${m.tool_contract.metering_version}`,
+      )
     if (m.capabilities.maxOutputTokens > m.contextLimit)
       problems.push(`models[${i}].capabilities.maxOutputTokens: larger than contextLimit`)
   })

@@ -151,14 +151,17 @@ function chargeOf(
   // reported, as if it had stopped there, at the price of the offer that served. The bound is the one that offer was
   // sent (targets of svc/cortex@1 may be sent less than the hold covers).
   // Reasoning is output, charged at the output price, and counted first: it came first.
+  // In the served model's tokenizer (its own under metering version 2).
+  const counter = reply.offer.counter
   const reasoning =
-    reply.reasoning === '' ? 0 : Math.min(countOutput(reply.reasoning, [], reply.maxTokens), reply.maxTokens)
+    reply.reasoning === '' ? 0 : Math.min(countOutput(reply.reasoning, [], reply.maxTokens, counter), reply.maxTokens)
   const completion = Math.min(
     reasoning +
       countOutput(
         reply.content,
         reply.toolCalls.map((c) => c.function),
         reply.maxTokens - reasoning,
+        counter,
       ),
     reply.maxTokens,
   )

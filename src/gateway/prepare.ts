@@ -82,7 +82,8 @@ export function prepare(
     messages.metered,
     (toolsJson ?? '') + schema,
     largestContext(catalog, named, cortex),
-    abandoned,
+    // In the model's own tokenizer; svc/cortex@1's estimate in o200k (its targets' tokenizers may differ).
+    { abandoned, counter: named ? catalog.counters.get(named.id) : undefined },
   )
   if (typeof inputTokens === 'number') return planned(read, inputTokens, catalog, health)
   // Planned after the count, with the breakers' state of then.

@@ -1,4 +1,5 @@
-import { uncachedCount } from './tokens.js'
+import type { TokenCounter } from './counter.js'
+import { O200K } from './tokens.js'
 
 /**
  * More characters a token than ordinary text has: a reply shorter than this many characters a token of its bound is
@@ -27,7 +28,10 @@ export class OutputBound {
   /** Characters outside ASCII in the content so far. */
   private nonAscii = 0
 
-  constructor(private readonly maxTokens: number) {
+  constructor(
+    private readonly maxTokens: number,
+    private readonly counter: TokenCounter = O200K,
+  ) {
     this.countAt = maxTokens * CHARS_PER_TOKEN
     this.argumentChars = maxTokens * ARGUMENT_CHARS_PER_TOKEN
   }
@@ -40,7 +44,7 @@ export class OutputBound {
     if (chars < this.countAt) return false
     // Not kept in the count cache: a reply's prefix is never counted again, and would push out the prompts kept there.
     // Counted no further than past the bound: beyond it the reply is cut whatever its count.
-    const n = uncachedCount(content, this.maxTokens)
+    const n = this.counter.count(content, this.maxTokens)
     if (n > this.maxTokens) return true
     this.countAt = chars + Math.max(Math.ceil(((this.maxTokens - n + 1) * chars) / Math.max(n, 1)), chars >> 3)
     return false

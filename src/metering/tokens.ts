@@ -1,4 +1,5 @@
 import { countText, TextCount } from './o200k.js'
+import type { TokenCounter } from './counter.js'
 
 /**
  * Metering version 1 (docs/architecture.md §7): the gateway counts tokens itself with the o200k BPE.
@@ -6,6 +7,13 @@ import { countText, TextCount } from './o200k.js'
  * Output: delivered content plus tool-call names and arguments.
  */
 export const METERING_VERSION = 1
+
+/** o200k as a model's tokenizer, counting without the cache (what it counts is a reply's, seen once). */
+export const O200K: TokenCounter = {
+  name: 'o200k',
+  meteringVersion: METERING_VERSION,
+  count: (text, stopAbove) => uncachedCount(text, stopAbove),
+}
 export const PER_MESSAGE_OVERHEAD = 3
 export const REPLY_PRIMING = 3
 
@@ -95,15 +103,22 @@ const COUNT_CHUNK_UNITS = 2048
 /**
  * Input tokens of a request: messages, definitions (tools and a response schema, as their JSON) and reply priming. Past
  * `stopAbove` (the largest context that could take the request) counting stops: the count is then only known to be
- * more. An input longer than COUNT_AT_ONCE_UNITS is counted over several event-loop turns: its count is a promise.
+ * more. An input longer than COUNT_AT_ONCE_UNITS is counted over several event-loop turns: its count is a promise,
+ * given up once `abandoned` says so. In `counter`, a model's own tokenizer (counted at once), or o200k.
  */
 export function countInput(
   messages: readonly MeteredMessage[],
   definitionsJson?: string,
   stopAbove = Infinity,
-  abandoned?: () => boolean,
+  { abandoned, counter = O200K }: { abandoned?: () => boolean; counter?: TokenCounter | undefined } = {},
 ): number | Promise<number> {
   const input = inputOf(messages, definitionsJson)
+  // A model's own tokenizer (metering version 2) counts at once, each piece from its own cache.
+  if (counter !== O200K) {
+    let n = input.fixed
+    for (const text of input.texts) if ((n += counter.count(text, stopAbove - n)) > stopAbove) break
+    return n
+  }
   // An agent's long history is mostly texts the cache knows, which cost nothing: only the others decide.
   if (input.units > COUNT_AT_ONCE_UNITS && uncachedUnits(input.texts) > COUNT_AT_ONCE_UNITS)
     return countInSteps(input, stopAbove, abandoned)
@@ -280,11 +295,12 @@ export function countOutput(
   content: string,
   toolCalls: readonly { name: string; arguments: string }[] = [],
   stopAbove = Infinity,
+  counter: TokenCounter = O200K,
 ): number {
-  let n = uncachedCount(content, stopAbove)
+  let n = counter.count(content, stopAbove)
   for (const c of toolCalls) {
     if (n > stopAbove) break
-    n += tokenCount(c.name) + uncachedCount(c.arguments, stopAbove - n)
+    n += (counter === O200K ? tokenCount(c.name) : counter.count(c.name)) + counter.count(c.arguments, stopAbove - n)
   }
   return n
 }

@@ -110,7 +110,7 @@ export class OfferAttempt {
   ) {
     this.started = ctx.now()
     if (ctx.trace) ctx.trace.firstEventAt = undefined
-    if (request.stream) this.bound = new OutputBound(request.maxTokens)
+    if (request.stream) this.bound = new OutputBound(request.maxTokens, offer.counter)
     this.upstream = offer.upstream.stream(offer.upstreamModel, request, ctx.cancel)[Symbol.asyncIterator]()
   }
 

@@ -1,4 +1,7 @@
 import type { Config, ModelConfig } from '../config-schema.js'
+import type { TokenCounter } from '../metering/counter.js'
+import { tokenizerOf } from '../metering/tokenizers.js'
+import { O200K } from '../metering/tokens.js'
 import { CORTEX_MODEL_ID, type Capabilities, type ToolContract } from '../protocol/models.js'
 import type { Prices } from '../money/usdc.js'
 import type { Provider } from '../providers/types.js'
@@ -28,6 +31,8 @@ export interface Offer {
   managed: boolean
   /** The account paid for it, for an offer kept in the store (a config offer's is found by its address). */
   payeeId?: number
+  /** The tokenizer its model is metered in. */
+  counter: TokenCounter
 }
 
 /** How long a store endpoint's client stays open once no live offer uses it: longer than any request it serves. */
@@ -46,6 +51,8 @@ export interface CortexModel {
 /** Models and offers from the config, with one upstream client per provider. */
 export class Catalog {
   readonly models = new Map<string, ModelConfig>()
+  /** Each model's tokenizer (its own, or o200k). */
+  readonly counters = new Map<string, TokenCounter>()
   readonly offers = new Map<string, Offer[]>()
   readonly managed: Offer | undefined
   /** The managed vendor's context window (`managed.contextLimit`); Infinity when the config does not give it. */
@@ -72,6 +79,7 @@ export class Catalog {
     this.addresses = addressPolicyOf(config)
     for (const m of config.models) {
       this.models.set(m.id, m)
+      this.counters.set(m.id, tokenizerOf(m.tokenizer))
       this.offers.set(m.id, [])
     }
     for (const p of config.providers) {
@@ -89,6 +97,7 @@ export class Catalog {
           maxConcurrency: o.maxConcurrency,
           fingerprint: `${p.bundle}:${p.profile}`,
           managed: false,
+          counter: this.counters.get(o.model)!,
         })
       }
     }
@@ -107,6 +116,7 @@ export class Catalog {
         maxConcurrency: m.maxConcurrency ?? 1024,
         fingerprint: `managed:${m.upstreamModel}`,
         managed: true,
+        counter: O200K,
       }
       this.managedContext = m.contextLimit ?? Infinity
     }
@@ -146,6 +156,7 @@ export class Catalog {
         fingerprint: `${l.bundle}:${l.profile}`,
         managed: false,
         payeeId: l.accountId,
+        counter: this.counters.get(l.model)!,
       }
       if (at >= 0) offers[at] = offer
       else offers.push(offer)

@@ -2,6 +2,7 @@ import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { EngineServer } from '../../src/engine/chat-server.js'
 import { countOutput } from '../../src/metering/tokens.js'
+import { priceOf } from '../../src/money/usdc.js'
 import { chat, P, startMarket, type Market } from '../helpers/market.js'
 import { snapshot } from '../helpers/tools.js'
 import { ENGINE_INSTALLED, modelFile, SENTENCE, SENTENCE_TOKENS } from '../helpers/engine.js'
@@ -9,6 +10,9 @@ import { ENGINE_INSTALLED, modelFile, SENTENCE, SENTENCE_TOKENS } from '../helpe
 // A real engine behind the gateway: node-llama-cpp (installed in engines/ by `npm ci` there; these tests skip without
 // it) running a model the project makes itself (scripts/make-model.mjs) over Qwen2's real vocabulary, which answers
 // every turn with one sentence. No weights are fetched.
+
+const ATLAS_CHEAP = { input: 150_000n, output: 600_000n }
+const ATLAS_DEAR = { input: 200_000n, output: 800_000n }
 
 describe.skipIf(!ENGINE_INSTALLED)('node-llama-cpp serving a real GGUF model through the gateway', () => {
   let engine: EngineServer
@@ -19,6 +23,10 @@ describe.skipIf(!ENGINE_INSTALLED)('node-llama-cpp serving a real GGUF model thr
     m = await startMarket({
       tuning: { firstByteTimeoutMs: 10_000, replyTimeoutMs: 10_000 },
       edit: (config) => {
+        // Metered in the model's own tokenizer (metering version 2): the model file's vocabulary.
+        const atlas = config.models.find((x) => x.id === 'svc/atlas@1')!
+        atlas.tokenizer = modelFile()
+        atlas.tool_contract = { ...atlas.tool_contract!, metering_version: 2 }
         // Both providers of atlas are the engine.
         for (const p of config.providers.slice(0, 2)) {
           p.baseUrl = engine.url
@@ -37,14 +45,22 @@ describe.skipIf(!ENGINE_INSTALLED)('node-llama-cpp serving a real GGUF model thr
   let firstThree = ''
   const ask = [{ role: 'user' as const, content: 'Where does the river go?' }]
 
-  it('answers plain, whole and finished; the engine reports its own tokens beside the gateway’s count', async () => {
+  it('answers plain, whole and finished, metered and charged in the model’s own tokens', async () => {
+    const before = await snapshot(m)
     const r = await client.chat.completions.create({ model: 'svc/atlas@1', messages: ask })
     expect(r.choices[0]).toMatchObject({ message: { content: SENTENCE }, finish_reason: 'stop' })
-    expect(r.usage!.completion_tokens).toBe(countOutput(SENTENCE, []))
+    // Qwen2's tokens of the sentence, as the engine generated them (o200k would say otherwise).
+    expect(r.usage!.completion_tokens).toBe(SENTENCE_TOKENS)
+    expect(countOutput(SENTENCE, [])).not.toBe(SENTENCE_TOKENS)
     const [record] = await m.store.usage.list(m.accountId, { limit: 1 })
-    // The sentence's tokens and the end of the turn, in the model's own vocabulary.
+    // The engine counts the end of its turn too.
     expect(record).toMatchObject({ outcome: 'completed', upstreamCompletionTokens: SENTENCE_TOKENS + 1 })
+    // The input estimate, in the same tokens: the messages' text and the template's overhead, near the engine's count.
+    expect(Math.abs(record!.promptTokens - record!.upstreamPromptTokens!)).toBeLessThanOrEqual(4)
     expect([P.atlasCheap, P.atlasDear]).toContain(record!.provider)
+    const prices = record!.provider === P.atlasCheap ? ATLAS_CHEAP : ATLAS_DEAR
+    expect(record!.cost).toBe(priceOf(prices, r.usage!.prompt_tokens, SENTENCE_TOKENS))
+    expect((await snapshot(m)).balance).toBe(before.balance - record!.cost)
   })
 
   it('streams the reply token by token, with usage and the finish', async () => {
@@ -67,12 +83,7 @@ describe.skipIf(!ENGINE_INSTALLED)('node-llama-cpp serving a real GGUF model thr
     expect(firstThree.length).toBeGreaterThan(0)
     expect(r.choices[0]).toMatchObject({ message: { content: firstThree }, finish_reason: 'length' })
     const [record] = await m.store.usage.list(m.accountId, { limit: 1 })
-    // Metered by the gateway's own tokenizer (metering version 1, o200k); the engine counts its model's three.
-    expect(record).toMatchObject({
-      outcome: 'completed',
-      completionTokens: countOutput(firstThree, []),
-      upstreamCompletionTokens: 3,
-    })
+    expect(record).toMatchObject({ outcome: 'completed', completionTokens: 3, upstreamCompletionTokens: 3 })
     expect((await snapshot(m)).balance).toBe(before.balance - record!.cost)
   })
 

@@ -1,0 +1,139 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { ConfigError } from '../config.js'
+import { tokenizerOf } from './tokenizers.js'
+import { O200K } from './tokens.js'
+
+/** A vocab-only GGUF (v3) of these metadata: strings, and arrays of strings. */
+function gguf(kv: Record<string, string | string[]>): Buffer {
+  const parts: Buffer[] = []
+  const u32 = (v: number) => parts.push(Buffer.from(new Uint32Array([v]).buffer))
+  const u64 = (v: number) => parts.push(Buffer.from(new BigUint64Array([BigInt(v)]).buffer))
+  const str = (s: string) => {
+    u64(Buffer.byteLength(s))
+    parts.push(Buffer.from(s))
+  }
+  parts.push(Buffer.from('GGUF'))
+  u32(3)
+  u64(0)
+  u64(Object.keys(kv).length)
+  for (const [key, value] of Object.entries(kv)) {
+    str(key)
+    if (typeof value === 'string') {
+      u32(8)
+      str(value)
+    } else {
+      u32(9)
+      u32(8)
+      u64(value.length)
+      value.forEach(str)
+    }
+  }
+  return Buffer.concat(parts)
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'svc-vocab-'))
+function file(name: string, bytes: Buffer | string): string {
+  const path = join(dir, name)
+  writeFileSync(path, bytes)
+  return path
+}
+
+/** GPT-2's spelling of a space is Ġ. */
+const MERGES = ['t h', 'th e', 'Ġ the']
+
+describe("a model's own tokenizer", () => {
+  it('is o200k when the model names none, or o200k', () => {
+    expect(tokenizerOf(undefined)).toBe(O200K)
+    expect(tokenizerOf('o200k')).toBe(O200K)
+    expect(O200K.meteringVersion).toBe(1)
+  })
+
+  it("counts by the vocabulary's merges, its pre-tokenizer splitting the text", () => {
+    const path = file('tiny.gguf', gguf({ 'tokenizer.ggml.model': 'gpt2', 'tokenizer.ggml.merges': MERGES }))
+    const counter = tokenizerOf(`gguf:${path}`)
+    expect(counter.meteringVersion).toBe(2)
+    // "the" and " the" merge whole; "then": the, n; a space alone and "x": one byte each.
+    expect(counter.count('the the')).toBe(2)
+    expect(counter.count('then')).toBe(2)
+    expect(counter.count(' x')).toBe(2)
+    const fewer = file(
+      'fewer.gguf',
+      gguf({ 'tokenizer.ggml.model': 'gpt2', 'tokenizer.ggml.merges': MERGES.slice(0, 2) }),
+    )
+    expect(tokenizerOf(fewer).count('the the')).toBe(3)
+    // Loaded once: the same counter for the same file.
+    expect(tokenizerOf(`gguf:${path}`)).toBe(counter)
+  })
+
+  it('refuses what it cannot meter, in words that name the file', () => {
+    const refused = (spec: string) => {
+      try {
+        tokenizerOf(spec)
+      } catch (err) {
+        expect(err).toBeInstanceOf(ConfigError)
+        return (err as ConfigError).problems[0]
+      }
+      throw new Error(`${spec} was taken`)
+    }
+    expect(refused('cl100k')).toMatch(/name o200k or a GGUF file/)
+    expect(refused(join(dir, 'missing.gguf'))).toMatch(/missing\.gguf: ENOENT/)
+    expect(refused(file('text.gguf', 'not gguf at all, just text'))).toMatch(/not a GGUF file/)
+    expect(refused(file('cut.gguf', gguf({ 'tokenizer.ggml.model': 'gpt2' }).subarray(0, 30)))).toMatch(
+      /ends inside its metadata/,
+    )
+    expect(refused(file('spm.gguf', gguf({ 'tokenizer.ggml.model': 'llama' })))).toMatch(/not llama/)
+    const odd = gguf({ 'tokenizer.ggml.model': 'gpt2', 'tokenizer.ggml.pre': 'klingon', 'tokenizer.ggml.merges': [] })
+    expect(refused(file('odd.gguf', odd))).toMatch(/pre-tokenizer klingon is not known \(qwen2, llama-bpe, gpt-2\)/)
+    expect(refused(file('none.gguf', gguf({ 'tokenizer.ggml.model': 'gpt2' })))).toMatch(/no merges/)
+  })
+})
+
+describe('a model that names its tokenizer, in the config', () => {
+  it('needs metering_version 2 in its tool contract, and one metered in o200k version 1', async () => {
+    const { validateConfig } = await import('../config.js')
+    const { DEMO_CONTRACTS } = await import('../cli/demo/market.js')
+    const model = (over: Record<string, unknown>) => ({
+      id: 'svc/q@1',
+      owned_by: 'q',
+      contextLimit: 4096,
+      capabilities: {
+        workload: 'chat',
+        tools: true,
+        structuredOutputs: true,
+        reasoning: false,
+        streaming: true,
+        maxOutputTokens: 1024,
+      },
+      tool_contract: DEMO_CONTRACTS.atlas,
+      ...over,
+    })
+    const config = (m: Record<string, unknown>) => ({
+      listen: { host: '127.0.0.1', port: 0 },
+      store: 'sqlite::memory:',
+      rail: { kind: 'local' },
+      models: [m],
+      providers: [],
+      feeBps: 0,
+    })
+    const problems = (m: Record<string, unknown>) => {
+      try {
+        validateConfig(config(m))
+        return []
+      } catch (err) {
+        return (err as ConfigError).problems
+      }
+    }
+    expect(problems(model({}))).toEqual([])
+    expect(problems(model({ tokenizer: 'gguf:q.gguf' }))).toEqual([
+      'models[0].tool_contract.metering_version: 2 for a model that names its tokenizer, not 1',
+    ])
+    const v2 = { ...DEMO_CONTRACTS.atlas, metering_version: 2 }
+    expect(problems(model({ tokenizer: 'gguf:q.gguf', tool_contract: v2 }))).toEqual([])
+    expect(problems(model({ tool_contract: v2 }))).toEqual([
+      'models[0].tool_contract.metering_version: 1 for a model metered in o200k, not 2',
+    ])
+  })
+})
