@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { cleanEnv, daemon, svc, type Daemon, LISTENING, listeningLine } from './helpers/cli.js'
 import { addressOf } from './helpers/market.js'
+import { ENGINE_INSTALLED } from './helpers/engine.js'
 
 const sh = promisify(execFile)
 
@@ -91,7 +92,9 @@ describe('svc demo --json', () => {
     const d = await daemon(['demo', '--port', '0', '--data', data, '--json'], /\n/)
     try {
       const line = JSON.parse(d.output().split('\n')[0]!)
-      expect(Object.keys(line).sort()).toEqual(['api_key', 'base_url', 'config', 'portal_url'])
+      // With node-llama-cpp in engines/, the demo serves a real model too, and says where.
+      const real = ENGINE_INSTALLED ? ['real_model'] : []
+      expect(Object.keys(line).sort()).toEqual(['api_key', 'base_url', 'config', 'portal_url', ...real])
       expect(line.portal_url).toBe(`${line.base_url}/portal`)
       expect(JSON.parse(readFileSync(line.config, 'utf8')).store).toBe(`sqlite:${join(data, 'svc.db')}`)
       // A second demo on the same data and port cannot start: it says so, and leaves the running one's config alone.

@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path'
 import type { Command } from 'commander'
 import { SimulatedProvider } from '../../providers/simulated/server.js'
 import { DEMO_SIM_MODELS, DEMO_WALLET, demoConfig } from '../demo/market.js'
+import { REAL_MODEL_ID, startRealModel } from '../demo/real-model.js'
 import { OperationError } from '../../accounts/operations.js'
 import { formatUsdc, parseUsdc } from '../../money/usdc.js'
 import { spendableOf } from '../../money/spendable.js'
@@ -21,6 +22,8 @@ interface DemoOptions extends CommonOptions {
   data: string
   chunkDelayMs: string
   rail: string
+  /** Commander's `--no-real-model`: false when given. */
+  realModel: boolean
 }
 
 /**
@@ -37,6 +40,7 @@ export function demoCommand(program: Command): void {
     .option('--data <dir>', 'directory for the database and the written config', DEFAULT_DATA_DIR)
     .option('--chunk-delay-ms <n>', 'pause between streamed tokens of the simulated providers', '15')
     .option('--rail <kind>', 'local (settled in the ledger) or anvil (test USDC on a local chain)', 'local')
+    .option('--no-real-model', 'leave out the real model served by node-llama-cpp (when engines/ has it installed)')
     .action(
       action(async (opts: DemoOptions) => {
         const data = resolve(opts.data)
@@ -74,6 +78,14 @@ export function demoCommand(program: Command): void {
         ]
         const storeUrl = chain?.storeUrl ?? databaseUrl ?? `sqlite:${join(data, 'svc.db')}`
         const config = demoConfig({ providers: [a.url, b.url, c.url, d.url], vendor: vendor.url }, storeUrl, port)
+        const real = opts.realModel ? await startRealModel(data) : undefined
+        if (real?.added) {
+          config.models.push(real.model)
+          config.providers.push(real.provider)
+        }
+        const closeReal = async () => {
+          if (real?.added) await real.close()
+        }
         if (chain) config.rail = chain.rail
         config.receipts = { keyFile: demoReceiptKey(data) }
         config.secrets = { keyFile: demoSecretsKey(data) }
@@ -83,6 +95,7 @@ export function demoCommand(program: Command): void {
           server = await startServer(config)
         } catch (err) {
           await Promise.all(sims.map((s) => s.close()))
+          await closeReal()
           await chain?.anvil.close()
           if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE')
             throw new OperationError(
@@ -113,6 +126,7 @@ export function demoCommand(program: Command): void {
         onShutdown(async () => {
           await server.close()
           await Promise.all(sims.map((s) => s.close()))
+          await closeReal()
           await chain?.anvil.close()
         })
         const chainJson = chain
@@ -125,40 +139,52 @@ export function demoCommand(program: Command): void {
               },
             }
           : {}
-        emit(opts, { base_url: baseUrl, portal_url: portalUrl, api_key: key.key, config: configFile, ...chainJson }, [
-          'svc marketplace demo is running (Ctrl-C stops it)',
-          '',
-          `  base URL   ${baseUrl}   (OpenAI SDK baseURL: ${baseUrl}/v1)`,
-          `  portal     ${portalUrl}`,
-          `  API key    ${key.key}`,
-          key.reused
-            ? `             the demo's key of earlier starts (kept in ${join(data, 'demo-key')}; the store has only its hash)`
-            : `             kept in ${join(data, 'demo-key')} for the next start; the store has only its hash`,
-          `  wallet     ${DEMO_WALLET}: balance ${formatUsdc(funded.balance)} USDC, approved cap ${formatUsdc(funded.cap)}, spendable ${formatUsdc(spendableOf(funded))}`,
-          ...(created || anvil
-            ? []
-            : ['             as earlier starts left it (not topped up; delete the data directory to start over)']),
-          ...(previous !== undefined
-            ? [`  port       ${port}, asked for; this data directory's config had ${previous}, now ${port}`]
-            : []),
-          `  config     ${configFile}   (svc account/key/usage/settle commands use it)`,
-          ...(chain
-            ? [
-                `  chain      anvil ${chain.anvil.rpcUrl} (chain ${chain.anvil.chainId}, 1 s blocks): test USDC ${chain.rail.usdc}`,
-                `             settler ${chain.rail.settler}: wallets approve it; batches settle every 30 s`,
-                `             svc settle needs the operator key: export ${anvil!.DEMO_OPERATOR_KEY_ENV}=${anvil!.demoOperatorKey()}`,
-              ]
-            : []),
-          `  models     svc/atlas@1 (tools), svc/tern@2 (tools, limited), svc/wren@1 (small context), svc/cortex@1 (routing)`,
-          '',
-          'Try it:',
-          `  curl ${baseUrl}/v1/chat/completions \\`,
-          `    -H "Authorization: Bearer ${key.key}" -H "Content-Type: application/json" \\`,
-          `    -d '{"model":"svc/atlas@1","messages":[{"role":"user","content":"Hello!"}],"max_tokens":64}'`,
-          '',
-          `  OPENAI_BASE_URL=${baseUrl}/v1 OPENAI_API_KEY=${key.key} node --input-type=module -e \\`,
-          `    "import OpenAI from 'openai'; const r = await new OpenAI().chat.completions.create({ model: 'svc/cortex@1', messages: [{ role: 'user', content: 'Hello!' }] }); console.log(r.choices[0].message.content, r.svc)"`,
-        ])
+        const realJson = real?.added ? { real_model: { id: REAL_MODEL_ID, engine_url: real.url } } : {}
+        emit(
+          opts,
+          { base_url: baseUrl, portal_url: portalUrl, api_key: key.key, config: configFile, ...chainJson, ...realJson },
+          [
+            'svc marketplace demo is running (Ctrl-C stops it)',
+            '',
+            `  base URL   ${baseUrl}   (OpenAI SDK baseURL: ${baseUrl}/v1)`,
+            `  portal     ${portalUrl}`,
+            `  API key    ${key.key}`,
+            key.reused
+              ? `             the demo's key of earlier starts (kept in ${join(data, 'demo-key')}; the store has only its hash)`
+              : `             kept in ${join(data, 'demo-key')} for the next start; the store has only its hash`,
+            `  wallet     ${DEMO_WALLET}: balance ${formatUsdc(funded.balance)} USDC, approved cap ${formatUsdc(funded.cap)}, spendable ${formatUsdc(spendableOf(funded))}`,
+            ...(created || anvil
+              ? []
+              : ['             as earlier starts left it (not topped up; delete the data directory to start over)']),
+            ...(previous !== undefined
+              ? [`  port       ${port}, asked for; this data directory's config had ${previous}, now ${port}`]
+              : []),
+            `  config     ${configFile}   (svc account/key/usage/settle commands use it)`,
+            ...(chain
+              ? [
+                  `  chain      anvil ${chain.anvil.rpcUrl} (chain ${chain.anvil.chainId}, 1 s blocks): test USDC ${chain.rail.usdc}`,
+                  `             settler ${chain.rail.settler}: wallets approve it; batches settle every 30 s`,
+                  `             svc settle needs the operator key: export ${anvil!.DEMO_OPERATOR_KEY_ENV}=${anvil!.demoOperatorKey()}`,
+                ]
+              : []),
+            `  models     svc/atlas@1 (tools), svc/tern@2 (tools, limited), svc/wren@1 (small context), svc/cortex@1 (routing)`,
+            ...(real?.added
+              ? [
+                  `             ${REAL_MODEL_ID}: a real GGUF model served by node-llama-cpp at ${real.url}, metered in its own tokens`,
+                ]
+              : real
+                ? [`             (${real.why})`]
+                : []),
+            '',
+            'Try it:',
+            `  curl ${baseUrl}/v1/chat/completions \\`,
+            `    -H "Authorization: Bearer ${key.key}" -H "Content-Type: application/json" \\`,
+            `    -d '{"model":"svc/atlas@1","messages":[{"role":"user","content":"Hello!"}],"max_tokens":64}'`,
+            '',
+            `  OPENAI_BASE_URL=${baseUrl}/v1 OPENAI_API_KEY=${key.key} node --input-type=module -e \\`,
+            `    "import OpenAI from 'openai'; const r = await new OpenAI().chat.completions.create({ model: 'svc/cortex@1', messages: [{ role: 'user', content: 'Hello!' }] }); console.log(r.choices[0].message.content, r.svc)"`,
+          ],
+        )
       }),
     )
 }
