@@ -9,179 +9,19 @@
 // No weights are fetched: the file is made in about a second.
 //
 // Usage: node scripts/make-model.mjs --out FILE [--sentence TEXT] [--type q4_0|q8_0|f16|f32] [--vocab qwen2]
+//   [--think TEXT] (a reasoning model: it thinks TEXT between <think> and </think> first)
+//   [--template NAME] (llama.cpp's models/templates/NAME.jinja as its chat template, e.g. Qwen-Qwen3-0.6B)
 //   [--engines DIR] (the folder whose node_modules holds node-llama-cpp; default: engines/)
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import { ALIGN, FILE_TYPE, GGML, readGguf, T, writeGguf } from './gguf.mjs'
 
 const N_EMBD = 64
 const GAIN = 30
-const ALIGN = 32
 export const DEFAULT_SENTENCE = 'The river runs north past the stone bridge.'
-
-// GGUF value types, ggml tensor types and llama file types.
-const T = { U8: 0, I8: 1, U16: 2, I16: 3, U32: 4, I32: 5, F32: 6, BOOL: 7, STR: 8, ARR: 9, U64: 10, I64: 11, F64: 12 }
-const GGML = { f32: 0, f16: 1, q4_0: 2, q8_0: 8 }
-const FILE_TYPE = { f32: 0, f16: 1, q4_0: 2, q8_0: 7 }
-
-/** The metadata of a GGUF file (v2 or v3): key → { type, value }, arrays as { type, items }. */
-export function readGguf(b) {
-  let o = 0
-  const u32 = () => ((o += 4), b.readUInt32LE(o - 4))
-  const u64 = () => ((o += 8), Number(b.readBigUInt64LE(o - 8)))
-  const str = () => {
-    const n = u64()
-    return b.toString('utf8', (o += n) - n, o)
-  }
-  const fixed = {
-    [T.U8]: [1, (at) => b.readUInt8(at)],
-    [T.I8]: [1, (at) => b.readInt8(at)],
-    [T.U16]: [2, (at) => b.readUInt16LE(at)],
-    [T.I16]: [2, (at) => b.readInt16LE(at)],
-    [T.U32]: [4, (at) => b.readUInt32LE(at)],
-    [T.I32]: [4, (at) => b.readInt32LE(at)],
-    [T.F32]: [4, (at) => b.readFloatLE(at)],
-    [T.BOOL]: [1, (at) => b.readUInt8(at) !== 0],
-    [T.U64]: [8, (at) => b.readBigUInt64LE(at)],
-    [T.I64]: [8, (at) => b.readBigInt64LE(at)],
-    [T.F64]: [8, (at) => b.readDoubleLE(at)],
-  }
-  const value = (type) => {
-    if (type === T.STR) return str()
-    if (type === T.ARR) {
-      const items = { type: u32(), items: [] }
-      for (let n = u64(); n > 0; n--) items.items.push(value(items.type))
-      return items
-    }
-    const [size, read] = fixed[type] ?? []
-    if (!read) throw new Error(`unknown GGUF value type ${type}`)
-    return read((o += size) - size)
-  }
-  if (b.toString('latin1', 0, 4) !== 'GGUF') throw new Error('not a GGUF file')
-  o = 4
-  if (u32() < 2) throw new Error('GGUF before version 2')
-  u64()
-  const kv = new Map()
-  for (let n = u64(); n > 0; n--) {
-    const key = str()
-    const type = u32()
-    kv.set(key, { type, value: value(type) })
-  }
-  return kv
-}
-
-/** GGUF v3 bytes of `kv` (key → { type, value }) and `tensors` ({ name, dims, data: Float32Array, type }). */
-function writeGguf(kv, tensors) {
-  const parts = []
-  let length = 0
-  const push = (buf) => {
-    parts.push(buf)
-    length += buf.length
-  }
-  const num = (size, write) => {
-    const buf = Buffer.alloc(size)
-    write(buf)
-    push(buf)
-  }
-  const u32 = (v) => num(4, (x) => x.writeUInt32LE(v))
-  const u64 = (v) => num(8, (x) => x.writeBigUInt64LE(BigInt(v)))
-  const str = (s) => {
-    const buf = Buffer.from(s, 'utf8')
-    u64(buf.length)
-    push(buf)
-  }
-  const writers = {
-    [T.U8]: (v) => num(1, (x) => x.writeUInt8(v)),
-    [T.I8]: (v) => num(1, (x) => x.writeInt8(v)),
-    [T.U16]: (v) => num(2, (x) => x.writeUInt16LE(v)),
-    [T.I16]: (v) => num(2, (x) => x.writeInt16LE(v)),
-    [T.U32]: u32,
-    [T.I32]: (v) => num(4, (x) => x.writeInt32LE(v)),
-    [T.F32]: (v) => num(4, (x) => x.writeFloatLE(v)),
-    [T.BOOL]: (v) => num(1, (x) => x.writeUInt8(v ? 1 : 0)),
-    [T.STR]: str,
-    [T.U64]: u64,
-    [T.I64]: (v) => num(8, (x) => x.writeBigInt64LE(BigInt(v))),
-    [T.F64]: (v) => num(8, (x) => x.writeDoubleLE(v)),
-    [T.ARR]: (v) => {
-      u32(v.type)
-      u64(v.items.length)
-      for (const item of v.items) writers[v.type](item)
-    },
-  }
-  const pad = () => {
-    if (length % ALIGN) push(Buffer.alloc(ALIGN - (length % ALIGN)))
-  }
-  push(Buffer.from('GGUF', 'latin1'))
-  u32(3)
-  u64(tensors.length)
-  u64(kv.size)
-  for (const [key, { type, value }] of kv) {
-    str(key)
-    u32(type)
-    writers[type](value)
-  }
-  const blobs = tensors.map((t) => encode(t.data, t.type))
-  let offset = 0
-  tensors.forEach((t, i) => {
-    str(t.name)
-    u32(t.dims.length)
-    for (const d of t.dims) u64(d)
-    u32(GGML[t.type])
-    u64(offset)
-    offset = Math.ceil((offset + blobs[i].length) / ALIGN) * ALIGN
-  })
-  pad()
-  for (const blob of blobs) {
-    push(blob)
-    pad()
-  }
-  return Buffer.concat(parts, length)
-}
-
-const f32 = new Float32Array(1)
-const f32Bits = new Uint32Array(f32.buffer)
-/** The half-precision bits of `x` (exact for the few values these models hold: 0, 1, 30 and scales of them). */
-function f16(x) {
-  f32[0] = x
-  const u = f32Bits[0]
-  const sign = (u >>> 16) & 0x8000
-  const e = ((u >>> 23) & 0xff) - 112
-  if (x === 0) return sign
-  if (e <= 0 || e >= 0x1f) throw new Error(`${x} has no exact half-precision form here`)
-  return sign | (e << 10) | ((u & 0x7fffff) >>> 13)
-}
-
-/** `data` as ggml stores a tensor of `type` (Q8_0 and Q4_0 blocks of 32). */
-function encode(data, type) {
-  if (type === 'f32') return Buffer.from(data.buffer, data.byteOffset, data.byteLength)
-  if (type === 'f16') {
-    const out = Buffer.alloc(data.length * 2)
-    data.forEach((v, i) => out.writeUInt16LE(f16(v), i * 2))
-    return out
-  }
-  const blocks = data.length / 32
-  const block = type === 'q8_0' ? 34 : 18
-  const out = Buffer.alloc(blocks * block)
-  for (let i = 0; i < blocks; i++) {
-    const values = data.subarray(i * 32, i * 32 + 32)
-    const peak = values.reduce((m, v) => (Math.abs(v) > Math.abs(m) ? v : m), 0)
-    const at = i * block
-    if (type === 'q8_0') {
-      const d = Math.abs(peak) / 127
-      out.writeUInt16LE(f16(d), at)
-      values.forEach((v, j) => out.writeInt8(d ? Math.round(v / d) : 0, at + 2 + j))
-    } else {
-      const d = peak / -8
-      out.writeUInt16LE(f16(d), at)
-      const q = (v) => Math.min(15, Math.trunc((d ? v / d : 0) + 8.5))
-      for (let j = 0; j < 16; j++) out.writeUInt8(q(values[j]) | (q(values[j + 16]) << 4), at + 2 + j)
-    }
-  }
-  return out
-}
 
 /** GPT-2's map of bytes to the characters byte-level BPE vocabularies spell them with. */
 function byteChars() {
@@ -230,13 +70,25 @@ export function bpeEncode(text, tokens, merges) {
 }
 
 /** The model's GGUF bytes and the token ids of its reply, from a vocab-only GGUF's bytes. */
-export function bigramModel(vocabBytes, { sentence = DEFAULT_SENTENCE, type = 'q4_0' } = {}) {
+export function bigramModel(vocabBytes, { sentence = DEFAULT_SENTENCE, type = 'q4_0', think, template } = {}) {
   if (!(type in GGML)) throw new Error(`--type must be one of ${Object.keys(GGML).join(', ')}`)
   const vocab = readGguf(vocabBytes)
-  const tokens = vocab.get('tokenizer.ggml.tokens')?.value.items
-  if (!tokens || vocab.get('tokenizer.ggml.model')?.value !== 'gpt2')
+  const tokens = [...(vocab.get('tokenizer.ggml.tokens')?.value.items ?? [])]
+  if (!tokens.length || vocab.get('tokenizer.ggml.model')?.value !== 'gpt2')
     throw new Error('the vocabulary must be a byte-level BPE one (tokenizer.ggml.model gpt2)')
-  const reply = bpeEncode(sentence, tokens, vocab.get('tokenizer.ggml.merges').value.items)
+  const merges = vocab.get('tokenizer.ggml.merges').value.items
+  let reply = bpeEncode(sentence, tokens, merges)
+  if (think !== undefined) {
+    // A reasoning model's: its thought between <think> and </think> first. The vocabulary's first two unused
+    // (padding) tokens are renamed so, as a model trained to think has them.
+    const [open, close] = tokens.flatMap((t, i) => (t.startsWith('[PAD') ? [i] : [])).slice(0, 2)
+    if (close === undefined) throw new Error('the vocabulary has no unused tokens to name <think> and </think>')
+    tokens[open] = '<think>'
+    tokens[close] = '</think>'
+    vocab.set('tokenizer.ggml.tokens', { type: T.ARR, value: { type: T.STR, items: tokens } })
+    reply = [open, ...bpeEncode(think, tokens, merges), close, ...reply]
+  }
+  if (template !== undefined) vocab.set('tokenizer.chat_template', { type: T.STR, value: template })
   const end =
     tokens.indexOf('<|im_end|>') >= 0 ? tokens.indexOf('<|im_end|>') : vocab.get('tokenizer.ggml.eos_token_id').value
   if (reply.length < 1 || reply.length > N_EMBD - 2) throw new Error(`the sentence must be 1 to ${N_EMBD - 2} tokens`)
@@ -303,6 +155,13 @@ export function vocabularyFile(name, engines) {
   return file
 }
 
+/** llama.cpp's chat template `models/templates/<name>.jinja` (e.g. Qwen-Qwen3-0.6B), from the same source. */
+export function chatTemplate(name, engines) {
+  vocabularyFile('qwen2', engines)
+  const repo = join(engines, '.cache', 'llama.cpp.git')
+  return execFileSync('git', ['--git-dir', repo, 'show', `HEAD:models/templates/${name}.jinja`], { encoding: 'utf8' })
+}
+
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const { values: o } = parseArgs({
     options: {
@@ -311,6 +170,8 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
       type: { type: 'string', default: 'q4_0' },
       vocab: { type: 'string', default: 'qwen2' },
       engines: { type: 'string', default: join(dirname(fileURLToPath(import.meta.url)), '..', 'engines') },
+      think: { type: 'string' },
+      template: { type: 'string' },
     },
   })
   if (!o.out) {
@@ -318,7 +179,8 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     process.exit(2)
   }
   const started = Date.now()
-  const { bytes, reply } = bigramModel(readFileSync(vocabularyFile(o.vocab, o.engines)), o)
+  const template = o.template === undefined ? undefined : chatTemplate(o.template, o.engines)
+  const { bytes, reply } = bigramModel(readFileSync(vocabularyFile(o.vocab, o.engines)), { ...o, template })
   writeFileSync(o.out, bytes)
   console.log(
     `${o.out}: ${(bytes.length / 1e6).toFixed(1)} MB, replies ${JSON.stringify(o.sentence)} (${reply.length} tokens), ${Date.now() - started} ms`,

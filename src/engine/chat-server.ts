@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net'
 import { basename } from 'node:path'
 import { loadNodeLlamaCpp, type LlamaContext, type NodeLlamaCpp } from './node-llama.js'
 import { BadRequest, chatBody, type ChatBody } from './chat-body.js'
+import { ThinkSplit } from './think-split.js'
 
 export interface EngineServerOptions {
   modelFile: string
@@ -154,6 +155,12 @@ export class EngineServer {
     const head = { id, object: 'chat.completion.chunk', created, model: this.name }
     const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
       `data: ${JSON.stringify({ ...head, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
+    // A reasoning model's thinking is reasoning_content, as llama.cpp's server writes it.
+    const split = new ThinkSplit()
+    const said = (p: { reasoning: string; content: string }) => {
+      if (p.reasoning) res.write(chunk({ reasoning_content: p.reasoning }))
+      if (p.content) res.write(chunk({ content: p.content }))
+    }
     try {
       session.setChatHistory(body.messages)
       if (body.stream) {
@@ -166,7 +173,7 @@ export class EngineServer {
         ...(body.seed !== undefined ? { seed: body.seed } : {}),
         signal,
         stopOnAbortSignal: true,
-        ...(body.stream ? { onTextChunk: (text: string) => void res.write(chunk({ content: text })) } : {}),
+        ...(body.stream ? { onTextChunk: (text: string) => said(split.push(text)) } : {}),
       })
       if (signal.aborted) return void this.stats.aborted++
       this.stats.served++
@@ -178,10 +185,18 @@ export class EngineServer {
         total_tokens: used.usedInputTokens + used.usedOutputTokens,
       }
       if (!body.stream) {
-        const message = { role: 'assistant', content: meta.responseText }
+        const whole = split.push(meta.responseText)
+        const rest = split.end()
+        const thought = whole.reasoning + rest.reasoning
+        const message = {
+          role: 'assistant',
+          content: whole.content + rest.content,
+          ...(thought ? { reasoning_content: thought } : {}),
+        }
         const choices = [{ index: 0, message, finish_reason: finish }]
         return json(res, 200, { id, object: 'chat.completion', created, model: this.name, choices, usage })
       }
+      said(split.end())
       res.write(chunk({}, finish))
       if (body.usage) res.write(`data: ${JSON.stringify({ ...head, choices: [], usage })}\n\n`)
       res.end('data: [DONE]\n\n')

@@ -23,3 +23,18 @@ export function modelFile(): string {
   }
   return file
 }
+
+/** What the reasoning model thinks, between <think> and </think>, before it answers with DEFAULT_SENTENCE. */
+export const THOUGHT = 'Let me think about rivers'
+export const DEFAULT_SENTENCE = 'The river runs north past the stone bridge.'
+
+/** A reasoning model (scripts/make-model.mjs --think): THOUGHT, then DEFAULT_SENTENCE. */
+export function thinkingModelFile(): string {
+  const dir = join(ENGINES_DIR, '.cache', 'models')
+  const file = join(dir, 'bigram-think-q4_0.gguf')
+  if (!existsSync(file)) {
+    mkdirSync(dir, { recursive: true })
+    execFileSync(process.execPath, ['scripts/make-model.mjs', '--out', file, '--think', THOUGHT])
+  }
+  return file
+}
