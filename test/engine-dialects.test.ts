@@ -6,6 +6,8 @@ import { DIALECT_NAMES, type DialectName } from '../src/providers/simulated/dial
 import type { SimSettings } from '../src/providers/simulated/server.js'
 import { countOutput } from '../src/metering/tokens.js'
 import { priceOf } from '../src/money/usdc.js'
+import { SimulatedProvider } from '../src/providers/simulated/server.js'
+import { probeEndpoint } from '../src/tools/certify.js'
 
 // Every serving engine's wire (the simulated upstream's dialects) through the whole gateway, read by the openai SDK.
 
@@ -193,4 +195,15 @@ describe('a model that thinks for longer than the first-byte timeout', () => {
     expect(content.length).toBeGreaterThan(0)
     expect(provider).toBe(P.atlasCheap)
   }, 20_000)
+})
+
+describe.each(DIALECT_NAMES)('an endpoint speaking %s, registered by a provider', (dialect) => {
+  it('passes the probe an offer must pass to go live: plain, streamed, a tool call each way', async () => {
+    const sim = await SimulatedProvider.start({ dialect })
+    try {
+      expect(await probeEndpoint({ baseUrl: sim.url, model: 'atlas', tools: true, timeoutMs: 5000 })).toBeNull()
+    } finally {
+      await sim.close()
+    }
+  })
 })
