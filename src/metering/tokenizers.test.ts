@@ -51,6 +51,19 @@ describe("a model's own tokenizer", () => {
     expect(O200K.meteringVersion).toBe(1)
   })
 
+  it('is cl100k by name, counting as gpt-tokenizer does, a spelled special token as text', async () => {
+    const { countTokens, encode } = await import('gpt-tokenizer/encoding/cl100k_base')
+    const counter = tokenizerOf('cl100k')
+    expect(counter.meteringVersion).toBe(2)
+    for (const text of ['Hello, world!', 'def f(x):\n    return x ** 2\n', '你好，世界', ''])
+      expect(counter.count(text)).toBe(countTokens(text))
+    const special = 'a <|endoftext|> b'
+    expect(counter.count(special)).toBe(encode(special, { disallowedSpecial: new Set() }).length)
+    expect(counter.count(special)).toBeGreaterThan(3)
+    // A long text is counted a slice at a time, and no further than past stopAbove.
+    expect(counter.count('word '.repeat(40_000), 100)).toBeLessThan(20_000)
+  })
+
   it("counts by the vocabulary's merges, its pre-tokenizer splitting the text", () => {
     const path = file('tiny.gguf', gguf({ 'tokenizer.ggml.model': 'gpt2', 'tokenizer.ggml.merges': MERGES }))
     const counter = tokenizerOf(`gguf:${path}`)
@@ -78,7 +91,7 @@ describe("a model's own tokenizer", () => {
       }
       throw new Error(`${spec} was taken`)
     }
-    expect(refused('cl100k')).toMatch(/name o200k or a GGUF file/)
+    expect(refused('p50k')).toMatch(/name o200k, cl100k or a GGUF file/)
     expect(refused(join(dir, 'missing.gguf'))).toMatch(/missing\.gguf: ENOENT/)
     expect(refused(file('text.gguf', 'not gguf at all, just text'))).toMatch(/not a GGUF file/)
     expect(refused(file('cut.gguf', gguf({ 'tokenizer.ggml.model': 'gpt2' }).subarray(0, 30)))).toMatch(

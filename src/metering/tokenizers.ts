@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { ConfigError } from '../config.js'
 import type { TokenCounter } from './counter.js'
 import { GgufError, ggufMetadata } from './gguf.js'
@@ -12,11 +13,13 @@ const refused = (why: string) => new ConfigError([`a model's tokenizer: ${why}`]
 
 /**
  * The tokenizer a model names (`tokenizer` in its config): o200k when it names none or `o200k` (metering version 1);
- * else the byte-level BPE vocabulary of a GGUF file (a model's, or a vocab-only one), `gguf:<path>` or a path ending
- * in .gguf (metering version 2). Loaded once per file; ConfigError for one that cannot be used.
+ * else `cl100k` (GPT-4's and GPT-3.5's) or the byte-level BPE vocabulary of a GGUF file (a model's, or a vocab-only
+ * one), `gguf:<path>` or a path ending in .gguf (metering version 2). Loaded once; ConfigError for one that cannot be
+ * used.
  */
 export function tokenizerOf(spec: string | undefined): TokenCounter {
   if (spec === undefined || spec === 'o200k') return O200K
+  if (spec === 'cl100k') return (cl100k ??= cl100kCounter())
   let counter = loaded.get(spec)
   if (!counter) {
     counter = load(spec)
@@ -25,10 +28,37 @@ export function tokenizerOf(spec: string | undefined): TokenCounter {
   return counter
 }
 
+let cl100k: TokenCounter | undefined
+
+/** Code units of a text cl100k counts at once; a longer one is counted a slice at a time, up to past `stopAbove`. */
+const CL100K_SLICE = 65_536
+
+/**
+ * cl100k through gpt-tokenizer, loaded only for a model that names it (its ranks are megabytes); text that spells a
+ * special token counts as text, as under o200k.
+ */
+function cl100kCounter(): TokenCounter {
+  const { countTokens } = createRequire(import.meta.url)('gpt-tokenizer/encoding/cl100k_base') as {
+    countTokens(text: string, options: { disallowedSpecial: Set<string> }): number
+  }
+  const asText = { disallowedSpecial: new Set<string>() }
+  return {
+    name: 'cl100k',
+    meteringVersion: 2,
+    count(text, stopAbove = Infinity) {
+      if (text.length <= CL100K_SLICE) return countTokens(text, asText)
+      let n = 0
+      for (let i = 0; i < text.length && n <= stopAbove; i += CL100K_SLICE)
+        n += countTokens(text.slice(i, i + CL100K_SLICE), asText)
+      return n
+    },
+  }
+}
+
 function load(spec: string): TokenCounter {
   const path = spec.startsWith('gguf:') ? spec.slice('gguf:'.length) : spec
   if (!path.toLowerCase().endsWith('.gguf'))
-    throw refused(`tokenizer ${JSON.stringify(spec)}: name o200k or a GGUF file (gguf:<path> or <path>.gguf)`)
+    throw refused(`tokenizer ${JSON.stringify(spec)}: name o200k, cl100k or a GGUF file (gguf:<path> or <path>.gguf)`)
   let meta
   try {
     meta = ggufMetadata(readFileSync(path))
