@@ -81,6 +81,49 @@ describe("a model's own tokenizer", () => {
     expect(tokenizerOf(`gguf:${path}`)).toBe(counter)
   })
 
+  it("reads a Hugging Face tokenizer.json: its merges, as strings or pairs, and its pre-tokenizer's split", () => {
+    const json = (merges: unknown[], pre: unknown) =>
+      JSON.stringify({ model: { type: 'BPE', vocab: {}, merges }, pre_tokenizer: pre })
+    const qwen2Split = {
+      type: 'Sequence',
+      pretokenizers: [
+        {
+          type: 'Split',
+          pattern: {
+            Regex: String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
+          },
+          behavior: 'Isolated',
+        },
+        { type: 'ByteLevel', add_prefix_space: false, use_regex: false },
+      ],
+    }
+    const strings = tokenizerOf(file('strings.json', json(MERGES, qwen2Split)))
+    expect(strings.count('the the')).toBe(2)
+    // Its (?i:…) contractions, which JavaScript cannot compile, are spelled out: "'S" is one piece, of two bytes.
+    expect(strings.count("THE'S")).toBe(5)
+    const pairs = tokenizerOf(
+      file(
+        'pairs.json',
+        json(
+          MERGES.map((m) => m.split(' ')),
+          { type: 'ByteLevel' },
+        ),
+      ),
+    )
+    expect(pairs.count('the the')).toBe(2)
+    const refused = (name: string, text: string) => {
+      try {
+        tokenizerOf(file(name, text))
+      } catch (err) {
+        return (err as ConfigError).problems[0]
+      }
+      throw new Error(`${name} was taken`)
+    }
+    expect(refused('wordpiece.json', JSON.stringify({ model: { type: 'WordPiece' } }))).toMatch(/only BPE models/)
+    expect(refused('spm.json', json(MERGES, { type: 'Metaspace' }))).toMatch(/only byte-level BPE/)
+    expect(refused('broken.json', '{"model":')).toMatch(/broken\.json: not JSON/)
+  })
+
   it('refuses what it cannot meter, in words that name the file', () => {
     const refused = (spec: string) => {
       try {
@@ -91,7 +134,7 @@ describe("a model's own tokenizer", () => {
       }
       throw new Error(`${spec} was taken`)
     }
-    expect(refused('p50k')).toMatch(/name o200k, cl100k or a GGUF file/)
+    expect(refused('p50k')).toMatch(/name o200k, cl100k, a GGUF file .* or a tokenizer\.json/)
     expect(refused(join(dir, 'missing.gguf'))).toMatch(/missing\.gguf: ENOENT/)
     expect(refused(file('text.gguf', 'not gguf at all, just text'))).toMatch(/not a GGUF file/)
     expect(refused(file('cut.gguf', gguf({ 'tokenizer.ggml.model': 'gpt2' }).subarray(0, 30)))).toMatch(

@@ -56,9 +56,12 @@ function cl100kCounter(): TokenCounter {
 }
 
 function load(spec: string): TokenCounter {
+  if (spec.toLowerCase().endsWith('.json')) return loadTokenizerJson(spec)
   const path = spec.startsWith('gguf:') ? spec.slice('gguf:'.length) : spec
   if (!path.toLowerCase().endsWith('.gguf'))
-    throw refused(`tokenizer ${JSON.stringify(spec)}: name o200k, cl100k or a GGUF file (gguf:<path> or <path>.gguf)`)
+    throw refused(
+      `tokenizer ${JSON.stringify(spec)}: name o200k, cl100k, a GGUF file (gguf:<path> or <path>.gguf) or a tokenizer.json`,
+    )
   let meta
   try {
     meta = ggufMetadata(readFileSync(path))
@@ -78,5 +81,53 @@ function load(spec: string): TokenCounter {
   const merges = meta.get('tokenizer.ggml.merges')
   if (!Array.isArray(merges) || !merges.every((m) => typeof m === 'string'))
     throw refused(`tokenizer ${path}: it has no merges`)
+  return new VocabCounter(path, merges as string[], pattern)
+}
+
+/** JavaScript has no inline flags: the case-insensitive contractions of Hugging Face's patterns, spelled out. */
+const INLINE_CONTRACTIONS = "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+const SPELLED_CONTRACTIONS = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+
+interface TokenizerJson {
+  model?: { type?: string; merges?: unknown[] }
+  pre_tokenizer?: PreTokenizer | null
+}
+interface PreTokenizer {
+  type?: string
+  pretokenizers?: PreTokenizer[]
+  pattern?: { Regex?: string; String?: string }
+  use_regex?: boolean
+}
+
+/**
+ * A Hugging Face `tokenizer.json` of a byte-level BPE model: its merges, and its pre-tokenizer's split pattern (a
+ * `Split` with a regex, or GPT-2's when a `ByteLevel` splits by its own).
+ */
+function loadTokenizerJson(path: string): TokenCounter {
+  let json: TokenizerJson
+  try {
+    json = JSON.parse(readFileSync(path, 'utf8')) as TokenizerJson
+  } catch (err) {
+    const why = err instanceof SyntaxError ? 'not JSON' : ((err as NodeJS.ErrnoException).code ?? String(err))
+    throw refused(`tokenizer ${path}: ${why}`)
+  }
+  if (json.model?.type !== 'BPE' || !Array.isArray(json.model.merges))
+    throw refused(`tokenizer ${path}: only BPE models with merges are metered`)
+  const merges = json.model.merges.map((m) => (Array.isArray(m) ? m.join(' ') : m))
+  if (!merges.every((m) => typeof m === 'string')) throw refused(`tokenizer ${path}: its merges are not pairs`)
+  const steps =
+    json.pre_tokenizer?.type === 'Sequence' ? (json.pre_tokenizer.pretokenizers ?? []) : [json.pre_tokenizer]
+  const split = steps.find((p) => p?.type === 'Split' && typeof p.pattern?.Regex === 'string')
+  const byteLevel = steps.find((p) => p?.type === 'ByteLevel')
+  if (!byteLevel) throw refused(`tokenizer ${path}: only byte-level BPE vocabularies are metered`)
+  let pattern: RegExp
+  if (split) {
+    try {
+      pattern = new RegExp(split.pattern!.Regex!.replaceAll(INLINE_CONTRACTIONS, SPELLED_CONTRACTIONS), 'gu')
+    } catch {
+      throw refused(`tokenizer ${path}: its split pattern is not one JavaScript can run`)
+    }
+  } else if (byteLevel.use_regex !== false) pattern = PRE_TOKENIZERS['gpt-2']!
+  else throw refused(`tokenizer ${path}: it names no pre-tokenizer split`)
   return new VocabCounter(path, merges as string[], pattern)
 }

@@ -1,4 +1,8 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ggufMetadata } from '../../src/metering/gguf.js'
 import { loadNodeLlamaCpp, type LlamaModel } from '../../src/engine/node-llama.js'
 import { tokenizerOf } from '../../src/metering/tokenizers.js'
 import { ENGINE_INSTALLED, modelFile } from '../helpers/engine.js'
@@ -40,6 +44,26 @@ describe.skipIf(!ENGINE_INSTALLED)('a model’s own tokenizer (metering version 
   it('counts every text as the engine tokenizes it', () => {
     const counter = tokenizerOf(modelFile())
     expect(counter.meteringVersion).toBe(2)
+    for (const text of TEXTS)
+      expect(counter.count(text), JSON.stringify(text.slice(0, 40))).toBe(model.tokenize(text).length)
+  })
+
+  it('counts the same from a Hugging Face tokenizer.json of the same vocabulary', () => {
+    const merges = ggufMetadata(readFileSync(modelFile())).get('tokenizer.ggml.merges') as string[]
+    const path = join(mkdtempSync(join(tmpdir(), 'svc-hf-')), 'tokenizer.json')
+    const Regex = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+    const pre = [
+      { type: 'Split', pattern: { Regex }, behavior: 'Isolated' },
+      { type: 'ByteLevel', use_regex: false },
+    ]
+    writeFileSync(
+      path,
+      JSON.stringify({
+        model: { type: 'BPE', vocab: {}, merges: merges.map((m) => m.split(' ')) },
+        pre_tokenizer: { type: 'Sequence', pretokenizers: pre },
+      }),
+    )
+    const counter = tokenizerOf(path)
     for (const text of TEXTS)
       expect(counter.count(text), JSON.stringify(text.slice(0, 40))).toBe(model.tokenize(text).length)
   })
