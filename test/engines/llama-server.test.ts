@@ -7,8 +7,8 @@ import { join } from 'node:path'
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ENGINES_DIR } from '../../src/engine/node-llama.js'
-import { startMarket, type Market } from '../helpers/market.js'
-import { DEFAULT_SENTENCE, ENGINE_INSTALLED, THOUGHT, thinkingModelFile } from '../helpers/engine.js'
+import type { Market } from '../helpers/market.js'
+import { DEFAULT_SENTENCE, engineMarket, ENGINE_INSTALLED, THOUGHT, thinkingModelFile } from '../helpers/engine.js'
 
 // llama.cpp's own server, built from the source node-llama-cpp ships (scripts/build-llama-server.mjs, cached outside
 // the checkout): the engine that broke the gateway three ways. These tests skip when it has not been built.
@@ -63,19 +63,9 @@ describe.skipIf(!binary)("llama.cpp's llama-server behind the gateway", () => {
       if (up) break
       await new Promise((r) => setTimeout(r, 100))
     }
-    m = await startMarket({
-      tuning: { firstByteTimeoutMs: 10_000, replyTimeoutMs: 10_000 },
-      edit: (config) => {
-        const atlas = config.models.find((x) => x.id === 'svc/atlas@1')!
-        atlas.tokenizer = model
-        atlas.tool_contract = { ...atlas.tool_contract!, metering_version: 2 }
-        // atlas's cheaper provider is llama-server; the other stays the simulator, whose different words would show
-        // any request that failed over.
-        const p = config.providers[0]!
-        p.baseUrl = `${url}/v1`
-        for (const o of p.offers) o.upstreamModel = 'thinker'
-      },
-    })
+    // atlas's cheaper provider is llama-server; the other stays the simulator, whose different words would show any
+    // request that failed over.
+    m = await engineMarket({ baseUrl: `${url}/v1`, upstreamModel: 'thinker', model, providers: 1 })
     client = new OpenAI({ baseURL: `${m.url}/v1`, apiKey: m.key, maxRetries: 0 })
   }, 60_000)
   afterAll(async () => {

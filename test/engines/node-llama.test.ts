@@ -3,9 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { EngineServer } from '../../src/engine/chat-server.js'
 import { countOutput } from '../../src/metering/tokens.js'
 import { priceOf } from '../../src/money/usdc.js'
-import { chat, P, startMarket, type Market } from '../helpers/market.js'
+import { chat, P, type Market } from '../helpers/market.js'
 import { snapshot } from '../helpers/tools.js'
-import { ENGINE_INSTALLED, modelFile, SENTENCE, SENTENCE_TOKENS } from '../helpers/engine.js'
+import { engineMarket, ENGINE_INSTALLED, modelFile, SENTENCE, SENTENCE_TOKENS } from '../helpers/engine.js'
 
 // A real engine behind the gateway: node-llama-cpp (installed in engines/ by `npm ci` there; these tests skip without
 // it) running a model the project makes itself (scripts/make-model.mjs) over Qwen2's real vocabulary, which answers
@@ -20,20 +20,8 @@ describe.skipIf(!ENGINE_INSTALLED)('node-llama-cpp serving a real GGUF model thr
   let client: OpenAI
   beforeAll(async () => {
     engine = await EngineServer.start({ modelFile: modelFile(), name: 'bigram', sequences: 2 })
-    m = await startMarket({
-      tuning: { firstByteTimeoutMs: 10_000, replyTimeoutMs: 10_000 },
-      edit: (config) => {
-        // Metered in the model's own tokenizer (metering version 2): the model file's vocabulary.
-        const atlas = config.models.find((x) => x.id === 'svc/atlas@1')!
-        atlas.tokenizer = modelFile()
-        atlas.tool_contract = { ...atlas.tool_contract!, metering_version: 2 }
-        // Both providers of atlas are the engine.
-        for (const p of config.providers.slice(0, 2)) {
-          p.baseUrl = engine.url
-          for (const o of p.offers) o.upstreamModel = 'bigram'
-        }
-      },
-    })
+    // Both providers of atlas are the engine, metered in the model's own tokenizer (metering version 2).
+    m = await engineMarket({ baseUrl: engine.url, upstreamModel: 'bigram', model: modelFile(), providers: 2 })
     client = new OpenAI({ baseURL: `${m.url}/v1`, apiKey: m.key, maxRetries: 0 })
   }, 60_000)
   afterAll(async () => {

@@ -2,8 +2,8 @@ import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { EngineServer } from '../../src/engine/chat-server.js'
 import { tokenizerOf } from '../../src/metering/tokenizers.js'
-import { startMarket, type Market } from '../helpers/market.js'
-import { DEFAULT_SENTENCE, ENGINE_INSTALLED, THOUGHT, thinkingModelFile } from '../helpers/engine.js'
+import type { Market } from '../helpers/market.js'
+import { DEFAULT_SENTENCE, engineMarket, ENGINE_INSTALLED, THOUGHT, thinkingModelFile } from '../helpers/engine.js'
 
 // A reasoning model on a real engine: it thinks between <think> and </think> (tokens of its own vocabulary), then
 // answers; the engine passes the thinking as reasoning_content, the gateway to the client, metered in its tokens.
@@ -15,17 +15,7 @@ describe.skipIf(!ENGINE_INSTALLED)('a reasoning model served by node-llama-cpp t
   beforeAll(async () => {
     const file = thinkingModelFile()
     engine = await EngineServer.start({ modelFile: file, name: 'thinker' })
-    m = await startMarket({
-      edit: (config) => {
-        const atlas = config.models.find((x) => x.id === 'svc/atlas@1')!
-        atlas.tokenizer = file
-        atlas.tool_contract = { ...atlas.tool_contract!, metering_version: 2 }
-        for (const p of config.providers.slice(0, 2)) {
-          p.baseUrl = engine.url
-          for (const o of p.offers) o.upstreamModel = 'thinker'
-        }
-      },
-    })
+    m = await engineMarket({ baseUrl: engine.url, upstreamModel: 'thinker', model: file, providers: 2 })
     client = new OpenAI({ baseURL: `${m.url}/v1`, apiKey: m.key, maxRetries: 0 })
   }, 60_000)
   afterAll(async () => {

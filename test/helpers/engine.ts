@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { ENGINE_ENTRY, ENGINES_DIR } from '../../src/engine/node-llama.js'
+import { startMarket } from './market.js'
 
 /** node-llama-cpp is installed in engines/ (`npm ci` there): the real-engine tests skip without it. */
 export const ENGINE_INSTALLED = existsSync(ENGINE_ENTRY)
@@ -13,28 +14,42 @@ export const SENTENCE =
   'south east west cat dog bird fish.'
 export const SENTENCE_TOKENS = 57
 
-/** The model that answers every turn with SENTENCE (scripts/make-model.mjs), made once into engines/.cache. */
-export function modelFile(): string {
+/** A model scripts/make-model.mjs makes with `args`, made once into engines/.cache as `name`. */
+function madeModel(name: string, args: string[]): string {
   const dir = join(ENGINES_DIR, '.cache', 'models')
-  const file = join(dir, 'bigram-57-q4_0.gguf')
+  const file = join(dir, name)
   if (!existsSync(file)) {
     mkdirSync(dir, { recursive: true })
-    execFileSync(process.execPath, ['scripts/make-model.mjs', '--out', file, '--sentence', SENTENCE])
+    execFileSync(process.execPath, ['scripts/make-model.mjs', '--out', file, ...args])
   }
   return file
 }
+
+/** The model that answers every turn with SENTENCE. */
+export const modelFile = () => madeModel('bigram-57-q4_0.gguf', ['--sentence', SENTENCE])
 
 /** What the reasoning model thinks, between <think> and </think>, before it answers with DEFAULT_SENTENCE. */
 export const THOUGHT = 'Let me think about rivers'
 export const DEFAULT_SENTENCE = 'The river runs north past the stone bridge.'
 
 /** A reasoning model (scripts/make-model.mjs --think): THOUGHT, then DEFAULT_SENTENCE. */
-export function thinkingModelFile(): string {
-  const dir = join(ENGINES_DIR, '.cache', 'models')
-  const file = join(dir, 'bigram-think-q4_0.gguf')
-  if (!existsSync(file)) {
-    mkdirSync(dir, { recursive: true })
-    execFileSync(process.execPath, ['scripts/make-model.mjs', '--out', file, '--think', THOUGHT])
-  }
-  return file
+export const thinkingModelFile = () => madeModel('bigram-think-q4_0.gguf', ['--think', THOUGHT])
+
+/**
+ * A test market whose svc/atlas@1 is served by the engine at `baseUrl` (as `upstreamModel`) from its first `providers`
+ * providers (the others stay simulated), metered in the tokenizer of `model` (metering version 2).
+ */
+export function engineMarket(o: { baseUrl: string; upstreamModel: string; model: string; providers: 1 | 2 }) {
+  return startMarket({
+    tuning: { firstByteTimeoutMs: 10_000, replyTimeoutMs: 10_000 },
+    edit: (config) => {
+      const atlas = config.models.find((x) => x.id === 'svc/atlas@1')!
+      atlas.tokenizer = o.model
+      atlas.tool_contract = { ...atlas.tool_contract!, metering_version: 2 }
+      for (const p of config.providers.slice(0, o.providers)) {
+        p.baseUrl = o.baseUrl
+        for (const offer of p.offers) offer.upstreamModel = o.upstreamModel
+      }
+    },
+  })
 }
