@@ -207,3 +207,27 @@ describe.each(DIALECT_NAMES)('an endpoint speaking %s, registered by a provider'
     }
   })
 })
+
+describe('an engine that closes its connection right after each streamed reply (llama.cpp)', () => {
+  eachMarket(100)
+  it('serves 500 streamed requests 8 at a time, every one whole, none failed over', async () => {
+    // Closed 20 ms after the stream rather than llama.cpp's 1 ms: a connection the pool reuses meanwhile is dropped
+    // often enough that, without the retry, failovers show.
+    speak('llamacpp', { closeAfterStreamMs: 20 })
+    const providers = new Map<string, number>()
+    let next = 0
+    const worker = async () => {
+      while (next++ < 500) {
+        const res = await chat(m.url, m.key, { model: MODEL, messages: story, stream: true })
+        expect(res.status).toBe(200)
+        const chunks = (await sseEvents(res)).filter((d) => d !== '[DONE]').map((d) => JSON.parse(d))
+        expect(chunks.some((c) => c.error)).toBe(false)
+        expect(chunks.some((c) => c.choices?.[0]?.finish_reason === 'stop')).toBe(true)
+        const provider = chunks.at(-1).svc.provider as string
+        providers.set(provider, (providers.get(provider) ?? 0) + 1)
+      }
+    }
+    await Promise.all(Array.from({ length: 8 }, worker))
+    expect(Object.fromEntries(providers)).toEqual({ [P.atlasCheap]: 500 })
+  }, 60_000)
+})
