@@ -77,6 +77,13 @@ describe.skipIf(!ENGINE_INSTALLED)('svc provider serve', () => {
       await new Promise((r) => setTimeout(r, 300))
       await node.stop('SIGTERM')
       expect(node.child.exitCode).toBe(0)
+      // Its endpoint withdrawn in the store, by the node itself, before its engine stopped.
+      const rows = await m.store.db
+        .selectFrom('provider_endpoints')
+        .select('status')
+        .where('base_url', '=', joined.base_url)
+        .execute()
+      expect(rows).toEqual([{ status: 'withdrawn' }])
       await new Promise((r) => setTimeout(r, 3000))
       on = false
       await traffic

@@ -116,7 +116,10 @@ export function providerServeCommand(provider: Command): void {
             )
           throw err
         }
+        // In front of another engine nothing else keeps the process up: it stays until told to leave.
+        const staying = setInterval(() => {}, 1 << 30)
         onShutdown(async () => {
+          clearInterval(staying)
           await membership.leave()
           // Requests the marketplace routed before it heard finish here; then nothing new comes.
           await engine?.drain(DRAIN_QUIET_MS, DRAIN_MAX_MS)
