@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import OpenAI from 'openai'
 import { describe, expect, it } from 'vitest'
 import { daemon } from '../helpers/cli.js'
-import { ENGINE_INSTALLED } from '../helpers/engine.js'
+import { DEFAULT_SENTENCE, ENGINE_INSTALLED } from '../helpers/engine.js'
 
 describe.skipIf(!ENGINE_INSTALLED)('the demo with node-llama-cpp installed in engines/', () => {
   it('serves a real model beside the simulated ones, metered in its own tokens; --no-real-model leaves it out', async () => {
@@ -18,8 +18,7 @@ describe.skipIf(!ENGINE_INSTALLED)('the demo with node-llama-cpp installed in en
         model: 'svc/bigram@1',
         messages: [{ role: 'user', content: 'Hello!' }],
       })
-      const sentence = 'The river runs north past the stone bridge.'
-      expect(r.choices[0]!.message.content).toBe(sentence)
+      expect(r.choices[0]!.message.content).toBe(DEFAULT_SENTENCE)
       // Its nine tokens in Qwen2's vocabulary, the model's own.
       expect(r.usage!.completion_tokens).toBe(9)
     } finally {
