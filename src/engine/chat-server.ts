@@ -1,12 +1,21 @@
 // An OpenAI-compatible chat completions server over a GGUF model run by node-llama-cpp: what a provider runs to serve
 // a model file itself (and the real engine of the engine tests). Plain and streamed replies, max_tokens, temperature
-// and seed, usage counted in the model's own tokens, the generation stopped when its client leaves.
+// and seed, tool calls and response_format held to by grammars (constraint.ts), usage counted in the model's own
+// tokens, the generation stopped when its client leaves.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { basename } from 'node:path'
-import { loadNodeLlamaCpp, type LlamaContext, type NodeLlamaCpp } from './node-llama.js'
+import {
+  loadNodeLlamaCpp,
+  type ChatResponse,
+  type GenerateOptions,
+  type Llama,
+  type LlamaContext,
+  type NodeLlamaCpp,
+} from './node-llama.js'
 import { BadRequest, chatBody, type ChatBody } from './chat-body.js'
-import { ThinkSplit } from './think-split.js'
+import { constraintOf, type Constraint } from './constraint.js'
+import { Reply } from './reply.js'
 
 export interface EngineServerOptions {
   modelFile: string
@@ -63,7 +72,7 @@ export class EngineServer {
   private readonly server: Server
   private readonly places: Places
   private constructor(
-    private readonly loaded: { lib: NodeLlamaCpp; context: LlamaContext; release: () => Promise<void> },
+    private readonly loaded: { lib: NodeLlamaCpp; llama: Llama; context: LlamaContext; release: () => Promise<void> },
     readonly name: string,
     private readonly opts: EngineServerOptions,
   ) {
@@ -86,7 +95,7 @@ export class EngineServer {
       await llama.dispose()
     }
     const name = opts.name ?? basename(opts.modelFile).replace(/\.gguf$/i, '')
-    const server = new EngineServer({ lib, context, release }, name, opts)
+    const server = new EngineServer({ lib, llama, context, release }, name, opts)
     await new Promise<void>((resolve, reject) => {
       server.server.once('error', reject)
       server.server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', resolve)
@@ -127,8 +136,10 @@ export class EngineServer {
     this.lastRequestAt = Date.now()
     res.once('close', () => this.active--)
     let body: ChatBody
+    let constraint: Constraint
     try {
       body = chatBody(JSON.parse(await readBody(req)))
+      constraint = await constraintOf(this.loaded.llama, body)
     } catch (err) {
       return error(res, 400, err instanceof BadRequest ? err.message : 'the body is not JSON')
     }
@@ -137,7 +148,7 @@ export class EngineServer {
     const done = await this.places.take()
     try {
       if (gone.signal.aborted) return
-      await this.generate(body, res, gone.signal)
+      await this.generate(body, constraint, res, gone.signal)
     } catch (err) {
       if (!res.headersSent) error(res, 500, (err as Error).message)
       else res.destroy()
@@ -146,38 +157,35 @@ export class EngineServer {
     }
   }
 
-  private async generate(body: ChatBody, res: ServerResponse, signal: AbortSignal): Promise<void> {
+  private async generate(body: ChatBody, constraint: Constraint, res: ServerResponse, signal: AbortSignal) {
     // A sequence of its own: nothing of another request's state, so its input is counted whole.
     const sequence = this.loaded.context.getSequence()
-    const session = new this.loaded.lib.LlamaChatSession({ contextSequence: sequence, autoDisposeSequence: false })
-    const id = `chatcmpl-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`
-    const created = Math.floor(Date.now() / 1000)
-    const head = { id, object: 'chat.completion.chunk', created, model: this.name }
-    const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-      `data: ${JSON.stringify({ ...head, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
-    // A reasoning model's thinking is reasoning_content, as llama.cpp's server writes it.
-    const split = new ThinkSplit()
-    const said = (p: { reasoning: string; content: string }) => {
-      if (p.reasoning) res.write(chunk({ reasoning_content: p.reasoning }))
-      if (p.content) res.write(chunk({ content: p.content }))
+    const chat = new this.loaded.lib.LlamaChat({ contextSequence: sequence, autoDisposeSequence: false })
+    const head = {
+      id: `chatcmpl-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`,
+      created: Math.floor(Date.now() / 1000),
+      model: this.name,
     }
+    const reply = new Reply(head, body.stream ? res : undefined)
     try {
-      session.setChatHistory(body.messages)
       if (body.stream) {
         res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
-        res.write(chunk({ role: 'assistant', content: '' }))
+        reply.chunk({ role: 'assistant', content: '' })
       }
-      const meta = await session.promptWithMeta(body.prompt, {
+      const steering = steer(constraint, reply)
+      const generated = await chat.generateResponse(body.history, {
         ...(body.maxTokens !== undefined ? { maxTokens: body.maxTokens } : {}),
         temperature: body.temperature,
         ...(body.seed !== undefined ? { seed: body.seed } : {}),
         signal,
         stopOnAbortSignal: true,
-        ...(body.stream ? { onTextChunk: (text: string) => said(split.push(text)) } : {}),
+        ...steering.options,
       })
       if (signal.aborted) return void this.stats.aborted++
       this.stats.served++
-      const finish = meta.stopReason === 'maxTokens' ? 'length' : 'stop'
+      steering.after(generated)
+      reply.end()
+      const finish = generated.metadata.stopReason === 'maxTokens' ? 'length' : reply.hasCalls ? 'tool_calls' : 'stop'
       const used = sequence.tokenMeter
       const usage = {
         prompt_tokens: used.usedInputTokens,
@@ -185,24 +193,71 @@ export class EngineServer {
         total_tokens: used.usedInputTokens + used.usedOutputTokens,
       }
       if (!body.stream) {
-        const whole = split.push(meta.responseText)
-        const rest = split.end()
-        const thought = whole.reasoning + rest.reasoning
-        const message = {
-          role: 'assistant',
-          content: whole.content + rest.content,
-          ...(thought ? { reasoning_content: thought } : {}),
-        }
-        const choices = [{ index: 0, message, finish_reason: finish }]
-        return json(res, 200, { id, object: 'chat.completion', created, model: this.name, choices, usage })
+        const choices = [{ index: 0, message: reply.message(), finish_reason: finish }]
+        return json(res, 200, { ...head, object: 'chat.completion', choices, usage })
       }
-      said(split.end())
-      res.write(chunk({}, finish))
-      if (body.usage) res.write(`data: ${JSON.stringify({ ...head, choices: [], usage })}\n\n`)
+      reply.chunk({}, finish)
+      if (body.usage)
+        res.write(`data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', choices: [], usage })}\n\n`)
       res.end('data: [DONE]\n\n')
     } finally {
-      session.dispose({ disposeSequence: true })
+      chat.dispose({ disposeSequence: true })
     }
+  }
+}
+
+/**
+ * How the generation feeds the reply under `constraint`: its grammar or functions and where its text goes, and what
+ * of the reply is known only once it is generated.
+ */
+function steer(constraint: Constraint, reply: Reply): { options: GenerateOptions; after(r: ChatResponse): void } {
+  const text = (t: string) => reply.text(t)
+  const nothing = () => {}
+  switch (constraint.kind) {
+    case 'text':
+      return { options: { onTextChunk: text }, after: nothing }
+    case 'json':
+      return { options: { grammar: constraint.grammar, onTextChunk: text }, after: nothing }
+    case 'arguments': {
+      const index = reply.call(constraint.name)
+      return { options: { grammar: constraint.grammar, onTextChunk: (t) => reply.arguments(index, t) }, after: nothing }
+    }
+    case 'call':
+      // Which tool it calls is known only once the JSON is whole: the call is written then, in one piece (nothing
+      // when max_tokens cut it short).
+      return {
+        options: { grammar: constraint.grammar },
+        after: (r) => {
+          const call = parsed(r.response)
+          if (typeof call?.name === 'string')
+            reply.arguments(reply.call(call.name), JSON.stringify(call.arguments ?? {}))
+        },
+      }
+    case 'functions': {
+      // Each call's arguments as they are generated; a call whose arguments never came in pieces, whole at the end.
+      const indexes = new Map<number, number>()
+      const options: GenerateOptions = {
+        functions: constraint.functions,
+        onTextChunk: text,
+        onFunctionCallParamsChunk: ({ callIndex, functionName, paramsChunk }) => {
+          if (!indexes.has(callIndex)) indexes.set(callIndex, reply.call(functionName))
+          reply.arguments(indexes.get(callIndex)!, paramsChunk)
+        },
+      }
+      const after = (r: ChatResponse) =>
+        (r.functionCalls ?? []).forEach((call, i) => {
+          if (!indexes.has(i)) reply.arguments(reply.call(call.functionName), JSON.stringify(call.params ?? {}))
+        })
+      return { options, after }
+    }
+  }
+}
+
+function parsed(text: string): { name?: unknown; arguments?: unknown } | undefined {
+  try {
+    return JSON.parse(text) as { name?: unknown; arguments?: unknown }
+  } catch {
+    return undefined
   }
 }
 

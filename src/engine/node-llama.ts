@@ -4,30 +4,50 @@ import { existsSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 
-export interface ChatHistoryItem {
-  type: 'system' | 'user' | 'model'
-  text?: string
-  response?: string[]
+/** A call the model made earlier in the conversation, with what the tool answered. */
+export interface FunctionCallItem {
+  type: 'functionCall'
+  name: string
+  params: unknown
+  result: unknown
 }
 
-export interface PromptMeta {
-  responseText: string
-  stopReason: 'abort' | 'maxTokens' | 'eogToken' | 'stopGenerationTrigger' | 'functionCalls' | 'customStopTrigger'
+export type ChatHistoryItem =
+  | { type: 'system'; text: string }
+  | { type: 'user'; text: string }
+  | { type: 'model'; response: (string | FunctionCallItem)[] }
+
+/** Functions the model may call, each with its parameters' JSON schema. */
+export type ChatFunctions = Record<string, { description?: string; params?: unknown }>
+
+export interface ChatFunctionCall {
+  functionName: string
+  params: unknown
 }
 
-export interface ChatSession {
-  setChatHistory(history: ChatHistoryItem[]): void
-  promptWithMeta(
-    prompt: string,
-    options: {
-      maxTokens?: number
-      temperature?: number
-      seed?: number
-      signal?: AbortSignal
-      stopOnAbortSignal?: boolean
-      onTextChunk?: (text: string) => void
-    },
-  ): Promise<PromptMeta>
+/** A grammar that constrains what is generated (from a JSON schema, or JSON of any shape). */
+export type Grammar = object
+
+export interface GenerateOptions {
+  maxTokens?: number
+  temperature?: number
+  seed?: number
+  signal?: AbortSignal
+  stopOnAbortSignal?: boolean
+  onTextChunk?: (text: string) => void
+  grammar?: Grammar
+  functions?: ChatFunctions
+  onFunctionCallParamsChunk?: (chunk: { callIndex: number; functionName: string; paramsChunk: string }) => void
+}
+
+export interface ChatResponse {
+  response: string
+  functionCalls?: ChatFunctionCall[]
+  metadata: { stopReason: 'abort' | 'maxTokens' | 'eogToken' | 'stopGenerationTrigger' | 'functionCalls' | string }
+}
+
+export interface Chat {
+  generateResponse(history: ChatHistoryItem[], options: GenerateOptions): Promise<ChatResponse>
   dispose(options?: { disposeSequence?: boolean }): void
 }
 
@@ -47,12 +67,17 @@ export interface LlamaModel {
   dispose(): Promise<void>
 }
 
+export interface Llama {
+  loadModel(options: { modelPath: string }): Promise<LlamaModel>
+  /** Throws for a schema outside the subset it can turn into a grammar. */
+  createGrammarForJsonSchema(schema: unknown): Promise<Grammar>
+  getGrammarFor(type: 'json'): Promise<Grammar>
+  dispose(): Promise<void>
+}
+
 export interface NodeLlamaCpp {
-  getLlama(options: { gpu: false; build: 'never'; logLevel?: string }): Promise<{
-    loadModel(options: { modelPath: string }): Promise<LlamaModel>
-    dispose(): Promise<void>
-  }>
-  LlamaChatSession: new (options: { contextSequence: ContextSequence; autoDisposeSequence?: boolean }) => ChatSession
+  getLlama(options: { gpu: false; build: 'never'; logLevel?: string }): Promise<Llama>
+  LlamaChat: new (options: { contextSequence: ContextSequence; autoDisposeSequence?: boolean }) => Chat
 }
 
 export class EngineMissing extends Error {}
