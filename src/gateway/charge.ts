@@ -85,6 +85,7 @@ export async function charge(s: ChargeDeps, r: Admitted, outcome: RouteOutcome):
   switch (outcome.kind) {
     case 'delivered': {
       const charge = chargeOf(s, r, { reply: outcome.reply, servedModel: outcome.servedModel }, 'completed')
+      checkReply(s, outcome.reply, charge.counted)
       const delivered: Delivered = {
         kind: 'delivered',
         reply: outcome.reply,
@@ -146,7 +147,7 @@ function chargeOf(
   r: Admitted,
   { reply, servedModel }: { reply: Produced; servedModel: string | null },
   outcome: Outcome,
-): { usage: Usage; cost: bigint; capture: CaptureRequest } {
+): { usage: Usage; cost: bigint; capture: CaptureRequest; counted: number } {
   // max_tokens bounds the output and the charge (docs/interface.md §4.1): an upstream that overruns it is billed, and
   // reported, as if it had stopped there, at the price of the offer that served. The bound is the one that offer was
   // sent (targets of svc/cortex@1 may be sent less than the hold covers).
@@ -155,16 +156,15 @@ function chargeOf(
   const counter = reply.offer.counter
   const reasoning =
     reply.reasoning === '' ? 0 : Math.min(countOutput(reply.reasoning, [], reply.maxTokens, counter), reply.maxTokens)
-  const completion = Math.min(
+  const counted =
     reasoning +
-      countOutput(
-        reply.content,
-        reply.toolCalls.map((c) => c.function),
-        reply.maxTokens - reasoning,
-        counter,
-      ),
-    reply.maxTokens,
-  )
+    countOutput(
+      reply.content,
+      reply.toolCalls.map((c) => c.function),
+      reply.maxTokens - reasoning,
+      counter,
+    )
+  const completion = Math.min(counted, reply.maxTokens)
   const usage: Usage = {
     prompt_tokens: r.prepared.inputTokens,
     completion_tokens: completion,
@@ -194,7 +194,18 @@ function chargeOf(
       upstreamCompletionTokens: reply.upstreamUsage?.completionTokens ?? null,
     }),
   }
-  return { usage, cost, capture }
+  return { usage, cost, capture, counted }
+}
+
+/** A delivered reply's usage and finish reason, checked against the gateway's count for its offer's evidence. */
+function checkReply(s: ChargeDeps, reply: Produced, counted: number): void {
+  s.health.checks.record(reply.offer.key, {
+    reported: reply.upstreamUsage?.completionTokens,
+    counted,
+    comparable: reply.offer.ownTokenizer && reply.toolCalls.length === 0,
+    finish: reply.finish,
+    maxTokens: reply.maxTokens,
+  })
 }
 
 /**

@@ -11,7 +11,8 @@ const round = (v: number | null, digits: number) => (v === null ? null : Number(
  * prices, its model's context window and output bound, its status (`live`, `probing`: its breaker half-open, `down`:
  * open; `full` when at its concurrency) and what this gateway process measured of it: time to first token and
  * throughput (medians of the last hour) and uptime (successful attempts over the last 5 minutes, hour and day; null
- * with no attempt). Undefined for a model that does not exist.
+ * with no attempt), and the last day's checks of its delivered replies (`OfferChecks`). Undefined for a model that does
+ * not exist.
  */
 export function endpointsOf({ catalog, health }: ModelSource, id: string) {
   const named = catalog.models.get(id)
@@ -44,6 +45,7 @@ export function endpointsOf({ catalog, health }: ModelSource, id: string) {
       uptime: Object.fromEntries(
         Object.entries(WINDOWS).map(([name, ms]) => [name, round(health.stats.uptime(o.key, ms), 4)]),
       ),
+      checks: health.checks.summary(o.key),
     }
   })
   return { object: 'list', model: id, data }

@@ -33,6 +33,11 @@ export interface Offer {
   payeeId?: number
   /** The tokenizer its model is metered in. */
   counter: TokenCounter
+  /**
+   * Whether that tokenizer is its model's own (the model names it), so that a provider's count of a reply can be
+   * compared with the gateway's; o200k standing in for an unnamed one is not.
+   */
+  ownTokenizer: boolean
 }
 
 /** How long a store endpoint's client stays open once no live offer uses it: longer than any request it serves. */
@@ -98,6 +103,7 @@ export class Catalog {
           fingerprint: `${p.bundle}:${p.profile}`,
           managed: false,
           counter: this.counters.get(o.model)!,
+          ownTokenizer: this.models.get(o.model)!.tokenizer !== undefined,
         })
       }
     }
@@ -117,6 +123,7 @@ export class Catalog {
         fingerprint: `managed:${m.upstreamModel}`,
         managed: true,
         counter: O200K,
+        ownTokenizer: false,
       }
       this.managedContext = m.contextLimit ?? Infinity
     }
@@ -157,6 +164,7 @@ export class Catalog {
         managed: false,
         payeeId: l.accountId,
         counter: this.counters.get(l.model)!,
+        ownTokenizer: this.models.get(l.model)!.tokenizer !== undefined,
       }
       if (at >= 0) offers[at] = offer
       else offers.push(offer)

@@ -1,3 +1,4 @@
+import { OfferChecks } from './offer-checks.js'
 import { OfferStats } from './offer-stats.js'
 
 /**
@@ -34,12 +35,15 @@ export class Health {
   private readonly states = new Map<string, OfferState>()
   /** What each offer's attempts measured: uptime, time to first token, throughput (GET /v1/models/{id}/endpoints). */
   readonly stats: OfferStats
+  /** What each offer's delivered replies showed against the gateway's own count (GET /v1/models/{id}/endpoints). */
+  readonly checks: OfferChecks
 
   constructor(
     private readonly opts: HealthOptions,
     private readonly now: () => number = Date.now,
   ) {
     this.stats = new OfferStats(now)
+    this.checks = new OfferChecks(now)
   }
 
   private state(key: string): OfferState {

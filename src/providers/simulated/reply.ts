@@ -12,6 +12,8 @@ export interface SimReply {
   promptTokens: number
   /** One entry per piece when the request asked for `logprobs`, as OpenAI writes them. */
   logprobs?: TokenLogprob[]
+  /** Output tokens its usage reports beyond those it sent (a provider that over-reports). */
+  reportedExtra?: number
 }
 
 export interface TokenLogprob {

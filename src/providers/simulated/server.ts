@@ -5,6 +5,7 @@ import { drained, json, pause, readBody } from './http.js'
 import { FRAGMENTATIONS, type Fragmentation } from './wire.js'
 import { DIALECT_NAMES, DIALECTS, type Dialect, type DialectName, type StreamContext } from './dialects/index.js'
 import { faultName, parseFault, type Fault } from './faults.js'
+import { cheatOf, cheated, jittered } from './cheats.js'
 import { planReply, type SimReply } from './reply.js'
 import { actedOn, behaviourOf, behavioursProblem, cutLongArguments, refusalOf, type Behaviours } from './behaviour.js'
 
@@ -33,6 +34,11 @@ export interface SimSettings {
    * (llama.cpp's server does so after 1 ms); unset: as the dialect's engine does.
    */
   closeAfterStreamMs?: number
+  /**
+   * Honest noise, as nondeterministic kernels give: each token's log probability moved by up to ± this many
+   * thousandths of a nat, at random (0: exact).
+   */
+  logprobNoiseMilli: number
 }
 
 export interface SimOptions extends Partial<SimSettings> {
@@ -51,6 +57,7 @@ const DEFAULTS: SimSettings = {
   ignoreMaxTokens: false,
   reasoningTokens: 0,
   dialect: 'openai',
+  logprobNoiseMilli: 0,
 }
 interface Exchange {
   req: IncomingMessage
@@ -71,6 +78,8 @@ export class SimulatedProvider {
   private readonly activeByModel = new Map<string, number>()
   /** Connections the engine is closing after a streamed reply (see `closeAfterStreamMs`). */
   private readonly closing = new WeakSet<Socket>()
+  /** Requests answered under a cheat, for `sometimes` to spread its share over. */
+  private cheatable = 0
 
   private constructor(private readonly opts: SimOptions) {
     this.fault = opts.fault ?? { kind: 'none' }
@@ -165,7 +174,12 @@ export class SimulatedProvider {
     }
     if (fault.kind === 'status-500') return this.error(res, 500, 'simulated internal error')
     if (fault.kind === 'status-429') return this.error(res, 429, 'simulated rate limit', { 'retry-after': '1' })
-    const reply = planReply(actedOn(body, behaviour), this.settings, behaviour)
+    const acted = actedOn(body, behaviour)
+    const honest = jittered(planReply(acted, this.settings, behaviour), this.settings.logprobNoiseMilli)
+    const cheat = cheatOf(fault, this.cheatable++)
+    const reply = cheat
+      ? cheated(honest, cheat, () => planReply({ ...acted, model: `${model}~substitute` }, this.settings, behaviour))
+      : honest
     cutLongArguments(reply.toolCalls, behaviour)
     if (fault.kind === 'bad-tool-args')
       for (const c of reply.toolCalls) c.arguments = c.arguments.slice(0, Math.max(1, c.arguments.length - 2))
@@ -291,6 +305,8 @@ function pickSettings(given: Partial<SimSettings>): Partial<SimSettings> {
   if (DIALECT_NAMES.includes(o.dialect as DialectName)) out.dialect = o.dialect as DialectName
   if (Number.isSafeInteger(o.closeAfterStreamMs) && (o.closeAfterStreamMs as number) >= 0)
     out.closeAfterStreamMs = o.closeAfterStreamMs as number
+  if (Number.isSafeInteger(o.logprobNoiseMilli) && (o.logprobNoiseMilli as number) >= 0)
+    out.logprobNoiseMilli = o.logprobNoiseMilli as number
   return out
 }
 

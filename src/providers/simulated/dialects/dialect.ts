@@ -78,7 +78,7 @@ export const outputTokens = (reply: SimReply): number => reply.reasoning.length 
 
 /** OpenAI's usage object of a reply. */
 export function usageOf(reply: SimReply) {
-  const completion = outputTokens(reply)
+  const completion = outputTokens(reply) + (reply.reportedExtra ?? 0)
   return {
     prompt_tokens: reply.promptTokens,
     completion_tokens: completion,
