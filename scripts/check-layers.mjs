@@ -21,6 +21,7 @@ export const LAYERS = [
   ['receipts'],
   ['settlement'],
   ['ops'],
+  ['audit'],
   ['gateway'],
   ['api'],
   ['portal'],

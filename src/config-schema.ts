@@ -221,6 +221,23 @@ export const ConfigSchema = Closed({
       }),
     ]),
   ),
+  audit: Type.Optional(
+    Closed({
+      wallet: Type.String({
+        description: "the marketplace's audit account: audits are charged to it and paid to providers like any request",
+      }),
+      references: Type.Record(Type.String(), Type.String(), {
+        description: 'by model id, the provider address whose offer is its reference (audits compare with it)',
+      }),
+      intervalMs: Type.Optional(
+        Type.Integer({ minimum: 0, description: 'time between two audits of one offer (default 600000; 0: none)' }),
+      ),
+      maxTokens: Type.Optional(
+        Type.Integer({ minimum: 1, maximum: 256, description: 'the output bound of an audit request (default 24)' }),
+      ),
+      prompts: Type.Optional(Type.String({ description: 'a JSON file of more audit prompts: [{"id", "messages"}]' })),
+    }),
+  ),
   portal: Type.Optional(
     Closed({
       sessionSecret: Type.Optional(Type.String({ minLength: 16 })),

@@ -100,6 +100,11 @@ function semanticProblems(config: Config): string[] {
   config.cortex?.candidates.forEach((c, i) => {
     if (!ids.has(c)) problems.push(`cortex.candidates[${i}]: unknown model ${c}`)
   })
+  if (config.audit && !isEvmAddress(config.audit.wallet)) problems.push('audit.wallet: not an EVM address')
+  Object.entries(config.audit?.references ?? {}).forEach(([model, address]) => {
+    if (!ids.has(model)) problems.push(`audit.references: unknown model ${model}`)
+    if (!isEvmAddress(address)) problems.push(`audit.references.${model}: not an EVM address`)
+  })
   const origin = config.portal?.origin
   if (origin !== undefined && !isBareOrigin(origin))
     problems.push('portal.origin: not an origin (scheme, host and optional port, nothing after them)')

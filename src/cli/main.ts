@@ -12,6 +12,7 @@ import { certifyCommand } from './commands/certify.js'
 import { migrateCommand } from './commands/migrate.js'
 import { providerCommands } from './commands/providers.js'
 import { receiptCommands } from './commands/receipt.js'
+import { auditCommands } from './commands/audit.js'
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string }
 const program = new Command()
@@ -31,6 +32,7 @@ certifyCommand(program)
 migrateCommand(program)
 providerCommands(program)
 receiptCommands(program)
+auditCommands(program)
 // A usage mistake is one line and a pointer to that command's own help.
 const pointToHelp = (cmd: Command, name: string): void => {
   for (const sub of cmd.commands) {

@@ -22,11 +22,18 @@ import { RefusalCounter } from './refusal-counter.js'
 import { RateGate } from '../limits/rate-gate.js'
 import { RedisRates } from '../limits/redis-rates.js'
 import { OfferProbes } from '../routing/offer-probes.js'
+import { Auditor } from '../audit/auditor.js'
+import { auditPrompts } from '../audit/prompts.js'
+import { auditSender } from './audit-send.js'
 
 /** How often the counts of refusals before admission are added to the store. */
 const REFUSAL_FLUSH_MS = 1_000
 /** How often the store's live offers are read: a provider's change reaches every gateway within it (and a read). */
 const OFFERS_READ_MS = 2_000
+/** Audits (`audit` in the config): time between two of one offer, and an audit request's output bound. */
+const AUDIT_INTERVAL_MS = 600_000
+const AUDIT_MAX_TOKENS = 24
+const AUDIT_LOCK = 'svc-audits'
 
 export interface GatewayOptions {
   now?: () => number
@@ -53,6 +60,8 @@ export class Gateway {
   readonly rates: RateGate
   /** Probes of idle offers, for their endpoint stats. */
   readonly probes: OfferProbes
+  /** Audits of offers, when the config has `audit`. */
+  auditor: Auditor | undefined
   readonly now: () => number
   readonly log: (msg: string, err?: unknown) => void
   readonly logger: Logger
@@ -163,6 +172,7 @@ export class Gateway {
       rates: gw.rates,
     })
     gw.responsesService = new ResponsesService(gw.chatPipeline, new ResponseMemory(store.keptResponses, gw.now), gw.log)
+    if (config.audit) gw.auditor = await auditorOf(gw, config.audit)
     await gw.lifecycle.start()
     await gw.readOffers()
     gw.offersTimer = setInterval(
@@ -171,6 +181,7 @@ export class Gateway {
     )
     gw.offersTimer.unref()
     gw.probes.start()
+    gw.auditor?.start()
     gw.refusals.start(REFUSAL_FLUSH_MS)
     // Not awaited: a provider that cannot be reached is logged, and the gateway serves the others meanwhile.
     void probeProviders(config, gw.reachability)
@@ -193,6 +204,7 @@ export class Gateway {
     this.offersRead = true
     if (this.catalog.applyLive(live, this.now()) && !first)
       this.log(`offers: the store's live offers changed (${live.length} now)`)
+    this.catalog.applyStates(await this.store.audits.states())
   }
 
   private offersRead = false
@@ -222,12 +234,30 @@ export class Gateway {
     if (this.flushTimer) clearInterval(this.flushTimer)
     if (this.offersTimer) clearInterval(this.offersTimer)
     await this.probes.stop()
+    await this.auditor?.stop()
     await this.keys.flushLastUsed().catch(() => {})
     await this.refusals.stop().catch((err) => this.log('refusal counts not written', err))
     await this.lifecycle.stop().catch(() => {})
     await this.catalog.close()
     await this.rates.close()
   }
+}
+
+/** The auditor of the config's `audit`: paid by its wallet's account (created when missing). */
+async function auditorOf(gw: Gateway, audit: NonNullable<Config['audit']>): Promise<Auditor> {
+  const address = checksumAddress(audit.wallet)
+  const { account } = await gw.store.accounts.ensure(address, 'user', gw.now())
+  return new Auditor({
+    catalog: gw.catalog,
+    audits: gw.store.audits,
+    tryLock: () => gw.store.tryLock(AUDIT_LOCK),
+    send: auditSender(() => gw.pipeline, { keyId: 'audit', accountId: account.id, address }),
+    prompts: auditPrompts(audit.prompts),
+    intervalMs: audit.intervalMs ?? AUDIT_INTERVAL_MS,
+    maxTokens: audit.maxTokens ?? AUDIT_MAX_TOKENS,
+    now: gw.now,
+    log: gw.log,
+  })
 }
 
 /** The offers' circuit breakers, each change of state logged. */

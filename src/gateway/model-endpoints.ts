@@ -3,6 +3,20 @@ import type { ModelSource } from './model-list.js'
 
 const WINDOWS = { '5m': 300_000, '1h': 3_600_000, '1d': 86_400_000 } as const
 
+const isoOrNull = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+
+/** What the audits found of an offer: its state, the last day's audits, when it was last audited and since when. */
+function verificationView(catalog: ModelSource['catalog'], key: string) {
+  const v = catalog.verificationOf(key)
+  return {
+    state: v.state,
+    reference: catalog.references.has(key),
+    audits_1d: { passed: v.passed, failed: v.failed },
+    last_audit_at: isoOrNull(v.lastAuditAt),
+    since: isoOrNull(v.since),
+  }
+}
+
 /** Rounded to `digits` decimals; null stays null. */
 const round = (v: number | null, digits: number) => (v === null ? null : Number(v.toFixed(digits)))
 
@@ -46,6 +60,7 @@ export function endpointsOf({ catalog, health }: ModelSource, id: string) {
         Object.entries(WINDOWS).map(([name, ms]) => [name, round(health.stats.uptime(o.key, ms), 4)]),
       ),
       checks: health.checks.summary(o.key),
+      verification: verificationView(catalog, o.key),
     }
   })
   return { object: 'list', model: id, data }

@@ -39,6 +39,8 @@ export interface ChatCall {
   trace: RequestTrace
   /** Headers every reply to the request carries from here on (a limited key's rate headers). */
   headers?: (h: Record<string, string>) => void
+  /** The marketplace's audit of one offer (`provider.only`): routed to it whatever the audits found of it. */
+  audit?: true
 }
 
 export interface PipelineDeps {
@@ -142,7 +144,10 @@ export class ChatPipeline {
   /** Validates, meters and plans; undefined when the client left while its long prompt was counted. */
   private async prepare(call: ChatCall): Promise<Prepared | ApiError | undefined> {
     try {
-      return await prepare(call.body, this.deps.catalog, this.deps.health, call.gone)
+      return await prepare(call.body, this.deps.catalog, this.deps.health, {
+        abandoned: call.gone,
+        audit: call.audit === true,
+      })
     } catch (err) {
       if (err instanceof CountAbandoned) return undefined
       throw err

@@ -8,6 +8,7 @@ import type { Health } from '../routing/health.js'
 import { planCortex, planNamed, type Candidate, type RoutePlan } from '../routing/route.js'
 import { preferencesOf, refusedByPreferences, type Preferences } from '../routing/preferences.js'
 import type { UpstreamRequest } from '../providers/types.js'
+import type { StateOf } from '../routing/verification.js'
 import { contextViolation, effectiveMax, fitViolation, type Needs } from './fit.js'
 import { knownFormat, normalizeMessages, upstreamBodyJson, type NormalizedMessages } from './normalize.js'
 import { validateChatRequest } from './validate.js'
@@ -34,13 +35,14 @@ export interface Prepared {
 /**
  * Validates, meters and plans a chat request (docs/interface.md §4.1, docs/architecture.md §3, §5); bad input yields an
  * ApiError, never an exception. A long prompt is counted over several event-loop turns (`countInput`): the outcome is
- * then a promise, which rejects with `CountAbandoned` once `abandoned` says no one waits for it any more.
+ * then a promise, which rejects with `CountAbandoned` once `abandoned` says no one waits for it any more. An `audit`
+ * (the marketplace's own, pinned to one offer) is routed whatever the audits found of that offer.
  */
 export function prepare(
   body: unknown,
   catalog: Catalog,
   health: Health,
-  abandoned?: () => boolean,
+  { abandoned, audit = false }: { abandoned?: () => boolean; audit?: boolean } = {},
 ): Prepared | ApiError | Promise<Prepared | ApiError> {
   const request = validateChatRequest(body)
   if (isApiError(request)) return request
@@ -60,10 +62,12 @@ export function prepare(
   }
   const prefs = preferencesOf(request.provider)
   if (isApiError(prefs)) return prefs
+  const stateOf: StateOf = audit ? () => 'unverified' : catalog.stateOf
   const excluded = refusedByPreferences(
     catalog,
     { model: request.model, ids: named ? [named.id] : cortex!.candidates, vendor: !named },
     prefs,
+    stateOf,
   )
   if (excluded) return excluded
   const messages = normalizeMessages(request.messages)
@@ -77,7 +81,7 @@ export function prepare(
       ? JSON.stringify(knownFormat(request.response_format).json_schema)
       : ''
   const toolsJson = request.tools?.length ? JSON.stringify(request.tools) : undefined
-  const read: Read = { request, messages, toolsJson, named, cortex, prefs }
+  const read: Read = { request, messages, toolsJson, named, cortex, prefs, stateOf }
   const inputTokens = countInput(
     messages.metered,
     (toolsJson ?? '') + schema,
@@ -98,11 +102,12 @@ interface Read {
   named: ModelConfig | undefined
   cortex: CortexModel | undefined
   prefs: Preferences | undefined
+  stateOf: StateOf
 }
 
 /** Bounds and plans a checked request of `inputTokens`, or refuses it as unfit for its model. */
 function planned(
-  { request, messages, toolsJson, named, cortex, prefs }: Read,
+  { request, messages, toolsJson, named, cortex, prefs, stateOf }: Read,
   inputTokens: number,
   catalog: Catalog,
   health: Health,
@@ -125,10 +130,11 @@ function planned(
       stream: needs.stream,
       maxTokens,
     }
-    plan = planNamed({ catalog, health, inputTokens, model: named, request: upstream, prefs })
+    const verified = { stateOf, prefer: false }
+    plan = planNamed({ catalog, health, inputTokens, model: named, request: upstream, prefs, verified })
   } else {
     const body = { bodyJson: upstreamBodyJson(request, messages.upstream, toolsJson), stream: needs.stream }
-    const planned = cortexPlan({ catalog, health, cortex: cortex!, request, needs, body, prefs })
+    const planned = cortexPlan({ catalog, health, cortex: cortex!, request, needs, body, prefs, stateOf })
     if (isApiError(planned)) return planned
     ;({ plan, maxTokens } = planned)
   }
@@ -166,6 +172,7 @@ function cortexPlan({
   needs,
   body,
   prefs,
+  stateOf,
 }: {
   catalog: Catalog
   health: Health
@@ -174,6 +181,7 @@ function cortexPlan({
   needs: Needs
   body: UpstreamRequest
   prefs: Preferences | undefined
+  stateOf: StateOf
 }): { plan: RoutePlan; maxTokens: number } | ApiError {
   const listed = { ...body, maxTokens: needs.requestedMax ?? cortex.capabilities.maxOutputTokens }
   const vendorModel = {
@@ -206,7 +214,15 @@ function cortexPlan({
   }
   if (whole.length === 0 && short.length === 0 && !vendor) return vendorUnfit ?? unfit!
   return {
-    plan: planCortex({ catalog, health, inputTokens: needs.inputTokens, fitting: [...whole, ...short], vendor, prefs }),
+    plan: planCortex({
+      catalog,
+      health,
+      inputTokens: needs.inputTokens,
+      fitting: [...whole, ...short],
+      vendor,
+      prefs,
+      verified: { stateOf, prefer: true },
+    }),
     maxTokens,
   }
 }

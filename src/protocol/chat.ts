@@ -85,6 +85,7 @@ export const ProviderPreferences = Type.Object({
   sort: Type.Optional(Type.Union([Type.Literal('price'), Type.Literal('latency'), Type.Literal('throughput')])),
   max_price: Type.Optional(Type.Object({ prompt: PricePerMtok, completion: PricePerMtok })),
   allow_fallbacks: Type.Optional(Type.Boolean()),
+  require_verified: Type.Optional(Type.Boolean()),
 })
 export type ProviderPreferences = Static<typeof ProviderPreferences>
 

@@ -8,6 +8,7 @@ import type { Provider } from '../providers/types.js'
 import { checksumAddress } from '../protocol/address.js'
 import type { LiveOffer } from '../store/providers.js'
 import type { AddressPolicy } from '../providers/address-policy.js'
+import type { StateOf, VerificationState } from './verification.js'
 
 /**
  * Builds the client of an upstream; `addresses`, for an endpoint a wallet registered, the addresses it may be reached
@@ -38,6 +39,17 @@ export interface Offer {
    * compared with the gateway's; o200k standing in for an unnamed one is not.
    */
   ownTokenizer: boolean
+  /** What identifies what it serves (endpoint, upstream model, bundle and profile): an audit follows each change. */
+  signature: string
+}
+
+/** An offer's verification: its state, its conclusive audits of the last day, its last audit and since when. */
+export interface OfferVerification {
+  state: VerificationState
+  passed: number
+  failed: number
+  lastAuditAt: number | null
+  since: number | null
 }
 
 /** How long a store endpoint's client stays open once no live offer uses it: longer than any request it serves. */
@@ -76,12 +88,19 @@ export class Catalog {
 
   /** Where the store's endpoints (registered by wallets) may be reached. */
   readonly addresses: AddressPolicy
+  /** Health keys of the offers the operator made references (`audit.references`): verified by definition. */
+  readonly references: ReadonlySet<string>
+  /** Offers' verification states as the store last said (by health key), with their audits of the last day. */
+  private states = new Map<string, OfferVerification>()
 
   constructor(
     config: Config,
     private readonly makeUpstream: MakeUpstream,
   ) {
     this.addresses = addressPolicyOf(config)
+    this.references = new Set(
+      Object.entries(config.audit?.references ?? {}).map(([model, a]) => `${checksumAddress(a)}|${model}`),
+    )
     for (const m of config.models) {
       this.models.set(m.id, m)
       this.counters.set(m.id, tokenizerOf(m.tokenizer))
@@ -104,6 +123,7 @@ export class Catalog {
           managed: false,
           counter: this.counters.get(o.model)!,
           ownTokenizer: this.models.get(o.model)!.tokenizer !== undefined,
+          signature: `${p.baseUrl}|${o.upstreamModel}|${p.bundle}:${p.profile}`,
         })
       }
     }
@@ -124,6 +144,7 @@ export class Catalog {
         managed: true,
         counter: O200K,
         ownTokenizer: false,
+        signature: `${m.baseUrl}|${m.upstreamModel}`,
       }
       this.managedContext = m.contextLimit ?? Infinity
     }
@@ -133,6 +154,40 @@ export class Catalog {
         candidates,
         candidates.map((c) => this.models.get(c)!),
       )
+  }
+
+  /**
+   * An offer's verification state: the managed vendor's and a reference's are `verified` (the operator's own); others
+   * as their audits left them, `unverified` before any.
+   */
+  readonly stateOf: StateOf = (key) => {
+    if (key.startsWith('managed|') || this.references.has(key)) return 'verified'
+    return this.states.get(key)?.state ?? 'unverified'
+  }
+
+  /** What the audits found of an offer (its state, audits of the last day), as GET /v1/models/{id}/endpoints shows. */
+  verificationOf(key: string): OfferVerification {
+    const state = this.stateOf(key)
+    const found = this.states.get(key)
+    return found && found.state === state ? found : { state, passed: 0, failed: 0, lastAuditAt: null, since: null }
+  }
+
+  /** The store's verification states of offers (`offer_states`). */
+  applyStates(
+    rows: readonly (Omit<OfferVerification, 'state'> & { provider: string; model: string; state: string })[],
+  ): void {
+    this.states = new Map(
+      rows.map((r) => [
+        `${r.provider}|${r.model}`,
+        {
+          state: r.state as VerificationState,
+          passed: r.passed,
+          failed: r.failed,
+          lastAuditAt: r.lastAuditAt,
+          since: r.since,
+        },
+      ]),
+    )
   }
 
   /**
@@ -165,6 +220,7 @@ export class Catalog {
         payeeId: l.accountId,
         counter: this.counters.get(l.model)!,
         ownTokenizer: this.models.get(l.model)!.tokenizer !== undefined,
+        signature: `${l.baseUrl}|${l.upstreamModel}|${l.bundle}:${l.profile}`,
       }
       if (at >= 0) offers[at] = offer
       else offers.push(offer)

@@ -59,7 +59,7 @@ export interface ChecksSummary {
 }
 
 /**
- * Checks of an offer's real traffic at no extra request (docs/architecture.md §11): each delivered reply's reported
+ * Checks of an offer's real traffic at no extra request (docs/architecture.md §11a): each delivered reply's reported
  * usage against the gateway's count, and its finish reason against its length and max_tokens, counted by minute over
  * the last day in this process.
  */

@@ -1,29 +1,44 @@
 import { priceOf } from '../money/usdc.js'
 import type { Offer } from './catalog.js'
 import type { Health } from './health.js'
+import type { StateOf } from './verification.js'
 
 export interface Estimate {
   inputTokens: number
   maxOutputTokens: number
 }
 
+/** What the audits found of offers, as routing weighs it. */
+export interface Verified {
+  stateOf: StateOf
+  /** Verified offers before unverified ones (svc/cortex@1); suspect ones come last either way. */
+  prefer: boolean
+}
+
 /**
- * Orders a model's offers for one request (docs/architecture.md §5): by what the request could cost at each offer's
- * price, then health (closed before half-open), then latency. Open breakers and full offers are left out.
+ * Orders a model's offers for one request (docs/architecture.md §5): suspect offers last (and, when `verified.prefer`,
+ * verified before unverified), then by what the request could cost at each offer's price, then health (closed before
+ * half-open), then latency. Quarantined offers, open breakers and full offers are left out.
  */
-export function rankOffers(offers: readonly Offer[], health: Health, est: Estimate): Offer[] {
-  const usable: { o: Offer; cost: bigint; probe: number; latency: number }[] = []
+export function rankOffers(offers: readonly Offer[], health: Health, est: Estimate, verified?: Verified): Offer[] {
+  const usable: { o: Offer; tier: number; cost: bigint; probe: number; latency: number }[] = []
   for (const o of offers) {
     const breaker = health.breaker(o.key)
     if (breaker === 'open' || health.inflight(o.key) >= o.maxConcurrency) continue
+    const state = verified?.stateOf(o.key) ?? 'unverified'
+    if (state === 'quarantined') continue
     usable.push({
       o,
+      tier: state === 'suspect' ? 2 : verified?.prefer && state === 'verified' ? 0 : 1,
       cost: priceOf(o.prices, est.inputTokens, est.maxOutputTokens),
       probe: breaker === 'half-open' ? 1 : 0,
       latency: health.latency(o.key),
     })
   }
-  usable.sort((a, b) => (a.cost !== b.cost ? (a.cost < b.cost ? -1 : 1) : a.probe - b.probe || a.latency - b.latency))
+  usable.sort(
+    (a, b) =>
+      a.tier - b.tier || (a.cost !== b.cost ? (a.cost < b.cost ? -1 : 1) : a.probe - b.probe || a.latency - b.latency),
+  )
   return usable.map((u) => u.o)
 }
 

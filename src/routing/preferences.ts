@@ -3,6 +3,7 @@ import type { ProviderPreferences } from '../protocol/chat.js'
 import { parseUsdc } from '../money/usdc.js'
 import type { Catalog, Offer } from './catalog.js'
 import type { Health } from './health.js'
+import type { StateOf } from './verification.js'
 
 /** A request's `provider` object, read: addresses in lower case, prices in base units per million tokens. */
 export interface Preferences {
@@ -12,6 +13,8 @@ export interface Preferences {
   sort: 'price' | 'latency' | 'throughput'
   maxPrice: { input?: bigint; output?: bigint }
   fallbacks: boolean
+  /** Only offers the audits verified (`require_verified`). */
+  verifiedOnly: boolean
 }
 
 /** The request's preferences, undefined without any, or why they cannot be read (the field named). */
@@ -40,6 +43,7 @@ export function preferencesOf(p: ProviderPreferences | null | undefined): Prefer
     sort: p.sort ?? 'price',
     maxPrice: { ...(input !== undefined ? { input } : {}), ...(output !== undefined ? { output } : {}) },
     fallbacks: p.allow_fallbacks ?? true,
+    verifiedOnly: p.require_verified ?? false,
   }
 }
 
@@ -51,8 +55,11 @@ export interface Allowed {
 
 const addressOf = (o: Offer) => o.provider.toLowerCase()
 
-/** The offers the preferences allow, whatever their health: only, ignore, max_price, order without fallbacks. */
-export function allowedOffers(offers: readonly Offer[], prefs: Preferences | undefined): Allowed {
+/**
+ * The offers the preferences allow, whatever their health: only, ignore, max_price, order without fallbacks,
+ * require_verified (by `stateOf`).
+ */
+export function allowedOffers(offers: readonly Offer[], prefs: Preferences | undefined, stateOf: StateOf): Allowed {
   if (!prefs) return { offers: [...offers] }
   const steps: [string, (o: Offer) => boolean][] = [
     ['provider.only names none of its providers', (o) => !prefs.only || prefs.only.has(addressOf(o))],
@@ -66,6 +73,10 @@ export function allowedOffers(offers: readonly Offer[], prefs: Preferences | und
     [
       'provider.order with allow_fallbacks false names none of its providers',
       (o) => prefs.fallbacks || prefs.order.length === 0 || prefs.order.includes(addressOf(o)),
+    ],
+    [
+      'provider.require_verified leaves none of its providers (none has passed enough audits yet)',
+      (o) => !prefs.verifiedOnly || stateOf(o.key) === 'verified',
     ],
   ]
   let left = [...offers]
@@ -121,13 +132,14 @@ export function refusedByPreferences(
   catalog: Catalog,
   request: { model: string; ids: readonly string[]; vendor: boolean },
   prefs: Preferences | undefined,
+  stateOf: StateOf,
 ): ApiError | undefined {
   if (!prefs) return undefined
   const sets = request.ids.map((id) => catalog.offers.get(id) ?? [])
   if (request.vendor && catalog.managed) sets.push([catalog.managed])
   let why: string | undefined
   for (const offers of sets) {
-    const allowed = allowedOffers(offers, prefs)
+    const allowed = allowedOffers(offers, prefs, stateOf)
     if (allowed.offers.length > 0) return undefined
     why ??= allowed.excludedBy
   }

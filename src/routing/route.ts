@@ -2,7 +2,7 @@ import type { ModelConfig } from '../config-schema.js'
 import { maxBig, type Prices } from '../money/usdc.js'
 import type { Catalog, Offer } from './catalog.js'
 import type { Health } from './health.js'
-import { rankOffers } from './plan.js'
+import { rankOffers, type Verified } from './plan.js'
 import { allowedOffers, preferredOrder, type Preferences } from './preferences.js'
 import type { BoundRequest } from './attempt.js'
 
@@ -45,6 +45,7 @@ export function planNamed({
   model,
   request,
   prefs,
+  verified,
 }: {
   catalog: Catalog
   health: Health
@@ -52,10 +53,11 @@ export function planNamed({
   model: ModelConfig
   request: BoundRequest
   prefs?: Preferences
+  verified: Verified
 }): RoutePlan {
-  const all = allowedOffers(catalog.offers.get(model.id) ?? [], prefs).offers
+  const all = allowedOffers(catalog.offers.get(model.id) ?? [], prefs, verified.stateOf).offers
   const offers = preferredOrder(
-    rankOffers(all, health, { inputTokens, maxOutputTokens: request.maxTokens }),
+    rankOffers(all, health, { inputTokens, maxOutputTokens: request.maxTokens }, verified),
     prefs,
     health,
   )
@@ -78,6 +80,7 @@ export function planCortex({
   fitting,
   vendor,
   prefs,
+  verified,
 }: {
   catalog: Catalog
   health: Health
@@ -85,14 +88,17 @@ export function planCortex({
   fitting: readonly Candidate[]
   vendor: BoundRequest | undefined
   prefs?: Preferences
+  /** svc/cortex@1 prefers verified offers within each candidate. */
+  verified: Verified
 }): RoutePlan {
-  const allowed = (id: string) => allowedOffers(catalog.offers.get(id) ?? [], prefs).offers
+  const allowed = (id: string) => allowedOffers(catalog.offers.get(id) ?? [], prefs, verified.stateOf).offers
   const targets = fitting.map(({ model, request }) => {
-    const ranked = rankOffers(allowed(model.id), health, { inputTokens, maxOutputTokens: request.maxTokens })
+    const est = { inputTokens, maxOutputTokens: request.maxTokens }
+    const ranked = rankOffers(allowed(model.id), health, est, verified)
     return { model, offers: preferredOrder(ranked, prefs, health), request }
   })
   const offers = targets.flatMap((t) => t.offers)
-  const vendorAllowed = catalog.managed && allowedOffers([catalog.managed], prefs).offers.length > 0
+  const vendorAllowed = catalog.managed && allowedOffers([catalog.managed], prefs, verified.stateOf).offers.length > 0
   const managed = vendor && vendorAllowed ? { offer: catalog.managed!, request: vendor } : undefined
   if (managed) offers.push(managed.offer)
   // Candidates that do not fit this request cannot serve it whatever their breakers say.

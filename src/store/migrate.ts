@@ -22,6 +22,7 @@ import * as m019 from './migrations/019_provider_offers.js'
 import * as m020 from './migrations/020_kept_responses.js'
 import * as m021 from './migrations/021_receipts.js'
 import * as m022 from './migrations/022_lean_group_rows.js'
+import * as m023 from './migrations/023_audits.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -47,6 +48,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '020_kept_responses': m020,
   '021_receipts': m021,
   '022_lean_group_rows': m022,
+  '023_audits': m023,
 }
 
 /**

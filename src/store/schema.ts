@@ -208,6 +208,46 @@ export interface Database {
   provider_offers: ProviderOffersTable
   requests_in_flight: RequestsInFlightTable
   kept_responses: KeptResponsesTable
+  audits: AuditsTable
+  audit_references: AuditReferencesTable
+  offer_states: OfferStatesTable
+}
+
+/** One audit of an offer: its result (`passed`, `failed`, `inconclusive`), why it failed, and its evidence (JSON). */
+export interface AuditsTable {
+  id: string
+  model: string
+  provider: string
+  offer_signature: string
+  prompt_id: string
+  result: string
+  reason: string | null
+  request_id: string | null
+  evidence: string
+  created_at: bigint
+}
+
+/** A reference's answer to an audit prompt at a bound (JSON), recorded once and compared with every audit of it. */
+export interface AuditReferencesTable {
+  model: string
+  prompt_id: string
+  max_tokens: number
+  provider: string
+  request_id: string | null
+  answer: string
+  recorded_at: bigint
+}
+
+/** An offer's verification state as its audits left it, and since when. */
+export interface OfferStatesTable {
+  provider: string
+  model: string
+  state: string
+  offer_signature: string
+  passed: number
+  failed: number
+  last_audit_at: bigint
+  since: bigint
 }
 
 /** A response's conversation (under its id) or one of its output items, kept for the Responses API. */

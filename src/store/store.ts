@@ -19,6 +19,7 @@ import { InFlightRepo } from './instances.js'
 import { RefusalRepo } from './refusals.js'
 import type { KeyRatesRepo } from './key-rates.js'
 import { KeptResponseRepo } from './kept-responses.js'
+import { AuditRepo } from './audits.js'
 
 /** The single source of truth for accounts, keys, balances, holds, usage and settlement. All SQL lives below here. */
 export class Store {
@@ -37,6 +38,7 @@ export class Store {
   readonly refusals: RefusalRepo
   readonly keyRates: KeyRatesRepo
   readonly keptResponses: KeptResponseRepo
+  readonly audits: AuditRepo
 
   readonly db: Kysely<Database>
   /** The dialect's ways of asking, as the repositories read them. */
@@ -65,6 +67,7 @@ export class Store {
     this.refusals = new RefusalRepo(db)
     this.keyRates = backend.keyRates
     this.keptResponses = new KeptResponseRepo(db)
+    this.audits = new AuditRepo(db)
   }
 
   /** What keeps this store from serving: unreachable, or migrations it has not run. Empty when it is ready. */

@@ -1,0 +1,175 @@
+import type { Command } from 'commander'
+import { checksumAddress, isEvmAddress } from '../../protocol/address.js'
+import type { AuditRow, OfferStateRow } from '../../store/audits.js'
+import { action, CliError, common, emit, wholeOption, withStore, type CommonOptions } from '../context.js'
+
+interface ListOptions extends CommonOptions {
+  model?: string
+  provider?: string
+  result?: string
+  limit: string
+}
+
+interface RunOptions extends CommonOptions {
+  model: string
+  provider?: string
+  prompt?: string
+}
+
+const RESULTS = ['passed', 'failed', 'inconclusive']
+
+const when = (ms: number) => new Date(ms).toISOString()
+
+/** An audit as `svc audit list|show` print it (and the JSON they emit). */
+function auditView(a: AuditRow) {
+  return {
+    id: a.id,
+    created: when(a.createdAt),
+    model: a.model,
+    provider: a.provider,
+    prompt_id: a.promptId,
+    result: a.result,
+    reason: a.reason,
+    request_id: a.requestId,
+    evidence: a.evidence,
+  }
+}
+
+function stateView(s: OfferStateRow) {
+  return {
+    model: s.model,
+    provider: s.provider,
+    state: s.state,
+    audits_1d: { passed: s.passed, failed: s.failed },
+    last_audit_at: when(s.lastAuditAt),
+    since: when(s.since),
+  }
+}
+
+const line = (a: AuditRow) =>
+  `${a.id}  ${when(a.createdAt)}  ${a.model}  ${a.provider}  ${a.promptId}  ${a.result}${a.reason ? ` (${a.reason})` : ''}`
+
+/** Where an audit's reply left the reference, in words. */
+function finding(a: AuditRow): string {
+  const e = a.evidence as { divergedAt?: number; expected?: string; got?: string; meanGap?: number; why?: string }
+  if (a.result === 'inconclusive') return `inconclusive: ${e.why ?? 'no reply'}`
+  const gap = `mean logprob gap ${e.meanGap ?? 0} nats`
+  if (a.result === 'passed') return `passed: ${gap}`
+  if (a.reason === 'usage')
+    return `failed: usage over-reported (${JSON.stringify(a.evidence.reported)} reported, ${JSON.stringify(a.evidence.counted)} counted)`
+  if (a.reason === 'logprobs') return `failed: ${gap}, past the tolerance`
+  return `failed: ${a.reason} at token ${e.divergedAt}: expected ${JSON.stringify(e.expected)}, got ${JSON.stringify(e.got)}`
+}
+
+const addressOption = (text: string | undefined) => {
+  if (text === undefined) return undefined
+  if (!isEvmAddress(text)) throw new CliError(`--provider must be a provider address (0x…), got ${text}`)
+  return checksumAddress(text)
+}
+
+/** `svc audit list|show|run|states`: the marketplace's audits of offers and the states they left. */
+export function auditCommands(program: Command): void {
+  const audit = program.command('audit').description("audits of providers' offers (see the README, Verified providers)")
+
+  common(audit.command('list'))
+    .option('--model <id>', 'only audits of this model')
+    .option('--provider <address>', "only audits of this provider's offers")
+    .option('--result <result>', `only audits with this result (${RESULTS.join(', ')})`)
+    .option('--limit <n>', 'at most this many, newest first', '20')
+    .description('audits, newest first')
+    .action(
+      action(async (o: ListOptions) =>
+        withStore(o, async (store) => {
+          if (o.result !== undefined && !RESULTS.includes(o.result))
+            throw new CliError(`--result must be one of ${RESULTS.join(', ')}, got ${o.result}`)
+          const provider = addressOption(o.provider)
+          const rows = await store.audits.list({
+            ...(o.model ? { model: o.model } : {}),
+            ...(provider ? { provider } : {}),
+            ...(o.result ? { result: o.result } : {}),
+            limit: Math.max(1, wholeOption('--limit', o.limit, 1000)),
+          })
+          emit(o, { audits: rows.map(auditView) }, rows.length ? rows.map(line) : 'no audits')
+        }),
+      ),
+    )
+
+  common(audit.command('show').argument('<id>', 'an audit id (aud_…) from svc audit list'))
+    .description('one audit: its prompt, result and evidence (where the reply left the reference)')
+    .action(
+      action(async (id: string, o: CommonOptions) =>
+        withStore(o, async (store) => {
+          const a = await store.audits.get(id)
+          if (!a) throw new CliError(`no audit ${id}`)
+          emit(o, auditView(a), [line(a), finding(a), ...(a.requestId ? [`request ${a.requestId}`] : [])])
+        }),
+      ),
+    )
+
+  common(audit.command('states'))
+    .description("each audited offer's verification state and its audits of the last day")
+    .action(
+      action(async (o: CommonOptions) =>
+        withStore(o, async (store) => {
+          const states = (await store.audits.states()).map(stateView)
+          emit(
+            o,
+            { states },
+            states.length
+              ? states.map(
+                  (s) =>
+                    `${s.model}  ${s.provider}  ${s.state.padEnd(11)}  passed ${s.audits_1d.passed}, failed ${s.audits_1d.failed} (1d)  since ${s.since}`,
+                )
+              : 'no offer audited yet',
+          )
+        }),
+      ),
+    )
+
+  common(audit.command('run'))
+    .requiredOption('--model <id>', 'audit the offers of this model')
+    .option('--provider <address>', "only this provider's offer")
+    .option('--prompt <id>', 'this prompt of the pool (default: one at random)')
+    .description('audit offers now, through a gateway instance of this config, paid by the audit account')
+    .action(
+      action(async (o: RunOptions) =>
+        withStore(o, async (store, config) => {
+          if (!config.audit)
+            throw new CliError('the config has no audit section: set audit.wallet and audit.references')
+          const provider = addressOption(o.provider)
+          const { Gateway } = await import('../../gateway/gateway.js')
+          const gw = await Gateway.start({ ...config, audit: { ...config.audit, intervalMs: 0 } }, store, {
+            log: () => {},
+          })
+          try {
+            const auditor = gw.auditor!
+            if (o.prompt !== undefined && !auditor.hasPrompt(o.prompt))
+              throw new CliError(`no audit prompt ${o.prompt} (the built-in pool and audit.prompts)`)
+            const offers = auditor
+              .auditable()
+              .filter((x) => x.modelId === o.model && (!provider || x.provider === provider))
+            if (offers.length === 0)
+              throw new CliError(
+                `no offer of ${o.model}${provider ? ` by ${provider}` : ''} to audit (a model needs a reference in audit.references, and the reference is not audited)`,
+              )
+            const done: AuditRow[] = []
+            for (const offer of offers) {
+              if (!o.json) process.stderr.write(`auditing ${offer.key} …\n`)
+              done.push(await auditor.audit(offer, o.prompt))
+            }
+            const states = new Map((await store.audits.states()).map((s) => [`${s.provider}|${s.model}`, s.state]))
+            emit(
+              o,
+              {
+                audits: done.map((a) => ({ ...auditView(a), state: states.get(`${a.provider}|${a.model}`) })),
+              },
+              done.map((a) => `${line(a)}\n  ${finding(a)}; now ${states.get(`${a.provider}|${a.model}`)}`),
+            )
+            if (done.some((a) => a.result === 'failed')) process.exitCode = 1
+          } finally {
+            await gw.close()
+          }
+        }),
+      ),
+    )
+}

@@ -1,0 +1,49 @@
+import type { AuditReply, AuditSend } from '../audit/auditor.js'
+import type { Caller } from '../auth/caller.js'
+import { newRequestId } from '../ids/request-id.js'
+import { Cancel } from '../providers/cancel.js'
+import type { Delivered } from './charge.js'
+import type { ChatPipeline } from './pipeline.js'
+import type { Produced } from '../routing/attempt.js'
+import { newTrace } from './trace.js'
+
+/**
+ * Audit requests through the pipeline, as the audit account's: admitted against its balance, served by the offer the
+ * body pins (`provider.only`, whatever its verification state), charged and paid like any request.
+ */
+export function auditSender(pipeline: () => ChatPipeline, caller: Caller): AuditSend {
+  return async (_offer, body) => {
+    const requestId = newRequestId()
+    const result = await pipeline().chat({
+      body,
+      caller,
+      requestId,
+      cancel: new Cancel(),
+      gone: () => false,
+      trace: newTrace(),
+      audit: true,
+    })
+    const answer = result.kind === 'admitted' ? await result.answer : result
+    if (answer.kind === 'refused') return { requestId, failed: `${answer.error.code}: ${answer.error.message}` }
+    if (answer.kind !== 'serving') return { requestId, failed: answer.kind }
+    let reply: Produced | undefined
+    let delivered: Delivered | undefined
+    for await (const events of answer.events)
+      for (const e of events) {
+        if (e.type === 'finish') reply = e.reply
+        else if (e.type === 'charged') delivered = e.delivered
+        else if (e.type === 'failed') return { requestId, failed: `${e.code}: ${e.error.message}` }
+      }
+    if (!reply || !delivered) return { requestId, failed: 'the reply ended without its charge' }
+    const out: AuditReply = {
+      requestId,
+      text: reply.content,
+      finish: reply.finish,
+      counted: delivered.usage.completion_tokens,
+      ...(reply.logprobs ? { logprobs: reply.logprobs } : {}),
+      // Compared only in one tokenizer: the model's own, named in its config.
+      ...(reply.upstreamUsage && reply.offer.ownTokenizer ? { reported: reply.upstreamUsage.completionTokens } : {}),
+    }
+    return out
+  }
+}

@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { depositTo, openAccount } from '../src/accounts/operations.js'
+import { svc } from './helpers/cli.js'
+import { addressOf, P, startMarket, type Market } from './helpers/market.js'
+
+const AUDITOR = addressOf(0x5b)
+
+/** `svc audit run|list|show|states` on the store of a running gateway, which routes by what they found. */
+describe('svc audit', () => {
+  let m: Market
+  let config: string
+  beforeAll(async () => {
+    m = await startMarket({
+      edit: (c) => {
+        c.providers.find((p) => p.address === P.atlasDear)!.offers[0]!.upstreamModel = 'atlas'
+        c.audit = { wallet: AUDITOR, references: { 'svc/atlas@1': P.atlasDear }, intervalMs: 0 }
+      },
+    })
+    const { account } = await openAccount(m.store, AUDITOR, Date.now())
+    await depositTo(m.store, account.id, 1_000_000n, Date.now())
+    await m.store.accounts.approve(account.id, 1_000_000n)
+    config = join(mkdtempSync(join(tmpdir(), 'svc-audit-')), 'config.json')
+    writeFileSync(config, JSON.stringify(m.config))
+  })
+  afterAll(() => m?.close())
+
+  const run = (...args: string[]) => svc(['audit', ...args, '--config', config])
+
+  it('audits an offer now, says where a substitute left the reference, and the gateway routes away from it', async () => {
+    const honest = await run('run', '--model', 'svc/atlas@1', '--prompt', 'capital-france', '--json')
+    expect(honest.code).toBe(0)
+    expect(JSON.parse(honest.stdout).audits).toMatchObject([
+      { provider: P.atlasCheap, prompt_id: 'capital-france', result: 'passed', state: 'unverified' },
+    ])
+    m.sims.atlasCheap.setFault({ kind: 'substitute' })
+    const cheat = await run('run', '--model', 'svc/atlas@1', '--provider', P.atlasCheap.toLowerCase())
+    m.sims.atlasCheap.setFault({ kind: 'none' })
+    expect(cheat.code).toBe(1)
+    expect(cheat.stdout).toMatch(
+      /failed \(tokens\)\n {2}failed: tokens at token \d+: expected ".+", got ".+"; now suspect/,
+    )
+
+    const list = JSON.parse((await run('list', '--json')).stdout).audits as { id: string; result: string }[]
+    expect(list.map((a) => a.result)).toEqual(['failed', 'passed'])
+    const shown = await run('show', list[0]!.id)
+    expect(shown.stdout).toContain('failed: tokens at token')
+    expect(shown.stdout).toMatch(/request req_/)
+    expect((await run('states')).stdout).toMatch(/svc\/atlas@1 {2}0x[0-9a-fA-F]{40} {2}suspect +passed 1, failed 1/)
+
+    // The gateway reads the states with its offers: the suspect offer is no longer its first choice.
+    await m.server.gateway.readOffers()
+    expect(m.server.gateway.catalog.stateOf(`${P.atlasCheap}|svc/atlas@1`)).toBe('suspect')
+  })
+
+  it('refuses what it cannot audit, in one line', async () => {
+    const noReference = await run('run', '--model', 'svc/wren@1')
+    expect([noReference.code, noReference.stderr.trim()]).toEqual([
+      1,
+      expect.stringContaining('error: no offer of svc/wren@1 to audit'),
+    ])
+    expect((await run('run', '--model', 'svc/atlas@1', '--prompt', 'nope')).stderr).toContain('no audit prompt nope')
+    expect((await run('show', 'aud_nope')).stderr).toContain('error: no audit aud_nope')
+    expect((await run('list', '--result', 'odd')).stderr).toContain('--result must be one of')
+  })
+})
