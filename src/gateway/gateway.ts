@@ -257,6 +257,7 @@ async function auditorOf(gw: Gateway, audit: NonNullable<Config['audit']>): Prom
     maxTokens: audit.maxTokens ?? AUDIT_MAX_TOKENS,
     now: gw.now,
     log: gw.log,
+    onResult: gw.metrics.audited,
   })
 }
 

@@ -50,6 +50,7 @@ export class GatewayMetrics {
   private readonly batches: Counter<'outcome'>
   private readonly settled: Counter
   private readonly unchecked: Counter<'policy'>
+  private readonly audits: Counter<'result'>
   private readonly models = new Map<string, ModelSeries>()
 
   readonly recording: boolean
@@ -99,6 +100,15 @@ export class GatewayMetrics {
         'policy',
       ]),
     )
+    this.audits = new Counter(labels('svc_audits_total', 'Audits of offers by result', ['result']))
+    new Gauge({
+      ...labels('svc_offers_by_state', 'Offers by verification state, as this gateway last read them', ['state']),
+      collect() {
+        const counts = { verified: 0, unverified: 0, suspect: 0, quarantined: 0 }
+        for (const o of [...sources.catalog.offers.values()].flat()) counts[sources.catalog.stateOf(o.key)]++
+        for (const [state, n] of Object.entries(counts)) this.set({ state }, n)
+      },
+    })
     new Gauge({
       ...labels('svc_unsettled_usdc', 'USDC captured and not yet paid out by a settled batch', []),
       async collect() {
@@ -160,6 +170,11 @@ export class GatewayMetrics {
   /** A limited key's request admitted (`open`) or refused (`closed`) while its rate counter was unreachable. */
   rateUnchecked(policy: 'open' | 'closed'): void {
     this.unchecked.labels(policy).inc()
+  }
+
+  /** One audit this gateway ran: passed, failed or inconclusive. */
+  readonly audited = (result: string): void => {
+    this.audits.labels(result).inc()
   }
 
   /** One settlement pass that ran. */

@@ -1,41 +1,18 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, writeFileSync } from 'node:fs'
-import { once } from 'node:events'
-import { createServer, type AddressInfo } from 'node:net'
+import { execFileSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ENGINES_DIR } from '../../src/engine/node-llama.js'
 import type { Market } from '../helpers/market.js'
-import { DEFAULT_SENTENCE, engineMarket, ENGINE_INSTALLED, THOUGHT, thinkingModelFile } from '../helpers/engine.js'
+import { DEFAULT_SENTENCE, engineMarket, THOUGHT, thinkingModelFile } from '../helpers/engine.js'
+import { LLAMA_SERVER, startLlamaServer, type LlamaServer } from '../helpers/llama-server.js'
 
-// llama.cpp's own server, built from the source node-llama-cpp ships (scripts/build-llama-server.mjs, cached outside
-// the checkout): the engine that broke the gateway three ways. These tests skip when it has not been built.
+// llama.cpp's own server behind the gateway: the engine that broke it three ways.
 
-function builtServer(): string | undefined {
-  if (!ENGINE_INSTALLED) return undefined
-  try {
-    const args = ['scripts/build-llama-server.mjs', '--check', '--engines', ENGINES_DIR]
-    const path = execFileSync(process.execPath, args, { encoding: 'utf8' }).trim()
-    return existsSync(path) ? path : undefined
-  } catch {
-    return undefined
-  }
-}
-const binary = builtServer()
-
-/** A port nothing listens on now (the server is told to take it). */
-async function freePort(): Promise<number> {
-  const probe = createServer()
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
-  const { port } = probe.address() as AddressInfo
-  await new Promise((resolve) => probe.close(resolve))
-  return port
-}
-
-describe.skipIf(!binary)("llama.cpp's llama-server behind the gateway", () => {
-  let server: ChildProcess
+describe.skipIf(!LLAMA_SERVER)("llama.cpp's llama-server behind the gateway", () => {
+  let server: LlamaServer
   let m: Market
   let client: OpenAI
   beforeAll(async () => {
@@ -51,29 +28,15 @@ describe.skipIf(!binary)("llama.cpp's llama-server behind the gateway", () => {
         'HEAD:models/templates/Qwen-Qwen3-0.6B.jinja',
       ]),
     )
-    const port = await freePort()
-    const args = ['-m', model, '--host', '127.0.0.1', '--port', String(port), '-c', '4096', '-np', '2', '-t', '1']
-    server = spawn(binary!, [...args, '--jinja', '--chat-template-file', template], { stdio: 'ignore' })
-    const url = `http://127.0.0.1:${port}`
-    for (let i = 0; i < 300; i++) {
-      const up = await fetch(`${url}/health`).then(
-        (r) => r.ok,
-        () => false,
-      )
-      if (up) break
-      await new Promise((r) => setTimeout(r, 100))
-    }
+    server = await startLlamaServer(model, ['--jinja', '--chat-template-file', template])
     // atlas's cheaper provider is llama-server; the other stays the simulator, whose different words would show any
     // request that failed over.
-    m = await engineMarket({ baseUrl: `${url}/v1`, upstreamModel: 'thinker', model, providers: 1 })
+    m = await engineMarket({ baseUrl: server.url, upstreamModel: 'thinker', model, providers: 1 })
     client = new OpenAI({ baseURL: `${m.url}/v1`, apiKey: m.key, maxRetries: 0 })
   }, 60_000)
   afterAll(async () => {
     await m?.close()
-    if (server && server.exitCode === null) {
-      server.kill()
-      await once(server, 'exit')
-    }
+    await server?.stop()
   })
 
   const ask = [{ role: 'user' as const, content: 'Where does the river go?' }]

@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { ENGINE_ENTRY, ENGINES_DIR } from '../../src/engine/node-llama.js'
+import type { Config } from '../../src/config-schema.js'
 import { startMarket } from './market.js'
 
 /** node-llama-cpp is installed in engines/ (`npm ci` there): the real-engine tests skip without it. */
@@ -28,6 +29,10 @@ function madeModel(name: string, args: string[]): string {
 /** The model that answers every turn with SENTENCE. */
 export const modelFile = () => madeModel('bigram-57-q4_0.gguf', ['--sentence', SENTENCE])
 
+/** Another model of the same vocabulary, which a provider could pass off as modelFile's: it says something else. */
+export const substituteModelFile = () =>
+  madeModel('bigram-substitute-q4_0.gguf', ['--sentence', 'Zulu yankee xray whiskey uniform quebec nine eight seven.'])
+
 /** What the reasoning model thinks, between <think> and </think>, before it answers with DEFAULT_SENTENCE. */
 export const THOUGHT = 'Let me think about rivers'
 export const DEFAULT_SENTENCE = 'The river runs north past the stone bridge.'
@@ -39,7 +44,13 @@ export const thinkingModelFile = () => madeModel('bigram-think-q4_0.gguf', ['--t
  * A test market whose svc/atlas@1 is served by the engine at `baseUrl` (as `upstreamModel`) from its first `providers`
  * providers (the others stay simulated), metered in the tokenizer of `model` (metering version 2).
  */
-export function engineMarket(o: { baseUrl: string; upstreamModel: string; model: string; providers: 1 | 2 }) {
+export function engineMarket(o: {
+  baseUrl: string
+  upstreamModel: string
+  model: string
+  providers: 1 | 2
+  edit?: (config: Config) => void
+}) {
   return startMarket({
     tuning: { firstByteTimeoutMs: 10_000, replyTimeoutMs: 10_000 },
     edit: (config) => {
@@ -50,6 +61,7 @@ export function engineMarket(o: { baseUrl: string; upstreamModel: string; model:
         p.baseUrl = o.baseUrl
         for (const offer of p.offers) offer.upstreamModel = o.upstreamModel
       }
+      o.edit?.(config)
     },
   })
 }

@@ -1,0 +1,63 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { once } from 'node:events'
+import { createServer, type AddressInfo } from 'node:net'
+import { ENGINES_DIR } from '../../src/engine/node-llama.js'
+import { ENGINE_INSTALLED } from './engine.js'
+
+// llama.cpp's own server, built from the source node-llama-cpp ships (scripts/build-llama-server.mjs, cached outside
+// the checkout). Tests that need it skip when it has not been built.
+
+function builtServer(): string | undefined {
+  if (!ENGINE_INSTALLED) return undefined
+  try {
+    const args = ['scripts/build-llama-server.mjs', '--check', '--engines', ENGINES_DIR]
+    const path = execFileSync(process.execPath, args, { encoding: 'utf8' }).trim()
+    return existsSync(path) ? path : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** The built llama-server, or undefined. */
+export const LLAMA_SERVER = builtServer()
+
+/** A port nothing listens on now (the server is told to take it). */
+async function freePort(): Promise<number> {
+  const probe = createServer()
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
+  const { port } = probe.address() as AddressInfo
+  await new Promise((resolve) => probe.close(resolve))
+  return port
+}
+
+export interface LlamaServer {
+  /** Its OpenAI-compatible API, ending in /v1. */
+  url: string
+  stop(): Promise<void>
+}
+
+/** Starts llama-server on `model` (a GGUF file) with `extra` arguments, once it answers /health. */
+export async function startLlamaServer(model: string, extra: string[] = []): Promise<LlamaServer> {
+  const port = await freePort()
+  const args = ['-m', model, '--host', '127.0.0.1', '--port', String(port), '-c', '4096', '-np', '2', '-t', '1']
+  const server: ChildProcess = spawn(LLAMA_SERVER!, [...args, ...extra], { stdio: 'ignore' })
+  const url = `http://127.0.0.1:${port}`
+  for (let i = 0; i < 300; i++) {
+    const up = await fetch(`${url}/health`).then(
+      (r) => r.ok,
+      () => false,
+    )
+    if (up) break
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  return {
+    url: `${url}/v1`,
+    async stop() {
+      if (server.exitCode === null && server.signalCode === null) {
+        server.kill()
+        await once(server, 'exit')
+      }
+    },
+  }
+}
