@@ -55,6 +55,26 @@ describe('svc audit', () => {
     expect(m.server.gateway.catalog.stateOf(`${P.atlasCheap}|svc/atlas@1`)).toBe('suspect')
   })
 
+  it('lists earnings held back from a quarantined offer, and records a forfeit of them once', async () => {
+    m.sims.atlasCheap.setFault({ kind: 'substitute' })
+    try {
+      for (let i = 0; i < 2; i++) expect((await run('run', '--model', 'svc/atlas@1')).code).toBe(1)
+    } finally {
+      m.sims.atlasCheap.setFault({ kind: 'none' })
+    }
+    const held = JSON.parse((await run('held', '--status', 'held', '--json')).stdout).held as {
+      id: string
+      held_charges: number
+    }[]
+    expect(held).toMatchObject([{ provider: P.atlasCheap, status: 'held', held_charges: 3 }])
+    const forfeit = await run('forfeit', held[0]!.id, '--note', 'substitute model')
+    expect([forfeit.code, forfeit.stderr]).toEqual([0, ''])
+    expect(forfeit.stdout).toMatch(/forfeited: 0\.\d+ USDC in 3 charges refunded to their payers/)
+    const again = await run('release', held[0]!.id)
+    expect([again.code, again.stderr]).toEqual([1, expect.stringMatching(/^error: held_\w+ was forfeited already/)])
+    expect((await run('held')).stdout).toMatch(/forfeited .+ in 3 charges refunded {2}\(substitute model\)/)
+  })
+
   it('refuses what it cannot audit, in one line', async () => {
     const noReference = await run('run', '--model', 'svc/wren@1')
     expect([noReference.code, noReference.stderr.trim()]).toEqual([

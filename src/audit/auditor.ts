@@ -3,6 +3,7 @@ import type { Catalog, Offer } from '../routing/catalog.js'
 import { AUDIT_HORIZON_MS, AUDIT_WINDOW, verificationOf, type VerificationState } from '../routing/verification.js'
 import type { AuditRepo, AuditRow, OfferStateRow } from '../store/audits.js'
 import type { Lock } from '../store/dialect.js'
+import type { HeldEarningsRepo } from '../store/held-earnings.js'
 import { compareAnswers, type AuditAnswer, type TokenChoice } from './compare.js'
 import type { AuditPrompt } from './prompts.js'
 
@@ -29,6 +30,8 @@ export type AuditSend = (offer: Offer, body: Record<string, unknown>) => Promise
 export interface AuditorOptions {
   catalog: Catalog
   audits: AuditRepo
+  /** Where a quarantined offer's earnings are held back from settlement. */
+  held: HeldEarningsRepo
   /** One gateway audits at a time: the holder of this lock. */
   tryLock: () => Promise<Lock | null>
   send: AuditSend
@@ -221,6 +224,31 @@ export class Auditor {
     return { answer, requestId: reply.requestId, provider: reference.provider }
   }
 
+  /**
+   * Holds back a quarantined offer's earnings since its last passed audit (all of them, when none passed), unless they
+   * are held already.
+   */
+  private async holdEarnings(offer: Offer, audit: AuditRow): Promise<void> {
+    const [passed] = await this.o.audits.list({
+      provider: offer.provider,
+      model: offer.modelId,
+      result: 'passed',
+      limit: 1,
+    })
+    const { held, created } = await this.o.held.hold({
+      id: `held_${ulid(this.o.now())}`,
+      provider: offer.provider,
+      model: offer.modelId,
+      fromAt: passed?.createdAt ?? 0,
+      auditId: audit.id,
+      now: this.o.now(),
+    })
+    if (created)
+      this.o.log(
+        `offer ${offer.key}: its earnings since ${new Date(held.fromAt).toISOString()} are held back from settlement (${held.id}): svc audit release or forfeit`,
+      )
+  }
+
   /** Writes the offer's state after an audit, logging a change. */
   private async followState(offer: Offer, audit: AuditRow): Promise<void> {
     const now = this.o.now()
@@ -242,6 +270,7 @@ export class Auditor {
       since: before && before.state === state ? before.since : now,
     }
     await this.o.audits.setState(next)
+    if (state === 'quarantined') await this.holdEarnings(offer, audit)
     // This gateway routes by it at once; the others at their next read of the store.
     this.o.catalog.applyStates(await this.o.audits.states())
     if (before?.state !== state && (before || state !== 'unverified'))

@@ -250,6 +250,7 @@ async function auditorOf(gw: Gateway, audit: NonNullable<Config['audit']>): Prom
   return new Auditor({
     catalog: gw.catalog,
     audits: gw.store.audits,
+    held: gw.store.heldEarnings,
     tryLock: () => gw.store.tryLock(AUDIT_LOCK),
     send: auditSender(() => gw.pipeline, { keyId: 'audit', accountId: account.id, address }),
     prompts: auditPrompts(audit.prompts),

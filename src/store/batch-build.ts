@@ -4,6 +4,7 @@ import type { Database } from './schema.js'
 import { big, num } from './ints.js'
 import type { BatchLimits, Leg } from './batch-types.js'
 import { beginBuilding, openBuilt } from './batch-states.js'
+import { withheld } from './held-earnings.js'
 
 /**
  * Charges assigned to a batch per transaction: a step short enough not to hold a SQLite gateway's event loop for long
@@ -11,7 +12,7 @@ import { beginBuilding, openBuilt } from './batch-states.js'
  */
 export const CHARGES_PER_STEP = 500
 
-/** Charges not yet in a batch, of payers not in debt. */
+/** Charges not yet in a batch, of payers not in debt, not held back from settlement (`withheld`). */
 export function dueCharges(db: Kysely<Database>) {
   const debtors = db.selectFrom('accounts').select('id').where('debt', '>', 0n)
   return db
@@ -20,6 +21,7 @@ export function dueCharges(db: Kysely<Database>) {
     .where('batch_id', 'is', null)
     .where('cost', '>', 0n)
     .where('account_id', 'not in', debtors)
+    .where((eb) => eb.not(withheld(eb)))
 }
 
 /** The batch a settler builds: its id, the account its fees are paid to, and when it was created. */

@@ -67,7 +67,7 @@ export interface KeyRatesTable {
 export type Book = 'available' | 'held' | 'pending'
 /** `chain`: the difference between a wallet's on-chain state and the ledger, against svc:world (evm rail). */
 export type PostingKind =
-  'deposit' | 'hold' | 'release' | 'capture' | 'payout' | 'fee' | 'settlement' | 'withdrawal' | 'chain'
+  'deposit' | 'hold' | 'release' | 'capture' | 'payout' | 'fee' | 'settlement' | 'withdrawal' | 'chain' | 'refund'
 
 /** Append-only: rows are inserted, never updated or deleted. */
 export interface PostingsTable {
@@ -211,6 +211,32 @@ export interface Database {
   audits: AuditsTable
   audit_references: AuditReferencesTable
   offer_states: OfferStatesTable
+  held_earnings: HeldEarningsTable
+  forfeited_charges: ForfeitedChargesTable
+}
+
+/** An offer's earnings held back from settlement: `held`, then `released` or `forfeited` by an operator. */
+export interface HeldEarningsTable {
+  id: string
+  provider: string
+  model: string
+  /** Charges of requests that began at or after this (its last passed audit) are held. */
+  from_at: bigint
+  status: string
+  /** The audit that quarantined it. */
+  audit_id: string
+  created_at: bigint
+  decided_at: bigint | null
+  note: string | null
+  refunded: bigint | null
+  refunded_charges: number | null
+}
+
+/** A charge forfeited by a decision: refunded to its payer, never settled. */
+export interface ForfeitedChargesTable {
+  request_id: string
+  held_id: string
+  amount: bigint
 }
 
 /** One audit of an offer: its result (`passed`, `failed`, `inconclusive`), why it failed, and its evidence (JSON). */

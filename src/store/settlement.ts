@@ -99,6 +99,16 @@ export class SettlementRepo {
       .select(sql<bigint>`coalesce(sum(cost), 0)`.as('total'))
       .where('status', '=', sql.lit('captured'))
       .where('batch_id', 'is', null)
+      // A forfeited charge was refunded: it will never be paid out.
+      .where(({ not, exists, selectFrom }) =>
+        not(
+          exists(
+            selectFrom('forfeited_charges')
+              .select('forfeited_charges.request_id')
+              .whereRef('forfeited_charges.request_id', '=', 'holds.request_id'),
+          ),
+        ),
+      )
       .executeTakeFirstOrThrow()
     const batched = await this.db
       .selectFrom('batches')

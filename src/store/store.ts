@@ -20,6 +20,7 @@ import { RefusalRepo } from './refusals.js'
 import type { KeyRatesRepo } from './key-rates.js'
 import { KeptResponseRepo } from './kept-responses.js'
 import { AuditRepo } from './audits.js'
+import { HeldEarningsRepo } from './held-earnings.js'
 
 /** The single source of truth for accounts, keys, balances, holds, usage and settlement. All SQL lives below here. */
 export class Store {
@@ -39,6 +40,7 @@ export class Store {
   readonly keyRates: KeyRatesRepo
   readonly keptResponses: KeptResponseRepo
   readonly audits: AuditRepo
+  readonly heldEarnings: HeldEarningsRepo
 
   readonly db: Kysely<Database>
   /** The dialect's ways of asking, as the repositories read them. */
@@ -68,6 +70,7 @@ export class Store {
     this.keyRates = backend.keyRates
     this.keptResponses = new KeptResponseRepo(db)
     this.audits = new AuditRepo(db)
+    this.heldEarnings = new HeldEarningsRepo(db)
   }
 
   /** What keeps this store from serving: unreachable, or migrations it has not run. Empty when it is ready. */

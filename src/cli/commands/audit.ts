@@ -1,6 +1,9 @@
 import type { Command } from 'commander'
 import { checksumAddress, isEvmAddress } from '../../protocol/address.js'
 import type { AuditRow, OfferStateRow } from '../../store/audits.js'
+import type { HeldEarnings, HeldStatus } from '../../store/held-earnings.js'
+import type { Store } from '../../store/store.js'
+import { formatUsdc } from '../../money/usdc.js'
 import { action, CliError, common, emit, wholeOption, withStore, type CommonOptions } from '../context.js'
 
 interface ListOptions extends CommonOptions {
@@ -9,6 +12,40 @@ interface ListOptions extends CommonOptions {
   result?: string
   limit: string
 }
+
+interface DecideOptions extends CommonOptions {
+  note?: string
+}
+
+interface HeldOptions extends CommonOptions {
+  status?: string
+}
+
+const HELD_STATUSES: HeldStatus[] = ['held', 'released', 'forfeited']
+
+/** Held earnings as `svc audit held|release|forfeit` print them: what they hold now, or what their decision did. */
+async function heldView(store: Store, h: HeldEarnings) {
+  const now = h.status === 'held' ? await store.heldEarnings.amount(h) : undefined
+  return {
+    id: h.id,
+    model: h.model,
+    provider: h.provider,
+    status: h.status,
+    since: when(h.fromAt),
+    audit_id: h.auditId,
+    created: when(h.createdAt),
+    decided: h.decidedAt === null ? null : when(h.decidedAt),
+    note: h.note,
+    ...(now ? { held_charges: now.charges, held_usdc: formatUsdc(now.total) } : {}),
+    ...(h.refunded !== null ? { refunded_charges: h.refundedCharges, refunded_usdc: formatUsdc(h.refunded) } : {}),
+  }
+}
+
+const heldLine = (v: Awaited<ReturnType<typeof heldView>>) =>
+  `${v.id}  ${v.model}  ${v.provider}  ${v.status}  since ${v.since}` +
+  (v.held_usdc !== undefined ? `  ${v.held_usdc} USDC in ${v.held_charges} charges held` : '') +
+  (v.refunded_usdc !== undefined ? `  ${v.refunded_usdc} USDC in ${v.refunded_charges} charges refunded` : '') +
+  (v.note ? `  (${v.note})` : '')
 
 interface RunOptions extends CommonOptions {
   model: string
@@ -125,6 +162,50 @@ export function auditCommands(program: Command): void {
         }),
       ),
     )
+
+  common(audit.command('held'))
+    .option('--status <status>', `only these (${HELD_STATUSES.join(', ')})`)
+    .description("quarantined offers' earnings held back from settlement, and the decisions on them")
+    .action(
+      action(async (o: HeldOptions) =>
+        withStore(o, async (store) => {
+          if (o.status !== undefined && !HELD_STATUSES.includes(o.status as HeldStatus))
+            throw new CliError(`--status must be one of ${HELD_STATUSES.join(', ')}, got ${o.status}`)
+          const held = await Promise.all(
+            (await store.heldEarnings.list(o.status as HeldStatus | undefined)).map((h) => heldView(store, h)),
+          )
+          emit(o, { held }, held.length ? held.map(heldLine) : 'no earnings held')
+        }),
+      ),
+    )
+
+  const decide = (name: 'release' | 'forfeit', description: string) =>
+    common(audit.command(name).argument('<id>', 'held earnings (held_…) from svc audit held'))
+      .option('--note <text>', 'why, kept with the decision')
+      .description(description)
+      .action(
+        action(async (id: string, o: DecideOptions) =>
+          withStore(o, async (store) => {
+            const h = await store.heldEarnings.get(id)
+            if (!h) throw new CliError(`no held earnings ${id}`)
+            if (h.status !== 'held') throw new CliError(`${id} was ${h.status} already, ${when(h.decidedAt!)}`)
+            const before = await store.heldEarnings.amount(h)
+            const now = Date.now()
+            const note = o.note ?? null
+            if (name === 'release') {
+              if (!(await store.heldEarnings.release(id, now, note))) throw new CliError(`${id} is no longer held`)
+            } else if (!(await store.heldEarnings.forfeit(id, now, note))) throw new CliError(`${id} is no longer held`)
+            const v = await heldView(store, (await store.heldEarnings.get(id))!)
+            const what =
+              name === 'release'
+                ? `released: ${formatUsdc(before.total)} USDC in ${before.charges} charges are due to ${h.provider} in the next settlement batch`
+                : `forfeited: ${v.refunded_usdc} USDC in ${v.refunded_charges} charges refunded to their payers`
+            emit(o, v, `${id} ${what}`)
+          }),
+        ),
+      )
+  decide('release', 'release held earnings: their charges are paid in the next settlement batch')
+  decide('forfeit', 'forfeit held earnings: each held charge is refunded to its payer and never paid out')
 
   common(audit.command('run'))
     .requiredOption('--model <id>', 'audit the offers of this model')

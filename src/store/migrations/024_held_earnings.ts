@@ -1,0 +1,33 @@
+import type { Kysely } from 'kysely'
+import type { Dialect } from '../dialect.js'
+import { columnsOf } from './columns.js'
+
+/**
+ * Earnings held back from settlement (docs/architecture.md §11a): an offer quarantined by its audits has its charges
+ * since its last passed audit kept out of batches until an operator releases them (they are paid as usual) or forfeits
+ * them (each charge refunded to its payer, named in `forfeited_charges`).
+ */
+export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
+  const { big } = columnsOf(dialect)
+  await db.schema
+    .createTable('held_earnings')
+    .addColumn('id', 'text', (c) => c.primaryKey())
+    .addColumn('provider', 'text', (c) => c.notNull())
+    .addColumn('model', 'text', (c) => c.notNull())
+    .addColumn('from_at', big, (c) => c.notNull())
+    .addColumn('status', 'text', (c) => c.notNull())
+    .addColumn('audit_id', 'text', (c) => c.notNull())
+    .addColumn('created_at', big, (c) => c.notNull())
+    .addColumn('decided_at', big)
+    .addColumn('note', 'text')
+    .addColumn('refunded', big)
+    .addColumn('refunded_charges', 'integer')
+    .execute()
+  await db.schema.createIndex('held_earnings_status').on('held_earnings').columns(['status']).execute()
+  await db.schema
+    .createTable('forfeited_charges')
+    .addColumn('request_id', 'text', (c) => c.primaryKey())
+    .addColumn('held_id', 'text', (c) => c.notNull())
+    .addColumn('amount', big, (c) => c.notNull())
+    .execute()
+}
