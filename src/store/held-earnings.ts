@@ -51,13 +51,18 @@ export function withheld(eb: ExpressionBuilder<Database, 'holds'>) {
         .where((w) => w('held_earnings.model', '=', w.fn.coalesce('holds.served_model', 'holds.model')))
         .whereRef('holds.created_at', '>=', 'held_earnings.from_at'),
     ),
-    eb.exists(
-      eb
-        .selectFrom('forfeited_charges')
-        .select('forfeited_charges.request_id')
-        .whereRef('forfeited_charges.request_id', '=', 'holds.request_id'),
-    ),
+    forfeited(eb),
   ])
+}
+
+/** Whether a charge (a `holds` row) was forfeited: refunded to its payer, never owed or settled. */
+export function forfeited(eb: ExpressionBuilder<Database, 'holds'>) {
+  return eb.exists(
+    eb
+      .selectFrom('forfeited_charges')
+      .select('forfeited_charges.request_id')
+      .whereRef('forfeited_charges.request_id', '=', 'holds.request_id'),
+  )
 }
 
 /** The captured, unbatched charges `h` holds back (those a forfeit refunds), in a transaction. */
@@ -70,15 +75,7 @@ function heldCharges(db: Kysely<Database> | Transaction<Database>, h: HeldEarnin
     .where('provider', '=', h.provider)
     .where((w) => w(w.fn.coalesce('served_model', 'model'), '=', h.model))
     .where('created_at', '>=', BigInt(h.fromAt))
-    .where(({ not, exists, selectFrom }) =>
-      not(
-        exists(
-          selectFrom('forfeited_charges')
-            .select('forfeited_charges.request_id')
-            .whereRef('forfeited_charges.request_id', '=', 'holds.request_id'),
-        ),
-      ),
-    )
+    .where((eb) => eb.not(forfeited(eb)))
 }
 
 /**
