@@ -5,6 +5,7 @@ import type { ReceiptKey, PublishedSigner } from './key.js'
 import { merkleProof } from './merkle.js'
 import { RECEIPT_TYPES, receiptDigest, receiptMessage, type WireReceipt } from './typed-data.js'
 import { wireReceipt } from './wire.js'
+import { AUDIT_RECORD_TYPES, auditRecordMessage, type WireAudit } from './audit-record.js'
 
 /** A receipt with its EIP-712 signature: what `GET /v1/usage/{id}` serves and `svc receipt verify` checks. */
 export interface SignedReceipt {
@@ -64,6 +65,19 @@ export class ReceiptBook {
       message: receiptMessage(receipt),
     })
     return { receipt, domain: this.domain, signer: this.key.account.address, signature }
+  }
+
+  /** An audit's record, signed as a receipt is (`AUDIT_RECORD_TYPES`). */
+  async signAudit(
+    record: WireAudit,
+  ): Promise<{ record: WireAudit; domain: TypedDataDomain; signer: string; signature: Hex }> {
+    const signature = await this.key.account.signTypedData({
+      domain: this.domain,
+      types: AUDIT_RECORD_TYPES,
+      primaryType: 'AuditRecord',
+      message: auditRecordMessage(record),
+    })
+    return { record, domain: this.domain, signer: this.key.account.address, signature }
   }
 
   /** The proof of one of the account's charges once its batch is settled, or why there is none. */

@@ -4,6 +4,35 @@ import { sendError } from '../../api/errors.js'
 import { formatUsdc } from '../../money/usdc.js'
 import { sessionOf } from '../guard.js'
 import { accountOf, isProvider, seconds, type PortalContext } from '../context.js'
+import { auditFinding } from './provider-audits.js'
+
+/**
+ * What the audits found of one of the provider's offers: its state, the last day's audits, and for a suspect or
+ * quarantined one why (its newest failed audit) and what is held back from settlement.
+ */
+async function verificationOf(ctx: PortalContext, key: string, provider: string, model: string) {
+  const v = ctx.catalog.verificationOf(key)
+  const [failed] =
+    v.state === 'suspect' || v.state === 'quarantined'
+      ? await ctx.store.audits.list({ provider, model, result: 'failed', limit: 1 })
+      : []
+  const held = (await ctx.store.heldEarnings.list('held')).find((h) => h.provider === provider && h.model === model)
+  const amount = held ? await ctx.store.heldEarnings.amount(held) : undefined
+  return {
+    state: v.state,
+    reference: ctx.catalog.references.has(key),
+    audits_1d: { passed: v.passed, failed: v.failed },
+    last_failed: failed
+      ? {
+          audit_id: failed.id,
+          created: seconds(failed.createdAt),
+          reason: failed.reason,
+          finding: auditFinding(failed),
+        }
+      : null,
+    held_usdc: amount ? formatUsdc(amount.total) : null,
+  }
+}
 
 /**
  * For provider wallets: their offers as routed now, requests served, what they earned, and payouts settled and pending.
@@ -23,18 +52,21 @@ export function providerRoutes(api: FastifyInstance, ctx: PortalContext): void {
       )
     }
     const mine = account.address.toLowerCase()
-    const offers = [...catalog.offers.values()]
-      .flat()
-      .filter((o) => o.provider.toLowerCase() === mine)
-      .map((o) => ({
-        model: o.modelId,
-        input_price_per_mtok: String(o.prices.input),
-        output_price_per_mtok: String(o.prices.output),
-        max_concurrency: o.maxConcurrency,
-        fingerprint: o.fingerprint,
-        breaker: health.breaker(o.key),
-        inflight: health.inflight(o.key),
-      }))
+    const offers = await Promise.all(
+      [...catalog.offers.values()]
+        .flat()
+        .filter((o) => o.provider.toLowerCase() === mine)
+        .map(async (o) => ({
+          model: o.modelId,
+          input_price_per_mtok: String(o.prices.input),
+          output_price_per_mtok: String(o.prices.output),
+          max_concurrency: o.maxConcurrency,
+          fingerprint: o.fingerprint,
+          breaker: health.breaker(o.key),
+          inflight: health.inflight(o.key),
+          verification: await verificationOf(ctx, o.key, o.provider, o.modelId),
+        })),
+    )
     const [earnings, totals, batches] = await Promise.all([
       store.settlement.payeeEarnings(account.id),
       store.settlement.payeeTotals(account.id),

@@ -145,6 +145,7 @@ export interface ProviderView {
     fingerprint: string
     breaker: string
     inflight: number
+    verification: OfferVerification
   }[]
   requests_served: number
   charged_usdc: string
@@ -159,6 +160,15 @@ export interface ProviderView {
     settled: number | null
     tx_hash: string | null
   }[]
+}
+
+/** What the marketplace's audits found of an offer, and why it is suspect or quarantined. */
+export interface OfferVerification {
+  state: 'verified' | 'unverified' | 'suspect' | 'quarantined'
+  reference: boolean
+  audits_1d: { passed: number; failed: number }
+  last_failed: { audit_id: string; created: number; reason: string | null; finding: string | null } | null
+  held_usdc: string | null
 }
 
 export interface EndpointOfferView {

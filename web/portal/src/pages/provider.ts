@@ -26,6 +26,27 @@ export async function providerPage(app: App, root: HTMLElement): Promise<void> {
   mount(root, summary, await endpointsSection(app, render))
 }
 
+const STATE_BADGE = { verified: 'good', unverified: '', suspect: 'warn', quarantined: 'warn' } as const
+
+/** An offer's verification: its state, its audits of the last day, and why it is suspect or quarantined. */
+function verificationCell(v: ProviderView['offers'][number]['verification']): HTMLElement[] {
+  const out = [
+    h('span', { class: `badge ${STATE_BADGE[v.state]}` }, v.reference ? 'reference' : v.state),
+    h('div', { class: 'muted' }, `${v.audits_1d.passed} passed, ${v.audits_1d.failed} failed today`),
+  ]
+  if (v.last_failed)
+    out.push(
+      h(
+        'div',
+        { class: 'muted', 'data-finding': v.last_failed.audit_id },
+        `Audit ${v.last_failed.audit_id} (${when(v.last_failed.created)}): ${v.last_failed.finding ?? v.last_failed.reason ?? 'failed'}`,
+      ),
+    )
+  if (v.held_usdc !== null)
+    out.push(h('div', { class: 'muted' }, `${usd(v.held_usdc)} held back from settlement until the operator decides`))
+  return out
+}
+
 /** What a provider wallet served, earned and was paid, and its offers as routed now. */
 function summaryOf(p: ProviderView): HTMLElement[] {
   const stat = (label: string, value: string, id: string) =>
@@ -49,7 +70,7 @@ function summaryOf(p: ProviderView): HTMLElement[] {
       ? h('p', { class: 'muted' }, 'This wallet has no live offers.')
       : dataTable(
           'offers',
-          ['Model', 'Input', 'Output', 'Max concurrency', 'Serving stack', 'Health', 'In flight'],
+          ['Model', 'Input', 'Output', 'Max concurrency', 'Serving stack', 'Health', 'In flight', 'Verification'],
           h(
             'tbody',
             {},
@@ -64,6 +85,7 @@ function summaryOf(p: ProviderView): HTMLElement[] {
                 h('td', {}, o.fingerprint),
                 h('td', {}, h('span', { class: `badge ${o.breaker === 'closed' ? 'good' : 'warn'}` }, o.breaker)),
                 h('td', { class: 'num' }, String(o.inflight)),
+                h('td', { 'data-verification': o.verification.state }, ...verificationCell(o.verification)),
               ),
             ),
           ),
