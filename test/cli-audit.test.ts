@@ -40,13 +40,13 @@ describe('svc audit', () => {
     m.sims.atlasCheap.setFault({ kind: 'none' })
     expect(cheat.code).toBe(1)
     expect(cheat.stdout).toMatch(
-      /failed \(tokens\)\n {2}failed: tokens at token \d+: expected ".+", got ".+"; now suspect/,
+      /failed \(tokens\)\n {2}failed: left the reference at token \d+: expected ".+", got ".+"; now suspect/,
     )
 
     const list = JSON.parse((await run('list', '--json')).stdout).audits as { id: string; result: string }[]
     expect(list.map((a) => a.result)).toEqual(['failed', 'passed'])
     const shown = await run('show', list[0]!.id)
-    expect(shown.stdout).toContain('failed: tokens at token')
+    expect(shown.stdout).toContain('failed: left the reference at token')
     expect(shown.stdout).toMatch(/request req_/)
     expect((await run('states')).stdout).toMatch(/svc\/atlas@1 {2}0x[0-9a-fA-F]{40} {2}suspect +passed 1, failed 1/)
 

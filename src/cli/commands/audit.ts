@@ -3,6 +3,7 @@ import { checksumAddress, isEvmAddress } from '../../protocol/address.js'
 import type { AuditRow, OfferStateRow } from '../../store/audits.js'
 import type { HeldEarnings, HeldStatus } from '../../store/held-earnings.js'
 import type { Store } from '../../store/store.js'
+import { auditFinding } from '../../audit/finding.js'
 import { formatUsdc } from '../../money/usdc.js'
 import { action, CliError, common, emit, wholeOption, withStore, type CommonOptions } from '../context.js'
 
@@ -86,16 +87,10 @@ function stateView(s: OfferStateRow) {
 const line = (a: AuditRow) =>
   `${a.id}  ${when(a.createdAt)}  ${a.model}  ${a.provider}  ${a.promptId}  ${a.result}${a.reason ? ` (${a.reason})` : ''}`
 
-/** Where an audit's reply left the reference, in words. */
+/** An audit's result and, unless it passed, where its reply left the reference. */
 function finding(a: AuditRow): string {
-  const e = a.evidence as { divergedAt?: number; expected?: string; got?: string; meanGap?: number; why?: string }
-  if (a.result === 'inconclusive') return `inconclusive: ${e.why ?? 'no reply'}`
-  const gap = `mean logprob gap ${e.meanGap ?? 0} nats`
-  if (a.result === 'passed') return `passed: ${gap}`
-  if (a.reason === 'usage')
-    return `failed: usage over-reported (${JSON.stringify(a.evidence.reported)} reported, ${JSON.stringify(a.evidence.counted)} counted)`
-  if (a.reason === 'logprobs') return `failed: ${gap}, past the tolerance`
-  return `failed: ${a.reason} at token ${e.divergedAt}: expected ${JSON.stringify(e.expected)}, got ${JSON.stringify(e.got)}`
+  const gap = (a.evidence as { meanGap?: number }).meanGap ?? 0
+  return a.result === 'passed' ? `passed: mean logprob gap ${gap} nats` : `${a.result}: ${auditFinding(a)}`
 }
 
 const addressOption = (text: string | undefined) => {

@@ -4,7 +4,7 @@ import { sendError } from '../../api/errors.js'
 import { formatUsdc } from '../../money/usdc.js'
 import { sessionOf } from '../guard.js'
 import { accountOf, isProvider, seconds, type PortalContext } from '../context.js'
-import { auditFinding } from './provider-audits.js'
+import { auditFinding } from '../../audit/finding.js'
 
 /**
  * What the audits found of one of the provider's offers: its state, the last day's audits, and for a suspect or
