@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { depositTo, openAccount } from '../src/accounts/operations.js'
 import type { Auditor } from '../src/audit/auditor.js'
 import { STORE_KINDS, postgresReachable } from './helpers/stores.js'
 import { addressOf, chat, P, startMarket, type Market } from './helpers/market.js'
 import { checkInvariants } from './helpers/money.js'
+import { atlasOffer, auditedAtlas, cheating, fundAuditor } from './helpers/audits.js'
 
 const AUDITOR = addressOf(0x5d)
 const FUNDS = 1_000_000n
@@ -22,20 +22,16 @@ describe.each(STORE_KINDS)('held earnings on %s', (kind) => {
     m = await startMarket({
       store: kind,
       edit: (c) => {
-        c.providers.find((p) => p.address === P.atlasDear)!.offers[0]!.upstreamModel = 'atlas'
-        c.audit = { wallet: AUDITOR, references: { 'svc/atlas@1': P.atlasDear }, intervalMs: 0 }
+        auditedAtlas(c, AUDITOR)
         c.tuning = { ...c.tuning, settleIntervalMs: 0 }
       },
     })
     auditor = m.server.gateway.auditor!
-    const { account } = await openAccount(m.store, AUDITOR, Date.now())
-    auditAccount = account.id
-    await depositTo(m.store, account.id, FUNDS, Date.now())
-    await m.store.accounts.approve(account.id, FUNDS)
+    auditAccount = await fundAuditor(m, AUDITOR, FUNDS)
   })
   afterAll(() => m?.close())
 
-  const cheap = () => m.server.gateway.catalog.offers.get('svc/atlas@1')!.find((o) => o.provider === P.atlasCheap)!
+  const cheap = () => atlasOffer(m, P.atlasCheap)
   const served = async () => {
     const res = await chat(m.url, m.key, {
       model: 'svc/atlas@1',
@@ -47,14 +43,10 @@ describe.each(STORE_KINDS)('held earnings on %s', (kind) => {
     const body = (await res.json()) as { svc: { cost_usdc: string } }
     return BigInt(Math.round(Number(body.svc.cost_usdc) * 1e6))
   }
-  const quarantine = async () => {
-    m.sims.atlasCheap.setFault({ kind: 'substitute' })
-    try {
+  const quarantine = () =>
+    cheating(m, { kind: 'substitute' }, async () => {
       for (let i = 0; i < 3; i++) await auditor.audit(cheap())
-    } finally {
-      m.sims.atlasCheap.setFault({ kind: 'none' })
-    }
-  }
+    })
   const clientBalance = async () => (await m.store.accounts.byId(m.accountId))!.balance
   const settledTo = async (provider: string) => {
     const account = (await m.store.accounts.byAddress(provider))!

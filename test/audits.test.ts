@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { depositTo, openAccount } from '../src/accounts/operations.js'
 import type { Auditor } from '../src/audit/auditor.js'
 import type { Fault } from '../src/providers/simulated/faults.js'
 import { addressOf, chat, P, startMarket, type Market } from './helpers/market.js'
 import { checkInvariants } from './helpers/money.js'
+import { atlasOffer, auditedAtlas, cheating, fundAuditor } from './helpers/audits.js'
 
 const AUDITOR = addressOf(0x5a)
 const FUNDS = 5_000_000n
@@ -31,20 +31,15 @@ describe('audits of offers', () => {
       sim: { logprobNoiseMilli: 20 },
       edit: (c) => {
         c.models.find((x) => x.id === 'svc/atlas@1')!.tokenizer = 'o200k'
-        // Both serve the same model; the dear one is the reference.
-        c.providers.find((p) => p.address === P.atlasDear)!.offers[0]!.upstreamModel = 'atlas'
-        c.audit = { wallet: AUDITOR, references: { 'svc/atlas@1': P.atlasDear }, intervalMs: 0 }
+        auditedAtlas(c, AUDITOR)
       },
     })
     auditor = m.server.gateway.auditor!
-    const { account } = await openAccount(m.store, AUDITOR, Date.now())
-    auditAccount = account.id
-    await depositTo(m.store, account.id, FUNDS, Date.now())
-    await m.store.accounts.approve(account.id, FUNDS)
+    auditAccount = await fundAuditor(m, AUDITOR, FUNDS)
   })
   afterAll(() => m?.close())
 
-  const cheap = () => m.server.gateway.catalog.offers.get('svc/atlas@1')!.find((o) => o.provider === P.atlasCheap)!
+  const cheap = () => atlasOffer(m, P.atlasCheap)
   const endpoints = async () => {
     const res = await fetch(`${m.url}/v1/models/svc/atlas@1/endpoints`)
     return ((await res.json()) as { data: Endpoint[] }).data
@@ -55,14 +50,7 @@ describe('audits of offers', () => {
     for (let i = 0; i < n; i++) out.push(await auditor.audit(cheap()))
     return out
   }
-  const underFault = async <T>(fault: Fault, run: () => Promise<T>): Promise<T> => {
-    m.sims.atlasCheap.setFault(fault)
-    try {
-      return await run()
-    } finally {
-      m.sims.atlasCheap.setFault({ kind: 'none' })
-    }
-  }
+  const underFault = <T>(fault: Fault, run: () => Promise<T>) => cheating(m, fault, run)
   const ask = (provider?: Record<string, unknown>) =>
     chat(m.url, m.key, {
       model: 'svc/atlas@1',

@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { depositTo, openAccount } from '../src/accounts/operations.js'
 import { svc } from './helpers/cli.js'
 import { addressOf, P, startMarket, type Market } from './helpers/market.js'
+import { auditedAtlas, cheating, fundAuditor } from './helpers/audits.js'
 
 const AUDITOR = addressOf(0x5b)
 
@@ -14,14 +14,9 @@ describe('svc audit', () => {
   let config: string
   beforeAll(async () => {
     m = await startMarket({
-      edit: (c) => {
-        c.providers.find((p) => p.address === P.atlasDear)!.offers[0]!.upstreamModel = 'atlas'
-        c.audit = { wallet: AUDITOR, references: { 'svc/atlas@1': P.atlasDear }, intervalMs: 0 }
-      },
+      edit: (c) => auditedAtlas(c, AUDITOR),
     })
-    const { account } = await openAccount(m.store, AUDITOR, Date.now())
-    await depositTo(m.store, account.id, 1_000_000n, Date.now())
-    await m.store.accounts.approve(account.id, 1_000_000n)
+    await fundAuditor(m, AUDITOR, 1_000_000n)
     config = join(mkdtempSync(join(tmpdir(), 'svc-audit-')), 'config.json')
     writeFileSync(config, JSON.stringify(m.config))
   })
@@ -56,12 +51,9 @@ describe('svc audit', () => {
   })
 
   it('lists earnings held back from a quarantined offer, and records a forfeit of them once', async () => {
-    m.sims.atlasCheap.setFault({ kind: 'substitute' })
-    try {
+    await cheating(m, { kind: 'substitute' }, async () => {
       for (let i = 0; i < 2; i++) expect((await run('run', '--model', 'svc/atlas@1')).code).toBe(1)
-    } finally {
-      m.sims.atlasCheap.setFault({ kind: 'none' })
-    }
+    })
     const held = JSON.parse((await run('held', '--status', 'held', '--json')).stdout).held as {
       id: string
       held_charges: number

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { verifyTypedData, type Hex, type TypedDataDomain } from 'viem'
-import { depositTo, openAccount } from '../src/accounts/operations.js'
 import { AUDIT_RECORD_TYPES, auditRecordMessage, type WireAudit } from '../src/receipts/audit-record.js'
-import { addressOf, P, startMarket, type Market } from './helpers/market.js'
+import { addressOf, startMarket, type Market } from './helpers/market.js'
 import { signIn, type PortalClient } from './helpers/portal.js'
+import { auditedAtlas, cheating, fundAuditor } from './helpers/audits.js'
 
 const AUDITOR = addressOf(0x5e)
 
@@ -21,13 +21,10 @@ describe("a provider's audits in the portal", () => {
       edit: (c) => {
         // The cheap atlas provider is a wallet this test signs in with; the dear one is the reference.
         c.providers[0]!.address = wallet.address
-        c.providers.find((x) => x.address === P.atlasDear)!.offers[0]!.upstreamModel = 'atlas'
-        c.audit = { wallet: AUDITOR, references: { 'svc/atlas@1': P.atlasDear }, intervalMs: 0 }
+        auditedAtlas(c, AUDITOR)
       },
     })
-    const { account } = await openAccount(m.store, AUDITOR, Date.now())
-    await depositTo(m.store, account.id, 1_000_000n, Date.now())
-    await m.store.accounts.approve(account.id, 1_000_000n)
+    await fundAuditor(m, AUDITOR, 1_000_000n)
     p = await signIn(m.url, wallet)
   })
   afterAll(() => m?.close())
@@ -47,12 +44,9 @@ describe("a provider's audits in the portal", () => {
       last_failed: null,
       held_usdc: null,
     })
-    m.sims.atlasCheap.setFault({ kind: 'substitute' })
-    try {
+    await cheating(m, { kind: 'substitute' }, async () => {
       for (let i = 0; i < 3; i++) await m.server.gateway.auditor!.audit(offer())
-    } finally {
-      m.sims.atlasCheap.setFault({ kind: 'none' })
-    }
+    })
     const v = (await page()).offers[0]!.verification
     expect(v).toMatchObject({ state: 'quarantined', audits_1d: { passed: 3, failed: 3 } })
     expect(v.last_failed).toMatchObject({

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { depositTo, openAccount } from '../../src/accounts/operations.js'
 import type { Auditor } from '../../src/audit/auditor.js'
 import { addressOf, chat, P, type Market } from '../helpers/market.js'
 import { engineMarket, modelFile, substituteModelFile } from '../helpers/engine.js'
 import { LLAMA_SERVER, startLlamaServer, type LlamaServer } from '../helpers/llama-server.js'
 import { checkInvariants } from '../helpers/money.js'
+import { fundAuditor } from '../helpers/audits.js'
 
 const AUDITOR = addressOf(0x5c)
 const SUBSTITUTE = addressOf(0xa3)
@@ -50,10 +50,7 @@ describe.skipIf(!LLAMA_SERVER)('audits of llama-server offers', () => {
       },
     })
     auditor = m.server.gateway.auditor!
-    const { account } = await openAccount(m.store, AUDITOR, Date.now())
-    auditAccount = account.id
-    await depositTo(m.store, account.id, FUNDS, Date.now())
-    await m.store.accounts.approve(account.id, FUNDS)
+    auditAccount = await fundAuditor(m, AUDITOR, FUNDS)
   }, 120_000)
   afterAll(async () => {
     await m?.close()
