@@ -101,8 +101,21 @@ describe('svc provider', () => {
       expect(listed.endpoints[0]).toMatchObject({
         id,
         status: 'live',
-        offers: [{ model: 'svc/atlas@1', status: 'live', input_price_per_mtok: '0.100000' }],
+        offers: [
+          {
+            model: 'svc/atlas@1',
+            status: 'live',
+            input_price_per_mtok: '0.100000',
+            verification: { state: 'unverified', audits_1d: { passed: 0, failed: 0 } },
+          },
+        ],
       })
+      // What the audits found of the offer, as the auditor wrote it.
+      const t = Date.now()
+      const state = { provider: wallet, model: 'svc/atlas@1', offerSignature: 's', lastAuditAt: t, since: t }
+      await store.audits.setState({ ...state, state: 'suspect', passed: 2, failed: 1 })
+      const audited = await svc(['provider', 'endpoint', 'list', ...base, '--config', config])
+      expect(audited.stdout).toContain('at once; suspect (audits today: 2 passed, 1 failed)')
       expect(JSON.stringify(listed)).not.toContain('sk-cli')
       // Sealed with the current key already: nothing to seal again.
       expect(await run('provider', 'reseal')).toEqual({ sealed: 0, unreadable: [] })

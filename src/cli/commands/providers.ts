@@ -5,6 +5,7 @@ import { addressPolicyOf } from '../../routing/catalog.js'
 import { listModels } from '../../providers/engine-models.js'
 import { providerServeCommand } from './provider-serve.js'
 import { action, common, emit, withStore, wholeOption, type CommonOptions } from '../context.js'
+import type { Store } from '../../store/store.js'
 
 interface ProviderOptions extends CommonOptions {
   wallet: string
@@ -21,14 +22,38 @@ interface ProviderOptions extends CommonOptions {
   maxConcurrency?: string
 }
 
-const view = endpointView
+/** What the audits found of a provider's offers, by model (none before its first audit). */
+type Verifications = Map<string, { state: string; passed: number; failed: number }>
+
+/** An endpoint with each offer's verification state (`unverified` before any audit). */
+const view = (e: Parameters<typeof endpointView>[0], states: Verifications) => {
+  const v = endpointView(e)
+  return {
+    ...v,
+    offers: v.offers.map((o) => {
+      const s = states.get(o.model)
+      return {
+        ...o,
+        verification: s
+          ? { state: s.state, audits_1d: { passed: s.passed, failed: s.failed } }
+          : { state: 'unverified', audits_1d: { passed: 0, failed: 0 } },
+      }
+    }),
+  }
+}
+
+async function verificationsOf(store: Store, address: string): Promise<Verifications> {
+  const rows = (await store.audits.states()).filter((s) => s.provider.toLowerCase() === address.toLowerCase())
+  return new Map(rows.map((s) => [s.model, s]))
+}
 
 const lines = (e: ReturnType<typeof view>) => [
   `${e.id}  ${e.status.padEnd(9)} ${e.base_url}  (${e.bundle}:${e.profile})`,
   ...e.offers.map(
     (o) =>
       `  ${o.model.padEnd(16)} ${o.status.padEnd(9)} as ${o.upstream_model}: ${o.input_price_per_mtok} in, ` +
-      `${o.output_price_per_mtok} out USDC/Mtok, ${o.max_concurrency} at once`,
+      `${o.output_price_per_mtok} out USDC/Mtok, ${o.max_concurrency} at once; ${o.verification.state} ` +
+      `(audits today: ${o.verification.audits_1d.passed} passed, ${o.verification.audits_1d.failed} failed)`,
   ),
 ]
 
@@ -84,7 +109,8 @@ export function providerCommands(program: Command): void {
       action(async (o: ProviderOptions) =>
         withStore(o, async (store) => {
           const a = await requireAccount(store, o.wallet)
-          const data = (await store.providers.endpoints(a.id)).map(view)
+          const states = await verificationsOf(store, a.address)
+          const data = (await store.providers.endpoints(a.id)).map((e) => view(e, states))
           emit(o, { wallet: a.address, endpoints: data }, data.length ? data.flatMap(lines) : 'no endpoints')
         }),
       ),
