@@ -262,6 +262,8 @@ describe.skipIf(!hasChromium)('portal in Chromium', () => {
       await page.getByRole('link', { name: 'Provider' }).click()
       await page.getByRole('heading', { name: 'Offers' }).waitFor()
       expect(await page.locator('table').first().textContent()).toContain('svc/atlas@1')
+      // No audit has run in this market: the offer is unverified, with no finding.
+      expect(await page.locator('[data-verification]').first().textContent()).toContain('unverified0 passed, 0 failed')
       expect(Number(await figure(page, 'served'))).toBeGreaterThanOrEqual(1)
       expect(await figure(page, 'settled')).not.toBe('$0.000000')
       await page.getByText('settled').first().waitFor()
