@@ -10,6 +10,8 @@
 // checkout's gateways only) [--key-limits='{"rpm":1000000,"limit":"1000000","limit_reset":"daily"}'] (this checkout's
 // keys limited, with `svc key create`'s options: rpm, tpm, limit, limit_reset; to duel limits against none)
 // [--accounts 32] (each gateway's requests spread over that many funded accounts, in turn)
+// [--audit-interval 600000] (both builds get a dearer reference offer of the model, which takes no traffic; this
+// checkout audits the served offer against it that often: what audits cost)
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -39,6 +41,7 @@ const o = benchOptions(import.meta.url, {
   config: { type: 'string', default: '{}' },
   'key-limits': { type: 'string' },
   accounts: { type: 'string', default: '1' },
+  'audit-interval': { type: 'string' },
 })
 if (!o.base) usageError(import.meta.url, '--base <git ref> is required: the build to measure this checkout against')
 
@@ -47,11 +50,12 @@ const stores = []
 process.on('exit', () => stores.forEach((dir) => rmSync(dir, { recursive: true, force: true })))
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', o.tokens])
 /** A fresh gateway process of the build in `root`, over a fresh store. */
-async function gateway(root, { nodeArgs = [], env = {}, config: extra = {}, limits } = {}) {
+async function gateway(root, { nodeArgs = [], env = {}, config: extra = {}, limits, audits } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'svc-duel-'))
   stores.push(dir)
   const accounts = Number(o.accounts)
-  const { config, key } = await benchGateway(root, dir, sim.info.base_url, { accounts, config: extra, limits })
+  const options = { accounts, config: extra, limits, audits }
+  const { config, key } = await benchGateway(root, dir, sim.info.base_url, options)
   const gw = await startGateway(config, { root, nodeArgs, env })
   return { child: gw.child, key, pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions` }
 }
@@ -72,9 +76,11 @@ const thisExtras = [
   ...(o.env ? [`env ${o.env}`] : []),
   ...(o.config !== '{}' ? [`config ${o.config}`] : []),
   ...(o['key-limits'] ? [`key limits ${o['key-limits']}`] : []),
+  ...(o['audit-interval'] ? [`audits every ${o['audit-interval']} ms`] : []),
 ]
+const audited = o['audit-interval'] === undefined ? undefined : Number(o['audit-interval'])
 const builds = [
-  { name: `base ${o.base}`, root: base, slices: [] },
+  { name: `base ${o.base}`, root: base, slices: [], ...(audited !== undefined ? { audits: true } : {}) },
   {
     name: `this checkout${thisExtras.length ? ` (${thisExtras.join('; ')})` : ''}`,
     root: '.',
@@ -82,6 +88,7 @@ const builds = [
     env: thisEnv,
     config: thisConfig,
     ...(o['key-limits'] ? { limits: JSON.parse(o['key-limits']) } : {}),
+    ...(audited !== undefined ? { audits: { intervalMs: audited } } : {}),
     slices: [],
   },
 ]

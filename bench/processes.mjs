@@ -119,6 +119,9 @@ export function machineCpuUs() {
 
 export const BENCH_MODEL = 'svc/bench@1'
 export const BENCH_WALLET = '0x00000000000000000000000000000000000000b0'
+/** The reference offer's provider and the audit account, of a bench with audits. */
+export const BENCH_REFERENCE = '0x00000000000000000000000000000000000000bf'
+export const BENCH_AUDITOR = '0x00000000000000000000000000000000000000a0'
 
 /** The bench's `i`th wallet (the first is BENCH_WALLET). */
 export const benchWallet = (i) => (i === 0 ? BENCH_WALLET : `0x${(0xb00000 + i).toString(16).padStart(40, '0')}`)
@@ -130,8 +133,39 @@ export const benchWallet = (i) => (i === 0 ? BENCH_WALLET : `0x${(0xb00000 + i).
  * wallet is funded through that CLI; more through the build's own store code in this process (three CLI runs per
  * wallet would take minutes), before any gateway opens the store.
  */
-export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, config: extra = {}, limits } = {}) {
+export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, config: extra = {}, limits, audits } = {}) {
   const config = join(dir, 'config.json')
+  // With `audits` ({ intervalMs } or true): a dearer second offer of the model at the same upstream, which gets no
+  // traffic, as the model's reference; with an interval the gateway audits the first offer against it that often.
+  const reference = audits
+    ? [
+        {
+          address: BENCH_REFERENCE,
+          baseUrl: upstreamUrl,
+          bundle: 'bench',
+          profile: 'reference',
+          offers: [
+            {
+              model: BENCH_MODEL,
+              upstreamModel: 'bench',
+              input_price_per_mtok: '300000',
+              output_price_per_mtok: '1200000',
+              maxConcurrency: 4096,
+            },
+          ],
+        },
+      ]
+    : []
+  const audit =
+    audits?.intervalMs !== undefined
+      ? {
+          audit: {
+            wallet: BENCH_AUDITOR,
+            references: { [BENCH_MODEL]: BENCH_REFERENCE },
+            intervalMs: audits.intervalMs,
+          },
+        }
+      : {}
   writeFileSync(
     config,
     JSON.stringify({
@@ -170,8 +204,10 @@ export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, confi
             },
           ],
         },
+        ...reference,
       ],
       tuning: { settleIntervalMs: 0 },
+      ...audit,
       ...extra,
     }),
   )
@@ -182,6 +218,10 @@ export async function benchGateway(root, dir, upstreamUrl, { accounts = 1, confi
         env: { ...process.env, DATABASE_URL: '' },
       }).toString(),
     )
+  if (audit.audit) {
+    cli('deposit', '--wallet', BENCH_AUDITOR, '--amount', '1000000')
+    cli('approve', '--wallet', BENCH_AUDITOR, '--amount', '1000000')
+  }
   if (accounts === 1) {
     cli('deposit', '--wallet', BENCH_WALLET, '--amount', '1000000')
     cli('approve', '--wallet', BENCH_WALLET, '--amount', '1000000')
