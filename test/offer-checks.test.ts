@@ -7,6 +7,7 @@ interface Checks {
   usage_drift: number | null
   finish_checked: number
   finish_contradicted: number
+  output_refused: number
 }
 
 /**
@@ -47,6 +48,7 @@ describe('offer checks on real traffic', () => {
       usage_drift: null,
       finish_checked: 0,
       finish_contradicted: 0,
+      output_refused: 0,
     })
     // The simulated model reports 12 output tokens a reply (its words); the gateway counts them in o200k.
     let counted = 0
@@ -58,6 +60,7 @@ describe('offer checks on real traffic', () => {
       usage_drift: drift(48),
       finish_checked: 4,
       finish_contradicted: 0,
+      output_refused: 0,
     })
     m.sims.atlasCheap.setFault({ kind: 'inflate', percent: 50 })
     try {
@@ -72,6 +75,7 @@ describe('offer checks on real traffic', () => {
       usage_drift: drift(48 + 4 * 18),
       finish_checked: 8,
       finish_contradicted: 0,
+      output_refused: 0,
     })
     expect((await checks('svc/atlas@1', P.atlasDear)).usage_checked).toBe(0)
   })
@@ -91,6 +95,32 @@ describe('offer checks on real traffic', () => {
       usage_drift: null,
       finish_checked: 2,
       finish_contradicted: 1,
+      output_refused: 0,
     })
+  })
+
+  it('counts replies refused for tool calls against their contract, for the offer that sent them', async () => {
+    const tools = [
+      {
+        type: 'function',
+        function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+      },
+    ]
+    m.sims.atlasDear.setFault({ kind: 'bad-tool-args' })
+    try {
+      const res = await chat(m.url, m.key, {
+        model: 'svc/atlas@1',
+        messages: [{ role: 'user', content: 'weather in Paris?' }],
+        tools,
+        tool_choice: 'required',
+        provider: { only: [P.atlasDear] },
+      })
+      expect(res.status).toBe(502)
+      expect((await res.json()).error.code).toBe('provider_output_invalid')
+    } finally {
+      m.sims.atlasDear.setFault({ kind: 'none' })
+    }
+    expect((await checks('svc/atlas@1', P.atlasDear)).output_refused).toBe(1)
+    expect((await checks('svc/atlas@1', P.atlasCheap)).output_refused).toBe(0)
   })
 })

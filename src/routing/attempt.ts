@@ -237,6 +237,7 @@ export class OfferAttempt {
 
   /** The upstream's output cannot be used: the next offer is tried while nothing reached the client. */
   private invalid(detail: string): AttemptEnd {
+    this.ctx.health.checks.refused(this.offer.key)
     if (this.committed) return { kind: 'broken', code: 'provider_output_invalid', detail, reply: this.produced() }
     return { kind: 'failed', attempts: [{ offer: this.offer, failure: { kind: 'invalid_output', detail } }] }
   }

@@ -31,6 +31,8 @@ interface Minute {
   /** Replies whose finish reason was checked, and those whose reason their length contradicts. */
   finish: number
   finishWrong: number
+  /** Replies the gateway refused to deliver: tool calls against their contract, output it could not read. */
+  refused: number
 }
 
 /** Whether a reported count exceeds the gateway's past the slack. */
@@ -56,6 +58,8 @@ export interface ChecksSummary {
   usage_drift: number | null
   finish_checked: number
   finish_contradicted: number
+  /** Replies refused as invalid (`provider_output_invalid`): tool calls against the contract, unreadable output. */
+  output_refused: number
 }
 
 /**
@@ -69,15 +73,7 @@ export class OfferChecks {
   constructor(private readonly now: () => number = Date.now) {}
 
   record(key: string, r: CheckedReply): void {
-    const minute = Math.floor(this.now() / MINUTE_MS)
-    let minutes = this.series.get(key)
-    if (!minutes) this.series.set(key, (minutes = new Map()))
-    let m = minutes.get(minute)
-    if (!m) {
-      minutes.set(minute, (m = { usage: 0, over: 0, reported: 0, counted: 0, finish: 0, finishWrong: 0 }))
-      if (minutes.size > DAY_MINUTES + 1)
-        for (const k of minutes.keys()) if (k <= minute - DAY_MINUTES) minutes.delete(k)
-    }
+    const m = this.minute(key)
     if (r.comparable && r.reported !== undefined) {
       m.usage++
       m.reported += r.reported
@@ -88,9 +84,28 @@ export class OfferChecks {
     if (finishContradicted(r)) m.finishWrong++
   }
 
+  /** A reply of the offer refused as invalid output. */
+  refused(key: string): void {
+    this.minute(key).refused++
+  }
+
+  /** The offer's counts of the current minute (the day's older minutes dropped). */
+  private minute(key: string): Minute {
+    const minute = Math.floor(this.now() / MINUTE_MS)
+    let minutes = this.series.get(key)
+    if (!minutes) this.series.set(key, (minutes = new Map()))
+    let m = minutes.get(minute)
+    if (!m) {
+      minutes.set(minute, (m = emptyMinute()))
+      if (minutes.size > DAY_MINUTES + 1)
+        for (const k of minutes.keys()) if (k <= minute - DAY_MINUTES) minutes.delete(k)
+    }
+    return m
+  }
+
   summary(key: string): ChecksSummary {
     const from = Math.floor(this.now() / MINUTE_MS) - DAY_MINUTES
-    const sum: Minute = { usage: 0, over: 0, reported: 0, counted: 0, finish: 0, finishWrong: 0 }
+    const sum = emptyMinute()
     for (const [minute, m] of this.series.get(key) ?? []) {
       if (minute <= from) continue
       for (const k of Object.keys(sum) as (keyof Minute)[]) sum[k] += m[k]
@@ -101,6 +116,17 @@ export class OfferChecks {
       usage_drift: sum.counted > 0 ? Number(((sum.reported - sum.counted) / sum.counted).toFixed(4)) : null,
       finish_checked: sum.finish,
       finish_contradicted: sum.finishWrong,
+      output_refused: sum.refused,
     }
   }
 }
+
+const emptyMinute = (): Minute => ({
+  usage: 0,
+  over: 0,
+  reported: 0,
+  counted: 0,
+  finish: 0,
+  finishWrong: 0,
+  refused: 0,
+})
