@@ -40,9 +40,19 @@ describe.each(STORE_KINDS)('held earnings on %s', (kind) => {
       provider: { only: [P.atlasCheap] },
     })
     expect(res.status).toBe(200)
-    const body = (await res.json()) as { svc: { cost_usdc: string } }
+    const body = (await res.json()) as { svc: { cost_usdc: string; request_id: string } }
+    lastRequest = body.svc.request_id
     return BigInt(Math.round(Number(body.svc.cost_usdc) * 1e6))
   }
+  let lastRequest = ''
+  const batchOf = async (requestId: string) =>
+    (
+      await m.store.db
+        .selectFrom('holds')
+        .select('batch_id')
+        .where('request_id', '=', requestId)
+        .executeTakeFirstOrThrow()
+    ).batch_id
   const quarantine = () =>
     cheating(m, { kind: 'substitute' }, async () => {
       for (let i = 0; i < 3; i++) await auditor.audit(cheap())
@@ -106,9 +116,22 @@ describe.each(STORE_KINDS)('held earnings on %s', (kind) => {
     const cost = await served()
     await quarantine()
     const [held] = await m.store.heldEarnings.list('held')
+    const heldRequest = lastRequest
+    // One hold open per offer, whoever asks for another.
+    const again = await m.store.heldEarnings.hold({ ...held!, id: 'held_again', auditId: 'aud_x', now: Date.now() })
+    expect(again).toMatchObject({ created: false, held: { id: held!.id } })
+    // Eight passed audits end the quarantine: a request that begins after it is paid as usual; the held stay held.
+    for (let i = 0; i < 8; i++) await auditor.audit(cheap())
+    expect(m.server.gateway.catalog.stateOf(cheap().key)).toBe('suspect')
+    expect((await m.store.heldEarnings.get(held!.id))!.toAt).not.toBeNull()
+    await sleep(5)
+    await served()
+    const after8 = lastRequest
     const amount = await m.store.heldEarnings.amount(held!)
     expect(amount.total).toBeGreaterThanOrEqual(cost)
     await m.server.settler.runOnce()
+    expect(await batchOf(heldRequest)).toBeNull()
+    expect(await batchOf(after8)).toMatch(/^bat_/)
     const before = await settledTo(P.atlasCheap)
     expect(await m.store.heldEarnings.release(held!.id, Date.now(), 'a kernel bug, fixed')).toBe(true)
     expect(await m.store.heldEarnings.release(held!.id, Date.now(), null)).toBe(false)
@@ -118,6 +141,10 @@ describe.each(STORE_KINDS)('held earnings on %s', (kind) => {
     expect(before.pending).toBeGreaterThan(0n)
     expect(before.pending).toBeLessThanOrEqual(amount.total)
     expect(after).toEqual({ pending: 0n, settled: before.settled + before.pending })
+    expect(await batchOf(heldRequest)).toMatch(/^bat_/)
+    // A charge already in a batch is never forfeited: a hold over all of them claims none.
+    await m.store.heldEarnings.hold({ ...held!, id: 'held_late', fromAt: 0, auditId: 'aud_y', now: Date.now() })
+    expect(await m.store.heldEarnings.forfeit('held_late', Date.now(), null)).toEqual({ charges: 0, refunded: 0n })
     const audit = await m.store.ledger.audit()
     expect([audit.unbalanced, audit.inconsistent]).toEqual([[], []])
   })

@@ -98,6 +98,9 @@ describe('audits of offers', () => {
     const res = await ask()
     expect(res.status).toBe(200)
     expect((await res.json()).svc.provider).toBe(P.atlasDear)
+    // Whatever order the preferences ask for.
+    const sorted = await ask({ sort: 'latency', order: [P.atlasCheap] })
+    expect((await sorted.json()).svc.provider).toBe(P.atlasDear)
     await underFault({ kind: 'substitute' }, () => auditTimes(2))
     expect(await stateOf(P.atlasCheap)).toMatchObject({ state: 'quarantined', audits_1d: { failed: 3 } })
     const pinned = await ask({ only: [P.atlasCheap] })

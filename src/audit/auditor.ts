@@ -210,13 +210,14 @@ export class Auditor {
     prompt: AuditPrompt,
   ): Promise<{ answer: AuditAnswer; requestId: string | null; provider: string } | { failed: string }> {
     const kept = await this.o.audits.reference(reference.modelId, prompt.id, this.o.maxTokens)
-    if (kept && kept.provider === reference.provider)
+    if (kept && kept.provider === reference.provider && kept.offerSignature === reference.signature)
       return { answer: kept.answer as unknown as AuditAnswer, requestId: kept.requestId, provider: kept.provider }
     const reply = await this.o.send(reference, this.bodyOf(reference, prompt))
     if ('failed' in reply) return { failed: reply.failed }
     const answer = answerOf(reply)
     await this.o.audits.recordReference(reference.modelId, prompt.id, this.o.maxTokens, {
       provider: reference.provider,
+      offerSignature: reference.signature,
       requestId: reply.requestId,
       answer: answer as unknown as Record<string, unknown>,
       recordedAt: this.o.now(),
@@ -269,8 +270,12 @@ export class Auditor {
       lastAuditAt: now,
       since: before && before.state === state ? before.since : now,
     }
+    // Its earnings are held before it is quarantined in the store: a crash between the two leaves them held, never
+    // a quarantine whose earnings a settlement pass could still pay.
+    if (state === 'quarantined' && before?.state !== 'quarantined') await this.holdEarnings(offer, audit)
     await this.o.audits.setState(next)
-    if (state === 'quarantined') await this.holdEarnings(offer, audit)
+    if (before?.state === 'quarantined' && state !== 'quarantined')
+      await this.o.held.end(offer.provider, offer.modelId, now)
     // This gateway routes by it at once; the others at their next read of the store.
     this.o.catalog.applyStates(await this.o.audits.states())
     if (before?.state !== state && (before || state !== 'unverified'))

@@ -19,9 +19,22 @@ describe('comparing an audited reply with the reference', () => {
   it('passes the same tokens within the tolerance, and a near tie taken the other way', () => {
     const noisy = answer([tok('The', -0.11), tok(' capital', -0.19), tok(' is', -0.06)])
     expect(compareAnswers(reference, reading(noisy, 3))).toMatchObject({ result: 'passed', compared: 3 })
-    // ' city' was within NEAR_TIE of ' capital' by the reference's own alternatives: compared no further.
+    // ' city' was within NEAR_TIE of ' capital' by the reference's own alternatives: compared no further, and with
+    // one token matched before it, too little to conclude.
     const tie = answer([tok('The', -0.1), tok(' city', -0.2), tok(' of', -1)])
-    expect(compareAnswers(reference, reading(tie))).toMatchObject({ result: 'passed', compared: 1 })
+    expect(compareAnswers(reference, reading(tie))).toMatchObject({ result: 'inconclusive', compared: 1 })
+    const long = answer([
+      tok('A', -0.1),
+      tok(' b', -0.1),
+      tok(' c', -0.1),
+      tok(' d', -0.1),
+      tok(' e', -0.1, [[' f', -0.12]]),
+    ])
+    const swapped = answer([...long.tokens!.slice(0, 4), tok(' f', -0.12), tok(' g', -2)])
+    expect(compareAnswers(long, reading(swapped))).toMatchObject({ result: 'passed', compared: 4, divergedAt: 4 })
+    // A tie the audited reply claims by its own alternatives is no tie: only the reference's count.
+    const claimed = answer([...long.tokens!.slice(0, 4), tok(' z', -0.1, [[' e', -0.1]])])
+    expect(compareAnswers(long, reading(claimed))).toMatchObject({ result: 'failed', reason: 'tokens', divergedAt: 4 })
   })
 
   it('fails other tokens, shifted log probabilities, an early end, a longer reply and inflated usage', () => {
@@ -51,9 +64,11 @@ describe('comparing an audited reply with the reference', () => {
     expect(compareAnswers(reference, reading(reference, 5)).result).toBe('passed')
   })
 
-  it('compares the text of a reply without log probabilities', () => {
+  it('compares the text of a reply without log probabilities: the same text is inconclusive, another fails', () => {
     const text = (t: string) => ({ text: t, finish: 'stop', counted: 3 })
-    expect(compareAnswers(reference, text('The capital is')).result).toBe('passed')
+    // The reference sent log probabilities: the same text without them proves the model, not its precision.
+    expect(compareAnswers(reference, text('The capital is')).result).toBe('inconclusive')
+    expect(compareAnswers({ text: 'The capital is', finish: 'stop' }, text('The capital is')).result).toBe('passed')
     expect(compareAnswers(reference, text('The capital'))).toMatchObject({ reason: 'truncated', divergedAt: 11 })
     expect(compareAnswers(reference, text('The city is'))).toMatchObject({ reason: 'tokens', divergedAt: 5 })
   })

@@ -12,6 +12,8 @@ export const LOGPROB_TOLERANCE = 0.1
  * swap: a reply may take the other one there, and is compared no further (the continuations differ from then on).
  */
 export const NEAR_TIE = 0.1
+/** Tokens a reply must match before a near tie for its audit to conclude; fewer leave it inconclusive. */
+export const MIN_COMPARED = 4
 
 /** One generated token, as `logprobs.content` gives it. */
 export interface TokenChoice {
@@ -38,7 +40,8 @@ export type AuditFailure = 'tokens' | 'logprobs' | 'usage' | 'truncated'
 
 /** The comparison of an audited reply with the reference's answer. */
 export interface Verdict {
-  result: 'passed' | 'failed'
+  /** `inconclusive`: too little could be compared (an early near tie, or a reply without the log probabilities asked). */
+  result: 'passed' | 'failed' | 'inconclusive'
   reason?: AuditFailure
   /** The first token (or, comparing text, character) where the reply left the reference, and the two there. */
   divergedAt?: number
@@ -59,9 +62,10 @@ export function compareAnswers(reference: AuditAnswer, got: AuditReading): Verdi
   const base = { counted: got.counted, ...(got.reported !== undefined ? { reported: got.reported } : {}) }
   if (got.reported !== undefined && overReported(got.reported, got.counted))
     return { ...base, result: 'failed', reason: 'usage', meanGap: 0, maxGap: 0, compared: 0, referenceLength: 0 }
-  return reference.tokens && got.tokens
-    ? compareTokens(reference.tokens, got.tokens, base)
-    : compareText(reference.text, got.text, base)
+  if (reference.tokens && got.tokens) return compareTokens(reference.tokens, got.tokens, base)
+  const text = compareText(reference.text, got.text, base)
+  // Asked for log probabilities and sent none: the same text proves the model, not its precision.
+  return text.result === 'passed' && reference.tokens ? { ...text, result: 'inconclusive' } : text
 }
 
 function compareTokens(
@@ -82,8 +86,12 @@ function compareTokens(
     const r = ref[i]!
     const g = got[i]!
     if (r.token !== g.token) {
-      if (nearTie(r, g)) return { ...base, result: 'passed', ...gaps() }
-      return { ...base, result: 'failed', reason: 'tokens', divergedAt: i, expected: r.token, got: g.token, ...gaps() }
+      const at = { divergedAt: i, expected: r.token, got: g.token }
+      if (!nearTie(r, g)) return { ...base, result: 'failed', reason: 'tokens', ...at, ...gaps() }
+      // Noise may have swapped the two: what came before is judged, if there was enough of it.
+      if (compared > 0 && sum / compared > LOGPROB_TOLERANCE)
+        return { ...base, result: 'failed', reason: 'logprobs', ...at, ...gaps() }
+      return { ...base, result: compared >= MIN_COMPARED ? 'passed' : 'inconclusive', ...at, ...gaps() }
     }
     const gap = Math.abs(r.logprob - g.logprob)
     sum += gap
@@ -107,14 +115,13 @@ function compareTokens(
   return { ...base, result: 'passed', ...gaps() }
 }
 
-/** Whether the reply's token at a divergence was within NEAR_TIE of the reference's own choice, by either's view. */
+/**
+ * Whether the reply's token at a divergence was within NEAR_TIE of the reference's own choice, by the reference's
+ * alternatives (never the audited reply's own, which a cheat could write as it likes).
+ */
 function nearTie(r: TokenChoice, g: TokenChoice): boolean {
   const inRef = r.top.find((t) => t.token === g.token)
-  const inGot = g.top.find((t) => t.token === r.token)
-  return (
-    (inRef !== undefined && r.logprob - inRef.logprob <= NEAR_TIE) ||
-    (inGot !== undefined && g.logprob - inGot.logprob <= NEAR_TIE)
-  )
+  return inRef !== undefined && r.logprob - inRef.logprob <= NEAR_TIE
 }
 
 /**

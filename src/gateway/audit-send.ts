@@ -41,8 +41,11 @@ export function auditSender(pipeline: () => ChatPipeline, caller: Caller): Audit
       finish: reply.finish,
       counted: delivered.usage.completion_tokens,
       ...(reply.logprobs ? { logprobs: reply.logprobs } : {}),
-      // Compared only in one tokenizer: the model's own, named in its config.
-      ...(reply.upstreamUsage && reply.offer.ownTokenizer ? { reported: reply.upstreamUsage.completionTokens } : {}),
+      // Compared only in one tokenizer (the model's own, named in its config), and for a reply that ended before its
+      // bound (the gateway counts only up to it).
+      ...(reply.upstreamUsage && reply.offer.ownTokenizer && delivered.usage.completion_tokens < reply.maxTokens
+        ? { reported: reply.upstreamUsage.completionTokens }
+        : {}),
     }
     return out
   }

@@ -202,7 +202,8 @@ function checkReply(s: ChargeDeps, reply: Produced, counted: number): void {
   s.health.checks.record(reply.offer.key, {
     reported: reply.upstreamUsage?.completionTokens,
     counted,
-    comparable: reply.offer.ownTokenizer && reply.toolCalls.length === 0,
+    // Counted only up to just past the bound: a reply at it is not compared.
+    comparable: reply.offer.ownTokenizer && reply.toolCalls.length === 0 && counted < reply.maxTokens,
     finish: reply.finish,
     maxTokens: reply.maxTokens,
   })

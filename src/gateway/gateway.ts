@@ -204,7 +204,8 @@ export class Gateway {
     this.offersRead = true
     if (this.catalog.applyLive(live, this.now()) && !first)
       this.log(`offers: the store's live offers changed (${live.length} now)`)
-    this.catalog.applyStates(await this.store.audits.states())
+    // Offers are routed by what audits found only while this gateway's config has audits.
+    if (this.config.audit) this.catalog.applyStates(await this.store.audits.states())
   }
 
   private offersRead = false

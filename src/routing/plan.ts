@@ -25,11 +25,11 @@ export function rankOffers(offers: readonly Offer[], health: Health, est: Estima
   for (const o of offers) {
     const breaker = health.breaker(o.key)
     if (breaker === 'open' || health.inflight(o.key) >= o.maxConcurrency) continue
-    const state = verified?.stateOf(o.key) ?? 'unverified'
-    if (state === 'quarantined') continue
+    const tier = tierOf(o, verified)
+    if (tier === QUARANTINED) continue
     usable.push({
       o,
-      tier: state === 'suspect' ? 2 : verified?.prefer && state === 'verified' ? 0 : 1,
+      tier,
       cost: priceOf(o.prices, est.inputTokens, est.maxOutputTokens),
       probe: breaker === 'half-open' ? 1 : 0,
       latency: health.latency(o.key),
@@ -40,6 +40,16 @@ export function rankOffers(offers: readonly Offer[], health: Health, est: Estima
       a.tier - b.tier || (a.cost !== b.cost ? (a.cost < b.cost ? -1 : 1) : a.probe - b.probe || a.latency - b.latency),
   )
   return usable.map((u) => u.o)
+}
+
+const QUARANTINED = 3
+
+/** An offer's place by what its audits found: 0 verified (when preferred), 1 others, 2 suspect, 3 quarantined. */
+export function tierOf(o: Offer, verified: Verified | undefined): number {
+  const state = verified?.stateOf(o.key) ?? 'unverified'
+  if (state === 'quarantined') return QUARANTINED
+  if (state === 'suspect') return 2
+  return verified?.prefer && state === 'verified' ? 0 : 1
 }
 
 /** The lowest live offer of a model (by input + output price), for the model list. */

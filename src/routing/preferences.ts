@@ -91,9 +91,14 @@ export function allowedOffers(offers: readonly Offer[], prefs: Preferences | und
 /**
  * Orders offers ranked by price and health (`rankOffers`) as the preferences ask: by measured latency or throughput
  * (offers not yet measured last), the addresses of `order` first in its order; without fallbacks and without `order`,
- * the first alone.
+ * the first alone. `tier` (what the audits found: suspect offers last) is kept whatever the preferences ask.
  */
-export function preferredOrder(ranked: Offer[], prefs: Preferences | undefined, health: Health): Offer[] {
+export function preferredOrder(
+  ranked: Offer[],
+  prefs: Preferences | undefined,
+  health: Health,
+  tier?: (o: Offer) => number,
+): Offer[] {
   if (!prefs) return ranked
   let out = [...ranked]
   if (prefs.sort === 'latency') out.sort(by((o) => health.latency(o.key) || Infinity))
@@ -105,6 +110,7 @@ export function preferredOrder(ranked: Offer[], prefs: Preferences | undefined, 
     }
     out.sort(by(place))
   } else if (!prefs.fallbacks) out = out.slice(0, 1)
+  if (tier) out.sort(by(tier))
   return out
 }
 

@@ -2,7 +2,7 @@ import type { ModelConfig } from '../config-schema.js'
 import { maxBig, type Prices } from '../money/usdc.js'
 import type { Catalog, Offer } from './catalog.js'
 import type { Health } from './health.js'
-import { rankOffers, type Verified } from './plan.js'
+import { rankOffers, tierOf, type Verified } from './plan.js'
 import { allowedOffers, preferredOrder, type Preferences } from './preferences.js'
 import type { BoundRequest } from './attempt.js'
 
@@ -60,6 +60,7 @@ export function planNamed({
     rankOffers(all, health, { inputTokens, maxOutputTokens: request.maxTokens }, verified),
     prefs,
     health,
+    (o) => tierOf(o, verified),
   )
   return {
     cortex: false,
@@ -95,7 +96,7 @@ export function planCortex({
   const targets = fitting.map(({ model, request }) => {
     const est = { inputTokens, maxOutputTokens: request.maxTokens }
     const ranked = rankOffers(allowed(model.id), health, est, verified)
-    return { model, offers: preferredOrder(ranked, prefs, health), request }
+    return { model, offers: preferredOrder(ranked, prefs, health, (o) => tierOf(o, verified)), request }
   })
   const offers = targets.flatMap((t) => t.offers)
   const vendorAllowed = catalog.managed && allowedOffers([catalog.managed], prefs, verified.stateOf).offers.length > 0

@@ -48,15 +48,17 @@ describe.each(STORE_KINDS)('audits on %s', (kind) => {
   it("records a reference's answer once per prompt and bound, replaced when another reference answers", async () => {
     expect(await audits.reference('svc/m@1', 'p', 24)).toBeUndefined()
     const answer = { text: 'Paris', finish: 'stop' }
-    await audits.recordReference('svc/m@1', 'p', 24, { provider: '0xD1', requestId: 'req_r', answer, recordedAt: 5 })
+    const ref = { provider: '0xD1', offerSignature: 'sig', requestId: 'req_r', answer, recordedAt: 5 }
+    await audits.recordReference('svc/m@1', 'p', 24, ref)
     expect(await audits.reference('svc/m@1', 'p', 24)).toEqual({
       provider: '0xD1',
+      offerSignature: 'sig',
       requestId: 'req_r',
       answer,
       recordedAt: 5,
     })
     expect(await audits.reference('svc/m@1', 'p', 16)).toBeUndefined()
-    await audits.recordReference('svc/m@1', 'p', 24, { provider: '0xD2', requestId: null, answer, recordedAt: 6 })
+    await audits.recordReference('svc/m@1', 'p', 24, { ...ref, provider: '0xD2', requestId: null, recordedAt: 6 })
     expect((await audits.reference('svc/m@1', 'p', 24))?.provider).toBe('0xD2')
   })
 

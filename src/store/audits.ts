@@ -19,6 +19,8 @@ export interface AuditRow {
 /** A reference's recorded answer to one prompt at one bound. */
 export interface ReferenceAnswer {
   provider: string
+  /** What the reference offer served when it answered (`Offer.signature`). */
+  offerSignature: string
   requestId: string | null
   answer: Record<string, unknown>
   recordedAt: number
@@ -141,6 +143,7 @@ export class AuditRepo {
     if (!r) return undefined
     return {
       provider: r.provider,
+      offerSignature: r.offer_signature,
       requestId: r.request_id,
       answer: JSON.parse(r.answer) as Record<string, unknown>,
       recordedAt: Number(r.recorded_at),
@@ -151,6 +154,7 @@ export class AuditRepo {
   async recordReference(model: string, promptId: string, maxTokens: number, ref: ReferenceAnswer): Promise<void> {
     const values = {
       provider: ref.provider,
+      offer_signature: ref.offerSignature,
       request_id: ref.requestId,
       answer: JSON.stringify(ref.answer),
       recorded_at: BigInt(ref.recordedAt),

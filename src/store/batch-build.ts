@@ -147,6 +147,8 @@ async function addCharges(
     .where('request_id', 'in', ids)
     .where('batch_id', 'is', null)
     .where('status', '=', sql.lit('captured'))
+    // Nor held back since they were read (an offer quarantined meanwhile).
+    .where((eb) => eb.not(withheld(eb)))
     .where(({ not, exists, selectFrom }) =>
       not(
         exists(

@@ -3,7 +3,6 @@ import type { Database } from './schema.js'
 import type { StoreDialect } from './dialect.js'
 import { postFromWorld, toAccount, type Account } from './accounts.js'
 import { big, num } from './ints.js'
-import { forfeited } from './held-earnings.js'
 
 /** Integer columns are signed 64-bit: an "unlimited" ERC-20 allowance (2^256 − 1) is stored as this. */
 export const MAX_STORED = 2n ** 63n - 1n
@@ -227,8 +226,6 @@ async function owedIn(db: Kysely<Database> | Transaction<Database>, accountId: n
     .where('account_id', '=', accountId)
     .where('status', '=', sql.lit('captured'))
     .where('batch_id', 'is', null)
-    // A forfeited charge was refunded: the wallet owes it no more.
-    .where((eb) => eb.not(forfeited(eb)))
     .executeTakeFirstOrThrow()
   const unsettled = db.selectFrom('batches').select('id').where('status', 'in', ['building', 'open', 'sent'])
   const batched = await db

@@ -222,6 +222,8 @@ export interface HeldEarningsTable {
   model: string
   /** Charges of requests that began at or after this (its last passed audit) are held. */
   from_at: bigint
+  /** Requests that began from this (the offer left quarantine) are not held; null while it is quarantined. */
+  to_at: bigint | null
   status: string
   /** The audit that quarantined it. */
   audit_id: string
@@ -259,6 +261,8 @@ export interface AuditReferencesTable {
   prompt_id: string
   max_tokens: number
   provider: string
+  /** The reference offer's signature when it answered: a change of what it serves asks again. */
+  offer_signature: string
   request_id: string | null
   answer: string
   recorded_at: bigint

@@ -5,7 +5,6 @@ import { big, num } from './ints.js'
 import { toBatch, type Batch, type BatchLimits, type Leg, type PayeeSums } from './batch-types.js'
 import { UNCACHED_POSTINGS } from './accounts.js'
 import { buildBatch, dueCharges } from './batch-build.js'
-import { forfeited } from './held-earnings.js'
 import { markSent, markSettled, openBuilt } from './batch-states.js'
 
 export type { Batch, BatchLimits, Leg, PayeeSums } from './batch-types.js'
@@ -100,8 +99,6 @@ export class SettlementRepo {
       .select(sql<bigint>`coalesce(sum(cost), 0)`.as('total'))
       .where('status', '=', sql.lit('captured'))
       .where('batch_id', 'is', null)
-      // A forfeited charge was refunded: it will never be paid out.
-      .where((eb) => eb.not(forfeited(eb)))
       .executeTakeFirstOrThrow()
     const batched = await this.db
       .selectFrom('batches')

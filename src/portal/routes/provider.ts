@@ -16,7 +16,7 @@ async function verificationOf(ctx: PortalContext, key: string, provider: string,
     v.state === 'suspect' || v.state === 'quarantined'
       ? await ctx.store.audits.list({ provider, model, result: 'failed', limit: 1 })
       : []
-  const held = (await ctx.store.heldEarnings.list('held')).find((h) => h.provider === provider && h.model === model)
+  const held = await ctx.store.heldEarnings.open(provider, model)
   const amount = held ? await ctx.store.heldEarnings.amount(held) : undefined
   return {
     state: v.state,

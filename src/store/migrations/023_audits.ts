@@ -30,6 +30,7 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addColumn('prompt_id', 'text', (c) => c.notNull())
     .addColumn('max_tokens', 'integer', (c) => c.notNull())
     .addColumn('provider', 'text', (c) => c.notNull())
+    .addColumn('offer_signature', 'text', (c) => c.notNull())
     .addColumn('request_id', 'text')
     .addColumn('answer', 'text', (c) => c.notNull())
     .addColumn('recorded_at', big, (c) => c.notNull())
