@@ -40,7 +40,7 @@ export type AuditFailure = 'tokens' | 'logprobs' | 'usage' | 'truncated'
 
 /** The comparison of an audited reply with the reference's answer. */
 export interface Verdict {
-  /** `inconclusive`: too little could be compared (an early near tie, or a reply without the log probabilities asked). */
+  /** `inconclusive`: too little to compare (an early near tie, or a reply without the log probabilities asked). */
   result: 'passed' | 'failed' | 'inconclusive'
   reason?: AuditFailure
   /** The first token (or, comparing text, character) where the reply left the reference, and the two there. */
