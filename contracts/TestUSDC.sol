@@ -2,9 +2,10 @@
 pragma solidity 0.8.28;
 
 /// @title Test USDC
-/// @notice An ERC-20 with 6 decimals and EIP-2612 permit, minted by its deployer, for local chains and tests.
-/// It holds nothing of value. The EIP-712 domain (name "USD Coin", version "2") matches Circle's USDC so that
-/// permit signatures are built the same way on a local chain and on a public test network.
+/// @notice An ERC-20 with 6 decimals, EIP-2612 permit and EIP-3009 transfers with authorization, minted by its
+/// deployer, for local chains and tests. It holds nothing of value. The EIP-712 domain (name "USD Coin", version "2")
+/// matches Circle's USDC so that permit and authorization signatures (x402's `exact` scheme on EVM) are built the same
+/// way on a local chain and on a public test network.
 contract TestUSDC {
     string public constant name = "USD Coin";
     string public constant symbol = "USDC";
@@ -13,6 +14,14 @@ contract TestUSDC {
 
     bytes32 public constant PERMIT_TYPEHASH =
         keccak256("Permit(address owner,address spender,uint256 value,uint256 nonce,uint256 deadline)");
+    bytes32 public constant TRANSFER_WITH_AUTHORIZATION_TYPEHASH = keccak256(
+        "TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)"
+    );
+    bytes32 public constant RECEIVE_WITH_AUTHORIZATION_TYPEHASH = keccak256(
+        "ReceiveWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)"
+    );
+    bytes32 public constant CANCEL_AUTHORIZATION_TYPEHASH =
+        keccak256("CancelAuthorization(address authorizer,bytes32 nonce)");
     bytes32 private constant DOMAIN_TYPEHASH =
         keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
 
@@ -24,9 +33,13 @@ contract TestUSDC {
     mapping(address => uint256) public balanceOf;
     mapping(address => mapping(address => uint256)) public allowance;
     mapping(address => uint256) public nonces;
+    /// @notice EIP-3009: whether an authorizer's nonce was used (or canceled).
+    mapping(address => mapping(bytes32 => bool)) public authorizationState;
 
     event Transfer(address indexed from, address indexed to, uint256 value);
     event Approval(address indexed owner, address indexed spender, uint256 value);
+    event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce);
+    event AuthorizationCanceled(address indexed authorizer, bytes32 indexed nonce);
 
     error NotMinter();
     error ZeroAddress();
@@ -34,6 +47,10 @@ contract TestUSDC {
     error InsufficientAllowance(address owner, address spender, uint256 allowance, uint256 needed);
     error PermitExpired(uint256 deadline);
     error InvalidSignature();
+    error AuthorizationNotYetValid(uint256 validAfter);
+    error AuthorizationExpired(uint256 validBefore);
+    error AuthorizationAlreadyUsed(address authorizer, bytes32 nonce);
+    error CallerNotPayee(address caller, address payee);
 
     constructor() {
         minter = msg.sender;
@@ -84,13 +101,83 @@ contract TestUSDC {
         external
     {
         if (block.timestamp > deadline) revert PermitExpired(deadline);
-        // Reject malleable signatures (s in the upper half of the curve order).
-        if (uint256(s) > 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0) revert InvalidSignature();
         bytes32 structHash = keccak256(abi.encode(PERMIT_TYPEHASH, owner, spender, value, nonces[owner]++, deadline));
-        bytes32 digest = keccak256(abi.encodePacked("\x19\x01", DOMAIN_SEPARATOR(), structHash));
-        address signer = ecrecover(digest, v, r, s);
-        if (signer == address(0) || signer != owner) revert InvalidSignature();
+        _checkSignature(owner, structHash, v, r, s);
         _approve(owner, spender, value);
+    }
+
+    /// @notice EIP-3009: moves `value` from `from` to `to` on `from`'s signature, sent by anyone (x402's `exact` scheme
+    /// on EVM). Each nonce is used once; the authorization is valid after `validAfter` and before `validBefore`.
+    function transferWithAuthorization(
+        address from,
+        address to,
+        uint256 value,
+        uint256 validAfter,
+        uint256 validBefore,
+        bytes32 nonce,
+        uint8 v,
+        bytes32 r,
+        bytes32 s
+    ) external {
+        _authorize(TRANSFER_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce, v, r, s);
+        _transfer(from, to, value);
+    }
+
+    /// @notice EIP-3009: as transferWithAuthorization, but only `to` may send it, so that no one else can front-run
+    /// the transfer of an authorization it saw.
+    function receiveWithAuthorization(
+        address from,
+        address to,
+        uint256 value,
+        uint256 validAfter,
+        uint256 validBefore,
+        bytes32 nonce,
+        uint8 v,
+        bytes32 r,
+        bytes32 s
+    ) external {
+        if (msg.sender != to) revert CallerNotPayee(msg.sender, to);
+        _authorize(RECEIVE_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce, v, r, s);
+        _transfer(from, to, value);
+    }
+
+    /// @notice EIP-3009: withdraws an unused authorization, on the signature of the one who gave it.
+    function cancelAuthorization(address authorizer, bytes32 nonce, uint8 v, bytes32 r, bytes32 s) external {
+        if (authorizationState[authorizer][nonce]) revert AuthorizationAlreadyUsed(authorizer, nonce);
+        bytes32 structHash = keccak256(abi.encode(CANCEL_AUTHORIZATION_TYPEHASH, authorizer, nonce));
+        _checkSignature(authorizer, structHash, v, r, s);
+        authorizationState[authorizer][nonce] = true;
+        emit AuthorizationCanceled(authorizer, nonce);
+    }
+
+    function _authorize(
+        bytes32 typeHash,
+        address from,
+        address to,
+        uint256 value,
+        uint256 validAfter,
+        uint256 validBefore,
+        bytes32 nonce,
+        uint8 v,
+        bytes32 r,
+        bytes32 s
+    ) private {
+        if (block.timestamp <= validAfter) revert AuthorizationNotYetValid(validAfter);
+        if (block.timestamp >= validBefore) revert AuthorizationExpired(validBefore);
+        if (authorizationState[from][nonce]) revert AuthorizationAlreadyUsed(from, nonce);
+        bytes32 structHash = keccak256(abi.encode(typeHash, from, to, value, validAfter, validBefore, nonce));
+        _checkSignature(from, structHash, v, r, s);
+        authorizationState[from][nonce] = true;
+        emit AuthorizationUsed(from, nonce);
+    }
+
+    /// @dev Reverts unless `signer` signed `structHash` in this token's EIP-712 domain. Malleable signatures (s in the
+    /// upper half of the curve order) are refused.
+    function _checkSignature(address signer, bytes32 structHash, uint8 v, bytes32 r, bytes32 s) private view {
+        if (uint256(s) > 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0) revert InvalidSignature();
+        bytes32 digest = keccak256(abi.encodePacked("\x19\x01", DOMAIN_SEPARATOR(), structHash));
+        address recovered = ecrecover(digest, v, r, s);
+        if (recovered == address(0) || recovered != signer) revert InvalidSignature();
     }
 
     function _transfer(address from, address to, uint256 value) private {

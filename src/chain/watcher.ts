@@ -139,7 +139,8 @@ export class ChainWatcher {
       if (e.eventName === 'Transfer') {
         out.add(e.args.from)
         out.add(e.args.to)
-      } else if (e.args.spender === this.o.settler) out.add(e.args.owner)
+      } else if (e.eventName === 'Approval' && e.args.spender === this.o.settler) out.add(e.args.owner)
+      // An authorization used moves USDC with a Transfer of its own; one canceled moves nothing.
     }
     return [...out]
   }
