@@ -2,12 +2,15 @@
 pragma solidity 0.8.28;
 
 interface IERC20Like {
+    function transfer(address to, uint256 value) external returns (bool);
     function transferFrom(address from, address to, uint256 value) external returns (bool);
 }
 
 /// @title BatchSettler
 /// @notice Moves a batch of captured charges from payers to payees with transferFrom, in one transaction sent by
-/// the marketplace's operator. Payers approve this contract (an ERC-20 allowance is their spending cap).
+/// the marketplace's operator. Payers approve this contract (an ERC-20 allowance is their spending cap), or have paid
+/// it in advance (an EIP-3009 authorization with this contract as payee, as x402 payments are): legs whose payer is
+/// this contract are paid from its own balance.
 /// A batch id executes at most once. Each payer's legs succeed or fail together: a payer whose allowance or
 /// balance no longer covers their legs is skipped (and reported in an event) while everyone else is settled.
 /// Each batch commits, in the same transaction, to the Merkle root of the signed receipts of the charges it carries.
@@ -76,10 +79,12 @@ contract BatchSettler {
     /// @notice One payer's legs, all or none. Callable only by this contract, from settle.
     function collect(address payer, Leg[] calldata legs) external {
         if (msg.sender != address(this)) revert NotSelf();
+        bool prepaid = payer == address(this);
         for (uint256 k; k < legs.length; k++) {
-            if (!token.transferFrom(payer, legs[k].payee, legs[k].amount)) {
-                revert TransferRefused(payer, legs[k].payee, legs[k].amount);
-            }
+            bool sent = prepaid
+                ? token.transfer(legs[k].payee, legs[k].amount)
+                : token.transferFrom(payer, legs[k].payee, legs[k].amount);
+            if (!sent) revert TransferRefused(payer, legs[k].payee, legs[k].amount);
         }
     }
 }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { parseSignature, type Address, type Hex } from 'viem'
-import { usdcAbi } from '../src/chain/contracts.js'
+import { parseEventLogs, parseSignature, zeroHash, type Address, type Hex } from 'viem'
+import { batchKey, settlerAbi, usdcAbi } from '../src/chain/contracts.js'
 import { walletFor } from '../src/chain/deploy.js'
 import { anvilAccount } from '../src/chain/anvil.js'
 import { balanceOf, hasAnvil, newPayer, startChain, type Chain, type Payer } from './helpers/chain.js'
@@ -186,5 +186,48 @@ describe.skipIf(!hasAnvil)('TestUSDC (anvil)', () => {
     } as never)
     expect((await c.client.waitForTransactionReceipt({ hash })).status).toBe('success')
     await expect(refused('transferWithAuthorization', later.args)).rejects.toThrow(/AuthorizationAlreadyUsed/)
+  })
+
+  it('lets the settler pay legs from its own balance, what was paid to it in advance, all or none', async () => {
+    // A payment authorized to the settler (as an x402 payment is) leaves its USDC with the settler.
+    const buyer = await newPayer(c, 1_000_000n, 0n)
+    const { args } = await authorize(buyer, 'TransferWithAuthorization', { to: c.settler, value: 300_000n })
+    expect(await send('transferWithAuthorization', args)).toBe('success')
+    expect(await balanceOf(c, c.settler)).toBe(300_000n)
+    const approver = await newPayer(c, 1_000_000n, 1_000_000n)
+    const [p1, p2] = [(await newPayer(c, 0n, 0n)).address, (await newPayer(c, 0n, 0n)).address]
+    const settle = async (id: string, legs: { payer: Address; payee: Address; amount: bigint }[]) => {
+      const hash = await relayer().writeContract({
+        address: c.settler,
+        abi: settlerAbi,
+        functionName: 'settle',
+        args: [batchKey(id), zeroHash, legs],
+      })
+      const receipt = await c.client.waitForTransactionReceipt({ hash })
+      return parseEventLogs({ abi: settlerAbi, logs: receipt.logs, eventName: 'PayerFailed' }).map((e) => e.args.payer)
+    }
+    const failed = await settle('bat_prepaid_1', [
+      { payer: c.settler, payee: p1, amount: 200_000n },
+      { payer: c.settler, payee: p2, amount: 50_000n },
+      { payer: approver.address, payee: p1, amount: 10_000n },
+    ])
+    expect(failed).toEqual([])
+    expect([await balanceOf(c, p1), await balanceOf(c, p2), await balanceOf(c, c.settler)]).toEqual([
+      210_000n,
+      50_000n,
+      50_000n,
+    ])
+    // More than it holds: its legs fail together, the other payer's are paid.
+    const short = await settle('bat_prepaid_2', [
+      { payer: c.settler, payee: p1, amount: 40_000n },
+      { payer: c.settler, payee: p2, amount: 40_000n },
+      { payer: approver.address, payee: p2, amount: 5_000n },
+    ])
+    expect(short).toEqual([c.settler])
+    expect([await balanceOf(c, p1), await balanceOf(c, p2), await balanceOf(c, c.settler)]).toEqual([
+      210_000n,
+      55_000n,
+      50_000n,
+    ])
   })
 })
