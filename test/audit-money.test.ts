@@ -86,7 +86,13 @@ describe.each(STORE_KINDS)('held earnings on %s', (kind) => {
     expect(unsettled).toBeGreaterThanOrEqual(amount.total)
 
     const before = await clientBalance()
+    const provider = (await m.store.accounts.byAddress(P.atlasCheap))!.id
+    const earnedBefore = await m.store.settlement.payeeEarnings(provider)
     const forfeit = await m.store.heldEarnings.forfeit(held!.id, Date.now(), 'served another model')
+    // What it forfeited is no longer what it earned.
+    const earnedAfter = await m.store.settlement.payeeEarnings(provider)
+    expect(earnedBefore.requests - earnedAfter.requests).toBe(5)
+    expect(earnedBefore.gross - earnedAfter.gross).toBe(amount.total)
     expect(forfeit).toEqual({ charges: 5, refunded: amount.total })
     // Each payer got its own charges back: the client its two requests', the audit account its audits'.
     expect((await clientBalance()) - before).toBe(heldCosts[0]! + heldCosts[1]!)

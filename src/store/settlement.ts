@@ -242,10 +242,28 @@ export class SettlementRepo {
       .where(UNCACHED_POSTINGS)
   }
 
-  /** What a payee earned from captured charges: requests served, gross charged and its share after fees. */
+  /**
+   * What a payee earned from captured charges: requests served, gross charged and its share after fees; charges
+   * forfeited by an audit decision (refunded to their payers) are not earned.
+   */
   async payeeEarnings(accountId: number): Promise<{ requests: number; gross: bigint; earned: bigint }> {
-    const { requests, gross, earned } = await this.sums.of(accountId)
-    return { requests, gross, earned }
+    const [{ requests, gross, earned }, lost] = await Promise.all([this.sums.of(accountId), this.forfeited(accountId)])
+    return { requests: requests - lost.requests, gross: gross - lost.gross, earned: earned - lost.earned }
+  }
+
+  /** A payee's forfeited charges, from the (small) record of forfeits. */
+  private async forfeited(accountId: number): Promise<{ requests: number; gross: bigint; earned: bigint }> {
+    const r = await this.db
+      .selectFrom('forfeited_charges')
+      .innerJoin('holds', 'holds.request_id', 'forfeited_charges.request_id')
+      .select([
+        (eb) => eb.fn.countAll().as('requests'),
+        sql<bigint>`coalesce(sum(holds.cost), 0)`.as('gross'),
+        sql<bigint>`coalesce(sum(holds.cost - holds.fee), 0)`.as('earned'),
+      ])
+      .where('holds.payee_id', '=', accountId)
+      .executeTakeFirstOrThrow()
+    return { requests: num(r.requests), gross: big(r.gross), earned: big(r.earned) }
   }
 
   /**
