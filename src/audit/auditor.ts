@@ -125,6 +125,22 @@ export class Auditor {
     return (this.o.catalog.offers.get(model) ?? []).find((o) => this.o.catalog.references.has(o.key))
   }
 
+  /**
+   * Audits `offers` now, one after another, holding the audit lock as a round does (no gateway audits them meanwhile);
+   * undefined when another process holds it.
+   */
+  async auditHolding(offers: readonly Offer[], promptId?: string): Promise<AuditRow[] | undefined> {
+    const lock = await this.o.tryLock()
+    if (!lock) return undefined
+    try {
+      const done: AuditRow[] = []
+      for (const offer of offers) done.push(await this.audit(offer, promptId))
+      return done
+    } finally {
+      await lock.release()
+    }
+  }
+
   /** Whether the pool has a prompt of this id. */
   hasPrompt(id: string): boolean {
     return this.o.prompts.some((p) => p.id === id)

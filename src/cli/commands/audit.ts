@@ -228,11 +228,12 @@ export function auditCommands(program: Command): void {
               throw new CliError(
                 `no offer of ${o.model}${provider ? ` by ${provider}` : ''} to audit (a model needs a reference in audit.references, and the reference is not audited)`,
               )
-            const done: AuditRow[] = []
-            for (const offer of offers) {
-              if (!o.json) process.stderr.write(`auditing ${offer.key} …\n`)
-              done.push(await auditor.audit(offer, o.prompt))
-            }
+            if (!o.json) process.stderr.write(`auditing ${offers.map((x) => x.key).join(', ')} …\n`)
+            const done = await auditor.auditHolding(offers, o.prompt)
+            if (!done)
+              throw new CliError(
+                'a gateway is auditing right now (it holds the audit lock): try again in a few seconds',
+              )
             const states = new Map((await store.audits.states()).map((s) => [`${s.provider}|${s.model}`, s.state]))
             emit(
               o,
