@@ -213,7 +213,8 @@ export class Auditor {
       messages: prompt.messages,
       max_tokens: this.o.maxTokens,
       temperature: 0,
-      seed: seedOf(prompt.id),
+      // Any seed: at temperature 0 it changes no token, and one per request does not mark audits apart.
+      seed: Math.floor(Math.random() * 2 ** 31),
       logprobs: true,
       top_logprobs: TOP_LOGPROBS,
       provider: { only: [offer.provider], allow_fallbacks: false },
@@ -317,11 +318,4 @@ function tokenOf(entry: unknown): TokenChoice | undefined {
     if (typeof token === 'string' && typeof logprob === 'number') top.push({ token, logprob })
   }
   return { token: e.token, logprob: e.logprob, top }
-}
-
-/** A prompt's seed: the same for the reference and every audited offer. */
-function seedOf(id: string): number {
-  let h = 0x811c9dc5
-  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193)
-  return (h >>> 0) % 1_000_000
 }

@@ -6,6 +6,7 @@ import type { Delivered } from './charge.js'
 import type { ChatPipeline } from './pipeline.js'
 import type { Produced } from '../routing/attempt.js'
 import { newTrace } from './trace.js'
+import { countOutput } from '../metering/tokens.js'
 
 /**
  * Audit requests through the pipeline, as the audit account's: admitted against its balance, served by the offer the
@@ -35,17 +36,18 @@ export function auditSender(pipeline: () => ChatPipeline, caller: Caller): Audit
         else if (e.type === 'failed') return { requestId, failed: `${e.code}: ${e.error.message}` }
       }
     if (!reply || !delivered) return { requestId, failed: 'the reply ended without its charge' }
+    // An audit's reply is short: counted whole (not only up to its bound, as a charge is), so that what its provider
+    // reports can be compared however the reply ended, in one tokenizer (the model's own, named in its config).
+    const counter = reply.offer.counter
+    const counted =
+      countOutput(reply.reasoning, [], Infinity, counter) + countOutput(reply.content, [], Infinity, counter)
     const out: AuditReply = {
       requestId,
       text: reply.content,
       finish: reply.finish,
-      counted: delivered.usage.completion_tokens,
+      counted,
       ...(reply.logprobs ? { logprobs: reply.logprobs } : {}),
-      // Compared only in one tokenizer (the model's own, named in its config), and for a reply that ended before its
-      // bound (the gateway counts only up to it).
-      ...(reply.upstreamUsage && reply.offer.ownTokenizer && delivered.usage.completion_tokens < reply.maxTokens
-        ? { reported: reply.upstreamUsage.completionTokens }
-        : {}),
+      ...(reply.upstreamUsage && reply.offer.ownTokenizer ? { reported: reply.upstreamUsage.completionTokens } : {}),
     }
     return out
   }
