@@ -9,6 +9,7 @@ import { planCortex, planNamed, type Candidate, type RoutePlan } from '../routin
 import { preferencesOf, refusedByPreferences, type Preferences } from '../routing/preferences.js'
 import type { UpstreamRequest } from '../providers/types.js'
 import type { StateOf } from '../routing/verification.js'
+import type { Verified } from '../routing/plan.js'
 import { contextViolation, effectiveMax, fitViolation, type Needs } from './fit.js'
 import { knownFormat, normalizeMessages, upstreamBodyJson, type NormalizedMessages } from './normalize.js'
 import { validateChatRequest } from './validate.js'
@@ -62,7 +63,9 @@ export function prepare(
   }
   const prefs = preferencesOf(request.provider)
   if (isApiError(prefs)) return prefs
-  const stateOf: StateOf = audit ? () => 'unverified' : catalog.stateOf
+  // One function for every request, audits included (they are told apart by `audit`): the routing's call sites stay
+  // monomorphic.
+  const stateOf: StateOf = catalog.stateOf
   const excluded = refusedByPreferences(
     catalog,
     { model: request.model, ids: named ? [named.id] : cortex!.candidates, vendor: !named },
@@ -81,7 +84,7 @@ export function prepare(
       ? JSON.stringify(knownFormat(request.response_format).json_schema)
       : ''
   const toolsJson = request.tools?.length ? JSON.stringify(request.tools) : undefined
-  const read: Read = { request, messages, toolsJson, named, cortex, prefs, stateOf }
+  const read: Read = { request, messages, toolsJson, named, cortex, prefs, stateOf, audit }
   const inputTokens = countInput(
     messages.metered,
     (toolsJson ?? '') + schema,
@@ -103,11 +106,12 @@ interface Read {
   cortex: CortexModel | undefined
   prefs: Preferences | undefined
   stateOf: StateOf
+  audit: boolean
 }
 
 /** Bounds and plans a checked request of `inputTokens`, or refuses it as unfit for its model. */
 function planned(
-  { request, messages, toolsJson, named, cortex, prefs, stateOf }: Read,
+  { request, messages, toolsJson, named, cortex, prefs, stateOf, audit }: Read,
   inputTokens: number,
   catalog: Catalog,
   health: Health,
@@ -130,11 +134,12 @@ function planned(
       stream: needs.stream,
       maxTokens,
     }
-    const verified = { stateOf, prefer: false }
+    const verified = { stateOf, prefer: false, audit }
     plan = planNamed({ catalog, health, inputTokens, model: named, request: upstream, prefs, verified })
   } else {
     const body = { bodyJson: upstreamBodyJson(request, messages.upstream, toolsJson), stream: needs.stream }
-    const planned = cortexPlan({ catalog, health, cortex: cortex!, request, needs, body, prefs, stateOf })
+    const verified = { stateOf, prefer: true, audit }
+    const planned = cortexPlan({ catalog, health, cortex: cortex!, request, needs, body, prefs, verified })
     if (isApiError(planned)) return planned
     ;({ plan, maxTokens } = planned)
   }
@@ -172,7 +177,7 @@ function cortexPlan({
   needs,
   body,
   prefs,
-  stateOf,
+  verified,
 }: {
   catalog: Catalog
   health: Health
@@ -181,7 +186,7 @@ function cortexPlan({
   needs: Needs
   body: UpstreamRequest
   prefs: Preferences | undefined
-  stateOf: StateOf
+  verified: Verified
 }): { plan: RoutePlan; maxTokens: number } | ApiError {
   const listed = { ...body, maxTokens: needs.requestedMax ?? cortex.capabilities.maxOutputTokens }
   const vendorModel = {
@@ -221,7 +226,7 @@ function cortexPlan({
       fitting: [...whole, ...short],
       vendor,
       prefs,
-      verified: { stateOf, prefer: true },
+      verified,
     }),
     maxTokens,
   }

@@ -13,6 +13,8 @@ export interface Verified {
   stateOf: StateOf
   /** Verified offers before unverified ones (svc/cortex@1); suspect ones come last either way. */
   prefer: boolean
+  /** An audit's request: routed whatever the audits found (`stateOf` is not asked). */
+  audit: boolean
 }
 
 /**
@@ -46,10 +48,11 @@ const QUARANTINED = 3
 
 /** An offer's place by what its audits found: 0 verified (when preferred), 1 others, 2 suspect, 3 quarantined. */
 export function tierOf(o: Offer, verified: Verified | undefined): number {
-  const state = verified?.stateOf(o.key) ?? 'unverified'
+  if (!verified || verified.audit) return 1
+  const state = verified.stateOf(o.key)
   if (state === 'quarantined') return QUARANTINED
   if (state === 'suspect') return 2
-  return verified?.prefer && state === 'verified' ? 0 : 1
+  return verified.prefer && state === 'verified' ? 0 : 1
 }
 
 /** The lowest live offer of a model (by input + output price), for the model list. */
