@@ -197,16 +197,12 @@ export class HeldEarningsRepo {
         .executeTakeFirst()
       if (!taken) return undefined
       const h = rowOf(taken)
-      let claim = trx
+      // The held charges, claimed by the conditional update a batch assigns with (still unbatched, row by row).
+      const claim = trx
         .updateTable('holds')
         .set({ batch_id: `${FORFEITED_PREFIX}${h.id}` })
-        .where('status', '=', sql.lit('captured'))
+        .where('request_id', 'in', heldCharges(trx, h).select('request_id'))
         .where('batch_id', 'is', null)
-        .where('cost', '>', 0n)
-        .where('provider', '=', h.provider)
-        .where((w) => w(w.fn.coalesce('served_model', 'model'), '=', h.model))
-        .where('created_at', '>=', BigInt(h.fromAt))
-      if (h.toAt !== null) claim = claim.where('created_at', '<', BigInt(h.toAt))
       const charges = await claim
         .returning(['request_id', 'account_id', 'payee_id', 'fee_account_id', 'cost', 'fee'])
         .execute()
