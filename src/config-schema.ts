@@ -10,8 +10,8 @@ export type AddressClass = (typeof ADDRESS_CLASSES)[number]
  * closed: a field this shape does not name (most often a misspelt optional one, whose default would quietly apply) is
  * refused.
  */
-const Closed = <T extends Parameters<typeof Type.Object>[0]>(properties: T) =>
-  Type.Object(properties, { additionalProperties: false })
+const Closed = <T extends Parameters<typeof Type.Object>[0]>(properties: T, options: { description?: string } = {}) =>
+  Type.Object(properties, { ...options, additionalProperties: false })
 
 const UnitsString = Type.String({ pattern: '^[0-9]+$', description: 'USDC base units (6 decimals), as a string' })
 
@@ -99,6 +99,27 @@ const EvmRailConfig = Closed({
       minimum: 1,
       description: 'a batch not mined after this is re-sent with higher fees (default 30000)',
     }),
+  ),
+  x402: Type.Optional(
+    Closed(
+      {
+        relayerKeyEnv: Type.Optional(
+          Type.String({
+            minLength: 1,
+            description:
+              'environment variable holding the key that sends x402 transfers and pays their gas (default: the operator key; a key of its own keeps its nonces apart from the batches)',
+          }),
+        ),
+        maxTimeoutSeconds: Type.Optional(
+          Type.Integer({
+            minimum: 30,
+            maximum: 86_400,
+            description: 'how long a signed payment may stay valid, as the requirements say (default 300)',
+          }),
+        ),
+      },
+      { description: 'requests without a key are paid per request with x402 (docs/interface.md "x402")' },
+    ),
   ),
 })
 export const RAIL_KINDS = { local: LocalRailConfig, evm: EvmRailConfig }

@@ -48,7 +48,7 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
     if (!opts.store) await store.close()
     throw err
   })
-  const gateway = await Gateway.start(config, store, opts)
+  const gateway = await Gateway.start(config, store, { ...opts, ...(rail.x402 ? { x402Relay: rail.x402 } : {}) })
   await sealEndpointKeys(store, secrets, gateway.log)
   if (key.ephemeral)
     gateway.log(

@@ -176,7 +176,7 @@ export async function buildApp(
   const { maxRequestsPerAccount: perAccount, maxBodyBytesInFlight: bodyBytes } = gw.tuning
   const intake = new Intake({ perAccount, bodyBytes, bodyLimit: BODY_LIMIT })
   modelRoutes(app, gw, gw.now)
-  const chatKeyCheck = keyCheck(gw.keys, intake)
+  const chatKeyCheck = keyCheck(gw.keys, intake, { keyless: gw.takesX402 })
   chatRoutes(app, { pipeline: gw.pipeline, tuning: gw.tuning, keyCheck: chatKeyCheck, intake })
   responsesRoutes(app, { responses: gw.responses, tuning: gw.tuning, keyCheck: chatKeyCheck, intake })
   const keyLimits = (accountId: number) => keyLimitsOf(gw.store.keys, gw.rates, accountId, gw.now())
@@ -236,7 +236,9 @@ function isApi(url: string): boolean {
 
 /** The API takes bearer keys, never cookies: any web page may call it with its user's key (as OpenAI's does). */
 function allowAnyOrigin(reply: FastifyReply): void {
-  reply.header('access-control-allow-origin', '*').header('access-control-expose-headers', 'x-request-id, retry-after')
+  reply
+    .header('access-control-allow-origin', '*')
+    .header('access-control-expose-headers', 'x-request-id, retry-after, payment-required, payment-response')
 }
 
 /**

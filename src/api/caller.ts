@@ -6,6 +6,7 @@ import type { IncomingMessage } from 'node:http'
 import { sendError } from './errors.js'
 import type { Intake, Ticket } from './intake.js'
 import type { RequestTrace } from '../gateway/trace.js'
+import { KEYLESS } from '../gateway/x402-payment.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -15,6 +16,8 @@ declare module 'fastify' {
     intake: Ticket | null
     /** What a chat request's access line and metrics say of it. */
     trace: RequestTrace | null
+    /** Sent without a key to a route that takes x402 payments: `caller` is `KEYLESS` until it paid. */
+    keyless?: true
   }
 }
 
@@ -32,7 +35,7 @@ export const awaitingContinue = new WeakSet<IncomingMessage>()
  * without parsing (up to 4 MiB of) JSON for a stranger; `intake`, for chat, takes the request in there too. A callback
  * hook: a cached key (nearly every request) is answered in the same call, without a promise and a hook runner's turn.
  */
-export function keyCheck(keys: KeyVerifier, intake?: Intake): KeyCheck {
+export function keyCheck(keys: KeyVerifier, intake?: Intake, opts: { keyless?: boolean } = {}): KeyCheck {
   return (req, reply, done) => {
     const admit = (caller: Caller | ApiError) => {
       // A reply sent from a callback hook ends the request's lifecycle: done is not called.
@@ -49,6 +52,11 @@ export function keyCheck(keys: KeyVerifier, intake?: Intake): KeyCheck {
       // `Expect: 100-continue` (app.ts): the body is invited only now that the key is known.
       if (req.headers.expect !== undefined && awaitingContinue.delete(req.raw)) reply.raw.writeContinue()
       done()
+    }
+    // No key where x402 is taken: the request pays for itself (docs/architecture.md §4a); all such share one intake.
+    if (opts.keyless && req.headers.authorization === undefined) {
+      req.keyless = true
+      return admit(KEYLESS)
     }
     const caller = keys.verify(req.headers.authorization)
     if (!(caller instanceof Promise)) return admit(caller)

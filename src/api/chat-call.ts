@@ -9,7 +9,7 @@ import type { Intake } from './intake.js'
 export function callOf(req: FastifyRequest, reply: FastifyReply, intake: Intake): ChatCall {
   if (req.intake) intake.bodyRead(req.intake)
   const idempotencyKey = req.headers['idempotency-key']
-  return {
+  const call: ChatCall = {
     trace: (req.trace = newTrace()),
     body: req.body,
     bodySha256: req.bodySha256,
@@ -18,8 +18,17 @@ export function callOf(req: FastifyRequest, reply: FastifyReply, intake: Intake)
     cancel: cancelOnClose(reply),
     gone: () => reply.raw.destroyed,
     headers: (h) => void reply.headers(h),
-    ...(typeof idempotencyKey === 'string' ? { idempotencyKey } : {}),
+    ...(typeof idempotencyKey === 'string' && !req.keyless ? { idempotencyKey } : {}),
   }
+  if (!req.keyless) return call
+  // A keyless request has no key to keep an idempotency key under: its payment's nonce serves one request only.
+  const signature = req.headers['payment-signature']
+  return { ...call, keyless: { signature: typeof signature === 'string' ? signature : undefined, url: urlOf(req) } }
+}
+
+/** The request's URL as its client named it (the host it sent, this gateway's scheme). */
+function urlOf(req: FastifyRequest): string {
+  return `${req.protocol}://${req.host}${req.url}`
 }
 
 /** Cancels the request's upstream when its client goes before the reply is whole. */

@@ -25,6 +25,8 @@ import { OfferProbes } from '../routing/offer-probes.js'
 import { Auditor } from '../audit/auditor.js'
 import { auditPrompts } from '../audit/prompts.js'
 import { auditSender } from './audit-send.js'
+import { X402Payments } from './x402-payment.js'
+import type { X402Relay } from '../chain/x402-relay.js'
 
 /** How often the counts of refusals before admission are added to the store. */
 const REFUSAL_FLUSH_MS = 1_000
@@ -34,6 +36,8 @@ const OFFERS_READ_MS = 2_000
 const AUDIT_INTERVAL_MS = 600_000
 const AUDIT_MAX_TOKENS = 24
 const AUDIT_LOCK = 'svc-audits'
+/** How often claimed x402 payments left undecided are asked of the chain. */
+const X402_RECONCILE_MS = 60_000
 
 export interface GatewayOptions {
   now?: () => number
@@ -41,6 +45,8 @@ export interface GatewayOptions {
   log?: (msg: string, err?: unknown) => void
   /** Structured log lines (access lines, events); silent when absent. */
   logger?: Logger
+  /** The rail's x402 facilitator: requests without a key are paid per request (`rail.x402`). */
+  x402Relay?: X402Relay
 }
 
 /**
@@ -62,6 +68,8 @@ export class Gateway {
   readonly probes: OfferProbes
   /** Audits of offers, when the config has `audit`. */
   auditor: Auditor | undefined
+  /** Whether requests without a key are paid per request with x402 (`rail.x402` on the evm rail). */
+  takesX402 = false
   readonly now: () => number
   readonly log: (msg: string, err?: unknown) => void
   readonly logger: Logger
@@ -71,6 +79,7 @@ export class Gateway {
   private responsesService!: ResponsesService
   private flushTimer: NodeJS.Timeout | undefined
   private offersTimer: NodeJS.Timeout | undefined
+  private x402Timer: NodeJS.Timeout | undefined
   /** The server is stopping: requests in flight finish, new ones are refused (503, retry). */
   stopping = false
 
@@ -157,6 +166,8 @@ export class Gateway {
       now: gw.now,
       log: (msg) => gw.log(msg),
     }
+    const x402 =
+      opts.x402Relay && new X402Payments({ relay: opts.x402Relay, store: store.x402, now: gw.now, log: gw.log })
     gw.chatPipeline = new ChatPipeline({
       idempotency: new Idempotency(store.idempotency, usage, gw.now),
       refusals: gw.refusals,
@@ -170,7 +181,17 @@ export class Gateway {
       now: gw.now,
       log: gw.log,
       rates: gw.rates,
+      ...(x402 ? { x402 } : {}),
     })
+    if (x402) {
+      // Payments a crash or a lost answer left undecided are decided by the chain, once their window could have passed.
+      gw.x402Timer = setInterval(
+        () => void x402.reconcile().catch((err) => gw.log('x402 payments not reconciled', err)),
+        X402_RECONCILE_MS,
+      )
+      gw.x402Timer.unref()
+    }
+    gw.takesX402 = opts.x402Relay !== undefined
     gw.responsesService = new ResponsesService(gw.chatPipeline, new ResponseMemory(store.keptResponses, gw.now), gw.log)
     if (config.audit) gw.auditor = await auditorOf(gw, config.audit)
     await gw.lifecycle.start()
@@ -234,6 +255,7 @@ export class Gateway {
   async close(): Promise<void> {
     if (this.flushTimer) clearInterval(this.flushTimer)
     if (this.offersTimer) clearInterval(this.offersTimer)
+    if (this.x402Timer) clearInterval(this.x402Timer)
     await this.probes.stop()
     await this.auditor?.stop()
     await this.keys.flushLastUsed().catch(() => {})

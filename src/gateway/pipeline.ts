@@ -1,4 +1,4 @@
-import { isApiError, type ApiError } from '../protocol/errors.js'
+import { apiError, isApiError, type ApiError } from '../protocol/errors.js'
 import { CountAbandoned } from '../metering/tokens.js'
 import { planOfferCount } from '../routing/route.js'
 import type { Catalog } from '../routing/catalog.js'
@@ -19,6 +19,7 @@ import { RateInHold, correctRate, takeRate, type CountedRate } from './rate-stag
 import type { RateGate } from '../limits/rate-gate.js'
 import { Serving } from './serving.js'
 import type { Answer, ChatResult } from './reply-events.js'
+import type { KeylessCall, Paid, X402Payments } from './x402-payment.js'
 
 export type { Answer, ChatResult, ReplyEvent, ReplyEvents } from './reply-events.js'
 
@@ -41,6 +42,8 @@ export interface ChatCall {
   headers?: (h: Record<string, string>) => void
   /** The marketplace's audit of one offer (`provider.only`): routed to it whatever the audits found of it. */
   audit?: true
+  /** A request without a key, paid per request with x402 (`caller` is then `KEYLESS` until it paid). */
+  keyless?: KeylessCall
 }
 
 export interface PipelineDeps {
@@ -57,6 +60,8 @@ export interface PipelineDeps {
   log: (msg: string, err?: unknown) => void
   /** Per-key rate limits. */
   rates?: RateGate
+  /** Payments of keyless requests, on a rail that takes them (`rail.x402`). */
+  x402?: X402Payments
 }
 
 /** Once a request finished: how its idempotency key (if any) ends; keeps a plain reply when it may be replayed. */
@@ -89,7 +94,7 @@ export class ChatPipeline {
   }
 
   private async admitChat(call: ChatCall, keyEnd: KeyEnd | undefined): Promise<ChatResult> {
-    const ctx: RequestContext = {
+    let ctx: RequestContext = {
       requestId: call.requestId,
       caller: call.caller,
       startedAt: this.deps.now(),
@@ -105,9 +110,20 @@ export class ChatPipeline {
       this.countRefusal(ctx, prepared, 'no_capacity')
       return refused(ctx, noCapacityBeforeWork(this.deps.charge, prepared))
     }
+    let paid: Paid | undefined
+    if (call.keyless) {
+      // Paid before any work: the payment, once mined, is the prepaid account's, which the hold is then taken on.
+      const payment = this.deps.x402
+        ? await this.deps.x402.pay(ctx.requestId, prepared, call.keyless, call.headers ?? (() => {}))
+        : apiError('invalid_api_key', 'This gateway takes no x402 payments: send an API key.')
+      if (isApiError(payment)) return refused(ctx, payment)
+      paid = payment
+      ctx = { ...ctx, caller: payment.caller }
+    }
     const taken = await takeRate(this.deps.rates, ctx.caller, prepared, call.headers)
     if (isApiError(taken)) return refused(ctx, taken)
     const admitted = await this.admit(ctx, prepared, taken instanceof RateInHold ? taken : undefined)
+    if (paid) await this.deps.x402!.admitted(paid)
     const rate = taken instanceof RateInHold ? taken.counted : taken
     if (isApiError(admitted)) {
       await correctRate(rate, prepared, undefined)

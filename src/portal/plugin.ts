@@ -10,6 +10,7 @@ import { usageRoutes } from './routes/usage.js'
 import { providerRoutes } from './routes/provider.js'
 import { providerOfferRoutes } from './routes/provider-offers.js'
 import { receiptDownloadRoutes } from './routes/receipts.js'
+import { x402Routes } from './routes/x402.js'
 import { providerAuditRoutes } from './routes/provider-audits.js'
 import type { ReceiptBook } from '../receipts/book.js'
 import { DEFAULT_WEB_ROOT, staticRoutes } from './static.js'
@@ -56,7 +57,8 @@ export function portalPlugin(opts: PortalOptions = {}, receipts?: ReceiptBook): 
         providerRoutes(api, ctx)
         providerOfferRoutes(api, ctx)
         providerAuditRoutes(api, ctx, receipts)
-        if (receipts) receiptDownloadRoutes(api, receipts)
+        if (receipts) receiptDownloadRoutes(api, receipts, ctx.store)
+        x402Routes(api, ctx)
       },
       { prefix: '/portal/api' },
     )

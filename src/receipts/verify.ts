@@ -137,7 +137,8 @@ async function chainCheck({ signed, chain }: VerifyInput, p: ReceiptProof): Prom
       ok: false,
       detail: `transaction ${p.tx_hash} records root ${committed.args.receiptsRoot} for batch ${p.batch_id}, not the proof's ${p.root}`,
     }
-  const payer = getAddress(signed.receipt.payer)
+  // A request paid with x402 (key `x402`) was paid by the settlement contract from what its wallet paid it in advance.
+  const payer = signed.receipt.key_id === 'x402' ? settler : getAddress(signed.receipt.payer)
   const failed = logs.some((l) => l.eventName === 'PayerFailed' && isAddressEqual(l.args.payer, payer))
   if (failed)
     return { name: 'chain', ok: false, detail: `transaction ${p.tx_hash} failed to collect from payer ${payer}` }

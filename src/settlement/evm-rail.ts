@@ -3,11 +3,13 @@ import { receiptDomain } from '../receipts/typed-data.js'
 import { ConfigError } from '../config.js'
 import type { Store } from '../store/store.js'
 import { SYSTEM_ACCOUNTS } from '../store/accounts.js'
+import { walletOfPrepaid } from '../store/x402.js'
 import type { Batch, Leg } from '../store/settlement.js'
 import { evmSettings, operatorFromEnv, publicClientFor, type EvmRailConfig, type EvmSettings } from '../chain/client.js'
 import { BatchSender } from '../chain/sender.js'
 import { ChainWatcher } from '../chain/watcher.js'
 import { TokenProbe } from '../chain/probe.js'
+import { X402Relay } from '../chain/x402-relay.js'
 import { OutcomeUnknown, type Landed } from '../chain/outcome.js'
 import type { ChainLeg } from '../chain/contracts.js'
 import type { Blocked, Executed, Rail } from './rail.js'
@@ -37,6 +39,8 @@ export class EvmRail implements Rail {
   /** Where system accounts are paid on chain: the managed vendor has no wallet of its own. */
   readonly systemPayees: Record<string, Address>
   private readonly addresses = new Map<number, Address>()
+  /** Accounts of kind `prepaid` among those `addresses` knows. */
+  private readonly prepaidIds = new Set<number>()
   /** Payers whose tokens the token would not move (kept in memory: after a restart one batch finds them again). */
   private readonly refusedPayers = new Set<number>()
   /** What the last pass left waiting, so the log tells each change once. */
@@ -48,6 +52,7 @@ export class EvmRail implements Rail {
   readonly watcher: ChainWatcher
   private readonly probe: TokenProbe
   private readonly log: (msg: string) => void
+  readonly x402: X402Relay | undefined
 
   constructor({
     store,
@@ -56,6 +61,7 @@ export class EvmRail implements Rail {
     watcher,
     probe,
     log,
+    x402,
   }: {
     store: Store
     settings: EvmSettings
@@ -63,7 +69,9 @@ export class EvmRail implements Rail {
     watcher: ChainWatcher
     probe: TokenProbe
     log: (msg: string) => void
+    x402?: X402Relay
   }) {
+    this.x402 = x402
     this.store = store
     this.settings = settings
     this.sender = sender
@@ -79,9 +87,16 @@ export class EvmRail implements Rail {
   async execute(batch: Batch, legs: Leg[]): Promise<Executed> {
     const chainLegs: ChainLeg[] = []
     const payerIds = new Map<Address, number>()
-    for (const l of legs) {
-      const payer = await this.addressOf(l.payerId)
-      payerIds.set(payer, l.payerId)
+    /** Prepaid accounts' legs are paid by the settlement contract itself, from what they paid it in advance. */
+    const prepaid = new Set<number>()
+    for (const l of legs) await this.addressOf(l.payerId)
+    // The contract's own legs first (a stable sort: each payer's legs stay adjacent): refunds reach their wallets
+    // before any wallet of the batch is collected from.
+    const ordered = [...legs].sort((a, b) => Number(this.isPrepaid(b.payerId)) - Number(this.isPrepaid(a.payerId)))
+    for (const l of ordered) {
+      const payer = await this.payerAddressOf(l.payerId)
+      if (this.isPrepaid(l.payerId)) prepaid.add(l.payerId)
+      else payerIds.set(payer, l.payerId)
       chainLegs.push({ payer, payee: await this.addressOf(l.payeeId), amount: l.amount })
     }
     let landed: Landed
@@ -94,6 +109,15 @@ export class EvmRail implements Rail {
     await this.store.chain.recordMined(batch.id, landed.block, [...payerIds.values()])
     const out = { kind: 'moved' as const, failedPayers: [] as number[], deferredPayers: [] as number[] }
     for (const payer of new Set(landed.failedPayers.map((a) => getAddress(a)))) {
+      if (payer === this.settings.settler) {
+        // The contract could not pay from its own balance: less than it was paid in advance is there. No payer's
+        // fault: the prepaid legs wait (their refunds credited back) and the operator is told.
+        this.log(
+          `batch ${batch.id}: the settlement contract could not pay the legs of prepaid (x402) accounts from its own balance; they wait, no debt`,
+        )
+        out.deferredPayers.push(...prepaid)
+        continue
+      }
       const id = payerIds.get(payer)
       if (id === undefined) continue
       let blame: Awaited<ReturnType<EvmRail['blame']>>
@@ -206,14 +230,26 @@ export class EvmRail implements Rail {
     await this.watcher.stop()
   }
 
+  private isPrepaid(accountId: number): boolean {
+    return this.prepaidIds.has(accountId)
+  }
+
+  /** Who pays an account's legs on chain: its wallet, or for a prepaid account the settlement contract itself. */
+  private async payerAddressOf(accountId: number): Promise<Address> {
+    const address = await this.addressOf(accountId)
+    return this.prepaidIds.has(accountId) ? this.settings.settler : address
+  }
+
+  /** An account's wallet on chain (a prepaid account's is the wallet that paid: where its refunds go). */
   private async addressOf(accountId: number): Promise<Address> {
     const known = this.addresses.get(accountId)
     if (known) return known
     const account = await this.store.accounts.byId(accountId)
     if (!account) throw new Error(`batch leg names unknown account ${accountId}`)
+    if (account.kind === 'prepaid') this.prepaidIds.add(accountId)
+    const wallet = walletOfPrepaid(account.address) ?? account.address
     const address =
-      this.systemPayees[account.address] ??
-      (isAddress(account.address, { strict: false }) ? getAddress(account.address) : undefined)
+      this.systemPayees[account.address] ?? (isAddress(wallet, { strict: false }) ? getAddress(wallet) : undefined)
     if (!address) throw new Error(`account ${account.address} has no address on chain`)
     this.addresses.set(accountId, address)
     return address
@@ -255,5 +291,18 @@ export async function createEvmRail(rail: EvmRailConfig, store: Store, opts: Evm
     log,
   })
   const probe = new TokenProbe(client, settings.usdc, settings.settler)
-  return new EvmRail({ store, settings, sender, watcher, probe, log })
+  const x402 =
+    rail.x402 &&
+    new X402Relay({
+      client,
+      usdc: settings.usdc,
+      settler: settings.settler,
+      chainId,
+      relayer: rail.x402.relayerKeyEnv
+        ? operatorFromEnv({ operatorKeyEnv: rail.x402.relayerKeyEnv }, opts.env)
+        : operator,
+      maxTimeoutSeconds: rail.x402.maxTimeoutSeconds ?? 300,
+      now,
+    })
+  return new EvmRail({ store, settings, sender, watcher, probe, log, ...(x402 ? { x402 } : {}) })
 }

@@ -1,3 +1,4 @@
+import type { X402Relay } from '../chain/x402-relay.js'
 import type { TypedDataDomain } from 'viem'
 import type { Batch, Leg } from '../store/settlement.js'
 import { receiptDomain } from '../receipts/typed-data.js'
@@ -47,6 +48,8 @@ export interface Rail {
   start?(): Promise<void>
   /** Stops background work and abandons waits; a batch left sent is resumed by the next pass. */
   close?(): Promise<void>
+  /** The gateway as its own x402 facilitator, when the rail takes payments per request (`rail.x402`). */
+  readonly x402?: X402Relay
 }
 
 /** The local rail: the ledger is the rail; settling a batch only moves payees' pending to available. */

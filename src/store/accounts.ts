@@ -26,7 +26,7 @@ export const UNCACHED_POSTINGS = sql.raw<SqlBool>(`(book = 'pending' OR kind = '
 export interface WorldPosting {
   ref: string
   accountId: number
-  kind: 'deposit' | 'chain'
+  kind: 'deposit' | 'chain' | 'x402' | 'x402_refund'
   amount: bigint
   now: number
 }

@@ -5,6 +5,7 @@ import { big, num } from './ints.js'
 import type { BatchLimits, Leg } from './batch-types.js'
 import { beginBuilding, openBuilt } from './batch-states.js'
 import { withheld } from './held-earnings.js'
+import { REFUNDS_PER_BATCH, takeRefunds } from './x402.js'
 
 /**
  * Charges assigned to a batch per transaction: a step short enough not to hold a SQLite gateway's event loop for long
@@ -62,6 +63,18 @@ export async function buildBatch(
     begun ||= added.assigned > 0
     total += added.total
   }
+  // Prepaid funds no request needs go back to their wallets in the same batch, as legs beside the charges'.
+  const refundRoom = limits.maxLegs === undefined ? REFUNDS_PER_BATCH : limits.maxLegs - (await legCount(db, batch.id))
+  const refunded = await db
+    .transaction()
+    .execute((trx) => addRefunds(trx, batch, Math.min(REFUNDS_PER_BATCH, refundRoom), begun))
+    .catch((err: unknown) => {
+      if (err instanceof NoLongerBuilding) return undefined
+      throw err
+    })
+  if (refunded === undefined) return null
+  begun ||= refunded.assigned > 0
+  total += refunded.total
   if (!begun) return null
   await openBuilt(db, batch.id)
   return total
@@ -173,7 +186,42 @@ async function addCharges(
     add(num(c.account_id), num(c.payee_id), big(c.cost) - fee)
     add(num(c.account_id), feeAccountId, fee)
   }
-  const total = [...legs.values()].reduce((s, l) => s + l.amount, 0n)
+  const total = await addLegs(trx, { id, now }, [...legs.values()], begun)
+  return { assigned: assigned.length, total }
+}
+
+/** Takes the prepaid accounts' refunds into the batch (`takeRefunds`), as addCharges takes charges. */
+async function addRefunds(
+  trx: Transaction<Database>,
+  { id, now }: NewBatch,
+  max: number,
+  begun: boolean,
+): Promise<{ assigned: number; total: bigint }> {
+  const legs = await takeRefunds(trx, { ref: id, now, max })
+  if (legs.length === 0) return { assigned: 0, total: 0n }
+  return { assigned: legs.length, total: await addLegs(trx, { id, now }, legs, begun) }
+}
+
+async function legCount(db: Kysely<Database>, batchId: string): Promise<number> {
+  const r = await db
+    .selectFrom('batch_legs')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('batch_id', '=', batchId)
+    .executeTakeFirstOrThrow()
+  return num(r.n)
+}
+
+/**
+ * Adds legs to the batch (creating it, building, with the first ones) and their sum to its total; the sum. Throws
+ * NoLongerBuilding, rolling back, when the batch was opened meanwhile.
+ */
+async function addLegs(
+  trx: Transaction<Database>,
+  { id, now }: { id: string; now: number },
+  legs: Leg[],
+  begun: boolean,
+): Promise<bigint> {
+  const total = legs.reduce((s, l) => s + l.amount, 0n)
   if (!begun) {
     await beginBuilding(trx, { id, total, now })
   } else {
@@ -186,12 +234,10 @@ async function addCharges(
       .executeTakeFirst()
     if (!still) throw new NoLongerBuilding()
   }
-  if (legs.size > 0) {
+  if (legs.length > 0) {
     await trx
       .insertInto('batch_legs')
-      .values(
-        [...legs.values()].map((l) => ({ batch_id: id, payer_id: l.payerId, payee_id: l.payeeId, amount: l.amount })),
-      )
+      .values(legs.map((l) => ({ batch_id: id, payer_id: l.payerId, payee_id: l.payeeId, amount: l.amount })))
       .onConflict((oc) =>
         oc
           .columns(['batch_id', 'payer_id', 'payee_id'])
@@ -199,5 +245,5 @@ async function addCharges(
       )
       .execute()
   }
-  return { assigned: assigned.length, total }
+  return total
 }

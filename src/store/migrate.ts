@@ -24,6 +24,7 @@ import * as m021 from './migrations/021_receipts.js'
 import * as m022 from './migrations/022_lean_group_rows.js'
 import * as m023 from './migrations/023_audits.js'
 import * as m024 from './migrations/024_held_earnings.js'
+import * as m025 from './migrations/025_x402_payments.js'
 
 /** Migrations as plain ordered files; the list is static so the built package needs no directory scan. */
 const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) => Promise<void> }> = {
@@ -51,6 +52,7 @@ const MIGRATIONS: Record<string, { up: (db: Kysely<unknown>, dialect: Dialect) =
   '022_lean_group_rows': m022,
   '023_audits': m023,
   '024_held_earnings': m024,
+  '025_x402_payments': m025,
 }
 
 /**

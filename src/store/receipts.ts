@@ -1,3 +1,4 @@
+import { walletOfPrepaid } from './x402.js'
 import type { Kysely } from 'kysely'
 import type { Database } from './schema.js'
 import { big, bigOrNull, num, numOrNull } from './ints.js'
@@ -143,7 +144,8 @@ function toRecord(r: Row): ReceiptRecord {
   return {
     requestId: r.request_id,
     keyId: r.key_id,
-    payer: r.address,
+    // A prepaid (x402) account's requests were paid by its wallet.
+    payer: walletOfPrepaid(r.address) ?? r.address,
     model: r.model,
     servedModel: r.served_model,
     provider: r.provider,

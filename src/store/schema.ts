@@ -8,9 +8,13 @@ export type * from './schema-settlement.js'
 /** Table types of the store. Amounts are bigint base units; times are epoch milliseconds. */
 export interface AccountsTable {
   id: Generated<number>
-  /** EIP-55 wallet address, or `svc:<name>` for the marketplace's own accounts. */
+  /**
+   * EIP-55 wallet address, `svc:<name>` for the marketplace's own accounts, or `x402:<wallet>` for the prepaid account
+   * of a wallet that paid with x402.
+   */
   address: string
-  kind: 'user' | 'provider' | 'system'
+  /** `prepaid`: USDC a wallet paid the settlement contract in advance (x402), spent by its requests (no cap). */
+  kind: 'user' | 'provider' | 'system' | 'prepaid'
   status: 'active' | 'suspended'
   /** Cached: deposits − captures (books available + held). */
   balance: bigint
@@ -67,7 +71,18 @@ export interface KeyRatesTable {
 export type Book = 'available' | 'held' | 'pending'
 /** `chain`: the difference between a wallet's on-chain state and the ledger, against svc:world (evm rail). */
 export type PostingKind =
-  'deposit' | 'hold' | 'release' | 'capture' | 'payout' | 'fee' | 'settlement' | 'withdrawal' | 'chain' | 'refund'
+  | 'deposit'
+  | 'hold'
+  | 'release'
+  | 'capture'
+  | 'payout'
+  | 'fee'
+  | 'settlement'
+  | 'withdrawal'
+  | 'chain'
+  | 'refund'
+  | 'x402'
+  | 'x402_refund'
 
 /** Append-only: rows are inserted, never updated or deleted. */
 export interface PostingsTable {
@@ -213,6 +228,30 @@ export interface Database {
   offer_states: OfferStatesTable
   held_earnings: HeldEarningsTable
   forfeited_charges: ForfeitedChargesTable
+  x402_payments: X402PaymentsTable
+}
+
+/**
+ * `claimed` before its transfer is sent; `credited` once mined (the payer's prepaid account holds it); `settled` once
+ * its request's admission is over (held or refused: what it leaves is the account's to refund); `failed` when the
+ * transfer did not happen.
+ */
+export type X402PaymentStatus = 'claimed' | 'credited' | 'settled' | 'failed'
+
+/** One x402 payment: an EIP-3009 authorization, claimed once by its payer and nonce. */
+export interface X402PaymentsTable {
+  payer: string
+  nonce: string
+  request_id: string
+  amount: bigint
+  /** Seconds since the epoch, as signed. */
+  valid_before: bigint
+  status: X402PaymentStatus
+  account_id: number | null
+  tx_hash: string | null
+  note: string | null
+  created_at: bigint
+  updated_at: bigint
 }
 
 /** An offer's earnings held back from settlement: `held`, then `released` or `forfeited` by an operator. */

@@ -6,6 +6,7 @@ import { toBatch, type Batch, type BatchLimits, type Leg, type PayeeSums } from 
 import { UNCACHED_POSTINGS } from './accounts.js'
 import { buildBatch, dueCharges } from './batch-build.js'
 import { markSent, markSettled, openBuilt } from './batch-states.js'
+import { restoreRefunds } from './x402.js'
 
 export type { Batch, BatchLimits, Leg, PayeeSums } from './batch-types.js'
 
@@ -128,10 +129,12 @@ export class SettlementRepo {
       if (!(await markSettled(trx, batchId, now))) return false
       const failed = [...failedPayers]
       const unpaid = [...failed, ...deferredPayers]
+      // A leg from an account to itself is a prepaid account's refund (x402.ts): no payee earned it.
       let paidLegs = trx
         .selectFrom('batch_legs')
         .select(['payee_id', sql<bigint>`sum(amount)`.as('amount')])
         .where('batch_id', '=', batchId)
+        .whereRef('payer_id', '<>', 'payee_id')
       if (unpaid.length) paidLegs = paidLegs.where('payer_id', 'not in', unpaid)
       const perPayee = await paidLegs.groupBy('payee_id').execute()
       const created_at = BigInt(now)
@@ -155,6 +158,16 @@ export class SettlementRepo {
       ])
       if (rows.length) await trx.insertInto('posting_rows').values(rows).execute()
       if (unpaid.length) {
+        const refunds = await trx
+          .selectFrom('batch_legs')
+          .select(['payer_id', 'amount'])
+          .where('batch_id', '=', batchId)
+          .where('payer_id', 'in', unpaid)
+          .whereRef('payer_id', '=', 'payee_id')
+          .orderBy('payer_id')
+          .execute()
+        const legs = refunds.map((r) => ({ payerId: num(r.payer_id), payeeId: num(r.payer_id), amount: big(r.amount) }))
+        await restoreRefunds(trx, { ref: batchId, legs, now })
         await trx
           .updateTable('batch_legs')
           .set({ failed: 1 })
@@ -174,6 +187,7 @@ export class SettlementRepo {
           .select(['payer_id', sql<bigint>`sum(amount)`.as('amount')])
           .where('batch_id', '=', batchId)
           .where('payer_id', 'in', failed)
+          .whereRef('payer_id', '<>', 'payee_id')
           .groupBy('payer_id')
           // Accounts locked in ascending order, as the hot ledger's groups lock theirs: the two cannot deadlock.
           .orderBy('payer_id')

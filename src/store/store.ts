@@ -21,6 +21,7 @@ import type { KeyRatesRepo } from './key-rates.js'
 import { KeptResponseRepo } from './kept-responses.js'
 import { AuditRepo } from './audits.js'
 import { HeldEarningsRepo } from './held-earnings.js'
+import { X402Repo } from './x402.js'
 
 /** The single source of truth for accounts, keys, balances, holds, usage and settlement. All SQL lives below here. */
 export class Store {
@@ -41,6 +42,7 @@ export class Store {
   readonly keptResponses: KeptResponseRepo
   readonly audits: AuditRepo
   readonly heldEarnings: HeldEarningsRepo
+  readonly x402: X402Repo
 
   readonly db: Kysely<Database>
   /** The dialect's ways of asking, as the repositories read them. */
@@ -71,6 +73,7 @@ export class Store {
     this.keptResponses = new KeptResponseRepo(db)
     this.audits = new AuditRepo(db)
     this.heldEarnings = new HeldEarningsRepo(db)
+    this.x402 = new X402Repo(db)
   }
 
   /** What keeps this store from serving: unreachable, or migrations it has not run. Empty when it is ready. */

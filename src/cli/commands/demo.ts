@@ -27,6 +27,23 @@ interface DemoOptions extends CommonOptions {
 }
 
 /**
+ * One line of Node that pays for a chat completion with the x402 client packages: the local chain's token is no asset
+ * they know, so the client allows it by name.
+ */
+function x402Example(o: { baseUrl: string; usdc: string; chainId: number; key: string }): string {
+  const network = `eip155:${o.chainId}`
+  const body = `JSON.stringify({ model: 'svc/atlas@1', messages: [{ role: 'user', content: 'Hello!' }], max_tokens: 64 })`
+  return (
+    `X402_KEY=${o.key} node --input-type=module -e "import { wrapFetchWithPaymentFromConfig } from '@x402/fetch'; ` +
+    `import { ExactEvmScheme } from '@x402/evm'; import { privateKeyToAccount } from 'viem/accounts'; ` +
+    `const pay = wrapFetchWithPaymentFromConfig(fetch, { schemes: [{ network: '${network}', client: new ExactEvmScheme(privateKeyToAccount(process.env.X402_KEY)) }], ` +
+    `spendControls: { allowedAssets: [{ network: '${network}', asset: '${o.usdc}' }] } }); ` +
+    `const r = await pay('${o.baseUrl}/v1/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: ${body} }); ` +
+    `console.log(r.status, r.headers.get('payment-response') && 'paid', (await r.json()).choices?.[0]?.message.content)"`
+  )
+}
+
+/**
  * `svc demo`: embedded store (or DATABASE_URL's), simulated providers and vendor, a demo wallet funded at its first
  * start and its key; settled in the ledger (`--rail local`) or in test USDC on a local anvil chain (`--rail anvil`).
  */
@@ -136,6 +153,8 @@ export function demoCommand(program: Command): void {
                 chain_id: chain.anvil.chainId,
                 usdc: chain.rail.usdc,
                 settler: chain.rail.settler,
+                x402_payer: anvil!.x402PayerAddress(),
+                x402_payer_key: anvil!.x402PayerKey(),
               },
             }
           : {}
@@ -183,6 +202,13 @@ export function demoCommand(program: Command): void {
             '',
             `  OPENAI_BASE_URL=${baseUrl}/v1 OPENAI_API_KEY=${key.key} node --input-type=module -e \\`,
             `    "import OpenAI from 'openai'; const r = await new OpenAI().chat.completions.create({ model: 'svc/cortex@1', messages: [{ role: 'user', content: 'Hello!' }] }); console.log(r.choices[0].message.content, r.svc)"`,
+            ...(chain && anvil
+              ? [
+                  '',
+                  `Pay per request with x402, no key (wallet ${anvil.x402PayerAddress()} holds test USDC; npm i @x402/fetch @x402/evm viem):`,
+                  `  ${x402Example({ baseUrl, usdc: chain.rail.usdc, chainId: chain.anvil.chainId, key: anvil.x402PayerKey() })}`,
+                ]
+              : []),
           ],
         )
       }),

@@ -8,9 +8,20 @@ import { DEMO_WALLET } from './market.js'
 
 /** The demo's operator key lives in its own variable so a real SVC_OPERATOR_KEY is never confused with it. */
 export const DEMO_OPERATOR_KEY_ENV = 'SVC_DEMO_OPERATOR_KEY'
-/** Anvil accounts of the demo: 0 is the demo wallet, 1–4 the providers, 5 the fee account, 9 the operator. */
+/** The key that relays x402 transfers, apart from the operator's so their nonces never race the batches'. */
+export const DEMO_RELAYER_KEY_ENV = 'SVC_DEMO_RELAYER_KEY'
+/**
+ * Anvil accounts of the demo: 0 is the demo wallet, 1–4 the providers, 5 the fee account, 7 a wallet that pays with
+ * x402 (no account, no key), 8 the x402 relayer, 9 the operator.
+ */
 const OPERATOR_INDEX = 9
+const RELAYER_INDEX = 8
+export const X402_PAYER_INDEX = 7
 const FEE_INDEX = 5
+
+/** The x402 wallet of the demo: its address and key (a well-known test key, holding only test USDC). */
+export const x402PayerAddress = () => anvilAccount(X402_PAYER_INDEX).address
+export const x402PayerKey = () => anvilKey(X402_PAYER_INDEX)
 
 /** The demo operator's key: anvil's well-known account 9. */
 export const demoOperatorKey = () => anvilKey(OPERATOR_INDEX)
@@ -30,12 +41,15 @@ export async function startAnvilDemo(dataDir: string, funds: bigint, cap: bigint
   const anvil = await startAnvil()
   try {
     process.env[DEMO_OPERATOR_KEY_ENV] = demoOperatorKey()
+    process.env[DEMO_RELAYER_KEY_ENV] = anvilKey(RELAYER_INDEX)
     const client = publicClientFor(anvil.rpcUrl, anvil.chainId, 100)
     const operator = walletFor(client, anvilAccount(OPERATOR_INDEX))
     const usdc = await deployTestUsdc(client, operator)
     const settler = await deploySettler(client, operator, usdc, operator.account.address)
     await mintUsdc({ client, minter: operator, usdc, to: DEMO_WALLET, amount: funds })
     await approveSettler({ client, payer: walletFor(client, anvilAccount(0)), usdc, settler, amount: cap })
+    // The x402 wallet holds test USDC and approves nothing: it pays each request with a signed authorization.
+    await mintUsdc({ client, minter: operator, usdc, to: anvilAccount(X402_PAYER_INDEX).address, amount: funds })
     // Set up in a few milliseconds with a block per transaction, then run like a chain with 1 s blocks.
     await client.request({ method: 'evm_setIntervalMining' as never, params: [1] as never })
     const dir = join(dataDir, 'anvil')
@@ -53,6 +67,7 @@ export async function startAnvilDemo(dataDir: string, funds: bigint, cap: bigint
         confirmations: 1,
         feeAccount: anvilAccount(FEE_INDEX).address,
         pollMs: 500,
+        x402: { relayerKeyEnv: DEMO_RELAYER_KEY_ENV },
       },
     }
   } catch (err) {

@@ -25,7 +25,9 @@ export class ResponsesService {
   async respond(call: ChatCall): Promise<ResponsesResult> {
     let read: Awaited<ReturnType<typeof readResponses>>
     try {
-      read = await readResponses(call.body, this.memory, call.caller.keyId)
+      // A keyless request (x402) has no key to find earlier responses under, nor to keep its own: none found or kept.
+      const keyId = call.keyless ? `x402:${call.requestId}` : call.caller.keyId
+      read = await readResponses(call.body, this.memory, keyId)
     } catch (err) {
       this.log(`request ${call.requestId}: the kept responses could not be read`, err)
       read = internalError(call.requestId)
@@ -46,7 +48,7 @@ export class ResponsesService {
   private answered<A extends Answer>(a: A, read: ReadResponses, call: ChatCall): A {
     if (a.kind === 'refused' && a.error.param)
       return { ...a, error: { ...a.error, param: responsesParam(a.error.param, read.origins) } }
-    if (a.kind === 'serving' && read.store) return { ...a, events: this.keeping(a.events, read, call) }
+    if (a.kind === 'serving' && read.store && !call.keyless) return { ...a, events: this.keeping(a.events, read, call) }
     return a
   }
 

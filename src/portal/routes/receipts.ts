@@ -1,17 +1,19 @@
 import type { FastifyInstance } from 'fastify'
-import { apiError, clipped } from '../../protocol/errors.js'
+import { apiError, clipped, isApiError } from '../../protocol/errors.js'
 import { sendError } from '../../api/errors.js'
 import { requestIdOf } from '../../receipts/typed-data.js'
 import type { ReceiptBook } from '../../receipts/book.js'
-import { sessionOf } from '../guard.js'
+import type { Store } from '../../store/store.js'
+import { viewedAccount } from './x402.js'
 
 /**
  * A request's receipt as a file to keep (GET /portal/api/usage/{id}/receipt): the signed receipt, and its proof once
  * its batch is settled (null before), ready for `svc receipt verify`.
  */
-export function receiptDownloadRoutes(api: FastifyInstance, receipts: ReceiptBook): void {
+export function receiptDownloadRoutes(api: FastifyInstance, receipts: ReceiptBook, store: Store): void {
   api.get<{ Params: { id: string } }>('/usage/:id/receipt', async (req, reply) => {
-    const { accountId } = sessionOf(req)
+    const accountId = await viewedAccount(req, store)
+    if (isApiError(accountId)) return sendError(reply, accountId)
     const requestId = requestIdOf(req.params.id)
     const signed = await receipts.signed(accountId, requestId)
     if (!signed) {

@@ -5,7 +5,7 @@ import { formatUsdc } from '../../money/usdc.js'
 import { repeatedParam, usageFilterOf } from '../../usage/query.js'
 import { DAY_MS } from '../../store/usage.js'
 import { countFrom } from '../../protocol/counts.js'
-import { sessionOf } from '../guard.js'
+import { viewedAccount, withoutAccount } from './x402.js'
 import type { PortalContext } from '../context.js'
 
 const MAX_LIMIT = 200
@@ -14,13 +14,18 @@ const MAX_DAYS = 90
 
 type Query = Record<string, string | undefined>
 
-/** The signed-in account's requests (newest first, filtered by key and model), their totals and spend per day. */
+/**
+ * The signed-in account's requests (newest first, filtered by key and model), their totals and spend per day; with
+ * `?account=x402`, those its wallet paid for with x402.
+ */
 export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
   const { store, usage, now } = ctx
 
   api.get<{ Querystring: Query }>('/usage', async (req, reply) => {
-    const page = await usage.page(sessionOf(req).accountId, {
-      query: req.query,
+    const accountId = await viewedAccount(req, store)
+    if (isApiError(accountId)) return sendError(reply, accountId)
+    const page = await usage.page(accountId, {
+      query: withoutAccount(req.query),
       max: MAX_LIMIT,
       fallback: DEFAULT_LIMIT,
     })
@@ -38,7 +43,8 @@ export function usageRoutes(api: FastifyInstance, ctx: PortalContext): void {
         apiError('feature_not_supported', `days must be an integer from 1 to ${MAX_DAYS}.`, { param: 'days' }),
       )
     }
-    const { accountId } = sessionOf(req)
+    const accountId = await viewedAccount(req, store)
+    if (isApiError(accountId)) return sendError(reply, accountId)
     const filter = usageFilterOf(q)
     const first = (Math.floor(now() / DAY_MS) - days + 1) * DAY_MS
     const { totals, daily: spent } = await store.usage.summary(accountId, filter, first)

@@ -44,7 +44,7 @@ export async function auditIn(db: Transaction<Database>): Promise<LedgerAudit> {
   const users = await db
     .selectFrom('accounts')
     .select(['id', 'address', 'balance', 'held'])
-    .where('kind', '=', 'user')
+    .where('kind', 'in', ['user', 'prepaid'])
     .execute()
   const inconsistent = users
     .map((r) => {

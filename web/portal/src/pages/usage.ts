@@ -6,10 +6,14 @@ import type { App } from '../main.js'
 
 const PAGE = 50
 
-/** Every request, newest first, filtered by key and model; totals and a chart of spend per day. */
+/**
+ * Every request, newest first, filtered by key and model; totals and a chart of spend per day. A wallet that paid with
+ * x402 chooses between its keys' requests and those it paid for per request.
+ */
 export async function usagePage(app: App, root: HTMLElement): Promise<void> {
-  const [keys, models] = await Promise.all([
+  const [keys, x402, models] = await Promise.all([
     api<{ data: ApiKey[] }>('GET', '/keys'),
+    api<{ account: { to_return_usdc: string } | null }>('GET', '/x402'),
     // The public model list names what can be filtered on; it needs no key.
     fetch('/v1/models')
       .then((r) => r.json() as Promise<{ data: { id: string }[] }>)
@@ -28,6 +32,12 @@ export async function usagePage(app: App, root: HTMLElement): Promise<void> {
     h('option', { value: '' }, 'All models'),
     models.data.map((m) => h('option', { value: m.id }, m.id)),
   )
+  const paidWith = h(
+    'select',
+    { name: 'account', 'aria-label': 'Paid with' },
+    h('option', { value: '' }, 'API keys'),
+    h('option', { value: 'x402' }, 'x402 payments'),
+  )
   const totals = h('div', { class: 'figures' })
   const chart = h('div', { class: 'chart-slot' })
   const rows = h('tbody')
@@ -39,7 +49,8 @@ export async function usagePage(app: App, root: HTMLElement): Promise<void> {
 
   const query = (extra: Record<string, string> = {}) => {
     const q = new URLSearchParams(extra)
-    if (keySelect.value) q.set('key_id', keySelect.value)
+    if (paidWith.value) q.set('account', paidWith.value)
+    if (keySelect.value && !paidWith.value) q.set('key_id', keySelect.value)
     if (modelSelect.value) q.set('model', modelSelect.value)
     return q.toString()
   }
@@ -84,7 +95,7 @@ export async function usagePage(app: App, root: HTMLElement): Promise<void> {
           'a',
           {
             class: 'receipt',
-            href: `/portal/api/usage/${encodeURIComponent(u.request_id)}/receipt`,
+            href: `/portal/api/usage/${encodeURIComponent(u.request_id)}/receipt${paidWith.value ? '?account=x402' : ''}`,
             download: `${u.request_id.replace(/^req_/, 'rct_')}.json`,
             title: 'The signed receipt, with its settlement proof once settled (svc receipt verify)',
           },
@@ -145,12 +156,22 @@ export async function usagePage(app: App, root: HTMLElement): Promise<void> {
 
   const failed = (err: unknown) => app.fail(err, status)
   keySelect.addEventListener('change', () => void reload().catch(failed))
+  paidWith.addEventListener('change', () => {
+    keySelect.disabled = paidWith.value !== ''
+    void reload().catch(failed)
+  })
   modelSelect.addEventListener('change', () => void reload().catch(failed))
   more.addEventListener('click', () => void loadPage().catch(failed))
   await reload()
   mount(
     root,
-    h('div', { class: 'row filters' }, h('label', {}, 'Key ', keySelect), h('label', {}, 'Model ', modelSelect)),
+    h(
+      'div',
+      { class: 'row filters' },
+      x402.account ? h('label', {}, 'Paid with ', paidWith) : null,
+      h('label', {}, 'Key ', keySelect),
+      h('label', {}, 'Model ', modelSelect),
+    ),
     totals,
     chart,
     dataTable(

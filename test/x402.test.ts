@@ -1,0 +1,253 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { wrapFetchWithPaymentFromConfig } from '@x402/fetch'
+import { ExactEvmScheme } from '@x402/evm'
+import { anvilAccount, anvilKey } from '../src/chain/anvil.js'
+import { parseUsdc } from '../src/money/usdc.js'
+import { prepaidAddress } from '../src/store/x402.js'
+import type { PaymentRequired } from '../src/protocol/x402.js'
+import { chat, type Market } from './helpers/market.js'
+import {
+  balanceOf,
+  hasAnvil,
+  hello,
+  newPayer,
+  startChainMarket,
+  USDC,
+  type Chain,
+  type ChainMarket,
+  type Payer,
+} from './helpers/chain.js'
+
+const RELAYER_KEY_ENV = 'SVC_TEST_RELAYER_KEY'
+const NETWORK = 'eip155:31337'
+const body = (extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ model: 'svc/atlas@1', messages: hello, max_tokens: 300, ...extra })
+
+const decode = <T>(header: string | null): T => JSON.parse(Buffer.from(header!, 'base64').toString('utf8')) as T
+const encode = (v: unknown) => Buffer.from(JSON.stringify(v), 'utf8').toString('base64')
+const costOf = (svc: { cost_usdc: string }) => parseUsdc(svc.cost_usdc)!
+
+describe.skipIf(!hasAnvil)('x402: a wallet pays per request, no key (anvil)', () => {
+  let env: ChainMarket | undefined
+  let c: Chain
+  let m: Market
+  let wallet: Payer
+  /** The PAYMENT-SIGNATURE headers the x402 client sent, in order. */
+  let sent: string[]
+  let pay: typeof fetch
+
+  beforeEach(async () => {
+    process.env[RELAYER_KEY_ENV] = anvilKey(8)
+    env = await startChainMarket({}, (cfg) => {
+      if (cfg.rail.kind === 'evm') cfg.rail.x402 = { relayerKeyEnv: RELAYER_KEY_ENV }
+    })
+    ;({ c, m } = env)
+    // A wallet with test USDC that approves nothing and has no account: it pays each request with its signature.
+    wallet = await newPayer(c, 3n * USDC, 0n)
+    sent = []
+    const recording: typeof fetch = (input, init) => {
+      const req = new Request(input, init)
+      const sig = req.headers.get('payment-signature')
+      if (sig) sent.push(sig)
+      return fetch(req)
+    }
+    pay = wrapFetchWithPaymentFromConfig(recording, {
+      schemes: [{ network: NETWORK, client: new ExactEvmScheme(wallet.account) }],
+      spendControls: { allowedAssets: [{ network: NETWORK, asset: c.usdc }] },
+    }) as typeof fetch
+  })
+  afterEach(() => env?.close())
+
+  const post = (path: string, payload: string, headers: Record<string, string> = {}) =>
+    fetch(`${m.url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: payload,
+    })
+  const paid = (path: string, payload: string) =>
+    pay(`${m.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: payload })
+  const requirementsOf = async (payload = body()) => {
+    const res = await post('/v1/chat/completions', payload)
+    expect(res.status).toBe(402)
+    return decode<PaymentRequired>(res.headers.get('payment-required'))
+  }
+  /** Everything in the ledger and on chain balances, to the unit. */
+  const booksBalance = async () => {
+    const audit = await m.store.ledger.audit()
+    expect(audit.unbalanced).toEqual([])
+    expect(audit.inconsistent).toEqual([])
+  }
+
+  it('answers a keyless request 402 with the requirements for its maximum cost; a keyed one as before', async () => {
+    const res = await post('/v1/chat/completions', body())
+    expect(res.status).toBe(402)
+    expect(res.headers.get('x-request-id')).toBeTruthy()
+    const err = (await res.json()).error
+    expect(err.code).toBe('insufficient_quota')
+    expect(err.message).toMatch(/x402/)
+    const required = decode<PaymentRequired>(res.headers.get('payment-required'))
+    expect(required.x402Version).toBe(2)
+    expect(required.resource.url).toBe(`${m.url}/v1/chat/completions`)
+    expect(required.accepts).toHaveLength(1)
+    const [a] = required.accepts
+    expect(a).toMatchObject({
+      scheme: 'exact',
+      network: NETWORK,
+      asset: c.usdc,
+      payTo: c.settler,
+      maxTimeoutSeconds: 300,
+      extra: { name: 'USD Coin', version: '2' },
+    })
+    // The admission rule's maximum: the same figure a key's refusal names.
+    const max = BigInt(a!.amount)
+    expect(max).toBeGreaterThan(0n)
+    const bigger = decode<PaymentRequired>(
+      (await post('/v1/chat/completions', body({ max_tokens: 600 }))).headers.get('payment-required'),
+    )
+    expect(BigInt(bigger.accepts[0]!.amount)).toBeGreaterThan(max)
+    // With a key nothing changes.
+    const keyed = await chat(m.url, m.key, JSON.parse(body()))
+    expect(keyed.status).toBe(200)
+    expect(keyed.headers.get('payment-required')).toBeNull()
+    // A wrong key is still a wrong key, not a payment to ask for.
+    expect((await chat(m.url, 'svc_test_wrong', JSON.parse(body()))).status).toBe(401)
+  })
+
+  it('serves a paid plain request, charges what it delivered, and returns the rest in the next batch', async () => {
+    const before = await balanceOf(c, wallet.address)
+    const max = BigInt((await requirementsOf()).accepts[0]!.amount)
+    const res = await paid('/v1/chat/completions', body())
+    expect(res.status).toBe(200)
+    const settle = decode<{ success: boolean; transaction: string; network: string; payer: string }>(
+      res.headers.get('payment-response'),
+    )
+    expect(settle).toMatchObject({ success: true, network: NETWORK, payer: wallet.address })
+    expect(settle.transaction).toMatch(/^0x[0-9a-f]{64}$/)
+    const reply = await res.json()
+    expect(reply.choices[0].message.content.length).toBeGreaterThan(0)
+    const cost = costOf(reply.svc)
+    expect(cost).toBeGreaterThan(0n)
+    expect(cost).toBeLessThanOrEqual(max)
+    // The authorized maximum left the wallet; the prepaid account holds what the request did not cost.
+    expect(await balanceOf(c, wallet.address)).toBe(before - max)
+    const prepaid = (await m.store.accounts.byAddress(prepaidAddress(wallet.address)))!
+    expect(prepaid).toMatchObject({ kind: 'prepaid', balance: max - cost, held: 0n })
+    const usage = await m.store.usage.get(prepaid.id, reply.svc.request_id)
+    expect(usage?.cost).toBe(cost)
+    await booksBalance()
+    // The next batch pays the provider from the contract and returns the rest to the wallet: it paid the cost, no more.
+    const report = await m.server.settler.runOnce()
+    expect(report.batches).toHaveLength(1)
+    expect(await balanceOf(c, wallet.address)).toBe(before - cost)
+    expect(await balanceOf(c, c.settler)).toBe(0n)
+    expect((await m.store.accounts.byId(prepaid.id))!.balance).toBe(0n)
+    await booksBalance()
+  })
+
+  it('serves a paid stream and a paid Responses request, each charged what it delivered', async () => {
+    const before = await balanceOf(c, wallet.address)
+    const stream = await paid('/v1/chat/completions', body({ stream: true, stream_options: { include_usage: true } }))
+    expect(stream.status).toBe(200)
+    expect(stream.headers.get('payment-response')).toBeTruthy()
+    const text = await stream.text()
+    const chunks = text
+      .split('\n\n')
+      .filter((l) => l.startsWith('data: {'))
+      .map((l) => JSON.parse(l.slice(6)))
+    const svc = chunks.find((ch) => ch.svc && ch.svc.cost_usdc)?.svc
+    expect(text.trim().endsWith('data: [DONE]')).toBe(true)
+    const streamCost = costOf(svc)
+    const responses = await paid(
+      '/v1/responses',
+      JSON.stringify({ model: 'svc/atlas@1', input: 'Hello', max_output_tokens: 200 }),
+    )
+    expect(responses.status).toBe(200)
+    const r = await responses.json()
+    expect(r.status).toBe('completed')
+    const responsesCost = costOf(r.svc)
+    // A keyless response is not kept: no later request can name it.
+    expect(
+      (
+        await post(
+          '/v1/responses',
+          JSON.stringify({ model: 'svc/atlas@1', input: 'again', previous_response_id: r.id }),
+        )
+      ).status,
+    ).not.toBe(200)
+    await m.server.settler.runOnce()
+    expect(await balanceOf(c, wallet.address)).toBe(before - streamCost - responsesCost)
+    expect(await balanceOf(c, c.settler)).toBe(0n)
+    await booksBalance()
+  })
+
+  it('serves one payment once: a replay, sequential or concurrent, gets a clear 402', async () => {
+    const first = await paid('/v1/chat/completions', body())
+    expect(first.status).toBe(200)
+    const header = sent.at(-1)!
+    const again = await post('/v1/chat/completions', body(), { 'payment-signature': header })
+    expect(again.status).toBe(402)
+    expect((await again.json()).error.message).toMatch(/paid for another request already|used already/)
+    expect(again.headers.get('payment-required')).toBeTruthy()
+    // A fresh payment sent twice at once: one is served.
+    const required = await requirementsOf()
+    const scheme = new ExactEvmScheme(wallet.account)
+    const accepted = required.accepts[0]!
+    const signed = await scheme.createPaymentPayload(2, accepted as never)
+    const twice = encode({ x402Version: 2, resource: required.resource, accepted, payload: signed.payload })
+    const both = await Promise.all([
+      post('/v1/chat/completions', body(), { 'payment-signature': twice }),
+      post('/v1/chat/completions', body(), { 'payment-signature': twice }),
+    ])
+    expect(both.map((r) => r.status).sort()).toEqual([200, 402])
+    await booksBalance()
+  })
+
+  it('refuses a payment for less than the maximum cost, an expired one and a wrongly signed one, moving nothing', async () => {
+    const before = await balanceOf(c, wallet.address)
+    const required = await requirementsOf()
+    const accepted = required.accepts[0]!
+    const scheme = new ExactEvmScheme(wallet.account)
+    const send = async (payload: unknown, acceptedAs = accepted) => {
+      const res = await post('/v1/chat/completions', body(), {
+        'payment-signature': encode({ x402Version: 2, resource: required.resource, accepted: acceptedAs, payload }),
+      })
+      expect(res.status).toBe(402)
+      expect(res.headers.get('payment-required')).toBeTruthy()
+      return (await res.json()).error.message as string
+    }
+    const less = { ...accepted, amount: (BigInt(accepted.amount) - 1n).toString() }
+    expect(await send((await scheme.createPaymentPayload(2, less as never)).payload, less)).toMatch(
+      /less than this request's maximum cost/,
+    )
+    const short = { ...accepted, maxTimeoutSeconds: 2 }
+    expect(await send((await scheme.createPaymentPayload(2, short as never)).payload, short)).toMatch(/expired/)
+    const good = (await scheme.createPaymentPayload(2, accepted as never)).payload as {
+      authorization: { value: string }
+      signature: string
+    }
+    const tampered = {
+      ...good,
+      authorization: { ...good.authorization, value: (BigInt(accepted.amount) + 5n).toString() },
+    }
+    expect(await send(tampered)).toMatch(/signature is not the payer's/)
+    const other = (await scheme.createPaymentPayload(2, { ...accepted, payTo: anvilAccount(3).address } as never))
+      .payload
+    expect(await send(other)).toMatch(/settlement contract/)
+    expect(await send({ nonsense: true })).toMatch(/could not be read/)
+    expect(await balanceOf(c, wallet.address)).toBe(before)
+    expect(await m.store.accounts.byAddress(prepaidAddress(wallet.address))).toBeUndefined()
+  })
+
+  it('refuses a payment its wallet cannot cover before any transfer', async () => {
+    const poor = await newPayer(c, 10n, 0n)
+    const required = await requirementsOf()
+    const accepted = required.accepts[0]!
+    const signed = await new ExactEvmScheme(poor.account).createPaymentPayload(2, accepted as never)
+    const res = await post('/v1/chat/completions', body(), {
+      'payment-signature': encode({ x402Version: 2, resource: required.resource, accepted, payload: signed.payload }),
+    })
+    expect(res.status).toBe(402)
+    expect((await res.json()).error.message).toMatch(/wallet holds 0.000010 USDC/)
+    expect(await m.store.x402.payments(poor.address)).toEqual([])
+  })
+})
