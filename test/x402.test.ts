@@ -6,6 +6,9 @@ import { parseUsdc } from '../src/money/usdc.js'
 import { prepaidAddress } from '../src/store/x402.js'
 import type { PaymentRequired } from '../src/protocol/x402.js'
 import { chat, type Market } from './helpers/market.js'
+import { signIn } from './helpers/portal.js'
+import { signersOf } from './helpers/receipts.js'
+import { verifyReceipt } from '../src/receipts/verify.js'
 import {
   balanceOf,
   hasAnvil,
@@ -249,5 +252,40 @@ describe.skipIf(!hasAnvil)('x402: a wallet pays per request, no key (anvil)', ()
     expect(res.status).toBe(402)
     expect((await res.json()).error.message).toMatch(/wallet holds 0.000010 USDC/)
     expect(await m.store.x402.payments(poor.address)).toEqual([])
+  })
+
+  it('shows the wallet its x402 requests and receipts in the portal, and each receipt verifies on chain', async () => {
+    const res = await paid('/v1/chat/completions', body())
+    const reply = await res.json()
+    await m.server.settler.runOnce()
+    const portal = await signIn(m.url, wallet.account as Parameters<typeof signIn>[1])
+    const x402 = await (await portal.call('GET', '/x402')).json()
+    expect(x402.account).toMatchObject({
+      address: prepaidAddress(wallet.address),
+      held_usdc: '0.000000',
+      to_return_usdc: '0.000000',
+    })
+    expect(x402.payments).toEqual([expect.objectContaining({ request_id: reply.svc.request_id, status: 'settled' })])
+    // Its own account (opened by the sign-in) has no requests; its x402 view has the paid one.
+    expect((await (await portal.call('GET', '/usage')).json()).data).toEqual([])
+    const usage = await (await portal.call('GET', '/usage?account=x402')).json()
+    expect(usage.data.map((u: { request_id: string }) => u.request_id)).toEqual([reply.svc.request_id])
+    const summary = await (await portal.call('GET', '/usage/summary?account=x402')).json()
+    expect(summary.totals.cost_usdc).toBe(reply.svc.cost_usdc)
+    expect((await portal.call('GET', '/usage?account=other')).status).toBe(400)
+    const file = await (await portal.call('GET', `/usage/${reply.svc.request_id}/receipt?account=x402`)).json()
+    expect(file.receipt).toMatchObject({ payer: wallet.address, key_id: 'x402', cost: costOf(reply.svc).toString() })
+    const verdict = await verifyReceipt({
+      signed: file,
+      signers: await signersOf(m.url),
+      proof: file.proof,
+      chain: c.client,
+    })
+    expect(verdict.checks.map((k) => [k.name, k.ok])).toEqual([
+      ['signature', true],
+      ['leaf', true],
+      ['proof', true],
+      ['chain', true],
+    ])
   })
 })
