@@ -208,7 +208,7 @@ describe('validation', () => {
   })
 
   it('answers unknown endpoints with a 404 in the error shape', async () => {
-    const res = await fetch(`${m.url}/v1/embeddings`, {
+    const res = await fetch(`${m.url}/v1/audio/speech`, {
       method: 'POST',
       body: '{}',
       headers: { 'content-type': 'application/json' },

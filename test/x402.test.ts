@@ -5,7 +5,7 @@ import { anvilAccount, anvilKey } from '../src/chain/anvil.js'
 import { parseUsdc } from '../src/money/usdc.js'
 import { prepaidAddress } from '../src/store/x402.js'
 import type { PaymentRequired } from '../src/protocol/x402.js'
-import { chat, type Market } from './helpers/market.js'
+import { addEmbeddingModel, chat, P, type Market } from './helpers/market.js'
 import { signIn } from './helpers/portal.js'
 import { signersOf } from './helpers/receipts.js'
 import { verifyReceipt } from '../src/receipts/verify.js'
@@ -43,6 +43,7 @@ describe.skipIf(!hasAnvil)('x402: a wallet pays per request, no key (anvil)', ()
     process.env[RELAYER_KEY_ENV] = anvilKey(8)
     env = await startChainMarket({}, (cfg) => {
       if (cfg.rail.kind === 'evm') cfg.rail.x402 = { relayerKeyEnv: RELAYER_KEY_ENV }
+      addEmbeddingModel(cfg, 'svc/loom@1', [[P.wren, 20_000n]])
     })
     ;({ c, m } = env)
     // A wallet with test USDC that approves nothing and has no account: it pays each request with its signature.
@@ -180,6 +181,22 @@ describe.skipIf(!hasAnvil)('x402: a wallet pays per request, no key (anvil)', ()
     await m.server.settler.runOnce()
     expect(await balanceOf(c, wallet.address)).toBe(before - streamCost - responsesCost)
     expect(await balanceOf(c, c.settler)).toBe(0n)
+    await booksBalance()
+  })
+
+  it('pays for embeddings the same way, charged their input and the rest returned', async () => {
+    const before = await balanceOf(c, wallet.address)
+    const payload = JSON.stringify({ model: 'svc/loom@1', input: ['one', 'two'] })
+    const unpaid = await post('/v1/embeddings', payload)
+    expect(unpaid.status).toBe(402)
+    expect(decode<PaymentRequired>(unpaid.headers.get('payment-required')).resource.url).toBe(`${m.url}/v1/embeddings`)
+    const res = await paid('/v1/embeddings', payload)
+    expect(res.status).toBe(200)
+    expect(res.headers.get('payment-response')).toBeTruthy()
+    const reply = await res.json()
+    expect(reply.data).toHaveLength(2)
+    await m.server.settler.runOnce()
+    expect(await balanceOf(c, wallet.address)).toBe(before - costOf(reply.svc))
     await booksBalance()
   })
 

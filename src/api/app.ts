@@ -15,6 +15,7 @@ import { observeRequests } from './observe.js'
 import { healthRoutes } from './routes/health.js'
 import { chatRoutes } from './routes/chat.js'
 import { responsesRoutes } from './routes/responses.js'
+import { embeddingsRoutes } from './routes/embeddings.js'
 import { internalError } from '../gateway/refusals.js'
 import { modelRoutes } from './routes/models.js'
 import { usageRoutes } from './routes/usage.js'
@@ -179,6 +180,7 @@ export async function buildApp(
   const chatKeyCheck = keyCheck(gw.keys, intake, { keyless: gw.takesX402 })
   chatRoutes(app, { pipeline: gw.pipeline, tuning: gw.tuning, keyCheck: chatKeyCheck, intake })
   responsesRoutes(app, { responses: gw.responses, tuning: gw.tuning, keyCheck: chatKeyCheck, intake })
+  embeddingsRoutes(app, { embeddings: gw.embeddings, keyCheck: chatKeyCheck, intake })
   const keyLimits = (accountId: number) => keyLimitsOf(gw.store.keys, gw.rates, accountId, gw.now())
   usageRoutes(app, { usage: gw.usage, keyLimits, receipts }, keyCheck(gw.keys))
   receiptRoutes(app, receipts, keyCheck(gw.keys))

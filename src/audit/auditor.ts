@@ -116,9 +116,13 @@ export class Auditor {
 
   /** Offers that can be audited: of a model with a reference, not the reference itself, not the managed vendor. */
   auditable(): Offer[] {
-    return [...this.o.catalog.offers.values()]
-      .flat()
-      .filter((o) => !this.o.catalog.references.has(o.key) && this.referenceOf(o.modelId) !== undefined)
+    return (
+      [...this.o.catalog.offers.values()]
+        .flat()
+        .filter((o) => !this.o.catalog.references.has(o.key) && this.referenceOf(o.modelId) !== undefined)
+        // Audits compare generated tokens: an embedding model generates none.
+        .filter((o) => this.o.catalog.models.get(o.modelId)?.capabilities.workload !== 'embedding')
+    )
   }
 
   private referenceOf(model: string): Offer | undefined {

@@ -7,6 +7,14 @@ import { MAX_STORED } from '../store/chain.js'
 import { refusalOf, type KeySpend } from '../store/ledger/types.js'
 import { periodEnd, spentNow } from '../limits/period.js'
 import type { Prepared } from './prepare.js'
+
+/**
+ * What admission reads of a prepared request: its plan's prices, its input and output bounds, and how the request
+ * named the output bound. An embeddings request is one with no output (`maxTokens` 0).
+ */
+export type Admissible = Pick<Prepared, 'plan' | 'inputTokens' | 'maxTokens' | 'model'> & {
+  request: Partial<Pick<Prepared['request'], 'max_tokens' | 'max_completion_tokens'>>
+}
 import type { RequestContext } from './context.js'
 import type { RateAnswer, RateTake } from '../limits/counter.js'
 
@@ -26,7 +34,7 @@ export interface AdmissionStore {
  * The most a request can cost: input estimate and max_tokens at the highest prices of its plan (docs/architecture.md
  * §4).
  */
-export function maxCostOf(p: Prepared): bigint {
+export function maxCostOf(p: Admissible): bigint {
   return priceOf(p.plan.ceiling, p.inputTokens, p.maxTokens)
 }
 
@@ -34,7 +42,7 @@ export function maxCostOf(p: Prepared): bigint {
  * Whether the request's maximum cost is an amount the store can hold. One past it (a huge max_tokens on svc/cortex@1)
  * is more than any account can spend: it is refused before any hold.
  */
-export function holdable(p: Prepared): boolean {
+export function holdable(p: Admissible): boolean {
   return maxCostOf(p) <= MAX_STORED
 }
 
@@ -47,7 +55,7 @@ const count = (n: number) => n.toLocaleString('en-US')
 export async function admit(
   store: AdmissionStore,
   { requestId, caller }: RequestContext,
-  p: Prepared,
+  p: Admissible,
   opts: { owner: string; now: number; holdTtlMs: number; rate?: HoldRate },
 ): Promise<{ amount: bigint } | ApiError> {
   const amount = maxCostOf(p)
@@ -84,8 +92,16 @@ export async function admit(
   return apiError('insufficient_quota', refusalMessage(p, amount, result.account!, result.reason === 'in_debt'))
 }
 
-function refusalMessage(p: Prepared, amount: bigint, a: Account, inDebt: boolean): string {
+function refusalMessage(p: Admissible, amount: bigint, a: Account, inDebt: boolean): string {
   const spendable = spendableOf(a)
+  if (p.maxTokens === 0) {
+    const head =
+      `This request could cost up to ${formatUsdc(amount)} USDC (${count(p.inputTokens)} input tokens, at the offer price); ` +
+      `${formatUsdc(spendable)} USDC is spendable (balance ${formatUsdc(a.balance)}, approved cap ${formatUsdc(a.cap)}, held ${formatUsdc(a.held)}).`
+    if (inDebt)
+      return `${head} The account owes ${formatUsdc(a.debt)} USDC that settlement could not collect. Nothing was charged.`
+    return `${head} Send fewer inputs, deposit USDC, or raise the approved spending cap. Nothing was charged.`
+  }
   const field = p.request.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens'
   const sent = (p.request.max_completion_tokens ?? p.request.max_tokens) != null
   const output = sent

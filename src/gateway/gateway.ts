@@ -26,6 +26,7 @@ import { Auditor } from '../audit/auditor.js'
 import { auditPrompts } from '../audit/prompts.js'
 import { auditSender } from './audit-send.js'
 import { X402Payments } from './x402-payment.js'
+import { EmbeddingsService } from './embeddings.js'
 import type { X402Relay } from '../chain/x402-relay.js'
 
 /** How often the counts of refusals before admission are added to the store. */
@@ -76,6 +77,7 @@ export class Gateway {
   readonly metrics: GatewayMetrics
   private chargeDeps!: ChargeDeps
   private chatPipeline!: ChatPipeline
+  private embeddingsService!: EmbeddingsService
   private responsesService!: ResponsesService
   private flushTimer: NodeJS.Timeout | undefined
   private offersTimer: NodeJS.Timeout | undefined
@@ -192,6 +194,17 @@ export class Gateway {
       gw.x402Timer.unref()
     }
     gw.takesX402 = opts.x402Relay !== undefined
+    gw.embeddingsService = new EmbeddingsService({
+      catalog: gw.catalog,
+      health: gw.health,
+      admission: store,
+      lifecycle: gw.lifecycle,
+      charge: gw.chargeDeps,
+      holdTtlMs: gw.tuning.holdTtlSeconds * 1000,
+      now: gw.now,
+      log: gw.log,
+      ...(x402 ? { x402 } : {}),
+    })
     gw.responsesService = new ResponsesService(gw.chatPipeline, new ResponseMemory(store.keptResponses, gw.now), gw.log)
     if (config.audit) gw.auditor = await auditorOf(gw, config.audit)
     await gw.lifecycle.start()
@@ -241,6 +254,11 @@ export class Gateway {
   /** The Responses API over the same life. */
   get responses(): ResponsesService {
     return this.responsesService
+  }
+
+  /** Embeddings: the same admission, failover, charge and record, for a request with no output. */
+  get embeddings(): EmbeddingsService {
+    return this.embeddingsService
   }
 
   get accounts(): ChargeDeps['accounts'] {

@@ -14,7 +14,7 @@ export interface RefusalSources {
 /** The refusal of a request every offer of its plan failed (or none could take): nothing was charged. */
 export function failedError(
   { health, reachability }: RefusalSources,
-  p: Prepared,
+  p: Pick<Prepared, 'model' | 'plan'>,
   outcome: Extract<RouteOutcome, { kind: 'failed' }>,
 ): ApiError {
   const tried = outcome.attempts.length
@@ -56,7 +56,7 @@ export function failedError(
 }
 
 /** no_capacity for a plan with no usable offer at all, decided before any money moves. */
-export function noCapacityBeforeWork(sources: RefusalSources, p: Prepared): ApiError {
+export function noCapacityBeforeWork(sources: RefusalSources, p: Pick<Prepared, 'model' | 'plan'>): ApiError {
   return failedError(sources, p, { kind: 'failed', code: 'no_capacity', attempts: [] })
 }
 

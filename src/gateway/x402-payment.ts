@@ -12,8 +12,7 @@ import type { Caller } from '../auth/caller.js'
 import type { X402Relay, CheckedPayment } from '../chain/x402-relay.js'
 import type { X402Repo } from '../store/x402.js'
 import { MAX_STORED } from '../store/chain.js'
-import type { Prepared } from './prepare.js'
-import { maxCostOf } from './admission.js'
+import { maxCostOf, type Admissible } from './admission.js'
 
 /** What a keyless request brings to be paid with: its `PAYMENT-SIGNATURE` header, if any, and its URL. */
 export interface KeylessCall {
@@ -49,7 +48,7 @@ export class X402Payments {
 
   async pay(
     requestId: string,
-    prepared: Prepared,
+    prepared: Admissible,
     call: KeylessCall,
     headers: (h: Record<string, string>) => void,
   ): Promise<Paid | ApiError> {

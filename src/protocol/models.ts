@@ -8,6 +8,10 @@ export const Capabilities = Type.Object({
   reasoning: Type.Boolean(),
   streaming: Type.Boolean(),
   maxOutputTokens: Type.Integer({ minimum: 1 }),
+  /** An embedding model's vector length. */
+  dimensions: Type.Optional(Type.Integer({ minimum: 1 })),
+  /** Whether an embedding model's vectors may be asked shorter (`dimensions` in a request). */
+  shortenable: Type.Optional(Type.Boolean()),
 })
 export type Capabilities = Static<typeof Capabilities>
 

@@ -6,7 +6,8 @@ import { readBounded, readWhole } from './bodies.js'
 import { plainExchange, ReplyTooLarge } from './plain-exchange.js'
 import { closedBeforeReply } from './stale-connection.js'
 import { ChunkStream } from './chunk-stream.js'
-import type { Provider, UpstreamEvent, UpstreamRequest } from './types.js'
+import type { EmbedRequest, Embedded, Provider, UpstreamEvent, UpstreamRequest } from './types.js'
+import { embedExchange } from './embeddings-exchange.js'
 import { failure, plainEvents, requestBody } from './upstream-wire.js'
 import { guardedLookup, literalRefusal, type AddressPolicy } from './address-policy.js'
 
@@ -46,6 +47,7 @@ export class OpenAICompatibleProvider implements Provider {
   /** A connection of its own, as the pool's are made: for the one retry of a request the upstream's close failed. */
   private readonly fresh: () => Client
   private readonly path: string
+  private readonly embeddingsPath: string
   private readonly headers: Record<string, string>
   /** Why its address (an IP literal) may not be called, when it may not. */
   private readonly refused: string | null
@@ -66,6 +68,7 @@ export class OpenAICompatibleProvider implements Provider {
     this.pool = new Pool(url.origin, { connections, ...connection })
     this.fresh = () => new Client(url.origin, connection)
     this.path = `${url.pathname.replace(/\/$/, '')}/chat/completions`
+    this.embeddingsPath = `${url.pathname.replace(/\/$/, '')}/embeddings`
     this.headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
     if (apiKey) this.headers.authorization = `Bearer ${apiKey}`
   }
@@ -292,6 +295,22 @@ export class OpenAICompatibleProvider implements Provider {
       last.push(failure('unavailable', 'upstream closed the stream before it finished'))
     if (last.length > 0) yield last
     return false
+  }
+
+  /** Embeds the inputs through the same pool (`embedExchange`), within the plain reply's time budget. */
+  async embed(upstreamModel: string, request: EmbedRequest, cancel: Cancel): Promise<Embedded> {
+    if (this.refused !== null)
+      return {
+        kind: 'failed',
+        failure: { kind: 'unavailable', detail: `upstream not called: ${this.refused}`, unreached: true },
+      }
+    const o = {
+      path: this.embeddingsPath,
+      headers: this.headers,
+      upstreamModel,
+      timeoutMs: this.timeouts.replyTimeoutMs,
+    }
+    return embedExchange(this.pool, o, request, cancel)
   }
 
   async close(): Promise<void> {

@@ -42,6 +42,16 @@ export interface UpstreamRequest {
   maxTokens?: number
 }
 
+/** What an embeddings attempt sends: the inputs, and the vector length when a shorter one is asked. */
+export interface EmbedRequest {
+  inputs: readonly (string | number[])[]
+  dimensions?: number
+}
+
+/** An embeddings attempt's end: one vector per input in order (and the upstream's own count), or why not. */
+export type Embedded =
+  { kind: 'embedded'; vectors: number[][]; promptTokens: number | null } | { kind: 'failed'; failure: Failure }
+
 /** One Provider interface, many configurations: an OpenAI-compatible upstream is data, not code. */
 export interface Provider {
   /**
@@ -50,5 +60,7 @@ export interface Provider {
    * for upstream faults.
    */
   stream(upstreamModel: string, request: UpstreamRequest, cancel: Cancel): AsyncIterable<readonly UpstreamEvent[]>
+  /** Embeds the inputs (`POST /embeddings`); never throws for upstream faults. Absent: it serves no embeddings. */
+  embed?(upstreamModel: string, request: EmbedRequest, cancel: Cancel): Promise<Embedded>
   close(): Promise<void>
 }

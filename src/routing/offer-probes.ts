@@ -51,6 +51,12 @@ export class OfferProbes {
     const started = this.opts.now()
     let first: UpstreamEvent | undefined
     try {
+      // An embedding model's offer is asked for one vector, as its clients ask it.
+      if (this.catalog.models.get(o.modelId)?.capabilities.workload === 'embedding') {
+        const got = o.upstream.embed ? await o.upstream.embed(o.upstreamModel, { inputs: ['OK'] }, cancel) : undefined
+        const ok = got?.kind === 'embedded'
+        return this.health.stats.record(o.key, ok, ok ? this.opts.now() - started : undefined)
+      }
       for await (const events of o.upstream.stream(o.upstreamModel, PROBE, cancel)) {
         first = events.find((e) => e.type === 'failure') ?? events[0]
         break

@@ -277,3 +277,35 @@ export function chatWith(
     ...(init.signal ? { signal: init.signal } : {}),
   })
 }
+
+/**
+ * Adds an embedding model to a market's config (vectors of 16 numbers, which the simulator makes and a request may
+ * ask shorter), offered by the given providers at their input prices (base units per million tokens).
+ */
+export function addEmbeddingModel(cfg: Config, id: string, offers: [address: string, input: bigint][]): void {
+  cfg.models.push({
+    id,
+    owned_by: 'loom',
+    contextLimit: 64,
+    capabilities: {
+      workload: 'embedding',
+      tools: false,
+      structuredOutputs: false,
+      reasoning: false,
+      streaming: false,
+      maxOutputTokens: 1,
+      dimensions: 16,
+      shortenable: true,
+    },
+  })
+  for (const [address, input] of offers)
+    cfg.providers
+      .find((p) => p.address === address)!
+      .offers.push({
+        model: id,
+        upstreamModel: 'loom',
+        input_price_per_mtok: String(input),
+        output_price_per_mtok: '0',
+        maxConcurrency: 64,
+      })
+}

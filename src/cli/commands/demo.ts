@@ -186,7 +186,7 @@ export function demoCommand(program: Command): void {
                   `             svc settle needs the operator key: export ${anvil!.DEMO_OPERATOR_KEY_ENV}=${anvil!.demoOperatorKey()}`,
                 ]
               : []),
-            `  models     svc/atlas@1 (tools), svc/tern@2 (tools, limited), svc/wren@1 (small context), svc/cortex@1 (routing)`,
+            `  models     svc/atlas@1 (tools), svc/tern@2 (tools, limited), svc/wren@1 (small context), svc/cortex@1 (routing), svc/loom-embed@1 (embeddings)`,
             ...(real?.added
               ? [
                   `             ${REAL_MODEL_ID}: a real GGUF model served by node-llama-cpp at ${real.url}, metered in its own tokens`,

@@ -59,6 +59,9 @@ export const DEMO_CONTRACTS: Record<'atlas' | 'tern', ToolContract> = {
   },
 }
 
+/** The demo's embedding model (simulated vectors of 16 numbers, which a request may ask shorter). */
+export const DEMO_EMBEDDING_MODEL = 'svc/loom-embed@1'
+
 export interface DemoUpstreams {
   /** Base URLs (ending in /v1) of four simulated providers and the simulated vendor. */
   providers: [string, string, string, string]
@@ -105,6 +108,12 @@ export function demoConfig(up: DemoUpstreams, storeUrl: string, port: number, co
         tool_contract: contracts.tern,
       },
       { id: 'svc/wren@1', owned_by: 'wren-collective', contextLimit: 2048, capabilities: caps(false, 512) },
+      {
+        id: DEMO_EMBEDDING_MODEL,
+        owned_by: 'loom',
+        contextLimit: 8192,
+        capabilities: { ...caps(false, 1), workload: 'embedding', streaming: false, dimensions: 16, shortenable: true },
+      },
     ],
     providers: [
       {
@@ -126,7 +135,7 @@ export function demoConfig(up: DemoUpstreams, storeUrl: string, port: number, co
         baseUrl: up.providers[2],
         bundle: 'tgi-2.3',
         profile: 'l40s-fp8',
-        offers: [offer('svc/tern@2', 'tern', 100_000, 400_000)],
+        offers: [offer('svc/tern@2', 'tern', 100_000, 400_000), offer(DEMO_EMBEDDING_MODEL, 'loom-embed', 20_000, 0)],
       },
       {
         address: d,

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { drained, json, pause, readBody } from './http.js'
+import { embeddingsReply } from './embeddings.js'
 import { FRAGMENTATIONS, type Fragmentation } from './wire.js'
 import { DIALECT_NAMES, DIALECTS, type Dialect, type DialectName, type StreamContext } from './dialects/index.js'
 import { faultName, parseFault, type Fault } from './faults.js'
@@ -130,10 +131,12 @@ export class SimulatedProvider {
     if (this.closing.has(req.socket)) return void req.socket.destroy()
     if (req.method === 'GET' && url.endsWith('/models'))
       return json(res, 200, this.dialect.modelList(Object.keys(this.settings.models)))
-    if (req.method !== 'POST' || !url.endsWith('/chat/completions'))
+    const embeddings = req.method === 'POST' && url.endsWith('/embeddings')
+    if (!embeddings && (req.method !== 'POST' || !url.endsWith('/chat/completions')))
       return json(res, 404, { error: { message: 'not found' } })
     if (this.opts.apiKey && req.headers.authorization !== `Bearer ${this.opts.apiKey}`)
       return json(res, 401, { error: { message: 'bad key' } })
+    if (embeddings) return this.embeddings(req, res)
     let body: Record<string, unknown>
     try {
       body = JSON.parse(await readBody(req))
@@ -219,6 +222,29 @@ export class SimulatedProvider {
   }
 
   /** The engine's error reply of `status`'s kind, in its dialect. */
+  /**
+   * `POST /v1/embeddings`: deterministic unit vectors (`simulatedEmbedding`), `dimensions` long when asked; the 5xx,
+   * 429 and slow faults apply as to chat.
+   */
+  private async embeddings(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let body: Record<string, unknown>
+    try {
+      body = JSON.parse(await readBody(req))
+    } catch {
+      return json(res, 400, { error: { message: 'invalid JSON' } })
+    }
+    this.stats.requests++
+    this.requests.push(body)
+    if (this.requests.length > KEEP_REQUESTS) this.requests.shift()
+    const fault = this.fault
+    if (fault.kind === 'slow' && !(await pause(fault.ms, res))) return
+    if (fault.kind === 'status-500') return this.error(res, 500, 'simulated internal error')
+    if (fault.kind === 'status-429') return this.error(res, 429, 'simulated rate limit', { 'retry-after': '1' })
+    const reply = embeddingsReply(body)
+    if (typeof reply === 'string') return this.error(res, 400, reply)
+    json(res, 200, reply)
+  }
+
   private error(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): void {
     const reply = this.dialect.errorReply(status, message)
     json(res, reply.status, reply.body, headers)
