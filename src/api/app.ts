@@ -16,6 +16,7 @@ import { healthRoutes } from './routes/health.js'
 import { chatRoutes } from './routes/chat.js'
 import { responsesRoutes } from './routes/responses.js'
 import { embeddingsRoutes } from './routes/embeddings.js'
+import { openApiDocument } from './openapi.js'
 import { internalError } from '../gateway/refusals.js'
 import { modelRoutes } from './routes/models.js'
 import { usageRoutes } from './routes/usage.js'
@@ -52,6 +53,13 @@ export interface AppPlugin {
 }
 
 /** The HTTP application: one error shape everywhere, a request id on every response. */
+/** The routes each app registered (method and path as Fastify has them): what the OpenAPI document must name. */
+const registered = new WeakMap<FastifyInstance, { method: string; url: string }[]>()
+export const routesOf = (app: FastifyInstance) => registered.get(app) ?? []
+
+/** The API's version, as the OpenAPI document states it. */
+const API_VERSION = '1'
+
 export async function buildApp(
   gw: Gateway,
   receipts: ReceiptBook,
@@ -94,6 +102,11 @@ export async function buildApp(
         clientError(err) ?? apiError('feature_not_supported', err.message, { param: null, status: 400 }),
       )
     },
+  })
+  const routes: { method: string; url: string }[] = []
+  registered.set(app, routes)
+  app.addHook('onRoute', (r) => {
+    for (const method of [r.method].flat()) routes.push({ method, url: r.url })
   })
 
   // Connections cost a file descriptor each, and one sending a large body slowly holds what it sent: they are bounded,
@@ -174,6 +187,10 @@ export async function buildApp(
   })
 
   healthRoutes(app, gw)
+  const document = JSON.stringify(openApiDocument(API_VERSION))
+  app.get('/v1/openapi.json', (_req, reply) => {
+    void reply.header('content-type', 'application/json; charset=utf-8').send(document)
+  })
   const { maxRequestsPerAccount: perAccount, maxBodyBytesInFlight: bodyBytes } = gw.tuning
   const intake = new Intake({ perAccount, bodyBytes, bodyLimit: BODY_LIMIT })
   modelRoutes(app, gw, gw.now)

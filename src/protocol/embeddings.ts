@@ -1,7 +1,31 @@
+import { Type } from '@sinclair/typebox'
+import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { apiError, unsupported, type ApiError } from './errors.js'
 
 /** Most inputs one embeddings request may carry (OpenAI's bound). */
 export const MAX_EMBEDDING_INPUTS = 2048
+
+const TokenIds = Type.Array(Type.Integer({ minimum: 0 }), { minItems: 1 })
+
+/**
+ * `POST /v1/embeddings`'s body (OpenAI's shape; unknown fields are ignored): what the route takes, and what the OpenAPI
+ * document states. `readEmbeddingsRequest` takes only bodies of it.
+ */
+export const EmbeddingsBody = Type.Object({
+  model: Type.String({ minLength: 1 }),
+  input: Type.Union([
+    Type.String({ minLength: 1 }),
+    Type.Array(Type.String({ minLength: 1 }), { minItems: 1, maxItems: MAX_EMBEDDING_INPUTS }),
+    TokenIds,
+    Type.Array(TokenIds, { minItems: 1, maxItems: MAX_EMBEDDING_INPUTS }),
+    Type.Array(Type.Union([Type.String({ minLength: 1 }), TokenIds]), { minItems: 1, maxItems: MAX_EMBEDDING_INPUTS }),
+  ]),
+  encoding_format: Type.Optional(Type.Union([Type.Literal('float'), Type.Literal('base64')])),
+  dimensions: Type.Optional(Type.Integer({ minimum: 1 })),
+  user: Type.Optional(Type.String()),
+})
+
+const checker = TypeCompiler.Compile(EmbeddingsBody)
 
 /** `POST /v1/embeddings` as read: the inputs one by one, as strings or token arrays. */
 export interface EmbeddingsRequest {
@@ -19,6 +43,8 @@ export function readEmbeddingsRequest(body: unknown): EmbeddingsRequest | ApiErr
   if (typeof body !== 'object' || body === null || Array.isArray(body))
     return apiError('feature_not_supported', 'The request body must be a JSON object.')
   const b = body as Record<string, unknown>
+  // The schema decides; the checks below say which field is at fault, and how.
+  const fits = checker.Check(body)
   if (typeof b.model !== 'string' || b.model === '') return unsupported('model', 'model must be a non-empty string.')
   const inputs = inputsOf(b.input)
   if (typeof inputs === 'string') return unsupported('input', inputs)
@@ -28,6 +54,7 @@ export function readEmbeddingsRequest(body: unknown): EmbeddingsRequest | ApiErr
   if (b.dimensions !== undefined && (!Number.isInteger(b.dimensions) || (b.dimensions as number) < 1))
     return unsupported('dimensions', 'dimensions must be a positive integer.')
   if (b.user !== undefined && typeof b.user !== 'string') return unsupported('user', 'user must be a string.')
+  if (!fits) return apiError('feature_not_supported', 'The request body is not an embeddings request.')
   return {
     model: b.model,
     inputs,
