@@ -36,6 +36,9 @@ describe('GET /v1/openapi.json', () => {
     expect(valid('ResponsesRequest', { model: 'svc/atlas@1', input: 'hi' })).toBe(true)
     expect(valid('EmbeddingsRequest', { model: 'svc/loom@1', input: ['a', 'b'], encoding_format: 'base64' })).toBe(true)
     expect(valid('EmbeddingsRequest', { model: 'svc/loom@1', input: 5 })).toBe(false)
+    const message = { role: 'user', content: [{ type: 'text', text: 'hi' }] }
+    expect(valid('MessagesRequest', { model: 'svc/atlas@1', max_tokens: 8, messages: [message] })).toBe(true)
+    expect(valid('MessagesRequest', { model: 'svc/atlas@1', messages: [message] })).toBe(false)
     expect(
       valid('Error', { error: { type: 'invalid_request_error', code: 'no_capacity', message: 'x', param: null } }),
     ).toBe(true)

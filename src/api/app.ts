@@ -16,6 +16,7 @@ import { healthRoutes } from './routes/health.js'
 import { chatRoutes } from './routes/chat.js'
 import { responsesRoutes } from './routes/responses.js'
 import { embeddingsRoutes } from './routes/embeddings.js'
+import { messagesRoutes } from './routes/messages.js'
 import { openApiDocument } from './openapi.js'
 import { internalError } from '../gateway/refusals.js'
 import { modelRoutes } from './routes/models.js'
@@ -198,6 +199,8 @@ export async function buildApp(
   chatRoutes(app, { pipeline: gw.pipeline, tuning: gw.tuning, keyCheck: chatKeyCheck, intake })
   responsesRoutes(app, { responses: gw.responses, tuning: gw.tuning, keyCheck: chatKeyCheck, intake })
   embeddingsRoutes(app, { embeddings: gw.embeddings, keyCheck: chatKeyCheck, intake })
+  const messagesKeyCheck = keyCheck(gw.keys, intake, { keyless: gw.takesX402, apiKeyHeader: true })
+  messagesRoutes(app, { pipeline: gw.pipeline, tuning: gw.tuning, keyCheck: messagesKeyCheck, intake })
   const keyLimits = (accountId: number) => keyLimitsOf(gw.store.keys, gw.rates, accountId, gw.now())
   usageRoutes(app, { usage: gw.usage, keyLimits, receipts }, keyCheck(gw.keys))
   receiptRoutes(app, receipts, keyCheck(gw.keys))

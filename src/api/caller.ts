@@ -35,8 +35,15 @@ export const awaitingContinue = new WeakSet<IncomingMessage>()
  * without parsing (up to 4 MiB of) JSON for a stranger; `intake`, for chat, takes the request in there too. A callback
  * hook: a cached key (nearly every request) is answered in the same call, without a promise and a hook runner's turn.
  */
-export function keyCheck(keys: KeyVerifier, intake?: Intake, opts: { keyless?: boolean } = {}): KeyCheck {
+export function keyCheck(
+  keys: KeyVerifier,
+  intake?: Intake,
+  opts: { keyless?: boolean; apiKeyHeader?: boolean } = {},
+): KeyCheck {
   return (req, reply, done) => {
+    // Anthropic's clients send the key as `x-api-key`; a Bearer key is taken there too.
+    const apiKey = opts.apiKeyHeader ? req.headers['x-api-key'] : undefined
+    const authorization = req.headers.authorization ?? (typeof apiKey === 'string' ? `Bearer ${apiKey}` : undefined)
     const admit = (caller: Caller | ApiError) => {
       // A reply sent from a callback hook ends the request's lifecycle: done is not called.
       if (isApiError(caller)) return void sendError(reply, caller)
@@ -54,11 +61,11 @@ export function keyCheck(keys: KeyVerifier, intake?: Intake, opts: { keyless?: b
       done()
     }
     // No key where x402 is taken: the request pays for itself (docs/architecture.md §4a); all such share one intake.
-    if (opts.keyless && req.headers.authorization === undefined) {
+    if (opts.keyless && authorization === undefined) {
       req.keyless = true
       return admit(KEYLESS)
     }
-    const caller = keys.verify(req.headers.authorization)
+    const caller = keys.verify(authorization)
     if (!(caller instanceof Promise)) return admit(caller)
     // A failure past the lookup (the store's, or the refusal's own) goes to Fastify's error path, as from a hook.
     caller.then(admit, done).catch(done)

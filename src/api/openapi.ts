@@ -1,6 +1,7 @@
 import { ChatRequest } from '../protocol/chat.js'
 import { ResponsesRequest } from '../protocol/responses.js'
 import { EmbeddingsBody } from '../protocol/embeddings.js'
+import { MessagesBody } from '../protocol/anthropic.js'
 import { Capabilities, ToolContract } from '../protocol/models.js'
 import { ERROR_TABLE, type ErrorCode } from '../protocol/errors.js'
 
@@ -63,6 +64,15 @@ export function openApiDocument(version: string): Record<string, unknown> {
     },
   })
   const object = { type: 'object', additionalProperties: true }
+  /** The Messages route: its key also as `x-api-key`, its errors in Anthropic's shape. */
+  const messages = (op: ReturnType<typeof post>) => {
+    const responses = Object.fromEntries(
+      Object.entries(op.post.responses).map(([s, r]) =>
+        s === '200' ? [s, r] : [s, { ...r, content: json(ref('AnthropicError')) }],
+      ),
+    )
+    return { post: { ...op.post, security: [{ bearer: [] }, { anthropicKey: [] }, { x402: [] }], responses } }
+  }
   return {
     openapi: '3.1.0',
     info: {
@@ -74,6 +84,12 @@ export function openApiDocument(version: string): Record<string, unknown> {
     components: {
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'svc_test_ followed by 40 base62 characters' },
+        anthropicKey: {
+          type: 'apiKey',
+          in: 'header',
+          name: 'x-api-key',
+          description: 'the same key, as Anthropic sends it',
+        },
         x402: {
           type: 'apiKey',
           in: 'header',
@@ -85,6 +101,7 @@ export function openApiDocument(version: string): Record<string, unknown> {
         ChatRequest,
         ResponsesRequest,
         EmbeddingsRequest: EmbeddingsBody,
+        MessagesRequest: MessagesBody,
         Capabilities,
         ToolContract,
         Svc: {
@@ -108,6 +125,32 @@ export function openApiDocument(version: string): Record<string, unknown> {
             svc: ref('Svc'),
           },
           required: ['id', 'object', 'choices', 'usage', 'svc'],
+        },
+        Message: {
+          type: 'object',
+          description: "Anthropic's Message; errors on this route are Anthropic's shape (AnthropicError)",
+          properties: {
+            id: { type: 'string' },
+            type: { const: 'message' },
+            content: { type: 'array', items: object },
+            stop_reason: { type: 'string' },
+            usage: object,
+            svc: ref('Svc'),
+          },
+          required: ['id', 'type', 'content', 'usage'],
+        },
+        AnthropicError: {
+          type: 'object',
+          properties: {
+            type: { const: 'error' },
+            error: {
+              type: 'object',
+              properties: { type: { type: 'string' }, message: { type: 'string' }, code: { enum: V1_CODES } },
+              required: ['type', 'message'],
+            },
+            request_id: { type: 'string' },
+          },
+          required: ['type', 'error'],
         },
         Response: { type: 'object', properties: { id: { type: 'string' }, svc: ref('Svc') }, required: ['id'] },
         Embeddings: {
@@ -156,6 +199,7 @@ export function openApiDocument(version: string): Record<string, unknown> {
       '/v1/chat/completions': post('Chat completions', 'ChatRequest', ref('ChatCompletion'), true),
       '/v1/responses': post('The Responses API', 'ResponsesRequest', ref('Response'), true),
       '/v1/embeddings': post('Embeddings', 'EmbeddingsRequest', ref('Embeddings'), false),
+      '/v1/messages': messages(post("Anthropic's Messages API", 'MessagesRequest', ref('Message'), true)),
       '/v1/models': get('The model list', object, { key: false }),
       '/v1/models/{model}': get('One model', object, { key: false, params: ['model'] }),
       '/v1/models/{model}/endpoints': get("A model's offers and what was measured of them", object, {
