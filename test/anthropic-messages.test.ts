@@ -155,11 +155,20 @@ describe("Anthropic's Messages API through @anthropic-ai/sdk", () => {
       body: JSON.stringify({
         model: 'svc/atlas@1',
         max_tokens: 8,
-        messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', data: 'AA==' } }] }],
+        messages: [
+          {
+            role: 'user',
+            content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AA==' } }],
+          },
+        ],
       }),
     })
+    // Not a readable image (and svc/atlas@1 takes none here).
     expect(image.status).toBe(400)
-    expect((await image.json()).error).toMatchObject({ param: 'messages[0].content[0].type' })
+    expect((await image.json()).error).toMatchObject({
+      type: 'invalid_request_error',
+      message: expect.stringMatching(/image/),
+    })
     const broken = await fetch(`${m.url}/v1/messages`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-api-key': m.key },

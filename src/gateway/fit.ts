@@ -11,6 +11,8 @@ export interface Needs {
   maxParam: 'max_tokens' | 'max_completion_tokens'
   stream: boolean
   usesTools: boolean
+  /** Whether a message holds an image. */
+  usesImages: boolean
 }
 
 /** The output bound of a request on a model: what the client asked, else what the model and its context leave. */
@@ -25,6 +27,8 @@ export function fitViolation(model: ModelConfig, req: ChatRequest, needs: Needs)
     return unsupported('model', `${model.id} is an ${caps.workload} model; it does not serve chat completions.`)
   if (needs.stream && !caps.streaming)
     return unsupported('stream', `${model.id} does not support streaming; send stream false.`)
+  if (needs.usesImages && !caps.vision)
+    return unsupported('messages', `${model.id} does not take images; send text only, or use a model that does.`)
   if (needs.usesTools && !caps.tools)
     return unsupported('messages', `${model.id} does not support tools, and the conversation contains tool calls.`)
   const tools = toolContractViolation(model.id, caps, model.tool_contract, req)

@@ -1,6 +1,7 @@
 import { FORWARDED_PARAMS, type ChatRequest, type Message } from '../protocol/chat.js'
 import { apiError, clipped, type ApiError } from '../protocol/errors.js'
 import type { MeteredMessage } from '../metering/tokens.js'
+import { MAX_IMAGES, readImage } from '../metering/images.js'
 
 export interface NormalizedMessages {
   metered: MeteredMessage[]
@@ -8,6 +9,9 @@ export interface NormalizedMessages {
   upstream: Record<string, unknown>[]
   /** Whether the history uses tool calls or tool results. */
   usesTools: boolean
+  /** Images among the messages' parts, and the input tokens they count for (`metering/images.ts`). */
+  images: number
+  imageTokens: number
 }
 
 /** Joins text parts, checks per-role rules, and prepares messages for metering and for the upstream. */
@@ -15,22 +19,43 @@ export function normalizeMessages(messages: readonly Message[]): NormalizedMessa
   const metered: MeteredMessage[] = []
   const upstream: Record<string, unknown>[] = []
   let usesTools = false
+  let images = 0
+  let imageTokens = 0
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i]!
     let text: string
+    /** The message's parts as sent on, when it holds an image (text alone is sent joined). */
+    let withImages: Record<string, unknown>[] | undefined
     if (typeof m.content === 'string') text = m.content
     else if (Array.isArray(m.content)) {
       const parts: string[] = []
       for (const [j, part] of m.content.entries()) {
-        const p = part as { type: string; text?: unknown }
+        const p = part as { type: string; text?: unknown; image_url?: { url?: unknown; detail?: unknown } }
+        if (p.type === 'image_url' && m.role === 'user') {
+          const image = readImage(p.image_url?.url, p.image_url?.detail)
+          if ('error' in image)
+            return apiError('feature_not_supported', `messages[${i}].content[${j}]: ${image.error}.`, {
+              param: `messages[${i}].content[${j}].image_url`,
+            })
+          if (++images > MAX_IMAGES)
+            return apiError('feature_not_supported', `A request may carry at most ${MAX_IMAGES} images.`, {
+              param: `messages[${i}].content[${j}]`,
+            })
+          imageTokens += image.tokens
+          withImages ??= parts.map((t) => ({ type: 'text', text: t }))
+          const { url, detail } = p.image_url!
+          withImages.push({ type: 'image_url', image_url: { url, ...(detail !== undefined ? { detail } : {}) } })
+          continue
+        }
         if (p.type !== 'text' || typeof p.text !== 'string') {
           return apiError(
             'feature_not_supported',
-            `messages[${i}].content[${j}] is a ${JSON.stringify(clipped(p.type))} part; only text parts are supported.`,
+            `messages[${i}].content[${j}] is a ${JSON.stringify(clipped(p.type))} part; only text parts (and image_url parts in user messages) are supported.`,
             { param: `messages[${i}].content` },
           )
         }
         parts.push(p.text)
+        withImages?.push({ type: 'text', text: p.text })
       }
       text = parts.join('\n')
     } else {
@@ -56,7 +81,7 @@ export function normalizeMessages(messages: readonly Message[]): NormalizedMessa
     // Rebuilt of the fields it checks and counts: whatever else a client puts in a message or a call is not sent on.
     const out: Record<string, unknown> = {
       role: m.role,
-      content: m.content === null || m.content === undefined ? null : text,
+      content: m.content === null || m.content === undefined ? null : (withImages ?? text),
     }
     if (m.name !== undefined) out.name = m.name
     const calls = m.tool_calls?.length
@@ -79,7 +104,7 @@ export function normalizeMessages(messages: readonly Message[]): NormalizedMessa
     if (m.tool_call_id) counted.toolCallId = m.tool_call_id
     metered.push(counted)
   }
-  return { metered, upstream, usesTools }
+  return { metered, upstream, usesTools, images, imageTokens }
 }
 
 /**

@@ -92,9 +92,11 @@ export function prepare(
     // In the model's own tokenizer; svc/cortex@1's estimate in o200k (its targets' tokenizers may differ).
     { abandoned, counter: named ? catalog.counters.get(named.id) : undefined },
   )
-  if (typeof inputTokens === 'number') return planned(read, inputTokens, catalog, health)
+  // Images count as input by their own rule (metering/images.ts), beside the text.
+  const images = messages.imageTokens
+  if (typeof inputTokens === 'number') return planned(read, inputTokens + images, catalog, health)
   // Planned after the count, with the breakers' state of then.
-  return inputTokens.then((n) => planned(read, n, catalog, health))
+  return inputTokens.then((n) => planned(read, n + images, catalog, health))
 }
 
 /** A request read and checked, before its plan. */
@@ -122,6 +124,7 @@ function planned(
     maxParam: request.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens',
     stream: request.stream === true,
     usesTools: messages.usesTools,
+    usesImages: messages.images > 0,
   }
   let maxTokens: number
   let plan: RoutePlan

@@ -117,6 +117,8 @@ function messageOf(m: unknown, at: string): ChatMessage[] | ApiError {
   if (!Array.isArray(msg.content))
     return unsupported(`${at}.content`, 'content must be a string or an array of blocks.')
   const text: string[] = []
+  /** A user turn's parts in order, once it holds an image (chat's `image_url` parts). */
+  let parts: Record<string, unknown>[] | undefined
   const calls: unknown[] = []
   const results: ChatMessage[] = []
   for (const [j, raw] of (msg.content as unknown[]).entries()) {
@@ -126,7 +128,20 @@ function messageOf(m: unknown, at: string): ChatMessage[] | ApiError {
       case 'text':
         if (typeof block.text !== 'string') return unsupported(`${where}.text`, 'a text block needs its text.')
         text.push(block.text)
+        parts?.push({ type: 'text', text: block.text })
         break
+      case 'image': {
+        if (msg.role !== 'user') return unsupported(where, 'image blocks belong to user messages.')
+        const url = imageUrlOf(block.source)
+        if (url === undefined)
+          return unsupported(
+            `${where}.source`,
+            'an image source is {type: "base64", media_type, data} or {type: "url", url}.',
+          )
+        parts ??= text.map((t) => ({ type: 'text', text: t }))
+        parts.push({ type: 'image_url', image_url: { url } })
+        break
+      }
       case 'tool_use':
         if (msg.role !== 'assistant') return unsupported(where, 'tool_use blocks belong to assistant messages.')
         if (typeof block.id !== 'string' || typeof block.name !== 'string')
@@ -165,8 +180,18 @@ function messageOf(m: unknown, at: string): ChatMessage[] | ApiError {
   const out: ChatMessage[] = [...results]
   if (msg.role === 'assistant')
     out.push({ role: 'assistant', content: text.join(''), ...(calls.length ? { tool_calls: calls } : {}) })
+  else if (parts) out.push({ role: 'user', content: parts })
   else if (text.length || results.length === 0) out.push({ role: 'user', content: text.join('\n') })
   return out
+}
+
+/** An image block's source as a chat image URL: a data URL of its base64 data, or its URL. */
+function imageUrlOf(source: unknown): string | undefined {
+  const s = asBlock(source)
+  if (s.type === 'base64' && typeof s.media_type === 'string' && typeof s.data === 'string')
+    return `data:${s.media_type};base64,${s.data}`
+  if (s.type === 'url' && typeof s.url === 'string') return s.url
+  return undefined
 }
 
 function resultText(content: unknown): string | undefined {

@@ -8,6 +8,8 @@ export const Capabilities = Type.Object({
   reasoning: Type.Boolean(),
   streaming: Type.Boolean(),
   maxOutputTokens: Type.Integer({ minimum: 1 }),
+  /** Whether a chat model takes images (`image_url` parts). */
+  vision: Type.Optional(Type.Boolean()),
   /** An embedding model's vector length. */
   dimensions: Type.Optional(Type.Integer({ minimum: 1 })),
   /** Whether an embedding model's vectors may be asked shorter (`dimensions` in a request). */
