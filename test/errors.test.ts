@@ -33,11 +33,21 @@ describe('validation', () => {
       'messages[1].content',
     ],
     [
-      'an image part',
+      'an image part whose URL is neither https nor a data URL',
       { model: 'svc/atlas@1', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] },
       400,
       'feature_not_supported',
-      'messages[0].content',
+      'messages[0].content[0].image_url',
+    ],
+    [
+      'an image part to a model that takes no images',
+      {
+        model: 'svc/atlas@1',
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] }],
+      },
+      400,
+      'feature_not_supported',
+      'messages',
     ],
     [
       'max_tokens not an integer',

@@ -282,7 +282,12 @@ export function chatWith(
  * Adds an embedding model to a market's config (vectors of 16 numbers, which the simulator makes and a request may
  * ask shorter), offered by the given providers at their input prices (base units per million tokens).
  */
-export function addEmbeddingModel(cfg: Config, id: string, offers: [address: string, input: bigint][]): void {
+export function addEmbeddingModel(
+  cfg: Config,
+  id: string,
+  offers: [address: string, input: bigint][],
+  vectors: { dimensions: number; shortenable: boolean } = { dimensions: 16, shortenable: true },
+): void {
   cfg.models.push({
     id,
     owned_by: 'loom',
@@ -294,8 +299,7 @@ export function addEmbeddingModel(cfg: Config, id: string, offers: [address: str
       reasoning: false,
       streaming: false,
       maxOutputTokens: 1,
-      dimensions: 16,
-      shortenable: true,
+      ...vectors,
     },
   })
   for (const [address, input] of offers)
