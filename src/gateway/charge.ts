@@ -48,7 +48,9 @@ export type Finished =
 
 /** The usage record of a request as admitted: nothing served or charged yet; `extra` says what was. */
 export function requestUsage(
-  r: Admitted,
+  r: Pick<Admitted, 'requestId' | 'caller' | 'startedAt' | 'bodySha256'> & {
+    prepared: Pick<Admitted['prepared'], 'model' | 'stream' | 'inputTokens'>
+  },
   now: number,
   outcome: Outcome,
   extra: Partial<UsageRecord> = {},

@@ -11,7 +11,7 @@ import type { AttemptFailure } from '../routing/attempt.js'
 import type { Cancel } from '../providers/cancel.js'
 import type { Embedded } from '../providers/types.js'
 import type { Outcome, UsageRecord } from '../store/usage.js'
-import type { ChargeDeps } from './charge.js'
+import { requestUsage, type ChargeDeps } from './charge.js'
 import { admit, type Admissible, type AdmissionStore } from './admission.js'
 import type { InstanceLifecycle } from './lifecycle.js'
 import type { RequestTrace } from './trace.js'
@@ -254,26 +254,8 @@ export class EmbeddingsService {
   }
 
   private usage(ctx: Ctx, p: PlannedEmbeddings, outcome: Outcome, extra: Partial<UsageRecord> = {}): UsageRecord {
-    const now = this.d.now()
-    return {
-      requestId: ctx.requestId,
-      accountId: ctx.caller.accountId,
-      keyId: ctx.caller.keyId,
-      model: p.model,
-      servedModel: null,
-      provider: null,
-      stream: false,
-      promptTokens: p.inputTokens,
-      completionTokens: 0,
-      upstreamPromptTokens: null,
-      upstreamCompletionTokens: null,
-      cost: 0n,
-      outcome,
-      latencyMs: now - ctx.startedAt,
-      createdAt: ctx.startedAt,
-      bodySha256: ctx.bodySha256 ?? null,
-      ...extra,
-    }
+    const prepared = { model: p.model, stream: false, inputTokens: p.inputTokens }
+    return requestUsage({ ...ctx, prepared }, this.d.now(), outcome, extra)
   }
 }
 

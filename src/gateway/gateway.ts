@@ -170,20 +170,24 @@ export class Gateway {
     }
     const x402 =
       opts.x402Relay && new X402Payments({ relay: opts.x402Relay, store: store.x402, now: gw.now, log: gw.log })
-    gw.chatPipeline = new ChatPipeline({
-      idempotency: new Idempotency(store.idempotency, usage, gw.now),
-      refusals: gw.refusals,
+    // What the chat pipeline and the embeddings share: the same offers, admission, charge and payments.
+    const serving = {
       catalog: gw.catalog,
       health: gw.health,
-      ledger,
       admission: store,
       lifecycle: gw.lifecycle,
       charge: gw.chargeDeps,
       holdTtlMs: gw.tuning.holdTtlSeconds * 1000,
       now: gw.now,
       log: gw.log,
-      rates: gw.rates,
       ...(x402 ? { x402 } : {}),
+    }
+    gw.chatPipeline = new ChatPipeline({
+      ...serving,
+      idempotency: new Idempotency(store.idempotency, usage, gw.now),
+      refusals: gw.refusals,
+      ledger,
+      rates: gw.rates,
     })
     if (x402) {
       // Payments a crash or a lost answer left undecided are decided by the chain, once their window could have passed.
@@ -194,17 +198,7 @@ export class Gateway {
       gw.x402Timer.unref()
     }
     gw.takesX402 = opts.x402Relay !== undefined
-    gw.embeddingsService = new EmbeddingsService({
-      catalog: gw.catalog,
-      health: gw.health,
-      admission: store,
-      lifecycle: gw.lifecycle,
-      charge: gw.chargeDeps,
-      holdTtlMs: gw.tuning.holdTtlSeconds * 1000,
-      now: gw.now,
-      log: gw.log,
-      ...(x402 ? { x402 } : {}),
-    })
+    gw.embeddingsService = new EmbeddingsService(serving)
     gw.responsesService = new ResponsesService(gw.chatPipeline, new ResponseMemory(store.keptResponses, gw.now), gw.log)
     if (config.audit) gw.auditor = await auditorOf(gw, config.audit)
     await gw.lifecycle.start()

@@ -136,7 +136,6 @@ export class SimulatedProvider {
       return json(res, 404, { error: { message: 'not found' } })
     if (this.opts.apiKey && req.headers.authorization !== `Bearer ${this.opts.apiKey}`)
       return json(res, 401, { error: { message: 'bad key' } })
-    if (embeddings) return this.embeddings(req, res)
     let body: Record<string, unknown>
     try {
       body = JSON.parse(await readBody(req))
@@ -144,10 +143,11 @@ export class SimulatedProvider {
       return json(res, 400, { error: { message: 'invalid JSON' } })
     }
     this.stats.requests++
-    this.stats.active++
-    this.stats.maxActive = Math.max(this.stats.maxActive, this.stats.active)
     this.requests.push(body)
     if (this.requests.length > KEEP_REQUESTS) this.requests.shift()
+    if (embeddings) return this.embeddings(body, res)
+    this.stats.active++
+    this.stats.maxActive = Math.max(this.stats.maxActive, this.stats.active)
     const model = String(body.model)
     this.activeByModel.set(model, (this.activeByModel.get(model) ?? 0) + 1)
     try {
@@ -221,21 +221,11 @@ export class SimulatedProvider {
     res.end(text)
   }
 
-  /** The engine's error reply of `status`'s kind, in its dialect. */
   /**
    * `POST /v1/embeddings`: deterministic unit vectors (`simulatedEmbedding`), `dimensions` long when asked; the 5xx,
    * 429 and slow faults apply as to chat.
    */
-  private async embeddings(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    let body: Record<string, unknown>
-    try {
-      body = JSON.parse(await readBody(req))
-    } catch {
-      return json(res, 400, { error: { message: 'invalid JSON' } })
-    }
-    this.stats.requests++
-    this.requests.push(body)
-    if (this.requests.length > KEEP_REQUESTS) this.requests.shift()
+  private async embeddings(body: Record<string, unknown>, res: ServerResponse): Promise<void> {
     const fault = this.fault
     if (fault.kind === 'slow' && !(await pause(fault.ms, res))) return
     if (fault.kind === 'status-500') return this.error(res, 500, 'simulated internal error')
@@ -245,6 +235,7 @@ export class SimulatedProvider {
     json(res, 200, reply)
   }
 
+  /** The engine's error reply of `status`'s kind, in its dialect. */
   private error(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): void {
     const reply = this.dialect.errorReply(status, message)
     json(res, reply.status, reply.body, headers)
