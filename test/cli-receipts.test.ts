@@ -13,7 +13,10 @@ describe('svc receipt verify', () => {
   let line: { base_url: string; api_key: string; config: string }
   beforeAll(async () => {
     data = mkdtempSync(join(tmpdir(), 'svc-demo-'))
-    demo = await daemon(['demo', '--port', '0', '--data', data, '--json', '--chunk-delay-ms', '0'], /\n/)
+    demo = await daemon(
+      ['demo', '--port', '0', '--data', data, '--json', '--chunk-delay-ms', '0', '--no-real-model'],
+      /\n/,
+    )
     line = JSON.parse(demo.output().split('\n')[0]!)
   })
   afterAll(() => demo?.stop())

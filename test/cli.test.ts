@@ -15,7 +15,10 @@ describe('svc demo', () => {
   let data: string
   beforeAll(async () => {
     data = mkdtempSync(join(tmpdir(), 'svc-demo-'))
-    demo = await daemon(['demo', '--port', '0', '--data', data, '--chunk-delay-ms', '0'], /node --input-type=module/)
+    demo = await daemon(
+      ['demo', '--port', '0', '--data', data, '--chunk-delay-ms', '0', '--no-real-model'],
+      /node --input-type=module/,
+    )
   })
   afterAll(() => demo?.stop())
 

@@ -33,11 +33,15 @@ async function balanceOf(config: string): Promise<string> {
   return JSON.parse(shown.stdout).balance
 }
 
+// The demo is started without the real model (node-llama-cpp in engines/): these tests are about its data directory,
+// and each of the first test's three starts would load a model.
 describe('svc demo started again on the same data directory', () => {
-  it('keeps its port, its one key and its balance', async () => {
+  it('keeps its port, its one key and its balance', { timeout: 90_000 }, async () => {
     const data = mkdtempSync(join(tmpdir(), 'svc-demo-'))
     const port = await freePort()
-    const first = await daemon(['demo', '--data', data, '--chunk-delay-ms', '0'], READY, { PORT: String(port) })
+    const first = await daemon(['demo', '--data', data, '--chunk-delay-ms', '0', '--no-real-model'], READY, {
+      PORT: String(port),
+    })
     const out1 = first.output()
     await first.stop()
     expect(field(out1, 'base URL')).toBe(`http://127.0.0.1:${port}`)
@@ -45,7 +49,7 @@ describe('svc demo started again on the same data directory', () => {
     const key = field(out1, 'API key')!
     expect(statSync(join(data, 'demo-key')).mode & 0o777).toBe(0o600)
     // A request spends some of the balance, which the next start must not top up.
-    const spent = await daemon(['demo', '--data', data, '--chunk-delay-ms', '0'], READY)
+    const spent = await daemon(['demo', '--data', data, '--chunk-delay-ms', '0', '--no-real-model'], READY)
     const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
@@ -60,7 +64,7 @@ describe('svc demo started again on the same data directory', () => {
     const before = await balanceOf(config)
     expect(Number(before)).toBeLessThan(25)
 
-    const third = await daemon(['demo', '--data', data, '--chunk-delay-ms', '0'], READY)
+    const third = await daemon(['demo', '--data', data, '--chunk-delay-ms', '0', '--no-real-model'], READY)
     await third.stop()
     expect(await balanceOf(config)).toBe(before)
     const keys = await svc([
@@ -79,9 +83,15 @@ describe('svc demo started again on the same data directory', () => {
   it('says so when asked for another port than its data directory had', async () => {
     const data = mkdtempSync(join(tmpdir(), 'svc-demo-'))
     const [a, b] = [await freePort(), await freePort()]
-    const first = await daemon(['demo', '--port', String(a), '--data', data, '--chunk-delay-ms', '0'], READY)
+    const first = await daemon(
+      ['demo', '--port', String(a), '--data', data, '--chunk-delay-ms', '0', '--no-real-model'],
+      READY,
+    )
     await first.stop()
-    const second = await daemon(['demo', '--port', String(b), '--data', data, '--chunk-delay-ms', '0'], READY)
+    const second = await daemon(
+      ['demo', '--port', String(b), '--data', data, '--chunk-delay-ms', '0', '--no-real-model'],
+      READY,
+    )
     const out = second.output()
     await second.stop()
     expect(out).toContain(`this data directory's config had ${a}, now ${b}`)
