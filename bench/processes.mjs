@@ -32,9 +32,10 @@ export function killOnExit(child) {
 }
 
 /**
- * A bench child's environment: this process's, without a store or port of its own (the config names them), and `env`.
+ * A bench child's environment: this process's, without a store or port of its own (the config names them), one gateway
+ * process unless the bench asks for workers (SVC_WORKERS), and `env`.
  */
-export const childEnv = (env = {}) => ({ ...process.env, DATABASE_URL: '', PORT: '', ...env })
+export const childEnv = (env = {}) => ({ ...process.env, DATABASE_URL: '', PORT: '', SVC_WORKERS: '1', ...env })
 
 /**
  * Starts `node args` (in `cwd`, with `env` added to this process's) and resolves with its first stdout line that has a

@@ -10,9 +10,12 @@ import type { Rail } from './settlement/rail.js'
 import { Settler, type SettleReport } from './settlement/settler.js'
 import { formatUsdc } from './money/usdc.js'
 import { serveMetrics } from './ops/metrics-server.js'
+import { closeSilentConnections } from './api/connection-slots.js'
 import { portalPlugin, type PortalOptions } from './portal/plugin.js'
 import { ReceiptBook } from './receipts/book.js'
-import { loadReceiptKey } from './receipts/key.js'
+import { loadReceiptKey, type ReceiptKey } from './receipts/key.js'
+import type { WorkerLink } from './ops/workers/worker-link.js'
+import { readinessProblems } from './gateway/readiness.js'
 import { loadSecretBox, type SecretBox } from './store/secret-box.js'
 
 export interface RunningServer {
@@ -34,12 +37,19 @@ export interface ServerOptions extends GatewayOptions {
   store?: Store
   plugins?: AppPlugin[]
   portal?: PortalOptions
+  /**
+   * This process is a worker of `svc serve --workers N`: its metrics go to the primary's `/metrics`, and `/readyz`
+   * answers for every worker.
+   */
+  worker?: WorkerLink
+  /** The receipt key, already loaded (a worker's, when the primary made one for the whole server). */
+  receiptKey?: ReceiptKey
 }
 
 /** Composition root: open the store, start the gateway, build the app, listen. */
 export async function startServer(config: Config, opts: ServerOptions = {}): Promise<RunningServer> {
   // The receipt and secrets keys first: a missing or malformed one stops the start before anything opens.
-  const key = loadReceiptKey(config)
+  const key = opts.receiptKey ?? loadReceiptKey(config)
   const secrets = loadSecretBox(config)
   const store = opts.store ?? (await openStore(config.store, opts.now))
   store.providers.keys.use(secrets)
@@ -64,8 +74,14 @@ export async function startServer(config: Config, opts: ServerOptions = {}): Pro
   await app.listen({ host: config.listen?.host ?? '127.0.0.1', port: config.listen?.port ?? 8080 })
   const addr = app.server.address() as AddressInfo
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address
+  const { worker } = opts
+  if (worker) {
+    worker.answerReadiness(() => readinessProblems(gateway))
+    gateway.readiness = () => worker.serverProblems()
+    if (config.metrics !== false) worker.shareMetrics(gateway.metrics.registry)
+  }
   const metrics =
-    config.metrics === false
+    config.metrics === false || worker
       ? undefined
       : await serveMetrics(gateway.metrics.registry, config.metrics ?? {}, (err) =>
           gateway.log(`metrics not served: ${err.message}; the gateway serves on`),
@@ -129,12 +145,16 @@ const requests = (n: number) => `${n} request${n === 1 ? '' : 's'}`
 const SETTLE_WAIT_MS = 5_000
 
 /**
- * Stops the HTTP server: no new connection, idle connections closed, those whose requests are in flight closed as
- * each request ends (a new request on one is refused by the app while the gateway is stopping). After `graceMs`,
+ * Stops the HTTP server: no new connection, idle connections (and those that never sent a request) closed, those
+ * whose requests are in flight closed as each request ends (a new request on one is refused by the app while the
+ * gateway is stopping). After `graceMs`,
  * `ended` ends what is still being served (its answers go out); whatever is still open `ANSWER_MS` later is cut.
  */
 async function closeGently(app: FastifyInstance, graceMs: number, ended: () => void): Promise<void> {
-  const idle = setInterval(() => app.server.closeIdleConnections(), 20)
+  const idle = setInterval(() => {
+    app.server.closeIdleConnections()
+    closeSilentConnections(app.server)
+  }, 20)
   let cut: NodeJS.Timeout | undefined
   const grace = setTimeout(() => {
     ended()

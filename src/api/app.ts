@@ -187,7 +187,7 @@ export async function buildApp(
     )
   })
 
-  healthRoutes(app, gw)
+  healthRoutes(app, () => gw.readiness())
   const document = JSON.stringify(openApiDocument(API_VERSION))
   app.get('/v1/openapi.json', (_req, reply) => {
     void reply.header('content-type', 'application/json; charset=utf-8').send(document)

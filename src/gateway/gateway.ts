@@ -26,6 +26,7 @@ import { Auditor } from '../audit/auditor.js'
 import { auditPrompts } from '../audit/prompts.js'
 import { auditSender } from './audit-send.js'
 import { X402Payments } from './x402-payment.js'
+import { readinessProblems } from './readiness.js'
 import { EmbeddingsService } from './embeddings.js'
 import type { X402Relay } from '../chain/x402-relay.js'
 
@@ -71,6 +72,11 @@ export class Gateway {
   auditor: Auditor | undefined
   /** Whether requests without a key are paid per request with x402 (`rail.x402` on the evm rail). */
   takesX402 = false
+  /**
+   * What keeps the server from serving (`GET /readyz`): this process's problems, or, for a worker of
+   * `svc serve --workers N`, every worker's.
+   */
+  readiness: () => Promise<string[]> = () => readinessProblems(this)
   readonly now: () => number
   readonly log: (msg: string, err?: unknown) => void
   readonly logger: Logger

@@ -1,6 +1,5 @@
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import type { Registry } from 'prom-client'
 
 export interface MetricsListen {
   host?: string
@@ -15,7 +14,7 @@ export const METRICS_DEFAULTS = { host: '127.0.0.1', port: 9464 }
  * already taken is told to `onError` and the gateway serves on without metrics: undefined then.
  */
 export async function serveMetrics(
-  registry: Registry,
+  registry: { metrics(): Promise<string>; contentType: string },
   listen: MetricsListen,
   onError: (err: Error) => void,
 ): Promise<{ url: string; close(): Promise<void> } | undefined> {

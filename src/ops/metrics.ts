@@ -103,6 +103,7 @@ export class GatewayMetrics {
     this.audits = new Counter(labels('svc_audits_total', 'Audits of offers by result', ['result']))
     new Gauge({
       ...labels('svc_offers_by_state', 'Offers by verification state, as this gateway last read them', ['state']),
+      aggregator: 'first',
       collect() {
         const counts = { verified: 0, unverified: 0, suspect: 0, quarantined: 0 }
         for (const o of [...sources.catalog.offers.values()].flat()) counts[sources.catalog.stateOf(o.key)]++
@@ -111,12 +112,14 @@ export class GatewayMetrics {
     })
     new Gauge({
       ...labels('svc_unsettled_usdc', 'USDC captured and not yet paid out by a settled batch', []),
+      aggregator: 'first',
       async collect() {
         this.set(Number(await sources.unsettled()) / 1e6)
       },
     })
     new Gauge({
       ...labels('svc_breaker_state', 'Circuit breaker of each offer: 0 closed, 1 half-open, 2 open', ['offer']),
+      aggregator: 'max',
       collect() {
         const offers = [...sources.catalog.offers.values()].flat()
         if (sources.catalog.managed) offers.push(sources.catalog.managed)
@@ -131,12 +134,14 @@ export class GatewayMetrics {
     }
     new Gauge({
       ...labels('svc_open_holds', 'Holds open in the store', []),
+      aggregator: 'first',
       async collect() {
         this.set((await heldNow()).open)
       },
     })
     new Gauge({
       ...labels('svc_held_usdc', 'USDC held by open holds', []),
+      aggregator: 'first',
       async collect() {
         this.set(Number((await heldNow()).held) / 1e6)
       },

@@ -6,13 +6,16 @@ import { promisify } from 'node:util'
 export const CLI = resolve('dist/cli/main.js')
 const run = promisify(execFile)
 
-/** A clean environment: no store or port overrides leak in from the shell (a test's own `extra` stand). */
+/**
+ * A clean environment: no store or port overrides leak in from the shell (a test's own `extra` stand), and `svc serve`
+ * runs one process unless a test asks for workers (`--workers`, or SVC_WORKERS in `extra`).
+ */
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env = { ...process.env }
   delete env.DATABASE_URL
   delete env.PORT
   delete env.SVC_CONFIG
-  return { ...env, ...extra }
+  return { ...env, SVC_WORKERS: '1', ...extra }
 }
 
 /** Runs one svc command to completion. */
