@@ -17,7 +17,7 @@ const MAX_WORKERS = 64
 
 /**
  * `svc serve`: the gateway (API, portal, settler) from a config file, in `--workers` processes sharing the port (one
- * primary forks them: docs/architecture.md §16). Its stdout is log lines only, JSON by default (one access line a
+ * primary forks them: README, `svc serve`). Its stdout is log lines only, JSON by default (one access line a
  * request, events with their context); the line saying where it listens is one of them.
  */
 export function serveCommand(program: Command): void {
