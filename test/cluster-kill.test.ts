@@ -2,10 +2,9 @@ import { describe, expect, it } from 'vitest'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { SimulatedProvider } from '../src/providers/simulated/server.js'
 import { openStore } from '../src/store/open.js'
 import { depositTo, issueKey, openAccount } from '../src/accounts/operations.js'
-import { chat, marketConfig, addressOf, type Market } from './helpers/market.js'
+import { chat, marketConfig, addressOf, startSims } from './helpers/market.js'
 import { checkInvariants } from './helpers/money.js'
 import { daemon, type Daemon, LISTENING, listeningLine } from './helpers/cli.js'
 import { dropSchema, freshStoreUrl, postgresReachable } from './helpers/stores.js'
@@ -22,15 +21,7 @@ const body = { model: 'svc/atlas@1', messages: [{ role: 'user', content: 'tell a
 describe('kill -9 of one of three gateways on one Postgres', () => {
   it("a live gateway releases the dead one's holds within the documented time; completed charges stay", async (ctx) => {
     if (!(await postgresReachable())) return ctx.skip()
-    const start = (o = {}) => SimulatedProvider.start({ chunkDelayMs: 100, replyTokens: 60, ...o })
-    const sims: Market['sims'] = {
-      atlasCheap: await start(),
-      atlasDear: await start(),
-      tern: await start(),
-      wren: await start(),
-      quill: await start(),
-      vendor: await start({ apiKey: 'vendor-key' }),
-    }
+    const sims = await startSims({ chunkDelayMs: 100, replyTokens: 60 })
     const storeUrl = freshStoreUrl('postgres')
     const store = await openStore(storeUrl)
     const file = join(mkdtempSync(join(tmpdir(), 'svc-kill-')), 'config.json')

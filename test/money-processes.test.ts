@@ -2,28 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { SimulatedProvider } from '../src/providers/simulated/server.js'
 import { openStore } from '../src/store/open.js'
 import type { Store } from '../src/store/store.js'
-import { depositTo, issueKey, openAccount } from '../src/accounts/operations.js'
-import { marketConfig, addressOf, type Market } from './helpers/market.js'
-import { checkInvariants, maxCostFor } from './helpers/money.js'
+import { marketConfig, addressOf, startSims, type Market } from './helpers/market.js'
+import { checkInvariants, fundedKey, maxCostFor } from './helpers/money.js'
 import { daemon, type Daemon, LISTENING, listeningLine } from './helpers/cli.js'
 import { dropSchema, freshStoreUrl, postgresReachable, type StoreKind } from './helpers/stores.js'
 
 type Sims = Market['sims']
-
-async function startSims(opts: ConstructorParameters<typeof Object>[0] = {}): Promise<Sims> {
-  const s = () => SimulatedProvider.start(opts as never)
-  return {
-    atlasCheap: await s(),
-    atlasDear: await s(),
-    tern: await s(),
-    wren: await s(),
-    quill: await s(),
-    vendor: await SimulatedProvider.start({ ...(opts as object), apiKey: 'vendor-key' }),
-  }
-}
 
 function writeConfig(sims: Sims, storeUrl: string, tuning: Record<string, number>): string {
   const file = join(mkdtempSync(join(tmpdir(), 'svc-proc-')), 'config.json')
@@ -34,16 +20,6 @@ function writeConfig(sims: Sims, storeUrl: string, tuning: Record<string, number
 async function gateway(configFile: string): Promise<{ d: Daemon; url: string }> {
   const d = await daemon(['serve', '--config', configFile], LISTENING)
   return { d, url: listeningLine(d.output()).base_url }
-}
-
-async function fundedKey(store: Store, wallet: string, amount: bigint) {
-  const { account } = await openAccount(store, wallet, Date.now())
-  await depositTo(store, account.id, amount, Date.now())
-  await store.accounts.approve(account.id, amount)
-  return {
-    accountId: account.id,
-    key: (await issueKey({ now: Date.now(), store, accountId: account.id, name: 'proc' })).key,
-  }
 }
 
 const ask = (url: string, key: string, body: unknown) =>

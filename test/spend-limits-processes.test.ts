@@ -2,12 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { SimulatedProvider } from '../src/providers/simulated/server.js'
 import { openStore } from '../src/store/open.js'
 import type { Store } from '../src/store/store.js'
 import { depositTo, issueKey, openAccount } from '../src/accounts/operations.js'
 import { formatUsdc } from '../src/money/usdc.js'
-import { chat, marketConfig, addressOf, type Market } from './helpers/market.js'
+import { chat, marketConfig, addressOf, startSims, type Market } from './helpers/market.js'
 import { checkInvariants, maxCostFor } from './helpers/money.js'
 import { daemon, type Daemon, LISTENING, listeningLine } from './helpers/cli.js'
 import { dropSchema, freshStoreUrl, postgresReachable, type StoreKind } from './helpers/stores.js'
@@ -27,15 +26,7 @@ describe.each<StoreKind>(['sqlite', 'postgres'])('a key spend limit across two g
   const gws: { d: Daemon; url: string }[] = []
   beforeAll(async (ctx) => {
     if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
-    const start = () => SimulatedProvider.start()
-    sims = {
-      atlasCheap: await start(),
-      atlasDear: await start(),
-      tern: await start(),
-      wren: await start(),
-      quill: await start(),
-      vendor: await SimulatedProvider.start({ apiKey: 'vendor-key' }),
-    }
+    sims = await startSims()
     storeUrl = freshStoreUrl(kind)
     store = await openStore(storeUrl)
     const file = join(mkdtempSync(join(tmpdir(), 'svc-spend-')), 'config.json')

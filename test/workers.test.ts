@@ -3,12 +3,10 @@ import { Agent } from 'undici'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { SimulatedProvider } from '../src/providers/simulated/server.js'
 import { openStore } from '../src/store/open.js'
 import type { Store } from '../src/store/store.js'
-import { depositTo, issueKey, openAccount } from '../src/accounts/operations.js'
-import { marketConfig, addressOf, type Market } from './helpers/market.js'
-import { checkInvariants, maxCostFor } from './helpers/money.js'
+import { marketConfig, addressOf, startSims, type Market } from './helpers/market.js'
+import { checkInvariants, fundedKey, maxCostFor } from './helpers/money.js'
 import { daemon, svc, type Daemon, LISTENING } from './helpers/cli.js'
 import { dropSchema, freshStoreUrl, postgresReachable, STORE_KINDS } from './helpers/stores.js'
 
@@ -61,15 +59,7 @@ describe.each(STORE_KINDS)('svc serve --workers 2 on %s', (kind) => {
   let at: Listening
   beforeAll(async (ctx) => {
     if (kind === 'postgres' && !(await postgresReachable())) return ctx.skip()
-    const start = (o = {}) => SimulatedProvider.start({ chunkDelayMs: 50, replyTokens: 40, ...o })
-    sims = {
-      atlasCheap: await start(),
-      atlasDear: await start(),
-      tern: await start(),
-      wren: await start(),
-      quill: await start(),
-      vendor: await start({ apiKey: 'vendor-key' }),
-    }
+    sims = await startSims({ chunkDelayMs: 50, replyTokens: 40 })
     storeUrl = freshStoreUrl(kind)
     store = await openStore(storeUrl)
     const config = {
@@ -93,14 +83,6 @@ describe.each(STORE_KINDS)('svc serve --workers 2 on %s', (kind) => {
     if (kind === 'postgres' && storeUrl) await dropSchema(storeUrl)
   })
 
-  async function fundedKey(wallet: string, amount: bigint) {
-    const { account } = await openAccount(store, wallet, Date.now())
-    await depositTo(store, account.id, amount, Date.now())
-    await store.accounts.approve(account.id, amount)
-    const { key } = await issueKey({ now: Date.now(), store, accountId: account.id, name: 'workers' })
-    return { accountId: account.id, key }
-  }
-
   it('listens once for both workers, and is ready only when both are', async () => {
     expect(at.workers).toHaveLength(2)
     expect(at.workers).not.toContain(at.pid)
@@ -114,7 +96,7 @@ describe.each(STORE_KINDS)('svc serve --workers 2 on %s', (kind) => {
     const config = marketConfig(sims, storeUrl, {})
     const max = maxCostFor(config, body)
     const funds = max * BigInt(N)
-    const { accountId, key } = await fundedKey(addressOf(0x61), funds)
+    const { accountId, key } = await fundedKey(store, addressOf(0x61), funds)
     // Admitted requests wait at the provider until every one of the 4N is decided, so no capture frees room early.
     for (const s of [sims.atlasCheap, sims.atlasDear]) s.setFault({ kind: 'stall' })
     const waiting = () => sims.atlasCheap.stats.active + sims.atlasDear.stats.active
@@ -154,7 +136,7 @@ describe.each(STORE_KINDS)('svc serve --workers 2 on %s', (kind) => {
 
   it('replaces a worker killed mid-stream; its holds are released, charged nothing, and the other serves on', async () => {
     const funds = 10_000_000n
-    const { accountId, key } = await fundedKey(addressOf(0x62), funds)
+    const { accountId, key } = await fundedKey(store, addressOf(0x62), funds)
     const done = [await (await ask(at.base_url, key, { ...body, max_tokens: 3 })).json()]
     // Streams until the worker to kill serves at least one (connections are dealt to the workers in turn).
     const streams: { id: string; reader: ReadableStreamDefaultReader<Uint8Array> }[] = []
@@ -212,7 +194,7 @@ describe.each(STORE_KINDS)('svc serve --workers 2 on %s', (kind) => {
   }, 60_000)
 
   it('drains every worker on SIGTERM: a stream in flight finishes, then the server stops', async () => {
-    const { accountId, key } = await fundedKey(addressOf(0x63), 10_000_000n)
+    const { accountId, key } = await fundedKey(store, addressOf(0x63), 10_000_000n)
     const res = await ask(at.base_url, key, { ...body, stream: true })
     const reader = res.body!.getReader()
     await reader.read()

@@ -191,16 +191,21 @@ export function marketConfig(s: Market['sims'], storeUrl: string, tuning?: Confi
   }
 }
 
-export async function startMarket(opts: MarketOptions = {}): Promise<Market> {
-  const start = () => SimulatedProvider.start(opts.sim)
-  const sims = {
+/** The market's simulated providers, each started with `sim` (the vendor also with its API key). */
+export async function startSims(sim: MarketOptions['sim'] = {}): Promise<Market['sims']> {
+  const start = () => SimulatedProvider.start(sim)
+  return {
     atlasCheap: await start(),
     atlasDear: await start(),
     tern: await start(),
     wren: await start(),
     quill: await start(),
-    vendor: await SimulatedProvider.start({ ...opts.sim, apiKey: 'vendor-key' }),
+    vendor: await SimulatedProvider.start({ ...sim, apiKey: 'vendor-key' }),
   }
+}
+
+export async function startMarket(opts: MarketOptions = {}): Promise<Market> {
+  const sims = await startSims(opts.sim)
   const storeUrl = freshStoreUrl(opts.store ?? 'sqlite')
   const config = marketConfig(sims, storeUrl, opts.tuning)
   opts.edit?.(config)

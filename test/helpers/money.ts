@@ -6,6 +6,15 @@ import { maxCostOf } from '../../src/gateway/admission.js'
 import { isApiError } from '../../src/protocol/errors.js'
 import type { Store } from '../../src/store/store.js'
 import { SYSTEM_ACCOUNTS } from '../../src/store/accounts.js'
+import { depositTo, issueKey, openAccount } from '../../src/accounts/operations.js'
+
+/** An account of `wallet` funded and approved for `amount`, and a key of it named `name`. */
+export async function fundedKey(store: Store, wallet: string, amount: bigint, name = 'funded') {
+  const { account } = await openAccount(store, wallet, Date.now())
+  await depositTo(store, account.id, amount, Date.now())
+  await store.accounts.approve(account.id, amount)
+  return { accountId: account.id, key: (await issueKey({ now: Date.now(), store, accountId: account.id, name })).key }
+}
 
 /** The hold a request body gets under this config, computed by the gateway's own functions. */
 export function maxCostFor(config: Config, body: unknown): bigint {

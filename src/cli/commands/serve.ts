@@ -83,16 +83,23 @@ function workerCount(text: string | undefined): number {
  * one `/metrics` and `listening` line of the server.
  */
 async function servePrimary(config: Config, count: number, logger: import('pino').Logger): Promise<void> {
-  const [{ openStore }, { loadReceiptKey }, { generatePrivateKey }, { WorkerPool }, { tuningOf }] = await Promise.all([
+  const [
+    { openStore },
+    { loadReceiptKey },
+    { generatePrivateKey },
+    { WorkerPool },
+    { tuningOf },
+    { WORKER_RECEIPT_KEY_ENV },
+  ] = await Promise.all([
     import('../../store/open.js'),
     import('../../receipts/key.js'),
     import('viem/accounts'),
     import('../../ops/workers/primary.js'),
     import('../../config.js'),
+    import('../../ops/workers/messages.js'),
   ])
   await (await openStore(config.store)).close()
   const env: Record<string, string> = {}
-  const { WORKER_RECEIPT_KEY_ENV } = await import('../../ops/workers/messages.js')
   if (loadReceiptKey(config).ephemeral) env[WORKER_RECEIPT_KEY_ENV] = generatePrivateKey()
   // A worker stops within its grace and its requests' settling; the primary kills one that takes longer.
   const stopMs = tuningOf(config).shutdownGraceMs + 15_000

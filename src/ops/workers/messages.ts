@@ -49,3 +49,30 @@ export function isSvcMessage(m: unknown): m is ToPrimary | ToWorker {
 export const WORKER_INDEX_ENV = 'SVC_WORKER_INDEX'
 /** The environment variable that hands the workers the receipt key the primary made when none was configured. */
 export const WORKER_RECEIPT_KEY_ENV = 'SVC_WORKER_RECEIPT_KEY'
+
+/**
+ * Questions sent over the channel and their answers, matched by id: `ask` sends one and resolves with its answer, or
+ * with `unanswered` after `ms`.
+ */
+export class Replies<T> {
+  private asked = 0
+  private readonly waiting = new Map<number, (answer: T) => void>()
+
+  ask(send: (id: number) => void, ms: number, unanswered: T): Promise<T> {
+    const id = ++this.asked
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.answer(id, unanswered), ms)
+      this.waiting.set(id, (answer) => {
+        clearTimeout(timer)
+        this.waiting.delete(id)
+        resolve(answer)
+      })
+      send(id)
+    })
+  }
+
+  /** The answer to question `id`; an answer that came too late is dropped. */
+  answer(id: number, answer: T): void {
+    this.waiting.get(id)?.(answer)
+  }
+}

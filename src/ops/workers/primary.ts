@@ -1,7 +1,7 @@
 import cluster, { type Worker } from 'node:cluster'
 import type { Logger } from 'pino'
 import { forwardLines } from './lines.js'
-import { isSvcMessage, WORKER_INDEX_ENV, type ToPrimary, type ToWorker } from './messages.js'
+import { isSvcMessage, Replies, WORKER_INDEX_ENV, type ToPrimary, type ToWorker } from './messages.js'
 
 /** How long the primary waits for a worker's own readiness before it counts the worker unready. */
 const LOCAL_ASK_MS = 2_000
@@ -37,8 +37,7 @@ interface Slot {
 export class WorkerPool {
   private readonly slots: Slot[]
   private stopping = false
-  private asked = 0
-  private readonly gathering = new Map<number, (problems: string[]) => void>()
+  private readonly replies = new Replies<string[]>()
   private startup: { resolve(url: string): void; reject(err: Error): void } | undefined
   private exited: (() => void) | undefined
 
@@ -128,7 +127,7 @@ export class WorkerPool {
     } else if (m.type === 'svc:ready?') {
       void this.serverProblems().then((problems) => send(worker, { type: 'svc:ready', id: m.id, problems }))
     } else {
-      this.gathering.get(m.id)?.(m.problems)
+      this.replies.answer(m.id, m.problems)
     }
   }
 
@@ -145,19 +144,9 @@ export class WorkerPool {
   }
 
   private ask(worker: Worker): Promise<string[]> {
-    const id = ++this.asked
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.gathering.delete(id)
-        resolve([`did not answer within ${LOCAL_ASK_MS} ms`])
-      }, LOCAL_ASK_MS)
-      this.gathering.set(id, (problems) => {
-        clearTimeout(timer)
-        this.gathering.delete(id)
-        resolve(problems)
-      })
-      send(worker, { type: 'svc:local?', id })
-    })
+    return this.replies.ask((id) => send(worker, { type: 'svc:local?', id }), LOCAL_ASK_MS, [
+      `did not answer within ${LOCAL_ASK_MS} ms`,
+    ])
   }
 }
 

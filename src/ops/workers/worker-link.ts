@@ -1,6 +1,6 @@
 import cluster from 'node:cluster'
 import { AggregatorRegistry, type Registry } from 'prom-client'
-import { isSvcMessage, WORKER_INDEX_ENV, type ToPrimary } from './messages.js'
+import { isSvcMessage, Replies, WORKER_INDEX_ENV, type ToPrimary } from './messages.js'
 
 /** How long a worker waits for the primary's answer to "is the server ready?" before it answers unready itself. */
 const ASK_MS = 3_000
@@ -13,8 +13,7 @@ const ASK_MS = 3_000
 export class WorkerLink {
   /** This worker's place, 0 to N-1: a worker that replaces a dead one takes its index. */
   readonly index: number
-  private asked = 0
-  private readonly waiting = new Map<number, (problems: string[]) => void>()
+  private readonly replies = new Replies<string[]>()
   private ownProblems: () => Promise<string[]> = async () => []
 
   private constructor(index: number) {
@@ -22,7 +21,7 @@ export class WorkerLink {
     process.on('message', (m: unknown) => {
       if (!isSvcMessage(m)) return
       if (m.type === 'svc:ready') {
-        this.waiting.get(m.id)?.(m.problems)
+        this.replies.answer(m.id, m.problems)
       } else if (m.type === 'svc:local?') {
         void this.ownProblems().then(
           (problems) => this.send({ type: 'svc:local', id: m.id, problems }),
@@ -56,20 +55,10 @@ export class WorkerLink {
   }
 
   /** Every worker's problems (none: the whole server is ready), as the primary gathered them. */
-  async serverProblems(): Promise<string[]> {
-    const id = ++this.asked
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.waiting.delete(id)
-        resolve([`worker ${this.index}: the primary did not answer within ${ASK_MS} ms`])
-      }, ASK_MS)
-      this.waiting.set(id, (problems) => {
-        clearTimeout(timer)
-        this.waiting.delete(id)
-        resolve(problems)
-      })
-      this.send({ type: 'svc:ready?', id })
-    })
+  serverProblems(): Promise<string[]> {
+    return this.replies.ask((id) => this.send({ type: 'svc:ready?', id }), ASK_MS, [
+      `worker ${this.index}: the primary did not answer within ${ASK_MS} ms`,
+    ])
   }
 
   private send(m: ToPrimary): void {
