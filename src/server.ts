@@ -10,7 +10,6 @@ import type { Rail } from './settlement/rail.js'
 import { Settler, type SettleReport } from './settlement/settler.js'
 import { formatUsdc } from './money/usdc.js'
 import { serveMetrics } from './ops/metrics-server.js'
-import { closeSilentConnections } from './api/connection-slots.js'
 import { portalPlugin, type PortalOptions } from './portal/plugin.js'
 import { ReceiptBook } from './receipts/book.js'
 import { loadReceiptKey, type ReceiptKey } from './receipts/key.js'
@@ -145,16 +144,12 @@ const requests = (n: number) => `${n} request${n === 1 ? '' : 's'}`
 const SETTLE_WAIT_MS = 5_000
 
 /**
- * Stops the HTTP server: no new connection, idle connections (and those that never sent a request) closed, those
- * whose requests are in flight closed as each request ends (a new request on one is refused by the app while the
- * gateway is stopping). After `graceMs`,
+ * Stops the HTTP server: no new connection, idle connections closed, those whose requests are in flight closed as
+ * each request ends (a new request on one is refused by the app while the gateway is stopping). After `graceMs`,
  * `ended` ends what is still being served (its answers go out); whatever is still open `ANSWER_MS` later is cut.
  */
 async function closeGently(app: FastifyInstance, graceMs: number, ended: () => void): Promise<void> {
-  const idle = setInterval(() => {
-    app.server.closeIdleConnections()
-    closeSilentConnections(app.server)
-  }, 20)
+  const idle = setInterval(() => app.server.closeIdleConnections(), 20)
   let cut: NodeJS.Timeout | undefined
   const grace = setTimeout(() => {
     ended()

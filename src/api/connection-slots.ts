@@ -16,7 +16,6 @@ export interface ConnectionBounds {
 export function boundConnections(server: Server, { max, headTimeoutMs }: ConnectionBounds): void {
   /** Connections that have not sent a request head yet, oldest first, with when they opened. */
   const silent = new Map<Socket, number>()
-  silentOf.set(server, silent)
   let open = 0
   server.on('connection', (socket: Socket) => {
     open++
@@ -46,18 +45,4 @@ export function boundConnections(server: Server, { max, headTimeoutMs }: Connect
   )
   sweep.unref()
   server.once('close', () => clearInterval(sweep))
-}
-
-/** Each bounded server's connections that have sent no request head yet. */
-const silentOf = new WeakMap<Server, Map<Socket, number>>()
-
-/**
- * Closes the connections that have sent no request yet (a client's spare connections). A stopping server closes these
- * with its idle ones: Node's `closeIdleConnections` leaves them open, and `close` would wait for their clients.
- */
-export function closeSilentConnections(server: Server): void {
-  const silent = silentOf.get(server)
-  if (!silent) return
-  for (const socket of silent.keys()) socket.destroy()
-  silent.clear()
 }
