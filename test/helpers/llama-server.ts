@@ -37,13 +37,33 @@ export interface LlamaServer {
   stop(): Promise<void>
 }
 
-/** Starts llama-server on `model` (a GGUF file) with `extra` arguments, once it answers /health. */
+/**
+ * Starts llama-server on `model` (a GGUF file) with `extra` arguments, once it answers /health. Its weights are not
+ * repacked (`--no-repack`): on a CPU with AMX (a build for the machine's own CPU has ggml's AMX kernels) the repacked
+ * q4_0 weights crash its matrix product in an embedding model's warm-up (a segmentation fault at start).
+ */
 export async function startLlamaServer(model: string, extra: string[] = []): Promise<LlamaServer> {
   const port = await freePort()
-  const args = ['-m', model, '--host', '127.0.0.1', '--port', String(port), '-c', '4096', '-np', '2', '-t', '1']
+  const args = [
+    '-m',
+    model,
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '-c',
+    '4096',
+    '-np',
+    '2',
+    '-t',
+    '1',
+    '--no-repack',
+  ]
   const server: ChildProcess = spawn(LLAMA_SERVER!, [...args, ...extra], { stdio: 'ignore' })
   const url = `http://127.0.0.1:${port}`
   for (let i = 0; i < 300; i++) {
+    if (server.exitCode !== null || server.signalCode !== null)
+      throw new Error(`llama-server exited (${server.exitCode ?? server.signalCode}) before it answered /health`)
     const up = await fetch(`${url}/health`).then(
       (r) => r.ok,
       () => false,
