@@ -3,8 +3,9 @@
 // after the first minute (heap and caches warm); the figure is the RSS at the end as a ratio of it, and of each
 // later minute, so that growth shows as ratios above 1 (the issue's bound: within 1.2 after 10 minutes).
 // Also printed: the same for the simulated upstream beside it, which keeps nothing per request, as a control.
-// Usage: npm run bench:memory [-- --minutes 10 --concurrency 64 --accounts 8 --models 3 --modes plain,stream --heap]
-//   (--heap: the gateway also writes a heap snapshot after the first minute and at the end, to bench/results/heap/)
+// Usage: npm run bench:memory [-- --minutes 10 --concurrency 64 --accounts 8 --models 3 --modes plain,stream --heap
+//   --node-args="--flag …"] (--heap: the gateway also writes a heap snapshot after the first minute and at the end, to
+//   bench/results/heap/; --node-args: node flags for the gateway after its own)
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -18,6 +19,7 @@ const o = benchOptions(import.meta.url, {
   models: { type: 'string', default: '3' },
   modes: { type: 'string', default: 'plain,stream', choices: ['plain', 'stream'], list: true },
   heap: { type: 'boolean', default: false },
+  'node-args': { type: 'string', default: '' },
 })
 const modes = o.modes.split(',')
 const CLI = 'dist/cli/main.js'
@@ -66,7 +68,10 @@ const { config: file, key } = await benchGateway('.', dir, sim.info.base_url, {
 const heapDir = join('bench', 'results', 'heap')
 if (o.heap) mkdirSync(heapDir, { recursive: true })
 const gw = await startGateway(file, {
-  nodeArgs: o.heap ? [`--heapsnapshot-signal=SIGUSR2`, `--diagnostic-dir=${heapDir}`] : [],
+  nodeArgs: [
+    ...o['node-args'].split(' ').filter(Boolean),
+    ...(o.heap ? [`--heapsnapshot-signal=SIGUSR2`, `--diagnostic-dir=${heapDir}`] : []),
+  ],
 })
 const url = `${gw.info.base_url}/v1/chat/completions`
 

@@ -69,7 +69,7 @@ const data = mkdtempSync(join(tmpdir(), 'bench-stall-'))
 const gateway = spawn(
   process.execPath,
   [
-    '--max-semi-space-size=64',
+    '--max-semi-space-size=32',
     'dist/cli/main.js',
     'demo',
     '--json',

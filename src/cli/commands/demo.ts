@@ -11,7 +11,7 @@ import type { AnvilDemo } from '../demo/anvil.js'
 import { action, noConfig, DEFAULT_DATA_DIR, emit, onShutdown, type CommonOptions } from '../context.js'
 import { demoAccount, demoKey, demoPort } from '../demo/restart.js'
 import { STORE_URL } from '../../config-schema.js'
-import { noteMissingNodeFlags } from '../node-flags.js'
+import { applyGatewayV8Settings, noteMissingNodeFlags } from '../node-flags.js'
 import { demoReceiptKey, demoSecretsKey } from '../demo/receipt-key.js'
 
 const FUNDS = parseUsdc('25')!
@@ -76,6 +76,7 @@ export function demoCommand(program: Command): void {
           throw new OperationError(`--chunk-delay-ms must be a whole number of milliseconds, got ${opts.chunkDelayMs}`)
         // After the options' own errors, which are the line to read when there are any.
         noteMissingNodeFlags()
+        applyGatewayV8Settings()
         mkdirSync(data, { recursive: true })
         // Until it can stop gently, a signal ends the demo at once, through process exit (which stops an anvil it
         // started).

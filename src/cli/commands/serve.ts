@@ -2,7 +2,7 @@ import cluster from 'node:cluster'
 import { availableParallelism } from 'node:os'
 import type { Command } from 'commander'
 import { action, common, CliError, onShutdown, readConfig, wholeOption, type CommonOptions } from '../context.js'
-import { noteMissingNodeFlags } from '../node-flags.js'
+import { applyGatewayV8Settings, noteMissingNodeFlags } from '../node-flags.js'
 import { LOG_LEVELS, type LogFormat, type LogLevel } from '../../ops/log.js'
 import type { Config } from '../../config-schema.js'
 
@@ -39,6 +39,7 @@ export function serveCommand(program: Command): void {
         }
         const workers = workerCount(opts.workers ?? process.env.SVC_WORKERS)
         if (cluster.isPrimary) noteMissingNodeFlags()
+        applyGatewayV8Settings()
         const config = await readConfig(opts)
         const { createLogger } = await import('../../ops/log.js')
         const { WorkerLink } = await import('../../ops/workers/worker-link.js')
