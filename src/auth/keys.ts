@@ -1,4 +1,4 @@
-import { createHash, randomBytes, randomInt } from 'node:crypto'
+import { hash, randomBytes, randomInt } from 'node:crypto'
 
 export const KEY_PREFIX = 'svc_test_'
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -31,7 +31,7 @@ export function isKeyShaped(key: string): boolean {
 
 /** SHA-256 is enough for high-entropy keys (≈ 238 bits); no salt or slow hash needed. */
 export function hashKey(key: string): string {
-  return createHash('sha256').update(key).digest('hex')
+  return hash('sha256', key, 'hex')
 }
 
 export function generateKey(): NewKey {
