@@ -6,10 +6,9 @@ import { apiError, isApiError, unsupported, type ApiError, type ErrorCode } from
 const MAX_STOP = 4
 
 /**
- * Anthropic's Messages API (`POST /v1/messages`, docs/interface.md §4.4) read as the chat completion request it stands
- * for: the system prompt, text, tool-use and tool-result blocks, `max_tokens`, `stop_sequences`, `tool_choice`,
- * `stream`. What it cannot express (images, documents, more stop sequences than upstreams take) is refused naming the
- * field.
+ * Anthropic's Messages API (`POST /v1/messages`, docs/interface.md §4.2c) read as the chat completion request it stands
+ * for: the system prompt, text, image, tool-use and tool-result blocks, `max_tokens`, `stop_sequences`, `tool_choice`,
+ * `stream`. What it cannot express (documents, more stop sequences than upstreams take) is refused naming the field.
  */
 
 type Block = { type?: unknown; [k: string]: unknown }
