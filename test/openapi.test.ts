@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import Ajv2020 from 'ajv/dist/2020.js'
+import { Validator } from '@seriousme/openapi-schema-validator'
 import { routesOf } from '../src/api/app.js'
 import { startMarket, type Market } from './helpers/market.js'
 
@@ -25,6 +26,17 @@ describe('GET /v1/openapi.json', () => {
     doc = await res.json()
   })
   afterAll(() => m?.close())
+
+  it("is a valid OpenAPI 3.1 document (by the specification's own JSON Schema)", async () => {
+    const validator = new Validator()
+    const result = await validator.validate(structuredClone(doc))
+    expect(validator.version).toBe('3.1')
+    expect(result).toEqual({ valid: true })
+    // The check can fail: a path without its responses is not a document.
+    const broken = structuredClone(doc) as { paths: Record<string, Record<string, unknown>> }
+    broken.paths['/v1/chat/completions']!.post = { summary: 'no responses', responses: 'none' }
+    expect((await new Validator().validate(broken)).valid).toBe(false)
+  })
 
   it('is an OpenAPI 3.1 document whose schemas compile, and which takes the bodies the routes take', () => {
     expect(doc.openapi).toBe('3.1.0')
