@@ -14,13 +14,14 @@ import { join } from 'node:path'
 import {
   benchGateway,
   BENCH_MODEL,
+  cpuUs,
   load,
   machineCpuUs,
   median,
   MESSAGES,
+  rssMb,
   start,
   startGateway,
-  TICK_US,
 } from './processes.mjs'
 import { benchOptions } from './options.mjs'
 import { hasWrk, wrkLoad } from './wrk.mjs'
@@ -49,12 +50,7 @@ function tree(pid) {
   }
   return [pid, ...children.flatMap(tree)]
 }
-const cpuOf = (pids) =>
-  pids.reduce((sum, pid) => {
-    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
-    return sum + (Number(f[11]) + Number(f[12])) * TICK_US
-  }, 0)
-const rssMbOf = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024
+const cpuOf = (pids) => pids.reduce((sum, pid) => sum + cpuUs(pid), 0)
 
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', String(tokens)])
 const raw = await start(['bench/raw-proxy.mjs', sim.info.base_url])
@@ -85,7 +81,7 @@ async function measure(t, stream, c, { seconds, warmup }) {
   const m1 = machineCpuUs()
   // CPU over the whole load, warm-up included, per request it served.
   const served = r.requests * (1 + warmup / seconds)
-  const rss = pids.map(rssMbOf)
+  const rss = pids.map(rssMb)
   return {
     rps: r.rps,
     errors: r.errors,

@@ -6,10 +6,10 @@
 // Usage: npm run bench:memory [-- --minutes 10 --concurrency 64 --accounts 8 --models 3 --modes plain,stream --heap
 //   --node-args="--flag …"] (--heap: the gateway also writes a heap snapshot after the first minute and at the end, to
 //   bench/results/heap/; --node-args: node flags for the gateway after its own)
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { benchGateway, BENCH_MODEL, load, MESSAGES, start, startGateway } from './processes.mjs'
+import { benchGateway, BENCH_MODEL, load, MESSAGES, rssMb, start, startGateway } from './processes.mjs'
 import { benchOptions } from './options.mjs'
 
 const o = benchOptions(import.meta.url, {
@@ -23,7 +23,6 @@ const o = benchOptions(import.meta.url, {
 })
 const modes = o.modes.split(',')
 const CLI = 'dist/cli/main.js'
-const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024
 
 const sim = await start([CLI, 'sim-provider', '--port', '0', '--json', '--reply-tokens', '64'])
 const dir = mkdtempSync(join(tmpdir(), 'svc-memory-'))

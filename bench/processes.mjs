@@ -101,6 +101,9 @@ export function cpuUs(pid, mainThread = false) {
   return (Number(f[11]) + Number(f[12])) * TICK_US
 }
 
+/** A process's resident memory (MB), from /proc. */
+export const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024
+
 /**
  * The machine's CPU time so far, all cores (µs): busy (user, system and interrupts) and in all. Time stolen by the
  * host counts in all but not as busy: this machine's processes did not use it.
