@@ -1,13 +1,14 @@
 // The gateway beside its anchor, in one run over the same simulated upstream: a raw node:http + undici pass-through
 // (bench/raw-proxy.mjs), the gateway as one process, and the gateway with --workers N (default: this machine's
-// cores), each on a fresh SQLite store. Per mode (plain, stream) and concurrency, in --rounds interleaved rounds (raw,
-// 1 worker, N workers, raw, …): requests/s, p50 and p99, the CPU each target spent per request (every process of it:
-// a primary and its workers), its RSS after the load (in all, and its largest process) and how busy the whole machine
-// was; then the medians as ratios: against the raw proxy, and N workers against one. The load comes from wrk (Debian's
-// package) when it is installed, else from bench/loadgen.mjs, whose own CPU then takes more of the machine from the
-// targets.
+// cores, at least 2), each on a fresh SQLite store. Per mode (plain, stream) and concurrency, in --rounds interleaved
+// rounds (raw, 1 worker, N workers, raw, …): requests/s, p50 and p99, the CPU each target spent per request (every
+// process of it: a primary and its workers), its memory after the load (in all as proportional shares, so that what
+// its processes share counts once; and its largest process's RSS) and how busy the whole machine was; then the medians
+// of per-round ratios: against the raw proxy, and N workers against one. The load comes from wrk (Debian's package)
+// when it is installed, else from bench/loadgen.mjs, whose own CPU then takes more of the machine from the targets.
 // Usage: npm run bench:anchors [-- --seconds 5 --warmup 2 --rounds 3 --concurrency 16,64 --modes plain,stream
-//   --tokens 16 --workers 2 --loader wrk|node]
+//   --tokens 16 --workers 2 --loader wrk|node --node-args="--flag …"] (--node-args: node flags for both gateways after
+//   their own)
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -35,22 +36,25 @@ const o = benchOptions(import.meta.url, {
   tokens: { type: 'string', default: '16' },
   workers: { type: 'string', default: String(Math.max(2, availableParallelism())) },
   loader: { type: 'string', default: hasWrk() ? 'wrk' : 'node', choices: ['wrk', 'node'] },
+  'node-args': { type: 'string', default: '' },
 })
 const tokens = Number(o.tokens)
 const dirs = []
 process.on('exit', () => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })))
 
-/** A process and its descendants (a primary's workers), by pid. */
+/** A process and its descendants (a primary's workers, forked by its main thread), by pid. */
 function tree(pid) {
   let children = []
   try {
     children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)
   } catch {
-    return []
+    // No list of children in this kernel (or the process is gone): the process alone.
   }
   return [pid, ...children.flatMap(tree)]
 }
 const cpuOf = (pids) => pids.reduce((sum, pid) => sum + cpuUs(pid), 0)
+/** A process's proportional share of memory (MB): pages it shares with its workers (node's code) counted once. */
+const pssMb = (pid) => Number(/^Pss:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))[1]) / 1024
 
 const sim = await start(['dist/cli/main.js', 'sim-provider', '--port', '0', '--json', '--reply-tokens', String(tokens)])
 const raw = await start(['bench/raw-proxy.mjs', sim.info.base_url])
@@ -60,7 +64,8 @@ async function gateway(workers) {
   const dir = mkdtempSync(join(tmpdir(), 'svc-anchors-'))
   dirs.push(dir)
   const { config, key } = await benchGateway('.', dir, sim.info.base_url)
-  const gw = await startGateway(config, { env: { SVC_WORKERS: String(workers) } })
+  const nodeArgs = o['node-args'].split(' ').filter(Boolean)
+  const gw = await startGateway(config, { env: { SVC_WORKERS: String(workers) }, nodeArgs })
   return { url: `${gw.info.base_url}/v1/chat/completions`, pid: gw.child.pid, key, model: BENCH_MODEL }
 }
 const workers = Number(o.workers)
@@ -79,6 +84,8 @@ async function measure(t, stream, c, { seconds, warmup }) {
   const opts = { concurrency: c, seconds, warmup, key: t.key }
   const r = o.loader === 'wrk' ? await wrkLoad(t.url, body, opts) : await load(t.url, body, opts)
   const m1 = machineCpuUs()
+  if (tree(t.pid).join() !== pids.join())
+    throw new Error(`${t.name}: its processes changed during the load (one exited)`)
   // CPU over the whole load, warm-up included, per request it served.
   const served = r.requests * (1 + warmup / seconds)
   const rss = pids.map(rssMb)
@@ -88,7 +95,7 @@ async function measure(t, stream, c, { seconds, warmup }) {
     p50_ms: r.p50_ms,
     p99_ms: r.p99_ms,
     cpu_us: served ? (cpuOf(pids) - cpu0) / served : null,
-    rss_mb: rss.reduce((a, b) => a + b, 0),
+    pss_mb: pids.reduce((sum, pid) => sum + pssMb(pid), 0),
     rss_max_mb: Math.max(...rss),
     machine_busy_pct: (100 * (m1.busy - m0.busy)) / (m1.all - m0.all),
   }
@@ -126,8 +133,8 @@ for (const mode of o.modes.split(','))
         'p50 ms': fixed(med('p50_ms'), 2),
         'p99 ms': fixed(med('p99_ms'), 2),
         'cpu µs/req': fixed(med('cpu_us'), 0),
-        'rss MB': fixed(med('rss_mb'), 0),
-        'largest process MB': fixed(med('rss_max_mb'), 0),
+        'memory MB': fixed(med('pss_mb'), 0),
+        'largest RSS MB': fixed(med('rss_max_mb'), 0),
         'machine busy %': fixed(med('machine_busy_pct'), 0),
       })
     }
