@@ -10,8 +10,9 @@ export const GATEWAY_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=32'
 /**
  * V8 settings a gateway process gives itself as it starts (`setFlagsFromString`; NODE_OPTIONS cannot carry them):
  * the old generation may grow to 1.5× what survived its last full collection before the next one, instead of V8's
- * own factor of up to 4×, so a process's memory stays flat under load rather than climbing between full collections
- * (why and what it costs: docs/performance.md §5).
+ * own factor of up to 4× (in every case, the smaller ones V8 takes when memory runs short among them), so a process's
+ * memory stays flat under load rather than climbing between full collections (why and what it costs:
+ * docs/performance.md §5).
  */
 export const GATEWAY_V8_SETTINGS: readonly string[] = ['--heap-growing-percent=50']
 

@@ -59,16 +59,27 @@ export async function startLlamaServer(model: string, extra: string[] = []): Pro
     '1',
     '--no-repack',
   ]
-  const server: ChildProcess = spawn(LLAMA_SERVER!, [...args, ...extra], { stdio: 'ignore' })
+  const server: ChildProcess = spawn(LLAMA_SERVER!, [...args, ...extra], { stdio: ['ignore', 'ignore', 'pipe'] })
+  // The last of what it says on stderr, for the error when it does not come up.
+  let said = ''
+  server.stderr!.setEncoding('utf8').on('data', (d: string) => (said = (said + d).slice(-2000)))
+  let failed: Error | undefined
+  server.once('error', (err) => (failed = err))
   const url = `http://127.0.0.1:${port}`
-  for (let i = 0; i < 300; i++) {
+  const notUp = (why: string) => new Error(`llama-server ${why} before it answered /health:\n${said}`)
+  for (let i = 0; ; i++) {
+    if (failed) throw notUp(`could not start (${failed.message})`)
     if (server.exitCode !== null || server.signalCode !== null)
-      throw new Error(`llama-server exited (${server.exitCode ?? server.signalCode}) before it answered /health`)
+      throw notUp(`exited (${server.exitCode ?? server.signalCode})`)
     const up = await fetch(`${url}/health`).then(
       (r) => r.ok,
       () => false,
     )
     if (up) break
+    if (i === 300) {
+      server.kill('SIGKILL')
+      throw notUp('took more than 30 s')
+    }
     await new Promise((r) => setTimeout(r, 100))
   }
   return {

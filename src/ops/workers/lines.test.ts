@@ -1,13 +1,19 @@
-import { PassThrough } from 'node:stream'
+import { once } from 'node:events'
+import { PassThrough, Writable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import { forwardLines } from './lines.js'
 
 describe("a worker's output forwarded", () => {
-  it('goes out in whole lines however its chunks are cut, characters of several bytes too, and the last on end', () => {
+  it('goes out in whole lines however its chunks are cut, characters of several bytes too, and the last on end', async () => {
     const from = new PassThrough()
     const writes: string[] = []
-    const to = { write: (b: Buffer) => writes.push(b.toString('utf8')) } as unknown as NodeJS.WritableStream
-    forwardLines(from, to as never)
+    const to = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        writes.push(chunk.toString('utf8'))
+        done()
+      },
+    })
+    forwardLines(from, to)
     const text = Buffer.from('{"a":"é€"}\n{"b":2}\n{"c":"日本"}\n{"tail":1}', 'utf8')
     // Cut inside a line and inside a character of three bytes (€ is e2 82 ac).
     const euro = text.indexOf(Buffer.from('€'))
@@ -19,12 +25,8 @@ describe("a worker's output forwarded", () => {
     ])
       from.write(text.subarray(i, j))
     from.end()
-    return new Promise<void>((resolve) =>
-      from.on('end', () => {
-        expect(writes.every((w) => w.endsWith('\n'))).toBe(true)
-        expect(writes.join('')).toBe('{"a":"é€"}\n{"b":2}\n{"c":"日本"}\n{"tail":1}\n')
-        resolve()
-      }),
-    )
+    await once(from, 'end')
+    expect(writes.every((w) => w.endsWith('\n'))).toBe(true)
+    expect(writes.join('')).toBe('{"a":"é€"}\n{"b":2}\n{"c":"日本"}\n{"tail":1}\n')
   })
 })
