@@ -1,33 +1,18 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { wrapFetchWithPaymentFromConfig } from '@x402/fetch'
 import { ExactEvmScheme } from '@x402/evm'
-import { anvilAccount, anvilKey } from '../src/chain/anvil.js'
+import { anvilAccount } from '../src/chain/anvil.js'
 import { parseUsdc } from '../src/money/usdc.js'
 import { prepaidAddress } from '../src/store/x402.js'
 import type { PaymentRequired } from '../src/protocol/x402.js'
-import { addEmbeddingModel, chat, P, type Market } from './helpers/market.js'
+import { chat, type Market } from './helpers/market.js'
 import { signIn } from './helpers/portal.js'
 import { signersOf } from './helpers/receipts.js'
 import { verifyReceipt } from '../src/receipts/verify.js'
-import {
-  balanceOf,
-  hasAnvil,
-  hello,
-  newPayer,
-  startChainMarket,
-  USDC,
-  type Chain,
-  type ChainMarket,
-  type Payer,
-} from './helpers/chain.js'
+import { balanceOf, hasAnvil, newPayer, type Chain, type ChainMarket, type Payer } from './helpers/chain.js'
+import * as x402 from './helpers/x402.js'
+import { body, decode, encode, NETWORK, startX402Market } from './helpers/x402.js'
 
-const RELAYER_KEY_ENV = 'SVC_TEST_RELAYER_KEY'
-const NETWORK = 'eip155:31337'
-const body = (extra: Record<string, unknown> = {}) =>
-  JSON.stringify({ model: 'svc/atlas@1', messages: hello, max_tokens: 300, ...extra })
-
-const decode = <T>(header: string | null): T => JSON.parse(Buffer.from(header!, 'base64').toString('utf8')) as T
-const encode = (v: unknown) => Buffer.from(JSON.stringify(v), 'utf8').toString('base64')
 const costOf = (svc: { cost_usdc: string }) => parseUsdc(svc.cost_usdc)!
 
 describe.skipIf(!hasAnvil)('x402: a wallet pays per request, no key (anvil)', () => {
@@ -40,14 +25,7 @@ describe.skipIf(!hasAnvil)('x402: a wallet pays per request, no key (anvil)', ()
   let pay: typeof fetch
 
   beforeEach(async () => {
-    process.env[RELAYER_KEY_ENV] = anvilKey(8)
-    env = await startChainMarket({}, (cfg) => {
-      if (cfg.rail.kind === 'evm') cfg.rail.x402 = { relayerKeyEnv: RELAYER_KEY_ENV }
-      addEmbeddingModel(cfg, 'svc/loom@1', [[P.wren, 20_000n]])
-    })
-    ;({ c, m } = env)
-    // A wallet with test USDC that approves nothing and has no account: it pays each request with its signature.
-    wallet = await newPayer(c, 3n * USDC, 0n)
+    ;({ env, c, m, wallet } = await startX402Market())
     sent = []
     const recording: typeof fetch = (input, init) => {
       const req = new Request(input, init)
@@ -63,24 +41,11 @@ describe.skipIf(!hasAnvil)('x402: a wallet pays per request, no key (anvil)', ()
   afterEach(() => env?.close())
 
   const post = (path: string, payload: string, headers: Record<string, string> = {}) =>
-    fetch(`${m.url}${path}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...headers },
-      body: payload,
-    })
+    x402.postTo(m.url, path, payload, headers)
   const paid = (path: string, payload: string) =>
     pay(`${m.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: payload })
-  const requirementsOf = async (payload = body()) => {
-    const res = await post('/v1/chat/completions', payload)
-    expect(res.status).toBe(402)
-    return decode<PaymentRequired>(res.headers.get('payment-required'))
-  }
-  /** Everything in the ledger and on chain balances, to the unit. */
-  const booksBalance = async () => {
-    const audit = await m.store.ledger.audit()
-    expect(audit.unbalanced).toEqual([])
-    expect(audit.inconsistent).toEqual([])
-  }
+  const requirementsOf = (payload = body()) => x402.requirementsOf(m, payload)
+  const booksBalance = () => x402.booksBalance(m)
 
   it('answers a keyless request 402 with the requirements for its maximum cost; a keyed one as before', async () => {
     const res = await post('/v1/chat/completions', body())
@@ -209,11 +174,7 @@ describe.skipIf(!hasAnvil)('x402: a wallet pays per request, no key (anvil)', ()
     expect((await again.json()).error.message).toMatch(/paid for another request already|used already/)
     expect(again.headers.get('payment-required')).toBeTruthy()
     // A fresh payment sent twice at once: one is served.
-    const required = await requirementsOf()
-    const scheme = new ExactEvmScheme(wallet.account)
-    const accepted = required.accepts[0]!
-    const signed = await scheme.createPaymentPayload(2, accepted as never)
-    const twice = encode({ x402Version: 2, resource: required.resource, accepted, payload: signed.payload })
+    const twice = await x402.signedPayment(m, wallet)
     const both = await Promise.all([
       post('/v1/chat/completions', body(), { 'payment-signature': twice }),
       post('/v1/chat/completions', body(), { 'payment-signature': twice }),
