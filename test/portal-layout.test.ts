@@ -69,6 +69,8 @@ describe.skipIf(!hasChromium)('portal layout in Chromium', () => {
       try {
         await injectWallet(context, dave, CHAIN)
         await signInAt(page, m.url)
+        // The first page's table comes with its data, after the sign-in: measured once it is there.
+        await page.locator('table').first().waitFor()
         expect(await fitting(page)).toEqual({ page: 'fits', tables: 1, frames: true, cells: true })
         await page.getByRole('link', { name: 'Usage' }).click()
         await page.locator('tr[data-request-id]').nth(4).waitFor()
