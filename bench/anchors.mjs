@@ -24,7 +24,7 @@ import {
   start,
   startGateway,
 } from './processes.mjs'
-import { benchOptions } from './options.mjs'
+import { benchOptions, nodeArgsOf } from './options.mjs'
 import { hasWrk, wrkLoad } from './wrk.mjs'
 
 const o = benchOptions(import.meta.url, {
@@ -64,8 +64,7 @@ async function gateway(workers) {
   const dir = mkdtempSync(join(tmpdir(), 'svc-anchors-'))
   dirs.push(dir)
   const { config, key } = await benchGateway('.', dir, sim.info.base_url)
-  const nodeArgs = o['node-args'].split(' ').filter(Boolean)
-  const gw = await startGateway(config, { env: { SVC_WORKERS: String(workers) }, nodeArgs })
+  const gw = await startGateway(config, { env: { SVC_WORKERS: String(workers) }, nodeArgs: nodeArgsOf(o) })
   return { url: `${gw.info.base_url}/v1/chat/completions`, pid: gw.child.pid, key, model: BENCH_MODEL }
 }
 const workers = Number(o.workers)

@@ -26,7 +26,7 @@ import {
   start,
   startGateway,
 } from './processes.mjs'
-import { benchOptions, usageError } from './options.mjs'
+import { benchOptions, nodeArgsOf, usageError } from './options.mjs'
 
 const o = benchOptions(import.meta.url, {
   base: { type: 'string' },
@@ -59,7 +59,7 @@ async function gateway(root, { nodeArgs = [], env = {}, config: extra = {}, limi
   const gw = await startGateway(config, { root, nodeArgs, env })
   return { child: gw.child, key, pid: gw.child.pid, url: `${gw.info.base_url}/v1/chat/completions` }
 }
-const thisArgs = o['node-args'].split(' ').filter(Boolean)
+const thisArgs = nodeArgsOf(o)
 const thisEnv = Object.fromEntries(
   o.env
     .split(' ')

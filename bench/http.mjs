@@ -29,7 +29,7 @@ import {
   syncFloor,
 } from './processes.mjs'
 import { soak as soakRun } from './soak.mjs'
-import { benchOptions } from './options.mjs'
+import { benchOptions, nodeArgsOf } from './options.mjs'
 import { checkTargets } from './targets.mjs'
 
 const o = benchOptions(import.meta.url, {
@@ -109,10 +109,7 @@ const wallet = BENCH_WALLET
 const profileDir = join('bench', 'results', 'profiles')
 if (o.profile) mkdirSync(profileDir, { recursive: true })
 const gw = await startGateway(config, {
-  nodeArgs: [
-    ...o['node-args'].split(' ').filter(Boolean),
-    ...(o.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []),
-  ],
+  nodeArgs: [...nodeArgsOf(o), ...(o.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])],
 })
 
 const messages = MESSAGES

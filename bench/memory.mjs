@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { benchGateway, BENCH_MODEL, load, MESSAGES, rssMb, start, startGateway } from './processes.mjs'
-import { benchOptions } from './options.mjs'
+import { benchOptions, nodeArgsOf } from './options.mjs'
 
 const o = benchOptions(import.meta.url, {
   minutes: { type: 'string', default: '10' },
@@ -67,10 +67,7 @@ const { config: file, key } = await benchGateway('.', dir, sim.info.base_url, {
 const heapDir = join('bench', 'results', 'heap')
 if (o.heap) mkdirSync(heapDir, { recursive: true })
 const gw = await startGateway(file, {
-  nodeArgs: [
-    ...o['node-args'].split(' ').filter(Boolean),
-    ...(o.heap ? [`--heapsnapshot-signal=SIGUSR2`, `--diagnostic-dir=${heapDir}`] : []),
-  ],
+  nodeArgs: [...nodeArgsOf(o), ...(o.heap ? [`--heapsnapshot-signal=SIGUSR2`, `--diagnostic-dir=${heapDir}`] : [])],
 })
 const url = `${gw.info.base_url}/v1/chat/completions`
 

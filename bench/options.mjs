@@ -7,6 +7,9 @@ import { parseArgs } from 'node:util'
 
 const NUMBERS = /^\d+(\.\d+)?(,\d+(\.\d+)?)*$/
 
+/** The node flags of a bench's `--node-args` option (space-separated; none when it is empty). */
+export const nodeArgsOf = (values) => values['node-args'].split(' ').filter(Boolean)
+
 /** Parses `process.argv` for the script at `scriptUrl` (its `import.meta.url`); exits on --help or a wrong option. */
 export function benchOptions(scriptUrl, options) {
   let values

@@ -22,7 +22,7 @@ import {
   MESSAGES,
   start,
 } from '../processes.mjs'
-import { benchOptions } from '../options.mjs'
+import { benchOptions, nodeArgsOf } from '../options.mjs'
 
 const o = benchOptions(import.meta.url, {
   mode: { type: 'string', default: 'plain', choices: ['plain', 'stream'] },
@@ -34,7 +34,7 @@ const o = benchOptions(import.meta.url, {
 })
 const dir = mkdtempSync(join(tmpdir(), 'svc-gc-'))
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
-const flags = [...(await gatewayNodeFlags('.')), ...o['node-args'].split(' ').filter(Boolean), '--trace-gc-nvp']
+const flags = [...(await gatewayNodeFlags('.')), ...nodeArgsOf(o), '--trace-gc-nvp']
 
 /**
  * Starts `node flags args` with stdout to a file (V8's trace goes there too), and resolves with the file and its base
