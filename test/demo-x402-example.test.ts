@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process'
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -14,10 +14,14 @@ const run = promisify(execFile)
 
 describe.skipIf(!hasAnvil)('the x402 example the demo prints', () => {
   let demo: Daemon | undefined
-  afterAll(async () => demo?.stop())
+  const dir = mkdtempSync(join(tmpdir(), 'svc-demo-x402-'))
+  afterAll(async () => {
+    await demo?.stop()
+    rmSync(dir, { recursive: true, force: true })
+  })
 
   it('pays for a chat completion with no key, and is served', async () => {
-    const data = join(mkdtempSync(join(tmpdir(), 'svc-demo-x402-')), 'demo')
+    const data = join(dir, 'demo')
     demo = await daemon(['demo', '--rail', 'anvil', '--port', '0', '--data', data, '--no-real-model'], /X402_KEY=.*\n/)
     const line = demo
       .output()
